@@ -1,0 +1,15 @@
+#pragma once
+// The one exception type attnlab throws for bad input. Its message names the
+// argument and the offending shapes or values, e.g. "k: head dim 32 does not
+// match q's 64", so that the caller can fix the call without reading our code.
+#include <stdexcept>
+#include <string>
+
+namespace attnlab {
+
+class Error : public std::invalid_argument {
+ public:
+  explicit Error(const std::string& message) : std::invalid_argument(message) {}
+};
+
+}  // namespace attnlab

@@ -1,0 +1,36 @@
+#pragma once
+// The oracle: attention computed plainly, in double precision, row by row.
+// Everything fast in attnlab is tested against these functions, and these are
+// tested against central finite differences and against PyTorch.
+//
+// Forward, for each query row i (of batch b, head h):
+//   S_ij = scale_i q_i·k_j + M_ij  for visible j;  m = max_j S_ij;  l = Σ_j exp(S_ij − m)
+//   P_ij = exp(S_ij − m) / l;      O_i = Σ_j P_ij v_j;       L_i = m + log l
+// Backward (FlashAttention-2's formulas, here without tiling):
+//   P_ij = exp(S_ij − L_i);  dP_ij = dO_i·v_j;  D_i = dO_i·O_i;  dS_ij = P_ij (dP_ij − D_i)
+//   dQ_i = scale_i Σ_j dS_ij k_j;  dK_j = Σ_i scale_i dS_ij q_i;  dV_j = Σ_i P_ij dO_i
+// See attention_options.hpp for shapes, masks and the fully masked row.
+#include "attnlab/attention_options.hpp"
+#include "attnlab/tensor.hpp"
+
+namespace attnlab::reference {
+
+// Writes out [B,Hq,Nq,dv] and lse [B,Hq,Nq,1]. Throws attnlab::Error on bad arguments.
+void attention_forward(ConstView<double> q, ConstView<double> k, ConstView<double> v,
+                       const AttentionOptions<double>& options,
+                       TensorView<double> out, TensorView<double> lse);
+
+// Given the forward's out and lse, and dO, writes dq, dk, dv (overwritten, not accumulated).
+void attention_backward(ConstView<double> q, ConstView<double> k, ConstView<double> v,
+                        ConstView<double> out, ConstView<double> lse, ConstView<double> grad_out,
+                        const AttentionOptions<double>& options,
+                        TensorView<double> dq, TensorView<double> dk, TensorView<double> dv);
+
+// Allocating conveniences.
+AttentionForward<double> attention_forward(ConstView<double> q, ConstView<double> k, ConstView<double> v,
+                                           const AttentionOptions<double>& options = {});
+AttentionGrads<double> attention_backward(ConstView<double> q, ConstView<double> k, ConstView<double> v,
+                                          const AttentionForward<double>& forward, ConstView<double> grad_out,
+                                          const AttentionOptions<double>& options = {});
+
+}  // namespace attnlab::reference

@@ -1,0 +1,114 @@
+#pragma once
+// Rank-4 tensors in the layout every attention argument uses:
+//   [batch, heads, seq, dim]
+// TensorView<T> is a non-owning view over caller memory with element strides
+// (no copies, ever). Tensor<T> is a small owning, contiguous convenience type.
+// A default-constructed view is "absent": optional arguments (masks, diagnostics)
+// are passed as empty views.
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "attnlab/error.hpp"
+
+namespace attnlab {
+
+enum Axis : int { kBatch = 0, kHeads = 1, kSeq = 2, kDim = 3 };
+
+using Shape = std::array<int64_t, 4>;
+
+// "[2, 12, 128, 64]"
+std::string to_string(const Shape& shape);
+
+// Row-major (C order) strides for a shape, in elements.
+constexpr Shape contiguous_strides(const Shape& shape) {
+  return {shape[1] * shape[2] * shape[3], shape[2] * shape[3], shape[3], 1};
+}
+
+template <class T>
+class TensorView {
+ public:
+  using value_type = std::remove_const_t<T>;
+
+  TensorView() = default;
+  TensorView(T* data, const Shape& shape, const Shape& strides)
+      : data_(data), shape_(shape), strides_(strides) {}
+  TensorView(T* data, const Shape& shape)
+      : data_(data), shape_(shape), strides_(contiguous_strides(shape)) {}
+
+  // A mutable view converts to a read-only one.
+  template <class U, class = std::enable_if_t<std::is_same_v<const U, T> && !std::is_same_v<U, T>>>
+  TensorView(const TensorView<U>& other)  // NOLINT(google-explicit-constructor)
+      : data_(other.data()), shape_(other.shape()), strides_(other.strides()) {}
+
+  T* data() const { return data_; }
+  const Shape& shape() const { return shape_; }
+  const Shape& strides() const { return strides_; }
+  int64_t size(int axis) const { return shape_[axis]; }
+  int64_t stride(int axis) const { return strides_[axis]; }
+  int64_t batch() const { return shape_[kBatch]; }
+  int64_t heads() const { return shape_[kHeads]; }
+  int64_t seq() const { return shape_[kSeq]; }
+  int64_t dim() const { return shape_[kDim]; }
+  int64_t numel() const { return shape_[0] * shape_[1] * shape_[2] * shape_[3]; }
+  bool present() const { return data_ != nullptr; }
+  bool is_contiguous() const { return strides_ == contiguous_strides(shape_); }
+
+  int64_t offset(int64_t b, int64_t h, int64_t i, int64_t j) const {
+    return b * strides_[0] + h * strides_[1] + i * strides_[2] + j * strides_[3];
+  }
+  T& operator()(int64_t b, int64_t h, int64_t i, int64_t j) const { return data_[offset(b, h, i, j)]; }
+  // Start of the vector [b, h, i, :]; its elements are stride(kDim) apart.
+  T* row(int64_t b, int64_t h, int64_t i) const { return data_ + offset(b, h, i, 0); }
+
+ private:
+  T* data_ = nullptr;
+  Shape shape_{0, 0, 0, 0};
+  Shape strides_{0, 0, 0, 0};
+};
+
+template <class T>
+using ConstView = TensorView<const T>;
+
+// Owning contiguous tensor. Sizes are validated (non-negative, no overflow).
+template <class T>
+class Tensor {
+ public:
+  Tensor() = default;
+  explicit Tensor(const Shape& shape, T fill = T{}) : shape_(shape) {
+    int64_t n = 1;
+    for (int64_t s : shape) {
+      if (s < 0) throw Error("tensor: negative size in shape " + to_string(shape));
+      if (s != 0 && n > INT64_MAX / s) throw Error("tensor: shape " + to_string(shape) + " is too large");
+      n *= s;
+    }
+    storage_.assign(static_cast<size_t>(n), fill);
+  }
+
+  TensorView<T> view() { return {storage_.data(), shape_}; }
+  ConstView<T> view() const { return {storage_.data(), shape_}; }
+  operator TensorView<T>() { return view(); }             // NOLINT(google-explicit-constructor)
+  operator ConstView<T>() const { return view(); }        // NOLINT(google-explicit-constructor)
+
+  const Shape& shape() const { return shape_; }
+  int64_t size(int axis) const { return shape_[axis]; }
+  int64_t numel() const { return static_cast<int64_t>(storage_.size()); }
+  T* data() { return storage_.data(); }
+  const T* data() const { return storage_.data(); }
+  std::vector<T>& storage() { return storage_; }
+  const std::vector<T>& storage() const { return storage_; }
+  T& operator()(int64_t b, int64_t h, int64_t i, int64_t j) { return storage_[index(b, h, i, j)]; }
+  const T& operator()(int64_t b, int64_t h, int64_t i, int64_t j) const { return storage_[index(b, h, i, j)]; }
+
+ private:
+  size_t index(int64_t b, int64_t h, int64_t i, int64_t j) const {
+    return static_cast<size_t>(((b * shape_[1] + h) * shape_[2] + i) * shape_[3] + j);
+  }
+  Shape shape_{0, 0, 0, 0};
+  std::vector<T> storage_;
+};
+
+}  // namespace attnlab

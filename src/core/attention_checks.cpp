@@ -1,0 +1,228 @@
+#include "core/attention_checks.hpp"
+
+#include <cmath>
+#include <fmt/format.h>
+
+namespace attnlab::detail {
+namespace {
+
+std::string shape_str(const Shape& s) { return to_string(s); }
+
+// Largest element offset a view can touch, or throws if it overflows int64.
+template <class V>
+int64_t max_offset(const V& x, const char* name) {
+  __extension__ typedef __int128 i128;  // exact overflow check for 4 products
+  i128 off = 0, count = 1;
+  for (int a = 0; a < 4; ++a) {
+    if (x.size(a) < 0) throw Error(fmt::format("{}: negative size in shape {}", name, shape_str(x.shape())));
+    if (x.stride(a) < 0)
+      throw Error(fmt::format("{}: negative stride {} on axis {}", name, x.stride(a), a));
+    count *= x.size(a);
+    if (x.size(a) > 0) off += static_cast<i128>(x.size(a) - 1) * x.stride(a);
+  }
+  if (count > INT64_MAX / 16 || off > INT64_MAX / 16)
+    throw Error(fmt::format("{}: shape {} is too large", name, shape_str(x.shape())));
+  return static_cast<int64_t>(off);
+}
+
+template <class V>
+void require_present(const V& x, const char* name) {
+  if (!x.present()) throw Error(fmt::format("{}: missing (null data pointer)", name));
+}
+
+template <class V>
+void require_nonempty(const V& x, const char* name) {
+  for (int a = 0; a < 4; ++a)
+    if (x.size(a) <= 0)
+      throw Error(fmt::format("{}: empty tensor, shape {} (every axis must be at least 1)", name,
+                              shape_str(x.shape())));
+}
+
+template <class V>
+void require_shape(const V& x, const Shape& want, const char* name) {
+  require_present(x, name);
+  if (x.shape() != want)
+    throw Error(fmt::format("{}: shape {} should be {}", name, shape_str(x.shape()), shape_str(want)));
+}
+
+// A writable view must not map two distinct indices to one element, or results
+// would depend on the order of writes.
+template <class V>
+void require_no_self_overlap(const V& x, const char* name) {
+  std::array<int, 4> axes{0, 1, 2, 3};
+  std::sort(axes.begin(), axes.end(), [&](int a, int b) { return x.stride(a) < x.stride(b); });
+  int64_t extent = 1;  // elements spanned by the axes placed so far
+  for (int a : axes) {
+    if (x.size(a) <= 1) continue;
+    if (x.stride(a) < extent)
+      throw Error(fmt::format("{}: strides [{}, {}, {}, {}] make distinct elements overlap", name, x.stride(0),
+                              x.stride(1), x.stride(2), x.stride(3)));
+    extent = x.stride(a) * (x.size(a) - 1) + extent;
+  }
+}
+
+struct Span {
+  const char* name;
+  const void* lo;
+  const void* hi;  // one past the last byte
+};
+
+template <class V>
+Span span_of(const V& x, const char* name) {
+  using E = typename V::value_type;
+  const auto* p = reinterpret_cast<const char*>(x.data());
+  return {name, p, p + (max_offset(x, name) + 1) * static_cast<int64_t>(sizeof(E))};
+}
+
+void require_disjoint(const Span& out, std::initializer_list<Span> others) {
+  for (const Span& o : others) {
+    if (o.lo == nullptr) continue;
+    if (out.lo < o.hi && o.lo < out.hi) throw Error(fmt::format("{}: memory overlaps {}", out.name, o.name));
+  }
+}
+
+template <class M>
+void check_mask_shape(ConstView<M> mask, const AttentionDims& d, const char* name) {
+  if (!mask.present()) return;
+  max_offset(mask, name);
+  const Shape s = mask.shape();
+  const bool ok = (s[0] == 1 || s[0] == d.B) && (s[1] == 1 || s[1] == d.Hq) && s[2] == d.Nq && s[3] == d.Nk;
+  if (!ok)
+    throw Error(fmt::format("{}: shape {} does not broadcast to [B, Hq, Nq, Nk] = [{}, {}, {}, {}]", name,
+                            shape_str(s), d.B, d.Hq, d.Nq, d.Nk));
+}
+
+template <class T>
+void check_additive_values(ConstView<T> mask) {
+  if (!mask.present()) return;
+  for (int64_t b = 0; b < mask.batch(); ++b)
+    for (int64_t h = 0; h < mask.heads(); ++h)
+      for (int64_t i = 0; i < mask.seq(); ++i)
+        for (int64_t j = 0; j < mask.dim(); ++j) {
+          const T x = mask(b, h, i, j);
+          if (std::isnan(x) || x == INFINITY)
+            throw Error(fmt::format("additive_mask: value {} at [{}, {}, {}, {}] (only finite values and -inf "
+                                    "are allowed)", x, b, h, i, j));
+        }
+}
+
+template <class T>
+AttentionDims check_inputs(ConstView<T> q, ConstView<T> k, ConstView<T> v, const AttentionOptions<T>& options) {
+  // Emptiness first: an empty tensor usually has no data pointer either, and
+  // "empty" is the message that helps.
+  require_nonempty(q, "q");
+  require_nonempty(k, "k");
+  require_nonempty(v, "v");
+  require_present(q, "q");
+  require_present(k, "k");
+  require_present(v, "v");
+  max_offset(q, "q");
+  max_offset(k, "k");
+  max_offset(v, "v");
+  AttentionDims d;
+  d.B = q.batch();
+  d.Hq = q.heads();
+  d.Nq = q.seq();
+  d.d = q.dim();
+  d.Hkv = k.heads();
+  d.Nk = k.seq();
+  d.dv = v.dim();
+  if (k.batch() != d.B) throw Error(fmt::format("k: batch {} does not match q's {}", k.batch(), d.B));
+  if (v.batch() != d.B) throw Error(fmt::format("v: batch {} does not match q's {}", v.batch(), d.B));
+  if (k.dim() != d.d) throw Error(fmt::format("k: head dim {} does not match q's {}", k.dim(), d.d));
+  if (v.heads() != d.Hkv) throw Error(fmt::format("v: {} heads does not match k's {}", v.heads(), d.Hkv));
+  if (v.seq() != d.Nk) throw Error(fmt::format("v: seq {} does not match k's {}", v.seq(), d.Nk));
+  if (d.Hq % d.Hkv != 0)
+    throw Error(fmt::format("q: {} heads is not a multiple of k's {} key/value heads", d.Hq, d.Hkv));
+  check_mask_shape(options.bool_mask, d, "bool_mask");
+  check_mask_shape(options.additive_mask, d, "additive_mask");
+  if (!options.key_lengths.empty()) {
+    if (static_cast<int64_t>(options.key_lengths.size()) != d.B)
+      throw Error(fmt::format("key_lengths: {} entries, expected one per batch ({})", options.key_lengths.size(), d.B));
+    for (size_t b = 0; b < options.key_lengths.size(); ++b)
+      if (options.key_lengths[b] < 0 || options.key_lengths[b] > d.Nk)
+        throw Error(fmt::format("key_lengths: value {} for batch {} is outside [0, {}]", options.key_lengths[b], b, d.Nk));
+  }
+  if (options.check_finite) {
+    check_finite(q, "q");
+    check_finite(k, "k");
+    check_finite(v, "v");
+    check_additive_values(options.additive_mask);
+  }
+  return d;
+}
+
+}  // namespace
+
+template <class T>
+void check_finite(ConstView<T> x, const char* name) {
+  for (int64_t b = 0; b < x.batch(); ++b)
+    for (int64_t h = 0; h < x.heads(); ++h)
+      for (int64_t i = 0; i < x.seq(); ++i) {
+        const T* r = x.row(b, h, i);
+        const int64_t st = x.stride(kDim);
+        for (int64_t j = 0; j < x.dim(); ++j)
+          if (!std::isfinite(r[j * st]))
+            throw Error(fmt::format("{}: non-finite value {} at [{}, {}, {}, {}]", name, r[j * st], b, h, i, j));
+      }
+}
+
+template <class T>
+AttentionDims check_forward_args(ConstView<T> q, ConstView<T> k, ConstView<T> v, const AttentionOptions<T>& options,
+                                 TensorView<T> out, TensorView<T> lse) {
+  const AttentionDims d = check_inputs(q, k, v, options);
+  require_shape(out, {d.B, d.Hq, d.Nq, d.dv}, "out");
+  require_shape(lse, {d.B, d.Hq, d.Nq, 1}, "lse");
+  require_no_self_overlap(out, "out");
+  require_no_self_overlap(lse, "lse");
+  const Span so = span_of(out, "out"), sl = span_of(lse, "lse");
+  require_disjoint(so, {span_of(q, "q"), span_of(k, "k"), span_of(v, "v"), sl});
+  require_disjoint(sl, {span_of(q, "q"), span_of(k, "k"), span_of(v, "v")});
+  return d;
+}
+
+template <class T>
+AttentionDims check_backward_args(ConstView<T> q, ConstView<T> k, ConstView<T> v, ConstView<T> out, ConstView<T> lse,
+                                  ConstView<T> grad_out, const AttentionOptions<T>& options, TensorView<T> dq,
+                                  TensorView<T> dk, TensorView<T> dv) {
+  const AttentionDims d = check_inputs(q, k, v, options);
+  require_shape(out, {d.B, d.Hq, d.Nq, d.dv}, "out");
+  require_shape(lse, {d.B, d.Hq, d.Nq, 1}, "lse");
+  require_shape(grad_out, {d.B, d.Hq, d.Nq, d.dv}, "grad_out");
+  require_shape(dq, q.shape(), "dq");
+  require_shape(dk, k.shape(), "dk");
+  require_shape(dv, v.shape(), "dv");
+  max_offset(out, "out");
+  max_offset(lse, "lse");
+  max_offset(grad_out, "grad_out");
+  require_no_self_overlap(dq, "dq");
+  require_no_self_overlap(dk, "dk");
+  require_no_self_overlap(dv, "dv");
+  const std::initializer_list<Span> inputs = {span_of(q, "q"), span_of(k, "k"), span_of(v, "v"),
+                                              span_of(out, "out"), span_of(lse, "lse"),
+                                              span_of(grad_out, "grad_out")};
+  const Span sq = span_of(dq, "dq"), sk = span_of(dk, "dk"), sv = span_of(dv, "dv");
+  require_disjoint(sq, inputs);
+  require_disjoint(sk, inputs);
+  require_disjoint(sv, inputs);
+  require_disjoint(sq, {sk, sv});
+  require_disjoint(sk, {sv});
+  if (options.check_finite) {
+    check_finite(grad_out, "grad_out");
+    check_finite(out, "out");
+  }
+  return d;
+}
+
+#define ATTNLAB_INSTANTIATE(T)                                                                                     \
+  template void check_finite<T>(ConstView<T>, const char*);                                                         \
+  template AttentionDims check_forward_args<T>(ConstView<T>, ConstView<T>, ConstView<T>, const AttentionOptions<T>&, \
+                                               TensorView<T>, TensorView<T>);                                      \
+  template AttentionDims check_backward_args<T>(ConstView<T>, ConstView<T>, ConstView<T>, ConstView<T>,              \
+                                                ConstView<T>, ConstView<T>, const AttentionOptions<T>&,              \
+                                                TensorView<T>, TensorView<T>, TensorView<T>);
+ATTNLAB_INSTANTIATE(float)
+ATTNLAB_INSTANTIATE(double)
+#undef ATTNLAB_INSTANTIATE
+
+}  // namespace attnlab::detail

@@ -1,0 +1,135 @@
+// Reference attention in double precision: one query row at a time, with every
+// score kept in a row buffer of length Nk. Clarity over speed; this is the oracle.
+#include "attnlab/reference.hpp"
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "core/attention_checks.hpp"
+
+namespace attnlab::reference {
+namespace {
+
+using detail::AttentionDims;
+constexpr double kNegInf = -std::numeric_limits<double>::infinity();
+
+double dot(const double* a, int64_t sa, const double* b, int64_t sb, int64_t n) {
+  double s = 0;
+  for (int64_t t = 0; t < n; ++t) s += a[t * sa] * b[t * sb];
+  return s;
+}
+
+// The scores of one query row. S[j] = −inf for keys the row may not see.
+struct RowScores {
+  std::vector<double> S;  // [Nk]
+  double scale = 0;       // scale_i, which may depend on the row's visible-key count
+};
+
+void compute_row_scores(ConstView<double> q, ConstView<double> k, const AttentionOptions<double>& opt,
+                        const AttentionDims& dims, int64_t b, int64_t h, int64_t i, RowScores& row) {
+  const int64_t hk = h / dims.group();
+  const int64_t end = detail::key_end(dims, opt, b, i);
+  const uint8_t* bm = detail::mask_row(opt.bool_mask, b, h, i);
+  const double* am = detail::mask_row(opt.additive_mask, b, h, i);
+  const int64_t bm_st = opt.bool_mask.stride(kDim), am_st = opt.additive_mask.stride(kDim);
+  row.scale = opt.scale(dims.d, detail::visible_keys(dims, opt, b, h, i));
+  row.S.assign(static_cast<size_t>(dims.Nk), kNegInf);
+  const double* qi = q.row(b, h, i);
+  for (int64_t j = 0; j < end; ++j) {
+    if (bm != nullptr && bm[j * bm_st] == 0) continue;
+    double s = row.scale * dot(qi, q.stride(kDim), k.row(b, hk, j), k.stride(kDim), dims.d);
+    if (am != nullptr) s += am[j * am_st];
+    row.S[static_cast<size_t>(j)] = s;
+  }
+}
+
+}  // namespace
+
+void attention_forward(ConstView<double> q, ConstView<double> k, ConstView<double> v,
+                       const AttentionOptions<double>& options, TensorView<double> out, TensorView<double> lse) {
+  const AttentionDims dims = detail::check_forward_args(q, k, v, options, out, lse);
+  RowScores row;
+  for (int64_t b = 0; b < dims.B; ++b)
+    for (int64_t h = 0; h < dims.Hq; ++h) {
+      const int64_t hk = h / dims.group();
+      for (int64_t i = 0; i < dims.Nq; ++i) {
+        compute_row_scores(q, k, options, dims, b, h, i, row);
+        double m = kNegInf;
+        for (double s : row.S) m = std::max(m, s);
+        for (int64_t c = 0; c < dims.dv; ++c) out(b, h, i, c) = 0.0;
+        if (m == kNegInf) {  // fully masked row: O = 0, L = −inf
+          lse(b, h, i, 0) = kNegInf;
+          continue;
+        }
+        double l = 0;
+        for (int64_t j = 0; j < dims.Nk; ++j) {
+          const double p = std::exp(row.S[static_cast<size_t>(j)] - m);  // exp(−inf) = 0 for masked keys
+          if (p == 0) continue;
+          l += p;
+          for (int64_t c = 0; c < dims.dv; ++c) out(b, h, i, c) += p * v(b, hk, j, c);
+        }
+        for (int64_t c = 0; c < dims.dv; ++c) out(b, h, i, c) /= l;
+        lse(b, h, i, 0) = m + std::log(l);
+      }
+    }
+}
+
+void attention_backward(ConstView<double> q, ConstView<double> k, ConstView<double> v, ConstView<double> out,
+                        ConstView<double> lse, ConstView<double> grad_out, const AttentionOptions<double>& options,
+                        TensorView<double> dq, TensorView<double> dk, TensorView<double> dv) {
+  const AttentionDims dims = detail::check_backward_args(q, k, v, out, lse, grad_out, options, dq, dk, dv);
+  for (int64_t b = 0; b < dims.B; ++b) {
+    for (int64_t h = 0; h < dims.Hq; ++h)
+      for (int64_t i = 0; i < dims.Nq; ++i)
+        for (int64_t c = 0; c < dims.d; ++c) dq(b, h, i, c) = 0.0;
+    for (int64_t h = 0; h < dims.Hkv; ++h)
+      for (int64_t j = 0; j < dims.Nk; ++j) {
+        for (int64_t c = 0; c < dims.d; ++c) dk(b, h, j, c) = 0.0;
+        for (int64_t c = 0; c < dims.dv; ++c) dv(b, h, j, c) = 0.0;
+      }
+  }
+  RowScores row;
+  for (int64_t b = 0; b < dims.B; ++b)
+    for (int64_t h = 0; h < dims.Hq; ++h) {
+      const int64_t hk = h / dims.group();  // heads sharing this K/V head add into the same dK, dV
+      for (int64_t i = 0; i < dims.Nq; ++i) {
+        const double L = lse(b, h, i, 0);
+        if (L == kNegInf) continue;  // fully masked row: no gradient flows
+        compute_row_scores(q, k, options, dims, b, h, i, row);
+        const double* dOi = grad_out.row(b, h, i);
+        const int64_t do_st = grad_out.stride(kDim);
+        const double D = dot(dOi, do_st, out.row(b, h, i), out.stride(kDim), dims.dv);  // D_i = dO_i·O_i
+        for (int64_t j = 0; j < dims.Nk; ++j) {
+          const double P = std::exp(row.S[static_cast<size_t>(j)] - L);  // P_ij = exp(S_ij − L_i)
+          if (P == 0) continue;
+          const double dP = dot(dOi, do_st, v.row(b, hk, j), v.stride(kDim), dims.dv);  // dP_ij = dO_i·v_j
+          const double dS = P * (dP - D);
+          for (int64_t c = 0; c < dims.dv; ++c) dv(b, hk, j, c) += P * dOi[c * do_st];
+          for (int64_t c = 0; c < dims.d; ++c) {
+            dq(b, h, i, c) += row.scale * dS * k(b, hk, j, c);
+            dk(b, hk, j, c) += row.scale * dS * q(b, h, i, c);
+          }
+        }
+      }
+    }
+}
+
+AttentionForward<double> attention_forward(ConstView<double> q, ConstView<double> k, ConstView<double> v,
+                                           const AttentionOptions<double>& options) {
+  AttentionForward<double> r{Tensor<double>({q.batch(), q.heads(), q.seq(), v.dim()}),
+                             Tensor<double>({q.batch(), q.heads(), q.seq(), 1})};
+  attention_forward(q, k, v, options, r.out.view(), r.lse.view());
+  return r;
+}
+
+AttentionGrads<double> attention_backward(ConstView<double> q, ConstView<double> k, ConstView<double> v,
+                                          const AttentionForward<double>& forward, ConstView<double> grad_out,
+                                          const AttentionOptions<double>& options) {
+  AttentionGrads<double> g{Tensor<double>(q.shape()), Tensor<double>(k.shape()), Tensor<double>(v.shape())};
+  attention_backward(q, k, v, forward.out.view(), forward.lse.view(), grad_out, options, g.dq.view(), g.dk.view(),
+                     g.dv.view());
+  return g;
+}
+
+}  // namespace attnlab::reference

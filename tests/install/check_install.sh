@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Installs the built tree into a temporary prefix, then configures, builds and
+# runs a consumer project that finds it with find_package(attnlab).
+set -euo pipefail
+build_dir=$1 source_dir=$2
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+cmake --install "$build_dir" --prefix "$work/prefix" > "$work/install.log"
+cmake -S "$source_dir/tests/install/consumer" -B "$work/consumer" -G Ninja \
+      -DCMAKE_PREFIX_PATH="$work/prefix" -DCMAKE_BUILD_TYPE=Release > "$work/configure.log"
+cmake --build "$work/consumer" > "$work/build.log"
+"$work/consumer/consumer"
+test -x "$work/prefix/bin/attnlab"
+"$work/prefix/bin/attnlab" --version
