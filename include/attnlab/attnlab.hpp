@@ -1,6 +1,7 @@
 #pragma once
 // Everything in attnlab's public API.
 #include "attnlab/attention_options.hpp"
+#include "attnlab/engine.hpp"
 #include "attnlab/error.hpp"
 #include "attnlab/reference.hpp"
 #include "attnlab/scale.hpp"
