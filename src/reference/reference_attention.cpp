@@ -6,6 +6,8 @@
 #include <limits>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "core/attention_checks.hpp"
 
 namespace attnlab::reference {
@@ -39,6 +41,11 @@ void compute_row_scores(ConstView<double> q, ConstView<double> k, const Attentio
   for (int64_t j = 0; j < end; ++j) {
     if (bm != nullptr && bm[j * bm_st] == 0) continue;
     double s = row.scale * dot(qi, q.stride(kDim), k.row(b, hk, j), k.stride(kDim), dims.d);
+    // Finite inputs can still overflow the dot product (|q|,|k| ~ 1e160); a
+    // +inf or NaN score has no softmax, so it is an error rather than a NaN output.
+    if (!std::isfinite(s))
+      throw Error(fmt::format("attention: score of q[{}, {}, {}] and k[{}, {}, {}] overflows to {} (inputs too large)",
+                              b, h, i, b, hk, j, s));
     if (am != nullptr) s += am[j * am_st];
     row.S[static_cast<size_t>(j)] = s;
   }

@@ -129,3 +129,19 @@ TEST(Errors, BackwardChecksGradOutAndGradientShapes) {
     EXPECT_MESSAGE(std::string(e.what()), "grad_out: non-finite value nan at [0, 1, 2, 0]");
   }
 }
+
+TEST(Errors, ScoreOverflowIsAnErrorNotNaN) {
+  Tensor<double> q({1, 1, 2, 2}, 1e160), k({1, 1, 3, 2}, 1e160), v({1, 1, 3, 2}, 1.0);
+  EXPECT_MESSAGE(forward_error(q, k, v),
+                 "attention: score of q[0, 0, 0] and k[0, 0, 0] overflows to inf (inputs too large)");
+  // Large but representable scores are exact: logits of ±1e30 are fine.
+  Tensor<double> q2({1, 1, 1, 1}, 1e15), k2({1, 1, 2, 1}), v2({1, 1, 2, 1});
+  k2(0, 0, 0, 0) = 1e15;
+  k2(0, 0, 1, 0) = -1e15;
+  v2(0, 0, 0, 0) = 3.0;
+  al::AttentionOptions<double> none;
+  none.scale = al::ScalePolicy::none();
+  const auto f = al::reference::attention_forward(q2.view(), k2.view(), v2.view(), none);
+  EXPECT_EQ(f.out(0, 0, 0, 0), 3.0);
+  EXPECT_EQ(f.lse(0, 0, 0, 0), 1e30);
+}
