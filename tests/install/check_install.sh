@@ -2,12 +2,13 @@
 # Installs the built tree into a temporary prefix, then configures, builds and
 # runs a consumer project that finds it with find_package(attnlab).
 set -euo pipefail
-build_dir=$1 source_dir=$2
+build_dir=$1 source_dir=$2 cxx_flags=${3:-}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cmake --install "$build_dir" --prefix "$work/prefix" > "$work/install.log"
 cmake -S "$source_dir/tests/install/consumer" -B "$work/consumer" -G Ninja \
-      -DCMAKE_PREFIX_PATH="$work/prefix" -DCMAKE_BUILD_TYPE=Release > "$work/configure.log"
+      -DCMAKE_PREFIX_PATH="$work/prefix" -DCMAKE_BUILD_TYPE=Release \
+      -DCMAKE_CXX_FLAGS="$cxx_flags" -DCMAKE_EXE_LINKER_FLAGS="$cxx_flags" > "$work/configure.log"
 cmake --build "$work/consumer" > "$work/build.log"
 "$work/consumer/consumer"
 test -x "$work/prefix/bin/attnlab"
