@@ -5,7 +5,7 @@ PREFIX    ?= /usr/local
 JOBS      ?= $(shell nproc)
 CMAKE_ARGS ?=
 
-.PHONY: all deps configure build demo test install python asan clean
+.PHONY: all deps configure build demo test install python asan fuzz clean
 
 all: build
 
@@ -34,6 +34,14 @@ asan: deps
 	cmake --preset asan
 	cmake --build --preset asan -j $(JOBS)
 	ctest --preset asan -j $(JOBS)
+
+# libFuzzer targets under clang with ASan+UBSan, each run for FUZZ_SECONDS on its seed corpus.
+FUZZ_SECONDS ?= 60
+fuzz: deps
+	CXX=clang++-14 cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	  -DATTNLAB_FUZZ=ON -DATTNLAB_BUILD_TESTS=OFF -DATTNLAB_BUILD_TOOLS=OFF
+	cmake --build build-fuzz -j $(JOBS)
+	scripts/run-fuzzers build-fuzz $(FUZZ_SECONDS)
 
 clean:
 	rm -rf $(BUILD_DIR)

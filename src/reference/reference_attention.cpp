@@ -2,6 +2,7 @@
 // score kept in a row buffer of length Nk. Clarity over speed; this is the oracle.
 #include "attnlab/reference.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -108,7 +109,9 @@ void attention_backward(ConstView<double> q, ConstView<double> k, ConstView<doub
         const int64_t do_st = grad_out.stride(kDim);
         const double D = dot(dOi, do_st, out.row(b, h, i), out.stride(kDim), dims.dv);  // D_i = dO_i·O_i
         for (int64_t j = 0; j < dims.Nk; ++j) {
-          const double P = std::exp(row.S[static_cast<size_t>(j)] - L);  // P_ij = exp(S_ij − L_i)
+          // P_ij = exp(S_ij − L_i). L ≥ S exactly (L is a log-sum-exp over S), so clamping the
+          // exponent at 0 changes nothing mathematically but keeps a rounded L from making P > 1.
+          const double P = std::exp(std::min(row.S[static_cast<size_t>(j)] - L, 0.0));
           if (P == 0) continue;
           const double dP = dot(dOi, do_st, v.row(b, hk, j), v.stride(kDim), dims.dv);  // dP_ij = dO_i·v_j
           const double dS = P * (dP - D);

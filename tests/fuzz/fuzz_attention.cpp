@@ -1,0 +1,145 @@
+// libFuzzer target: the attention API with fuzzer-chosen shapes, options and
+// values (NaN, ±inf, ±1e30, denormals, float max, ordinary numbers).
+// Property: no crash, no sanitizer report, and either an attnlab::Error or a
+// result that (a) has no NaN, (b) for the float engine agrees with the double
+// reference on the same inputs within a tolerance scaled to the values' size.
+#include <fuzzer/FuzzedDataProvider.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <limits>
+#include <vector>
+
+#include "attnlab/engine.hpp"
+#include "attnlab/reference.hpp"
+
+namespace al = attnlab;
+
+namespace {
+
+double pick_value(FuzzedDataProvider& in) {
+  static const double specials[] = {0.0,
+                                    -0.0,
+                                    1.0,
+                                    -1.0,
+                                    std::numeric_limits<double>::quiet_NaN(),
+                                    std::numeric_limits<double>::infinity(),
+                                    -std::numeric_limits<double>::infinity(),
+                                    1e30,
+                                    -1e30,
+                                    1e-40,  // a float denormal
+                                    std::numeric_limits<float>::max(),
+                                    std::numeric_limits<float>::denorm_min(),
+                                    1e-310};
+  if (in.ConsumeIntegralInRange<int>(0, 7) == 0)
+    return specials[in.ConsumeIntegralInRange<size_t>(0, std::size(specials) - 1)];
+  return in.ConsumeFloatingPointInRange<double>(-4.0, 4.0);
+}
+
+void fill(FuzzedDataProvider& in, al::Tensor<double>& t) {
+  for (double& x : t.storage()) x = in.remaining_bytes() ? pick_value(in) : 0.5;
+}
+
+al::Tensor<float> to_float(const al::Tensor<double>& x) {
+  al::Tensor<float> y(x.shape());
+  for (int64_t i = 0; i < x.numel(); ++i) y.data()[i] = static_cast<float>(x.data()[i]);
+  return y;
+}
+
+[[noreturn]] void fail(const char* what, double a, double b) {
+  std::fprintf(stderr, "fuzz_attention: %s (%g vs %g)\n", what, a, b);
+  std::abort();
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  FuzzedDataProvider in(data, size);
+  const int64_t B = in.ConsumeIntegralInRange<int64_t>(0, 2);
+  const int64_t Hkv = in.ConsumeIntegralInRange<int64_t>(0, 2);
+  const int64_t Hq = Hkv * in.ConsumeIntegralInRange<int64_t>(1, 3) + in.ConsumeIntegralInRange<int64_t>(0, 1);
+  const int64_t Nq = in.ConsumeIntegralInRange<int64_t>(0, 9), Nk = in.ConsumeIntegralInRange<int64_t>(0, 9);
+  const int64_t d = in.ConsumeIntegralInRange<int64_t>(0, 9), dv = in.ConsumeIntegralInRange<int64_t>(0, 9);
+  al::Tensor<double> q({B, Hq, Nq, d}), k({B, Hkv, Nk, d}), v({B, Hkv, Nk, dv}), dout({B, Hq, Nq, dv});
+  al::AttentionOptions<double> opt;
+  opt.causal = static_cast<al::Causal>(in.ConsumeIntegralInRange<int>(0, 2));
+  switch (in.ConsumeIntegralInRange<int>(0, 5)) {
+    case 0: opt.scale = al::ScalePolicy::none(); break;
+    case 1: opt.scale = al::ScalePolicy::inv_d(); break;
+    case 2: opt.scale = al::ScalePolicy::entropy_invariant(); break;
+    case 3: opt.scale = al::ScalePolicy::scalable_softmax(in.ConsumeFloatingPointInRange<double>(-2, 2)); break;
+    case 4: opt.scale = al::ScalePolicy::fixed(in.ConsumeFloatingPointInRange<double>(-1e6, 1e6)); break;
+    default: break;
+  }
+  al::Tensor<uint8_t> bool_mask;
+  al::Tensor<double> additive;
+  std::vector<int64_t> lengths;
+  if (in.ConsumeBool()) {
+    bool_mask = al::Tensor<uint8_t>({in.ConsumeBool() ? 1 : B, in.ConsumeBool() ? 1 : Hq, Nq, Nk});
+    for (auto& m : bool_mask.storage()) m = in.ConsumeBool();
+    opt.bool_mask = bool_mask.view();
+  }
+  if (in.ConsumeBool()) {
+    additive = al::Tensor<double>({in.ConsumeBool() ? 1 : B, in.ConsumeBool() ? 1 : Hq, Nq, Nk});
+    fill(in, additive);
+    opt.additive_mask = additive.view();
+  }
+  if (in.ConsumeBool()) {
+    lengths.resize(static_cast<size_t>(std::max<int64_t>(0, B + in.ConsumeIntegralInRange<int64_t>(-1, 1))));
+    for (auto& l : lengths) l = in.ConsumeIntegralInRange<int64_t>(-1, Nk + 1);
+    opt.key_lengths = lengths;
+  }
+  opt.check_finite = in.ConsumeIntegralInRange<int>(0, 9) != 0;
+  fill(in, q);
+  fill(in, k);
+  fill(in, v);
+  fill(in, dout);
+
+  // The reference first: an Error is a fine answer; anything else must be finite.
+  al::AttentionForward<double> ref;
+  al::AttentionGrads<double> ref_grads;
+  bool ref_ok = true;
+  try {
+    ref = al::reference::attention_forward(q.view(), k.view(), v.view(), opt);
+    ref_grads = al::reference::attention_backward(q.view(), k.view(), v.view(), ref, dout.view(), opt);
+  } catch (const al::Error&) {
+    ref_ok = false;
+  }
+  // With the finiteness check off, non-finite inputs may legitimately give NaN: nothing to compare.
+  if (!opt.check_finite) return 0;
+  if (ref_ok)
+    for (const auto* t : {&ref.out, &ref_grads.dq, &ref_grads.dk, &ref_grads.dv})
+      for (double x : t->storage())
+        if (std::isnan(x)) fail("reference returned NaN on checked input", x, 0);
+
+  // The float engine on the same inputs (rounded to float).
+  const auto qf = to_float(q), kf = to_float(k), vf = to_float(v), df = to_float(dout), af = to_float(additive);
+  al::AttentionOptions<float> optf;
+  optf.scale = opt.scale;
+  optf.causal = opt.causal;
+  optf.bool_mask = opt.bool_mask;
+  if (opt.additive_mask.present()) optf.additive_mask = af.view();
+  optf.key_lengths = opt.key_lengths;
+  try {
+    const auto f = al::attention_forward(qf.view(), kf.view(), vf.view(), optf);
+    const auto g = al::attention_backward(qf.view(), kf.view(), vf.view(), f, df.view(), optf);
+    for (const auto* t : {&f.out, &g.dq, &g.dk, &g.dv})
+      for (float x : t->storage())
+        if (std::isnan(x)) fail("engine returned NaN on checked input", x, 0);
+    if (!ref_ok) return 0;  // float inputs differ from double ones (rounding of 1e-310, 1e40...)
+    // O is a convex combination of V rows: compare relative to max|V|.
+    double vmax = 0;
+    for (float x : vf.storage()) vmax = std::max(vmax, std::abs(static_cast<double>(x)));
+    for (int64_t i = 0; i < f.out.numel(); ++i) {
+      const double a = f.out.data()[i], b = ref.out.data()[i];
+      if (std::abs(a - b) > 1e-3 * vmax + 1e-30 && std::abs(a - b) > 1e-3 * std::abs(b))
+        fail("engine out differs from reference", a, b);
+    }
+  } catch (const al::Error&) {
+    // A clear error is an acceptable answer (e.g. float overflow of q·k that double survives).
+  }
+  return 0;
+}
