@@ -1,0 +1,189 @@
+// The API's hostile inputs, each run through the reference (double) and the
+// engine (float). Both must give the same answer class; the table shows it.
+#include <cmath>
+#include <fmt/format.h>
+#include <limits>
+
+#include "attnlab/engine.hpp"
+#include "attnlab/reference.hpp"
+#include "robustness_cases.hpp"
+
+namespace attnlab::robustness {
+namespace {
+
+struct Inputs {
+  Tensor<double> q, k, v;
+  AttentionOptions<double> options;
+  Tensor<uint8_t> bool_mask;
+  std::vector<int64_t> lengths;
+};
+
+Inputs make(Shape qs, Shape ks, Shape vs, double fill = 0.5) {
+  Inputs in{Tensor<double>(qs, fill), Tensor<double>(ks, fill), Tensor<double>(vs, fill), {}, {}, {}};
+  // Distinct values so results are not trivially uniform.
+  for (auto* t : {&in.q, &in.k, &in.v})
+    for (int64_t i = 0; i < t->numel(); ++i) t->data()[i] = fill * std::cos(0.7 * static_cast<double>(i));
+  return in;
+}
+
+template <class T>
+Tensor<T> cast(const Tensor<double>& x) {
+  Tensor<T> y(x.shape());
+  for (int64_t i = 0; i < x.numel(); ++i) y.data()[i] = static_cast<T>(x.data()[i]);
+  return y;
+}
+
+std::string describe(const Tensor<double>& out, const Tensor<double>& lse) {
+  bool nan = false;
+  double omax = 0;
+  for (double x : out.storage()) {
+    nan = nan || std::isnan(x);
+    omax = std::max(omax, std::abs(x));
+  }
+  int masked = 0;
+  for (double l : lse.storage()) masked += l == -INFINITY;
+  return fmt::format("result: out {} finite{}, max |out| = {:.3g}, {} of {} rows fully masked (L = -inf, out = 0)",
+                     to_string(out.shape()), nan ? " NO (NaN!)" : "", omax, masked, lse.numel());
+}
+
+// Runs forward + backward through both implementations; returns one line, or
+// both lines when they disagree in kind (which the test then fails on).
+std::string run_both(Inputs in) {
+  std::string ref, eng;
+  try {
+    const auto f = reference::attention_forward(in.q, in.k, in.v, in.options);
+    Tensor<double> dout(f.out.shape(), 1.0);
+    reference::attention_backward(in.q, in.k, in.v, f, dout, in.options);
+    ref = describe(f.out, f.lse);
+  } catch (const Error& e) {
+    ref = std::string("error: ") + e.what();
+  }
+  try {
+    const auto qf = cast<float>(in.q), kf = cast<float>(in.k), vf = cast<float>(in.v);
+    AttentionOptions<float> o;
+    o.scale = in.options.scale;
+    o.causal = in.options.causal;
+    o.bool_mask = in.options.bool_mask;
+    o.key_lengths = in.options.key_lengths;
+    o.check_finite = in.options.check_finite;
+    const auto f = attention_forward(qf, kf, vf, o);
+    Tensor<float> dout(f.out.shape(), 1.0f);
+    attention_backward(qf, kf, vf, f, dout, o);
+    Tensor<double> out(f.out.shape()), lse(f.lse.shape());
+    for (int64_t i = 0; i < out.numel(); ++i) out.data()[i] = f.out.data()[i];
+    for (int64_t i = 0; i < lse.numel(); ++i) lse.data()[i] = f.lse.data()[i];
+    eng = describe(out, lse);
+  } catch (const Error& e) {
+    eng = std::string("error: ") + e.what();
+  }
+  const bool same_kind = ref.substr(0, 6) == eng.substr(0, 6);
+  if (same_kind && (ref == eng || ref.starts_with("result"))) return ref;
+  return "reference: " + ref + " / engine: " + eng;
+}
+
+}  // namespace
+
+std::vector<Case> api_cases() {
+  std::vector<Case> c;
+  auto add = [&](std::string cls, std::string example, std::function<Inputs()> setup) {
+    c.push_back({std::move(cls), std::move(example), [setup] { return run_both(setup()); }});
+  };
+  add("mismatched head dim", "q [1,2,4,8], k [1,2,4,4]", [] { return make({1, 2, 4, 8}, {1, 2, 4, 4}, {1, 2, 4, 8}); });
+  add("mismatched batch", "q batch 2, k batch 1", [] { return make({2, 2, 4, 8}, {1, 2, 4, 8}, {1, 2, 4, 8}); });
+  add("mismatched heads of k and v", "k 2 heads, v 1 head", [] { return make({1, 2, 4, 8}, {1, 2, 4, 8}, {1, 1, 4, 8}); });
+  add("Hq not a multiple of Hkv", "q 3 heads, k/v 2 heads", [] { return make({1, 3, 4, 8}, {1, 2, 4, 8}, {1, 2, 4, 8}); });
+  add("k and v of different lengths", "k seq 4, v seq 5", [] { return make({1, 2, 4, 8}, {1, 2, 4, 8}, {1, 2, 5, 8}); });
+  add("zero-length query sequence", "q [1,1,0,8]", [] { return make({1, 1, 0, 8}, {1, 1, 4, 8}, {1, 1, 4, 8}); });
+  add("zero-length key sequence", "k, v [1,1,0,8]", [] { return make({1, 1, 4, 8}, {1, 1, 0, 8}, {1, 1, 0, 8}); });
+  add("d = 0", "q, k [1,1,4,0]", [] { return make({1, 1, 4, 0}, {1, 1, 4, 0}, {1, 1, 4, 8}); });
+  add("empty batch", "B = 0", [] { return make({0, 1, 4, 8}, {0, 1, 4, 8}, {0, 1, 4, 8}); });
+  add("huge d", "d = 65536, N = 2", [] { return make({1, 1, 2, 65536}, {1, 1, 2, 65536}, {1, 1, 2, 4}, 0.01); });
+  add("NaN in q", "q[0,0,1,2] = NaN", [] {
+    auto in = make({1, 1, 4, 8}, {1, 1, 4, 8}, {1, 1, 4, 8});
+    in.q(0, 0, 1, 2) = NAN;
+    return in;
+  });
+  add("+Inf in k", "k[0,0,3,0] = +inf", [] {
+    auto in = make({1, 1, 4, 8}, {1, 1, 4, 8}, {1, 1, 4, 8});
+    in.k(0, 0, 3, 0) = INFINITY;
+    return in;
+  });
+  add("-Inf in v", "v[0,0,0,7] = -inf", [] {
+    auto in = make({1, 1, 4, 8}, {1, 1, 4, 8}, {1, 1, 4, 8});
+    in.v(0, 0, 0, 7) = -INFINITY;
+    return in;
+  });
+  add("fully masked batch", "key_lengths = {0, 4}", [] {
+    auto in = make({2, 2, 4, 8}, {2, 2, 4, 8}, {2, 2, 4, 8});
+    in.lengths = {0, 4};
+    in.options.key_lengths = in.lengths;
+    return in;
+  });
+  add("fully masked rows", "boolean mask all false", [] {
+    auto in = make({1, 2, 4, 8}, {1, 2, 4, 8}, {1, 2, 4, 8});
+    in.bool_mask = Tensor<uint8_t>({1, 1, 4, 4}, 0);
+    in.options.bool_mask = in.bool_mask.view();
+    return in;
+  });
+  add("mask of the wrong shape", "bool mask [1,1,4,3] for Nk = 4", [] {
+    auto in = make({1, 2, 4, 8}, {1, 2, 4, 8}, {1, 2, 4, 8});
+    in.bool_mask = Tensor<uint8_t>({1, 1, 4, 3}, 1);
+    in.options.bool_mask = in.bool_mask.view();
+    return in;
+  });
+  add("padding length out of range", "key_lengths = {5} for Nk = 4", [] {
+    auto in = make({1, 1, 4, 8}, {1, 1, 4, 8}, {1, 1, 4, 8});
+    in.lengths = {5};
+    in.options.key_lengths = in.lengths;
+    return in;
+  });
+  add("logits of ±1e30", "q·k·scale = ±1e30 (q = ±1e15, k = 1e15, no scale)", [] {
+    auto in = make({1, 1, 2, 1}, {1, 1, 3, 1}, {1, 1, 3, 2});
+    in.q(0, 0, 0, 0) = 1e15;
+    in.q(0, 0, 1, 0) = -1e15;
+    for (int j = 0; j < 3; ++j) in.k(0, 0, j, 0) = 1e15 * (j - 1);
+    in.options.scale = ScalePolicy::none();
+    return in;
+  });
+  add("scale of 1e6", "scale = 1e6 on N(0,1)-sized inputs", [] {
+    auto in = make({1, 2, 8, 16}, {1, 2, 8, 16}, {1, 2, 8, 16}, 1.0);
+    in.options.scale = ScalePolicy::fixed(1e6);
+    return in;
+  });
+  add("d = 1, N = 1", "q, k, v [1,1,1,1]", [] { return make({1, 1, 1, 1}, {1, 1, 1, 1}, {1, 1, 1, 1}); });
+  add("score overflow", "q = k = 1e20, no scale: scores 2e40, beyond float range", [] {
+    auto in = make({1, 1, 2, 2}, {1, 1, 2, 2}, {1, 1, 2, 2});
+    for (double& x : in.q.storage()) x = 1e20;
+    for (double& x : in.k.storage()) x = 1e20;
+    in.options.scale = ScalePolicy::none();
+    return in;
+  });
+  c.push_back({"output strides that alias", "out [1,1,4,4] with seq stride 0", [] {
+                 Tensor<double> q({1, 1, 4, 4}, 0.5), out({1, 1, 4, 4}), lse({1, 1, 4, 1});
+                 const TensorView<double> aliased(out.data(), {1, 1, 4, 4}, {16, 16, 0, 1});
+                 try {
+                   reference::attention_forward(q, q, q, {}, aliased, lse);
+                 } catch (const Error& e) {
+                   return std::string("error: ") + e.what();
+                 }
+                 return std::string("result: accepted (wrong)");
+               }});
+  c.push_back({"output overlapping an input", "out written over q", [] {
+                 Tensor<double> q({1, 1, 4, 4}, 0.5), lse({1, 1, 4, 1});
+                 try {
+                   reference::attention_forward(q, q, q, {}, q.view(), lse);
+                 } catch (const Error& e) {
+                   return std::string("error: ") + e.what();
+                 }
+                 return std::string("result: accepted (wrong)");
+               }});
+  c.push_back({"input strides that alias (broadcast)", "k with seq stride 0: one key repeated", [] {
+                 Tensor<double> q({1, 1, 4, 4}, 0.5), kv({1, 1, 1, 4}, 0.25);
+                 const ConstView<double> rep(kv.data(), {1, 1, 4, 4}, {0, 0, 0, 1});
+                 const auto f = reference::attention_forward(q, rep, rep);
+                 return describe(f.out, f.lse) + " (a view may repeat input elements)";
+               }});
+  return c;
+}
+
+}  // namespace attnlab::robustness
