@@ -127,15 +127,35 @@ void write_panel(std::ostream& g, const Panel& p, int panel_index) {
   };
   if (p.log_x) g << "set logscale x\n" << (decades(true) >= 2 ? "set format x \"10^{%T}\"\n" : "");
   if (p.log_y) g << "set logscale y\n" << (decades(false) >= 2 ? "set format y \"10^{%T}\"\n" : "");
-  auto tics = [&](const char* axis, const std::vector<double>& at) {
+  auto tics = [&](const char* axis, std::vector<double> at) {
     if (at.empty()) return;
+    // More than 8 labelled tics collide on a panel: label every other one.
+    while (at.size() > 8) {
+      std::vector<double> half;
+      for (size_t i = 0; i < at.size(); i += 2) half.push_back(at[i]);
+      at = half;
+    }
     g << "set " << axis << "tics (";
     for (size_t i = 0; i < at.size(); ++i) g << (i ? ", " : "") << quote(fmt::format("{:g}", at[i])) << " " << num(at[i]);
     g << ")\n";
   };
   tics("x", p.x_tics);
   tics("y", p.y_tics);
-  range("x", p.x_min, p.x_max);
+  // On a log x axis gnuplot widens the range to whole decades, which wastes space;
+  // fit it to the data with a small margin instead (unless the caller set it).
+  std::optional<double> x_lo = p.x_min, x_hi = p.x_max;
+  if (p.log_x && !x_lo && !x_hi) {
+    double lo = INFINITY, hi = 0;
+    for (const auto& se : p.series)
+      for (double v : se.x)
+        if (std::isfinite(v) && v > 0) lo = std::min(lo, v), hi = std::max(hi, v);
+    if (hi > 0) {
+      const double margin = std::pow(hi / lo, 0.03) * 1.05;
+      x_lo = lo / margin;
+      x_hi = hi * margin;
+    }
+  }
+  range("x", x_lo, x_hi);
   range("y", p.y_min, p.y_max);
   if (p.legend_position == "off")
     g << "unset key\n";
