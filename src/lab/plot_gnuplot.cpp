@@ -80,6 +80,7 @@ void write_panel(std::ostream& g, const Panel& p, int panel_index) {
         hi = std::max(hi, v);
       }
     if (h.symmetric_range) {
+      if (h.color_limit > 0) m = h.color_limit;
       if (m == 0) m = 1;
       g << "set cbrange [" << num(-m) << ":" << num(m) << "]\n";
       g << "set palette defined (0 \"#2166ac\", 0.5 \"#f7f7f7\", 1 \"#b2182b\")\n";
@@ -106,7 +107,7 @@ void write_panel(std::ostream& g, const Panel& p, int panel_index) {
     g << "plot $H" << panel_index << " matrix with image";
     if (h.annotate)
       g << ", $H" << panel_index
-        << " matrix using 1:2:(sprintf(\"%.3f\",$3)) with labels font \",9\" tc rgb \"#000000\"";
+        << " matrix using 1:2:(sprintf(\"%.2g\",$3)) with labels font \",9\" tc rgb \"#000000\"";
     g << "\n";
     return;
   }
