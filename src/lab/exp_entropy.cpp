@@ -30,7 +30,7 @@ struct EntropyConfig {
   double growth_threshold = 1.0;     // "grows": entropy rises by more than this (nats) from the smallest to the largest n
   double constant_fraction = 0.25;   // "near constant": its rise is below this fraction of 1/√d's
   // α*: maximiser of E[α(1 − Σ softmax(α z)²)], z ~ N(0, I_n)
-  int64_t alpha_samples = 1 << 17;   // Σ over draws of n: draws per n = max(8, alpha_samples / n)
+  int64_t alpha_samples = 1 << 17;   // Σ over draws of n: draws per n = max(32, alpha_samples / n)
   double alpha_coefficient = 0.84;   // theory α* ≈ 0.84·√(ln n)
   double alpha_tolerance = 0.10;     // relative
   int64_t alpha_min_n = 256;         // the approximation is asymptotic: judged for n ≥ this
@@ -42,7 +42,7 @@ struct EntropyConfig {
     p.add("planted_signal", planted_signal, "β of the planted input q = β·k_t + N(0, I)");
     p.add("growth_threshold", growth_threshold, "1/√d's entropy must rise by more than this many nats over the range of n");
     p.add("constant_fraction", constant_fraction, "a log n-aware scale is 'near constant' if its rise is below this fraction of 1/√d's");
-    p.add("alpha_samples", alpha_samples, "random logits per n for α* (draws = max(8, alpha_samples / n))");
+    p.add("alpha_samples", alpha_samples, "random logits per n for α* (draws = max(32, alpha_samples / n))");
     p.add("alpha_coefficient", alpha_coefficient, "theory: α* ≈ alpha_coefficient·√(ln n)");
     p.add("alpha_tolerance", alpha_tolerance, "relative agreement of α* with the theory");
     p.add("alpha_min_n", alpha_min_n, "α* is judged for n ≥ this (the theory is asymptotic)");
@@ -175,7 +175,7 @@ Result run_entropy(const EntropyConfig& c, RunContext& ctx) {
       // global maximum and the first local one; golden-section search refines each.
       std::vector<double> z(static_cast<size_t>(n)), x, p, best, first;
       const auto grid = util::log_grid(0.05, 100.0, 64);
-      for (int64_t r = 0; r < std::max<int64_t>(8, c.alpha_samples / n); ++r) {
+      for (int64_t r = 0; r < std::max<int64_t>(32, c.alpha_samples / n); ++r) {
         for (auto& e : z) e = normal(g);
         std::vector<double> vals;
         for (double a : grid) vals.push_back(half_l1(a, z, x, p));
@@ -204,7 +204,7 @@ Result run_entropy(const EntropyConfig& c, RunContext& ctx) {
   for (size_t i = 0; i < c.ns.size(); ++i) {
     const double n = xs[i], theory = c.alpha_coefficient * std::sqrt(std::log(n));
     at.add_row({n, alpha_star[i], alpha_lo[i], alpha_hi[i], theory, large_n(n), first_local[i],
-                static_cast<double>(std::max<int64_t>(8, c.alpha_samples / c.ns[i]))});
+                static_cast<double>(std::max<int64_t>(32, c.alpha_samples / c.ns[i]))});
     if (c.ns[i] >= c.alpha_min_n) worst_alpha = std::max(worst_alpha, std::abs(alpha_star[i] / theory - 1));
     alpha_text += fmt::format("{}{}: {:.3f} ({:.3f})", i ? ", " : "", c.ns[i], alpha_star[i], theory);
   }
@@ -334,7 +334,7 @@ Result run_entropy(const EntropyConfig& c, RunContext& ctx) {
                      fmt::format("; worst relative deviation for n ≥ {}: {:.3f}. Mean-field maximiser / measured first local maximum: ",
                                  c.alpha_min_n, worst_alpha) + mf_text;
   va.tolerance = c.alpha_tolerance;
-  va.method = fmt::format("Golden-section search of α(1 − Σp²) on each of max(8, {}/n) draws of z per n, median over draws; "
+  va.method = fmt::format("Golden-section search of α(1 − Σp²) on each of max(32, {}/n) draws of z per n, median over draws; "
                           "confirmed when α* is within {:g} (relative) of {:g}·√(ln n) for every n ≥ {}.",
                           c.alpha_samples, c.alpha_tolerance, c.alpha_coefficient, c.alpha_min_n);
   va.outcome = util::outcome_of(worst_alpha <= c.alpha_tolerance);
