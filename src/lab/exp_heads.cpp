@@ -35,15 +35,6 @@ struct HeadsConfig {
   }
 };
 
-double max_abs_diff(ConstView<double> a, ConstView<double> b) {
-  double m = 0;
-  for (int64_t i = 0; i < a.batch(); ++i)
-    for (int64_t h = 0; h < a.heads(); ++h)
-      for (int64_t s = 0; s < a.seq(); ++s)
-        for (int64_t d = 0; d < a.dim(); ++d) m = std::max(m, std::abs(a(i, h, s, d) - b(i, h, s, d)));
-  return m;
-}
-
 Tensor<double> slice(ConstView<double> t, int64_t b, int64_t h) {
   Tensor<double> s({1, 1, t.seq(), t.dim()});
   for (int64_t i = 0; i < t.seq(); ++i)
