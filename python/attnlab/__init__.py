@@ -4,6 +4,7 @@ float32 arrays run on attnlab's float32 engine, float64 arrays on its double-pre
 reference. See docs/python.md.
 """
 
+from . import experiments
 from ._attnlab import (
     attention_backward,
     attention_forward,
@@ -23,6 +24,7 @@ __all__ = [
     "attention_backward",
     "attention_forward",
     "engine_target",
+    "experiments",
     "log_softmax",
     "logsumexp",
     "scaled_dot_product_attention",

@@ -19,6 +19,7 @@ PYBIND11_MODULE(_attnlab, m) {
   });
   attnlab::python::bind_attention(m);
   attnlab::python::bind_softmax(m);
+  attnlab::python::bind_lab(m);
   m.def("engine_target", &attnlab::engine_target,
         "The SIMD target the float32 engine dispatched to on this machine (e.g. 'AVX2').");
 }

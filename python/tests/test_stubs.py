@@ -27,8 +27,18 @@ def runtime_signature(fn):
     """Parameter names and defaults from pybind11's signature line."""
     line = fn.__doc__.splitlines()[0]
     inner = line[line.index("(") + 1: line.rindex(") ->")]
+    parts, depth, current = [], 0, ""
+    for ch in inner:  # split at commas outside brackets: "config: dict[str, str]" is one part
+        depth += ch == "["
+        depth -= ch == "]"
+        if ch == "," and depth == 0:
+            parts.append(current.strip())
+            current = ""
+        else:
+            current += ch
+    parts.append(current.strip())
     params, defaults = [], []
-    for part in filter(None, (p.strip() for p in inner.split(","))):
+    for part in filter(None, parts):
         if part == "*":
             params.append("*")
             continue
