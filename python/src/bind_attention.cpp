@@ -132,7 +132,8 @@ py::array sdpa(py::array qa, py::array ka, py::array va, const py::object& attn_
   auto q = operand<T>(qa, "query"), k = operand<T>(ka, "key"), v = operand<T>(va, "value");
   for (const auto* x : {&q, &k, &v})
     if (x->rank < 2)
-      throw Error(fmt::format("{}: 1 dimension; expected [..., L, E]", x == &q ? "query" : x == &k ? "key" : "value"));
+      throw Error(fmt::format("{}: {} dimension(s); expected [..., L, E]", x == &q ? "query" : x == &k ? "key" : "value",
+                              x->rank));
   // Batch: NumPy broadcasting. Heads: broadcasting, or grouped-query when enable_gqa.
   const int64_t B = std::max({q.view.batch(), k.view.batch(), v.view.batch()});
   broadcast_axis(q.view, kBatch, B, "query", "batch");
@@ -194,7 +195,8 @@ template <class T>
 Inputs<T> read_inputs(py::array qa, py::array ka, py::array va) {
   Inputs<T> in{operand<T>(qa, "query"), operand<T>(ka, "key"), operand<T>(va, "value"), 0};
   in.rank = in.q.rank;
-  if (in.rank < 2) throw Error("query: 1 dimension; expected [L, E], [H, L, E] or [B, H, L, E]");
+  if (in.rank < 2)
+    throw Error(fmt::format("query: {} dimension(s); expected [L, E], [H, L, E] or [B, H, L, E]", in.rank));
   if (in.k.rank != in.rank || in.v.rank != in.rank)
     throw Error(fmt::format("key, value: ranks {} and {} must equal query's {} (attention_forward does not "
                             "broadcast; scaled_dot_product_attention does)", in.k.rank, in.v.rank, in.rank));

@@ -50,7 +50,7 @@ void layout4(const py::array& a, int first_axis, Shape& shape, Shape& strides) {
 
 template <class T>
 Operand<T> operand(py::array a, const char* name) {
-  if (a.ndim() < 1 || a.ndim() > 4)
+  if (a.ndim() > 4)
     throw Error(fmt::format("{}: {} dimensions; attnlab takes at most 4 ([L, E], [H, L, E] or [B, H, L, E])", name,
                             a.ndim()));
   Operand<T> r;

@@ -37,7 +37,7 @@ struct Operand {
   int rank = 0;  // the caller's rank, before padding to 4
 };
 
-// Requires 1 ≤ a.ndim() ≤ 4 (else ValueError naming `name`).
+// Requires a.ndim() ≤ 4 (else ValueError naming `name`); a 0-d array is [1, 1, 1, 1].
 template <class T>
 Operand<T> operand(py::array a, const char* name);
 

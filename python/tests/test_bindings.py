@@ -43,6 +43,13 @@ def test_strided_and_foreign_layouts_give_the_same_answer(rng, dtype):
         np.testing.assert_array_equal(x, b)
 
 
+def test_a_scalar_float_mask_broadcasts(rng):
+    q, k, v = qkv(rng)
+    # A constant added to every score leaves the softmax unchanged (up to rounding).
+    np.testing.assert_allclose(attnlab.scaled_dot_product_attention(q, k, v, attn_mask=np.float64(3.0)),
+                               attnlab.scaled_dot_product_attention(q, k, v), rtol=0, atol=1e-13)
+
+
 def test_lists_are_accepted_as_float64():
     x = [[0.0, 1.0], [2.0, 3.0]]
     out = attnlab.scaled_dot_product_attention(x, x, x)
@@ -83,6 +90,8 @@ def test_library_errors_are_value_errors_with_its_messages(rng):
         attnlab.scaled_dot_product_attention(q, k[:, :2], v[:, :2])
     with pytest.raises(ValueError, match="empty tensor"):
         attnlab.scaled_dot_product_attention(q[:, :, :0], k, v)
+    with pytest.raises(ValueError, match=r"query: 1 dimension\(s\); expected \[..., L, E\]"):
+        attnlab.scaled_dot_product_attention(q[0, 0, 0], k, v)
     with pytest.raises(ValueError, match="at most 4"):
         attnlab.scaled_dot_product_attention(q[None], k[None], v[None])
     with pytest.raises(ValueError, match="key_lengths: value 9 for batch 1 is outside"):
