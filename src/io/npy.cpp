@@ -351,6 +351,12 @@ void write_file_atomically(const std::string& path, const std::string& bytes) {
 }
 
 void write_files_atomically(const std::vector<std::pair<std::string, std::string>>& path_and_bytes) {
+  // A rename can still fail after others succeeded; rule out the one failure that is
+  // foreseeable (a directory in the way) before anything is written.
+  for (const auto& [path, bytes] : path_and_bytes) {
+    std::error_code ec;
+    if (std::filesystem::is_directory(path, ec)) fail(path, "cannot write: is a directory (no output file was changed)");
+  }
   std::vector<std::string> temps;  // written so far, one per output
   for (const auto& [path, bytes] : path_and_bytes) {
     temps.push_back(temporary_name(path));
