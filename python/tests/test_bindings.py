@@ -169,3 +169,19 @@ def test_other_python_threads_run_during_a_call(rng):
         t.join()
         sys.setswitchinterval(old)
     assert longest_gap < 0.5 * (t1 - t0), f"no Python ran for {longest_gap:.3f} s of a {t1 - t0:.3f} s call"
+
+
+@pytest.mark.parametrize("shape", [(5, 8), (3, 5, 8), (2, 3, 5, 8)])
+def test_ranks_two_to_four_round_trip_through_forward_and_backward(rng, shape):
+    q, k, v = (rng.standard_normal(shape) for _ in range(3))
+    out, lse, diag = attnlab.attention_forward(q, k, v, diagnostics=True)
+    assert out.shape == shape and lse.shape == shape[:-1] and diag["entropy"].shape == shape[:-1]
+    grads = attnlab.attention_backward(q, k, v, out, lse, np.ones_like(out))
+    # lse may also be given with its trailing unit axis, [..., Nq, 1].
+    grads_unit = attnlab.attention_backward(q, k, v, out, lse[..., None], np.ones_like(out))
+    for g, g2 in zip(grads, grads_unit):
+        assert g.shape == shape
+        np.testing.assert_array_equal(g, g2)
+    # The same numbers as the 4-D call.
+    q4, k4, v4 = (x.reshape((1,) * (4 - len(shape)) + shape) for x in (q, k, v))
+    np.testing.assert_array_equal(attnlab.attention_forward(q4, k4, v4)[0].reshape(shape), out)

@@ -66,6 +66,20 @@ def test_cli_matches_torch_and_the_module(tmp_path, rng, problem, dtype, byteord
     np.testing.assert_array_equal(got["l"], lse)
 
 
+def test_bottom_right_causal_with_grouped_heads(tmp_path, problem):
+    ref = pytest.importorskip("torch_reference", reason="python3-torch is not installed")
+    a, p = problem(np.float64, Nq=3, Nk=7)
+    common = ["--q", p["q"], "--k", p["k"], "--v", p["v"], "--causal", "--causal-align", "bottom_right"]
+    assert run("attention", *common, "--out", tmp_path / "o.npy").returncode == 0
+    r = run("attention-backward", *common, "--grad-out", p["do"], "--dq", tmp_path / "dq.npy", "--dk", tmp_path / "dk.npy",
+            "--dv", tmp_path / "dv.npy")
+    assert r.returncode == 0, r.stderr
+    want = ref.attention(a["q"], a["k"], a["v"], causal="bottom_right", grad_out=a["do"])
+    ref.assert_close(np.load(tmp_path / "o.npy"), want["out"], np.float64, "out")
+    for g in ("dq", "dk", "dv"):
+        ref.assert_close(np.load(tmp_path / f"{g}.npy"), want[g], np.float64, g)
+
+
 def test_three_dimensional_files_and_outputs_numpy_reads(tmp_path, rng):
     q, k, v = (rng.standard_normal((3, 4, 8)) for _ in range(3))
     paths = [save(tmp_path / f"{n}.npy", x) for n, x in zip("qkv", (q, k, v))]
