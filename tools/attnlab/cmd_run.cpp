@@ -3,6 +3,7 @@
 // and prints its verdicts. Each experiment is a subcommand of `run`, so that
 // `attnlab run NAME --help` lists its parameters with their defaults; each
 // parameter is also an option of its own (--dims 16,64).
+#include <cctype>
 #include <fmt/format.h>
 #include <fstream>
 #include <map>
@@ -22,6 +23,13 @@ struct RunOptions {
   bool quick = false;
   std::map<std::string, std::string> direct;  // --<parameter> VALUE
 };
+
+// "int list" → "INT,...": what CLI11 shows after the option name.
+std::string type_name(const std::string& type) {
+  std::string t = type.substr(0, type.find(' '));
+  for (auto& ch : t) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+  return type.find("list") != std::string::npos ? t + ",..." : t;
+}
 
 attnlab::lab::Config parse_sets(const std::vector<std::string>& sets) {
   attnlab::lab::Config config;
@@ -70,7 +78,8 @@ const attnlab::cli::Registrar reg(
         for (const auto& p : e->parameters()) {
           app->add_option_function<std::string>(
                  "--" + p.name, [options, name = p.name](const std::string& v) { options->direct[name] = v; },
-                 p.help + " (" + p.type + ")")
+                 p.help)
+              ->type_name(type_name(p.type))
               ->default_str(p.default_value)
               ->group("Parameters");
         }
