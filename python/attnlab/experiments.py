@@ -26,7 +26,7 @@ class Result:
     seed: int
     config: dict[str, str]  # the full configuration run, defaults included
     tables: dict[str, dict[str, np.ndarray]]  # table name -> column name -> float64 array
-    verdicts: list[dict[str, Any]]  # claim, outcome ('confirmed', 'refuted', ...), measured, method, ...
+    verdicts: list[dict[str, Any]]  # claim, outcome ('confirmed', 'refuted', ...), measured, method, supplementary, ...
     figures: list[dict[str, str]] = field(default_factory=list)  # name, title, caption (rendered by `attnlab run`)
     notes: list[str] = field(default_factory=list)
     seconds: float = 0.0

@@ -53,6 +53,7 @@ py::dict to_python(const lab::Verdict& v) {
   d["outcome"] = std::string(lab::to_string(v.outcome));
   d["figure"] = v.figure;
   d["experiment"] = v.experiment;
+  d["supplementary"] = v.supplementary;  // beside the claim, left out of its overall verdict
   return d;
 }
 

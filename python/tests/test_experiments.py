@@ -27,7 +27,7 @@ def test_run_returns_tables_of_arrays_and_verdicts():
             assert isinstance(col, np.ndarray) and col.dtype == np.float64
     assert [v["claim"] for v in r.verdicts] == ["C3"]
     assert r.verdicts[0]["outcome"] in {"confirmed", "refuted", "inconclusive", "pending"}
-    assert r.verdicts[0]["experiment"] == "saturation"
+    assert r.verdicts[0]["experiment"] == "saturation" and r.verdicts[0]["supplementary"] is False
 
 
 def test_configuration_errors_carry_the_lab_message():
