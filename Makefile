@@ -47,3 +47,7 @@ fuzz: deps
 
 clean:
 	rm -rf $(BUILD_DIR)
+
+# The Python module alone, into $(BUILD_DIR)/python/attnlab (PYTHONPATH=$(BUILD_DIR)/python).
+python: configure
+	cmake --build $(BUILD_DIR) --target attnlab_python -j $(JOBS)

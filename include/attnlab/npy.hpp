@@ -1,0 +1,52 @@
+#pragma once
+// NumPy .npy files (format versions 1.0, 2.0 and 3.0), for the command line.
+//
+// Read: float32 ('<f4', '>f4'), float64 ('<f8', '>f8') and bool ('|b1'), in C order,
+// either byte order (converted to this machine's). Fortran order, other dtypes,
+// a truncated or corrupt file and a malformed header are each an attnlab::Error
+// naming the file and the problem; nothing in a file can make the reader crash,
+// over-allocate or read out of bounds.
+// Write: float32 or float64, C order, little-endian, format 1.0.
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace attnlab::npy {
+
+enum class DType { float32, float64, boolean };
+const char* to_string(DType dtype);  // "float32", "float64", "bool"
+
+struct Array {
+  DType dtype = DType::float64;
+  std::vector<int64_t> shape;  // C order; empty for a 0-d array
+  // Exactly one of these holds numel() values, the one matching dtype.
+  std::vector<float> f32;
+  std::vector<double> f64;
+  std::vector<uint8_t> b8;  // 0 or 1
+  int64_t numel() const;
+};
+
+// Parses the bytes of a .npy file; `name` is used in error messages.
+Array parse(std::span<const unsigned char> bytes, const std::string& name = "<memory>");
+// Reads and parses a file. Throws attnlab::Error (unreadable, not .npy, unsupported...).
+Array load(const std::string& path);
+
+// The bytes of a .npy file holding `values` with the given C-order shape.
+std::string encode(std::span<const float> values, std::span<const int64_t> shape);
+std::string encode(std::span<const double> values, std::span<const int64_t> shape);
+
+// Writes `bytes` to `path` through a temporary file in the same directory and a
+// rename, so that `path` is either its old content or the complete new one.
+void write_file_atomically(const std::string& path, const std::string& bytes);
+
+// Writes several files so that none is replaced unless all were written: every
+// temporary file is written first, then all are renamed. Throws attnlab::Error.
+void write_files_atomically(const std::vector<std::pair<std::string, std::string>>& path_and_bytes);
+
+template <class T>
+void save(const std::string& path, std::span<const T> values, std::span<const int64_t> shape) {
+  write_file_atomically(path, encode(values, shape));
+}
+
+}  // namespace attnlab::npy

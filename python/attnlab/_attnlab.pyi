@@ -1,0 +1,79 @@
+"""Type stubs for the compiled extension attnlab._attnlab (see its docstrings)."""
+
+from typing import Any, Literal, Sequence, TypedDict, overload
+
+import numpy as np
+import numpy.typing as npt
+
+ArrayLike = npt.ArrayLike
+FloatArray = npt.NDArray[np.floating]
+Causal = bool | Literal["none", "top_left", "bottom_right"]
+Scale = float | str | None
+
+class Diagnostics(TypedDict):
+    max_prob: FloatArray
+    entropy: FloatArray
+    jacobian_fro_sq: FloatArray
+
+def scaled_dot_product_attention(
+    query: ArrayLike,
+    key: ArrayLike,
+    value: ArrayLike,
+    attn_mask: ArrayLike | None = None,
+    dropout_p: float = 0.0,
+    is_causal: bool = False,
+    scale: float | None = None,
+    enable_gqa: bool = False,
+) -> FloatArray: ...
+@overload
+def attention_forward(
+    query: ArrayLike,
+    key: ArrayLike,
+    value: ArrayLike,
+    attn_mask: ArrayLike | None = None,
+    *,
+    causal: Causal = False,
+    scale: Scale = None,
+    key_lengths: Sequence[int] | npt.NDArray[np.integer] | None = None,
+    diagnostics: Literal[False] = False,
+    check_finite: bool = True,
+    threads: int = 0,
+) -> tuple[FloatArray, FloatArray]: ...
+@overload
+def attention_forward(
+    query: ArrayLike,
+    key: ArrayLike,
+    value: ArrayLike,
+    attn_mask: ArrayLike | None = None,
+    *,
+    causal: Causal = False,
+    scale: Scale = None,
+    key_lengths: Sequence[int] | npt.NDArray[np.integer] | None = None,
+    diagnostics: Literal[True],
+    check_finite: bool = True,
+    threads: int = 0,
+) -> tuple[FloatArray, FloatArray, Diagnostics]: ...
+def attention_backward(
+    query: ArrayLike,
+    key: ArrayLike,
+    value: ArrayLike,
+    out: ArrayLike,
+    lse: ArrayLike,
+    grad_out: ArrayLike,
+    attn_mask: ArrayLike | None = None,
+    *,
+    causal: Causal = False,
+    scale: Scale = None,
+    key_lengths: Sequence[int] | npt.NDArray[np.integer] | None = None,
+    check_finite: bool = True,
+    threads: int = 0,
+) -> tuple[FloatArray, FloatArray, FloatArray]: ...
+def softmax(x: ArrayLike) -> FloatArray: ...
+def log_softmax(x: ArrayLike) -> FloatArray: ...
+def logsumexp(x: ArrayLike) -> FloatArray: ...
+def softmax_jacobian(probs: ArrayLike) -> FloatArray: ...
+def softmax_vjp(probs: ArrayLike, grad: ArrayLike) -> FloatArray: ...
+def softmax_cross_entropy(logits: ArrayLike, target: ArrayLike) -> tuple[FloatArray, FloatArray]: ...
+def engine_target() -> str: ...
+def lab_experiments() -> list[dict[str, Any]]: ...
+def lab_run(name: str, config: dict[str, str], seed: int = 0) -> dict[str, Any]: ...

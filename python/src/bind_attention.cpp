@@ -1,0 +1,317 @@
+// attnlab.scaled_dot_product_attention, attention_forward, attention_backward.
+// float32 calls go to the fused engine (attnlab/engine.hpp), float64 calls to the
+// double-precision reference (attnlab/reference.hpp). Arrays are read in place
+// (see ndarray.hpp); the GIL is released while the kernels run.
+#include <fmt/format.h>
+#include <pybind11/stl.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "attnlab/engine.hpp"
+#include "attnlab/error.hpp"
+#include "attnlab/reference.hpp"
+#include "bindings.hpp"
+#include "docstrings.hpp"
+#include "ndarray.hpp"
+#include "reference_diagnostics.hpp"
+
+namespace attnlab::python {
+namespace {
+
+// ---- arguments shared by the three functions ---------------------------------
+
+ScalePolicy parse_scale(const py::object& scale) {
+  if (scale.is_none()) return ScalePolicy::inv_sqrt_d();
+  if (py::isinstance<py::str>(scale)) return ScalePolicy::parse(scale.cast<std::string>());
+  if (py::isinstance<py::bool_>(scale) || !(py::isinstance<py::float_>(scale) || py::isinstance<py::int_>(scale) ||
+                                            py::hasattr(scale, "__float__")))
+    throw py::type_error(fmt::format("scale: expected None, a number or a policy name, got {}",
+                                     py::str(py::type::of(scale)).cast<std::string>()));
+  return ScalePolicy::fixed(scale.cast<double>());
+}
+
+Causal parse_causal_arg(const py::object& causal) {
+  if (causal.is_none()) return Causal::none;
+  if (py::isinstance<py::bool_>(causal)) return causal.cast<bool>() ? Causal::top_left : Causal::none;
+  if (py::isinstance<py::str>(causal)) return parse_causal(causal.cast<std::string>().c_str());
+  throw py::type_error("causal: expected a bool or one of 'none', 'top_left', 'bottom_right'");
+}
+
+std::vector<int64_t> parse_key_lengths(const py::object& lengths) {
+  if (lengths.is_none()) return {};
+  const py::array a = as_array(lengths);
+  if (a.dtype().kind() != 'i' && a.dtype().kind() != 'u')
+    throw py::type_error(fmt::format("key_lengths: dtype {} is not an integer type", dtype_name(a)));
+  if (a.ndim() != 1) throw Error(fmt::format("key_lengths: {} dimensions; expected 1 (one length per batch)", a.ndim()));
+  const auto ints = py::module_::import("numpy").attr("asarray")(a, "int64").cast<py::array_t<int64_t>>();
+  return std::vector<int64_t>(ints.data(), ints.data() + ints.size());
+}
+
+// Keeps the arrays behind AttentionOptions' views alive for the call.
+template <class T>
+struct OptionStorage {
+  Operand<uint8_t> bool_mask;
+  Operand<T> additive_mask;
+  std::vector<int64_t> key_lengths;
+};
+
+// attn_mask: bool (True = attend) or float (added to the scaled scores), any
+// shape that broadcasts to scores [B, Hq, Nq, Nk] as in NumPy/PyTorch.
+template <class T>
+void attach_mask(const py::object& mask, const Shape& scores, AttentionOptions<T>& o, OptionStorage<T>& keep) {
+  if (mask.is_none()) return;
+  py::array m = as_array(mask);
+  auto broadcast = [&](auto& view) {
+    static const char* names[] = {"batch", "heads", "query length", "key length"};
+    for (int a = 0; a < 4; ++a) broadcast_axis(view, a, scores[a], "attn_mask", names[a]);
+  };
+  if (m.dtype().kind() == 'b') {
+    keep.bool_mask = operand<uint8_t>(m.attr("view")("uint8"), "attn_mask");  // same bytes, no copy
+    broadcast(keep.bool_mask.view);
+    o.bool_mask = keep.bool_mask.view;
+  } else if (m.dtype().kind() == 'f') {
+    keep.additive_mask = operand<T>(m, "attn_mask");
+    broadcast(keep.additive_mask.view);
+    o.additive_mask = keep.additive_mask.view;
+  } else {
+    throw py::type_error(fmt::format("attn_mask: dtype {} is not supported (bool: True = attend; or float: added "
+                                     "to the scores)", dtype_name(m)));
+  }
+}
+
+void require_same_dtype(const py::array& a, const char* name, DType want, const char* first) {
+  if (float_dtype(a, name) != want)
+    throw py::type_error(fmt::format("{}: dtype {} does not match {}'s {}", name, dtype_name(a), first,
+                                     want == DType::float32 ? "float32" : "float64"));
+}
+
+// ---- the kernels, by precision -------------------------------------------------
+
+template <class T>
+struct DiagnosticOutputs {
+  Output<T> max_prob, entropy, jacobian_fro_sq;
+};
+
+void run_forward(ConstView<float> q, ConstView<float> k, ConstView<float> v, const AttentionOptions<float>& o,
+                 TensorView<float> out, TensorView<float> lse, DiagnosticOutputs<float>* diag, int threads) {
+  RowDiagnostics rd;
+  if (diag != nullptr) rd = {diag->max_prob.view, diag->entropy.view, diag->jacobian_fro_sq.view};
+  attention_forward(q, k, v, o, out, lse, diag != nullptr ? &rd : nullptr, EngineConfig{threads});
+}
+
+void run_forward(ConstView<double> q, ConstView<double> k, ConstView<double> v, const AttentionOptions<double>& o,
+                 TensorView<double> out, TensorView<double> lse, DiagnosticOutputs<double>* diag, int /*threads*/) {
+  reference::attention_forward(q, k, v, o, out, lse);
+  if (diag != nullptr)
+    reference_row_diagnostics(q, k, lse, o, {diag->max_prob.view, diag->entropy.view, diag->jacobian_fro_sq.view});
+}
+
+void run_backward(ConstView<float> q, ConstView<float> k, ConstView<float> v, ConstView<float> out,
+                  ConstView<float> lse, ConstView<float> dout, const AttentionOptions<float>& o, TensorView<float> dq,
+                  TensorView<float> dk, TensorView<float> dv, int threads) {
+  attention_backward(q, k, v, out, lse, dout, o, dq, dk, dv, EngineConfig{threads});
+}
+
+void run_backward(ConstView<double> q, ConstView<double> k, ConstView<double> v, ConstView<double> out,
+                  ConstView<double> lse, ConstView<double> dout, const AttentionOptions<double>& o,
+                  TensorView<double> dq, TensorView<double> dk, TensorView<double> dv, int /*threads*/) {
+  reference::attention_backward(q, k, v, out, lse, dout, o, dq, dk, dv);
+}
+
+void require_threads(int threads) {
+  if (threads < 0) throw Error(fmt::format("threads: {} is negative (0 = all cores)", threads));
+}
+
+// ---- scaled_dot_product_attention ------------------------------------------------
+
+template <class T>
+py::array sdpa(py::array qa, py::array ka, py::array va, const py::object& attn_mask, bool is_causal,
+               const py::object& scale, bool enable_gqa) {
+  auto q = operand<T>(qa, "query"), k = operand<T>(ka, "key"), v = operand<T>(va, "value");
+  for (const auto* x : {&q, &k, &v})
+    if (x->rank < 2)
+      throw Error(fmt::format("{}: {} dimension(s); expected [..., L, E]", x == &q ? "query" : x == &k ? "key" : "value",
+                              x->rank));
+  // Batch: NumPy broadcasting. Heads: broadcasting, or grouped-query when enable_gqa.
+  const int64_t B = std::max({q.view.batch(), k.view.batch(), v.view.batch()});
+  broadcast_axis(q.view, kBatch, B, "query", "batch");
+  broadcast_axis(k.view, kBatch, B, "key", "batch");
+  broadcast_axis(v.view, kBatch, B, "value", "batch");
+  const int64_t Hkv = std::max(k.view.heads(), v.view.heads());
+  broadcast_axis(k.view, kHeads, Hkv, "key", "heads");
+  broadcast_axis(v.view, kHeads, Hkv, "value", "heads");
+  if (!enable_gqa && q.view.heads() != Hkv && Hkv != 1) {
+    if (q.view.heads() != 1)
+      throw Error(fmt::format("key: {} heads do not broadcast with query's {} (enable_gqa=True shares each "
+                              "key/value head among a group of query heads)", Hkv, q.view.heads()));
+    broadcast_axis(q.view, kHeads, Hkv, "query", "heads");
+  }
+  const int64_t H = q.view.heads(), Nq = q.view.seq(), Nk = k.view.seq(), dv = v.view.dim();
+
+  AttentionOptions<T> o;
+  OptionStorage<T> keep;
+  o.scale = parse_scale(scale);
+  o.causal = is_causal ? Causal::top_left : Causal::none;
+  attach_mask(attn_mask, {B, H, Nq, Nk}, o, keep);
+
+  const int rank = std::max({q.rank, k.rank, v.rank});
+  const Shape out_shape{B, H, Nq, dv};
+  auto out = make_output<T>(out_shape, trailing_shape(out_shape, rank));
+  Tensor<T> lse({B, H, Nq, 1});  // [B, H, Nq, 1] needed by the kernel, not returned
+  {
+    py::gil_scoped_release release;
+    run_forward(q.view, k.view, v.view, o, out.view, lse.view(), nullptr, 0);
+  }
+  return std::move(out.array);
+}
+
+py::array scaled_dot_product_attention(const py::object& query, const py::object& key, const py::object& value,
+                                       const py::object& attn_mask, double dropout_p, bool is_causal,
+                                       const py::object& scale, bool enable_gqa) {
+  if (dropout_p != 0.0)
+    throw Error(fmt::format("dropout_p: {} is not supported; attnlab has no dropout (pass 0.0)", dropout_p));
+  if (is_causal && !attn_mask.is_none())
+    throw Error("attn_mask: must be None when is_causal=True (as in PyTorch); combine the causal mask into "
+                "attn_mask, or use attention_forward(causal=...) which takes both");
+  const py::array q = as_array(query), k = as_array(key), v = as_array(value);
+  const DType t = float_dtype(q, "query");
+  require_same_dtype(k, "key", t, "query");
+  require_same_dtype(v, "value", t, "query");
+  if (t == DType::float32) return sdpa<float>(q, k, v, attn_mask, is_causal, scale, enable_gqa);
+  return sdpa<double>(q, k, v, attn_mask, is_causal, scale, enable_gqa);
+}
+
+// ---- attention_forward / attention_backward --------------------------------------
+
+template <class T>
+struct Inputs {
+  Operand<T> q, k, v;
+  int rank = 0;
+};
+
+template <class T>
+Inputs<T> read_inputs(py::array qa, py::array ka, py::array va) {
+  Inputs<T> in{operand<T>(qa, "query"), operand<T>(ka, "key"), operand<T>(va, "value"), 0};
+  in.rank = in.q.rank;
+  if (in.rank < 2)
+    throw Error(fmt::format("query: {} dimension(s); expected [L, E], [H, L, E] or [B, H, L, E]", in.rank));
+  if (in.k.rank != in.rank || in.v.rank != in.rank)
+    throw Error(fmt::format("key, value: ranks {} and {} must equal query's {} (attention_forward does not "
+                            "broadcast; scaled_dot_product_attention does)", in.k.rank, in.v.rank, in.rank));
+  return in;
+}
+
+template <class T>
+AttentionOptions<T> read_options(const Inputs<T>& in, const py::object& attn_mask, const py::object& causal,
+                                 const py::object& scale, const py::object& key_lengths, bool check_finite,
+                                 OptionStorage<T>& keep) {
+  AttentionOptions<T> o;
+  o.scale = parse_scale(scale);
+  o.causal = parse_causal_arg(causal);
+  o.check_finite = check_finite;
+  keep.key_lengths = parse_key_lengths(key_lengths);
+  o.key_lengths = keep.key_lengths;
+  attach_mask(attn_mask, {in.q.view.batch(), in.q.view.heads(), in.q.view.seq(), in.k.view.seq()}, o, keep);
+  return o;
+}
+
+template <class T>
+py::tuple forward(py::array qa, py::array ka, py::array va, const py::object& attn_mask, const py::object& causal,
+                  const py::object& scale, const py::object& key_lengths, bool diagnostics, bool check_finite,
+                  int threads) {
+  auto in = read_inputs<T>(qa, ka, va);
+  OptionStorage<T> keep;
+  const auto o = read_options(in, attn_mask, causal, scale, key_lengths, check_finite, keep);
+  const auto& q = in.q.view;
+  const Shape out_shape{q.batch(), q.heads(), q.seq(), in.v.view.dim()}, row_shape{q.batch(), q.heads(), q.seq(), 1};
+  const auto row_py_shape = trailing_shape(row_shape, in.rank);  // [..., Nq, 1] → drop the unit axis below
+  const std::vector<py::ssize_t> lse_py_shape(row_py_shape.begin(), row_py_shape.end() - 1);
+  auto out = make_output<T>(out_shape, trailing_shape(out_shape, in.rank));
+  auto lse = make_output<T>(row_shape, lse_py_shape);
+  std::optional<DiagnosticOutputs<T>> diag;
+  if (diagnostics)
+    diag = DiagnosticOutputs<T>{make_output<T>(row_shape, lse_py_shape), make_output<T>(row_shape, lse_py_shape),
+                                make_output<T>(row_shape, lse_py_shape)};
+  {
+    py::gil_scoped_release release;
+    run_forward(in.q.view, in.k.view, in.v.view, o, out.view, lse.view, diag ? &*diag : nullptr, threads);
+  }
+  if (!diagnostics) return py::make_tuple(std::move(out.array), std::move(lse.array));
+  py::dict d;
+  d["max_prob"] = std::move(diag->max_prob.array);
+  d["entropy"] = std::move(diag->entropy.array);
+  d["jacobian_fro_sq"] = std::move(diag->jacobian_fro_sq.array);
+  return py::make_tuple(std::move(out.array), std::move(lse.array), d);
+}
+
+template <class T>
+py::tuple backward(py::array qa, py::array ka, py::array va, py::array oa, py::array la, py::array ga,
+                   const py::object& attn_mask, const py::object& causal, const py::object& scale,
+                   const py::object& key_lengths, bool check_finite, int threads) {
+  auto in = read_inputs<T>(qa, ka, va);
+  auto out = operand<T>(oa, "out"), grad_out = operand<T>(ga, "grad_out");
+  auto lse = row_operand<T>(la, in.rank, "lse");
+  if (out.rank != in.rank || grad_out.rank != in.rank)
+    throw Error(fmt::format("out, grad_out: ranks {} and {} must equal query's {}", out.rank, grad_out.rank, in.rank));
+  OptionStorage<T> keep;
+  const auto o = read_options(in, attn_mask, causal, scale, key_lengths, check_finite, keep);
+  auto dq = make_output<T>(in.q.view.shape(), trailing_shape(in.q.view.shape(), in.rank));
+  auto dk = make_output<T>(in.k.view.shape(), trailing_shape(in.k.view.shape(), in.rank));
+  auto dv = make_output<T>(in.v.view.shape(), trailing_shape(in.v.view.shape(), in.rank));
+  {
+    py::gil_scoped_release release;
+    run_backward(in.q.view, in.k.view, in.v.view, out.view, lse.view, grad_out.view, o, dq.view, dk.view, dv.view,
+                 threads);
+  }
+  return py::make_tuple(std::move(dq.array), std::move(dk.array), std::move(dv.array));
+}
+
+py::tuple attention_forward_py(const py::object& query, const py::object& key, const py::object& value,
+                               const py::object& attn_mask, const py::object& causal, const py::object& scale,
+                               const py::object& key_lengths, bool diagnostics, bool check_finite, int threads) {
+  require_threads(threads);
+  const py::array q = as_array(query), k = as_array(key), v = as_array(value);
+  const DType t = float_dtype(q, "query");
+  require_same_dtype(k, "key", t, "query");
+  require_same_dtype(v, "value", t, "query");
+  if (t == DType::float32)
+    return forward<float>(q, k, v, attn_mask, causal, scale, key_lengths, diagnostics, check_finite, threads);
+  return forward<double>(q, k, v, attn_mask, causal, scale, key_lengths, diagnostics, check_finite, threads);
+}
+
+py::tuple attention_backward_py(const py::object& query, const py::object& key, const py::object& value,
+                                const py::object& out, const py::object& lse, const py::object& grad_out,
+                                const py::object& attn_mask, const py::object& causal, const py::object& scale,
+                                const py::object& key_lengths, bool check_finite, int threads) {
+  require_threads(threads);
+  const py::array q = as_array(query), k = as_array(key), v = as_array(value), o = as_array(out), l = as_array(lse),
+                  g = as_array(grad_out);
+  const DType t = float_dtype(q, "query");
+  require_same_dtype(k, "key", t, "query");
+  require_same_dtype(v, "value", t, "query");
+  require_same_dtype(o, "out", t, "query");
+  require_same_dtype(l, "lse", t, "query");
+  require_same_dtype(g, "grad_out", t, "query");
+  if (t == DType::float32)
+    return backward<float>(q, k, v, o, l, g, attn_mask, causal, scale, key_lengths, check_finite, threads);
+  return backward<double>(q, k, v, o, l, g, attn_mask, causal, scale, key_lengths, check_finite, threads);
+}
+
+}  // namespace
+
+void bind_attention(py::module_& m) {
+  using namespace pybind11::literals;
+  m.def("scaled_dot_product_attention", &scaled_dot_product_attention, "query"_a, "key"_a, "value"_a,
+        "attn_mask"_a = py::none(), "dropout_p"_a = 0.0, "is_causal"_a = false, "scale"_a = py::none(),
+        "enable_gqa"_a = false, docs::scaled_dot_product_attention);
+  m.def("attention_forward", &attention_forward_py, "query"_a, "key"_a, "value"_a, "attn_mask"_a = py::none(),
+        py::kw_only(), "causal"_a = false, "scale"_a = py::none(), "key_lengths"_a = py::none(),
+        "diagnostics"_a = false, "check_finite"_a = true, "threads"_a = 0, docs::attention_forward);
+  m.def("attention_backward", &attention_backward_py, "query"_a, "key"_a, "value"_a, "out"_a, "lse"_a, "grad_out"_a,
+        "attn_mask"_a = py::none(), py::kw_only(), "causal"_a = false, "scale"_a = py::none(),
+        "key_lengths"_a = py::none(), "check_finite"_a = true, "threads"_a = 0, docs::attention_backward);
+}
+
+}  // namespace attnlab::python

@@ -1,0 +1,110 @@
+// The lab's experiment registry (attnlab/lab.hpp) for attnlab.experiments:
+// _attnlab.lab_experiments() describes them, _attnlab.lab_run() runs one with a
+// string→string configuration and returns its result as plain Python data, each
+// table a dict of NumPy arrays (one float64 array per column).
+#include <pybind11/stl.h>
+
+#include <string>
+
+#include "attnlab/lab.hpp"
+#include "bindings.hpp"
+#include "ndarray.hpp"
+
+namespace attnlab::python {
+namespace {
+
+py::dict describe(const lab::Experiment& e) {
+  py::list params;
+  for (const auto& p : e.parameters()) {
+    py::dict d;
+    d["name"] = p.name;
+    d["default"] = p.default_value;
+    d["type"] = p.type;
+    d["help"] = p.help;
+    params.append(d);
+  }
+  py::dict d;
+  d["name"] = e.name;
+  d["summary"] = e.summary;
+  d["claims"] = e.claims;
+  d["parameters"] = params;
+  d["quick"] = e.quick;
+  return d;
+}
+
+py::list lab_experiments() {
+  py::list out;
+  for (const auto* e : lab::experiments()) out.append(describe(*e));
+  return out;
+}
+
+py::dict to_python(const lab::Verdict& v) {
+  py::dict d;
+  d["claim"] = v.claim;
+  d["title"] = v.title;
+  d["statement"] = v.statement;
+  d["seeds"] = v.seeds;
+  d["theory"] = v.theory;
+  d["theory_text"] = v.theory_text;
+  d["measured"] = v.measured;
+  d["measured_text"] = v.measured_text;
+  d["tolerance"] = v.tolerance;
+  d["method"] = v.method;
+  d["outcome"] = std::string(lab::to_string(v.outcome));
+  d["figure"] = v.figure;
+  d["experiment"] = v.experiment;
+  d["supplementary"] = v.supplementary;  // beside the claim, left out of its overall verdict
+  return d;
+}
+
+py::dict lab_run(const std::string& name, const lab::Config& config, uint64_t seed) {
+  lab::Result r;
+  {
+    py::gil_scoped_release release;  // experiments run for seconds; other threads may go on
+    r = lab::run(name, config, seed);
+  }
+  py::dict tables;
+  for (const auto& t : r.tables) {
+    py::dict columns;
+    for (size_t c = 0; c < t.column_names.size(); ++c) {
+      const auto& col = t.columns[c];
+      py::array_t<double> a(static_cast<py::ssize_t>(col.size()));
+      std::copy(col.begin(), col.end(), a.mutable_data());
+      columns[py::str(t.column_names[c])] = a;
+    }
+    tables[py::str(t.name)] = columns;
+  }
+  py::list verdicts, figures;
+  for (const auto& v : r.verdicts) verdicts.append(to_python(v));
+  for (const auto& f : r.figures) {
+    py::dict d;
+    d["name"] = f.name;
+    d["title"] = f.title;
+    d["caption"] = f.caption;
+    figures.append(d);
+  }
+  py::dict d;
+  d["experiment"] = r.experiment;
+  d["seed"] = r.seed;
+  d["config"] = r.config;
+  d["tables"] = tables;
+  d["verdicts"] = verdicts;
+  d["figures"] = figures;
+  d["notes"] = r.notes;
+  d["seconds"] = r.seconds;
+  return d;
+}
+
+}  // namespace
+
+void bind_lab(py::module_& m) {
+  using namespace pybind11::literals;
+  m.def("lab_experiments", &lab_experiments,
+        "The registered experiments: name, summary, claims, parameters (name, default, type, help), quick overrides.");
+  m.def("lab_run", &lab_run, "name"_a, "config"_a, "seed"_a = 0,
+        "Runs one experiment with a str -> str configuration; returns experiment, seed, config, tables "
+        "({table: {column: ndarray}}), verdicts, figures (name, title, caption), notes, seconds. "
+        "Use attnlab.experiments.run.");
+}
+
+}  // namespace attnlab::python

@@ -1,0 +1,25 @@
+// The _attnlab extension module; python/attnlab/__init__.py re-exports it.
+#include <pybind11/pybind11.h>
+
+#include "attnlab/engine.hpp"
+#include "attnlab/error.hpp"
+#include "bindings.hpp"
+#include "docstrings.hpp"
+
+PYBIND11_MODULE(_attnlab, m) {
+  namespace py = pybind11;
+  m.doc() = attnlab::python::docs::module;
+  // attnlab::Error is bad input: ValueError, with the library's message unchanged.
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const attnlab::Error& e) {
+      PyErr_SetString(PyExc_ValueError, e.what());
+    }
+  });
+  attnlab::python::bind_attention(m);
+  attnlab::python::bind_softmax(m);
+  attnlab::python::bind_lab(m);
+  m.def("engine_target", &attnlab::engine_target,
+        "The SIMD target the float32 engine dispatched to on this machine (e.g. 'AVX2').");
+}

@@ -1,0 +1,115 @@
+#include "ndarray.hpp"
+
+#include <fmt/format.h>
+
+#include "attnlab/error.hpp"
+
+namespace attnlab::python {
+
+py::array as_array(py::handle obj) {
+  if (py::isinstance<py::array>(obj)) return py::reinterpret_borrow<py::array>(obj);
+  return py::module_::import("numpy").attr("asarray")(obj);
+}
+
+std::string dtype_name(const py::array& a) { return py::str(a.dtype()).cast<std::string>(); }
+
+DType float_dtype(const py::array& a, const char* name) {
+  if (a.dtype().kind() == 'f' && a.itemsize() == 4) return DType::float32;
+  if (a.dtype().kind() == 'f' && a.itemsize() == 8) return DType::float64;
+  throw py::type_error(fmt::format("{}: dtype {} is not supported (use float32 or float64)", name, dtype_name(a)));
+}
+
+namespace {
+
+// `a` as native-endian T, C-contiguous only if its strides cannot be expressed in elements.
+template <class T>
+py::array readable_as(py::array a) {
+  const auto want = py::dtype::of<T>();
+  if (!a.dtype().equal(want)) a = a.attr("astype")(want);
+  for (py::ssize_t i = 0; i < a.ndim(); ++i) {
+    const py::ssize_t s = a.strides(i);
+    if (a.shape(i) > 1 && (s < 0 || s % static_cast<py::ssize_t>(sizeof(T)) != 0))
+      return py::module_::import("numpy").attr("ascontiguousarray")(a);
+  }
+  return a;
+}
+
+// Shape and element strides of `a` (rank ≤ 4) right-aligned into 4 axes.
+template <class T>
+void layout4(const py::array& a, int first_axis, Shape& shape, Shape& strides) {
+  for (int i = 0; i < 4; ++i) shape[i] = 1, strides[i] = 0;
+  for (py::ssize_t i = 0; i < a.ndim(); ++i) {
+    const int axis = first_axis + static_cast<int>(i);
+    shape[axis] = a.shape(i);
+    // A size-1 axis is never stepped along; its NumPy stride may be anything.
+    strides[axis] = a.shape(i) > 1 ? a.strides(i) / static_cast<py::ssize_t>(sizeof(T)) : 0;
+  }
+}
+
+}  // namespace
+
+template <class T>
+Operand<T> operand(py::array a, const char* name) {
+  if (a.ndim() > 4)
+    throw Error(fmt::format("{}: {} dimensions; attnlab takes at most 4 ([L, E], [H, L, E] or [B, H, L, E])", name,
+                            a.ndim()));
+  Operand<T> r;
+  r.owner = readable_as<T>(std::move(a));
+  r.rank = static_cast<int>(r.owner.ndim());
+  Shape shape, strides;
+  layout4<T>(r.owner, 4 - r.rank, shape, strides);
+  r.view = TensorView<const T>(static_cast<const T*>(r.owner.data()), shape, strides);
+  return r;
+}
+
+template <class T>
+Operand<T> row_operand(py::array a, int query_rank, const char* name) {
+  const bool with_unit = a.ndim() == query_rank && a.ndim() > 0 && a.shape(a.ndim() - 1) == 1;
+  if (a.ndim() != query_rank - 1 && !with_unit)
+    throw Error(fmt::format("{}: {} dimensions; expected {} (query's shape without its last axis)", name, a.ndim(),
+                            query_rank - 1));
+  Operand<T> r;
+  r.owner = readable_as<T>(std::move(a));
+  r.rank = static_cast<int>(r.owner.ndim());
+  const int rows_rank = with_unit ? r.rank - 1 : r.rank;  // axes before the unit axis
+  Shape shape, strides;
+  layout4<T>(r.owner, 3 - rows_rank, shape, strides);
+  shape[3] = 1;
+  strides[3] = 0;
+  r.view = TensorView<const T>(static_cast<const T*>(r.owner.data()), shape, strides);
+  return r;
+}
+
+template <class T>
+void broadcast_axis(TensorView<const T>& x, int axis, int64_t n, const char* name, const char* axis_name) {
+  if (x.size(axis) == n) return;
+  if (x.size(axis) != 1)
+    throw Error(fmt::format("{}: {} {} does not broadcast to {}", name, axis_name, x.size(axis), n));
+  Shape shape = x.shape(), strides = x.strides();
+  shape[axis] = n;
+  strides[axis] = 0;
+  x = TensorView<const T>(x.data(), shape, strides);
+}
+
+template <class T>
+Output<T> make_output(const Shape& shape4, const std::vector<py::ssize_t>& py_shape) {
+  Output<T> r{py::array_t<T>(py_shape), {}};
+  r.view = TensorView<T>(r.array.mutable_data(), shape4);
+  return r;
+}
+
+std::vector<py::ssize_t> trailing_shape(const Shape& shape4, int rank) {
+  return std::vector<py::ssize_t>(shape4.end() - rank, shape4.end());
+}
+
+#define ATTNLAB_NDARRAY(T)                                                                          \
+  template Operand<T> operand<T>(py::array, const char*);                                          \
+  template Operand<T> row_operand<T>(py::array, int, const char*);                                 \
+  template void broadcast_axis<T>(TensorView<const T>&, int, int64_t, const char*, const char*);   \
+  template Output<T> make_output<T>(const Shape&, const std::vector<py::ssize_t>&);
+ATTNLAB_NDARRAY(float)
+ATTNLAB_NDARRAY(double)
+ATTNLAB_NDARRAY(uint8_t)
+#undef ATTNLAB_NDARRAY
+
+}  // namespace attnlab::python

@@ -1,0 +1,67 @@
+#pragma once
+// NumPy arrays as attnlab TensorViews, without copies where NumPy allows it.
+//
+// attnlab's kernels take rank-4 views [batch, heads, seq, dim] with element
+// strides. A NumPy array of rank r ≤ 4 maps onto one by prepending size-1 axes
+// (stride 0), and its byte strides become element strides. A copy is made only
+// when that is impossible: a dtype other than native float32/float64 (e.g. '>f8'),
+// a negative stride, or a stride that is not a multiple of the item size.
+// Broadcasting (a size-1 axis read as size n) is a zero stride, never a copy.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+
+#include <string>
+#include <vector>
+
+#include "attnlab/tensor.hpp"
+
+namespace attnlab::python {
+
+namespace py = pybind11;
+
+enum class DType { float32, float64 };
+
+// np.asarray(obj) (lists and scalars become arrays; arrays pass through untouched).
+py::array as_array(py::handle obj);
+
+// float32 or float64 (either byte order); anything else is a TypeError naming `name`.
+DType float_dtype(const py::array& a, const char* name);
+std::string dtype_name(const py::array& a);
+
+// A 4-D view of `a` read as T. `owner` keeps the memory alive (it is `a` itself
+// unless a cast or copy was needed).
+template <class T>
+struct Operand {
+  py::array owner;
+  TensorView<const T> view;
+  int rank = 0;  // the caller's rank, before padding to 4
+};
+
+// Requires a.ndim() ≤ 4 (else ValueError naming `name`); a 0-d array is [1, 1, 1, 1].
+template <class T>
+Operand<T> operand(py::array a, const char* name);
+
+// Read a size-1 axis of `x` as size `n` (stride 0). Throws ValueError naming
+// `name` when the axis is neither 1 nor n.
+template <class T>
+void broadcast_axis(TensorView<const T>& x, int axis, int64_t n, const char* name, const char* axis_name);
+
+// A per-row array such as lse, [..., Nq] in NumPy, read as the 4-D view
+// [B, H, Nq, 1] the kernels take. Also accepts [..., Nq, 1].
+template <class T>
+Operand<T> row_operand(py::array a, int query_rank, const char* name);
+
+// A new C-contiguous array with NumPy shape `py_shape`, viewed as the 4-D
+// `shape4` (same elements in the same order, e.g. [B, H, Nq] and [B, H, Nq, 1]).
+template <class T>
+struct Output {
+  py::array_t<T> array;
+  TensorView<T> view;
+};
+template <class T>
+Output<T> make_output(const Shape& shape4, const std::vector<py::ssize_t>& py_shape);
+
+// The last `rank` entries of a 4-D shape, as NumPy wants them.
+std::vector<py::ssize_t> trailing_shape(const Shape& shape4, int rank);
+
+}  // namespace attnlab::python

@@ -1,0 +1,187 @@
+"""How the bindings take NumPy arrays and report bad input (no torch needed)."""
+
+import sys
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import attnlab
+
+
+def qkv(rng, dtype=np.float64, shape=(2, 3, 5, 8)):
+    return tuple(rng.standard_normal(shape).astype(dtype) for _ in range(3))
+
+
+def test_module_surface():
+    for name in set(attnlab.__all__) - {"experiments"}:
+        assert callable(getattr(attnlab, name)), name
+        assert getattr(attnlab, name).__doc__, name
+    assert attnlab.scaled_dot_product_attention.__doc__.count("enable_gqa") >= 1
+    assert isinstance(attnlab.engine_target(), str)
+    assert callable(attnlab.experiments.run)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_strided_and_foreign_layouts_give_the_same_answer(rng, dtype):
+    q, k, v = qkv(rng, dtype, (2, 3, 6, 8))
+    want = attnlab.scaled_dot_product_attention(q, k, v)
+    # Views with non-unit strides: every other key, a transposed head/seq layout.
+    wide = np.zeros((2, 3, 12, 8), dtype=dtype)
+    wide[:, :, ::2] = k
+    k_t = np.ascontiguousarray(k.transpose(0, 2, 1, 3)).transpose(0, 2, 1, 3)
+    assert not k_t.flags.c_contiguous
+    for k2 in (wide[:, :, ::2], k_t, k.astype(k.dtype.newbyteorder(">")), np.asfortranarray(k)):
+        np.testing.assert_array_equal(attnlab.scaled_dot_product_attention(q, k2, v), want)
+    # Negative strides are copied (TensorView strides are non-negative).
+    np.testing.assert_array_equal(attnlab.scaled_dot_product_attention(q[:, :, ::-1][:, :, ::-1], k, v), want)
+    # Inputs are never written to.
+    before = [x.copy() for x in (q, k, v)]
+    attnlab.attention_forward(q, k, v, causal=True)
+    for x, b in zip((q, k, v), before):
+        np.testing.assert_array_equal(x, b)
+
+
+def test_a_scalar_float_mask_broadcasts(rng):
+    q, k, v = qkv(rng)
+    # A constant added to every score leaves the softmax unchanged (up to rounding).
+    np.testing.assert_allclose(attnlab.scaled_dot_product_attention(q, k, v, attn_mask=np.float64(3.0)),
+                               attnlab.scaled_dot_product_attention(q, k, v), rtol=0, atol=1e-13)
+
+
+def test_lists_are_accepted_as_float64():
+    x = [[0.0, 1.0], [2.0, 3.0]]
+    out = attnlab.scaled_dot_product_attention(x, x, x)
+    assert out.dtype == np.float64 and out.shape == (2, 2)
+
+
+def test_dtype_errors_are_type_errors(rng):
+    q, k, v = qkv(rng)
+    with pytest.raises(TypeError, match="query: dtype int64 is not supported"):
+        attnlab.scaled_dot_product_attention(q.astype(np.int64), k, v)
+    with pytest.raises(TypeError, match="key: dtype float32 does not match query's float64"):
+        attnlab.scaled_dot_product_attention(q, k.astype(np.float32), v)
+    with pytest.raises(TypeError, match="float16"):
+        attnlab.attention_forward(q.astype(np.float16), k, v)
+    with pytest.raises(TypeError, match="attn_mask: dtype int"):
+        attnlab.scaled_dot_product_attention(q, k, v, attn_mask=np.ones((5, 5), dtype=np.int32))
+    with pytest.raises(TypeError, match="x: dtype"):
+        attnlab.softmax(np.arange(3))
+
+
+def test_library_errors_are_value_errors_with_its_messages(rng):
+    q, k, v = qkv(rng)
+    with pytest.raises(ValueError, match=r"k: head dim 4 does not match q's 8"):
+        attnlab.scaled_dot_product_attention(q, k[..., :4], v)
+    with pytest.raises(ValueError, match=r"k: non-finite value nan at \[1, 2, 3, 4\]"):
+        k2 = k.copy()
+        k2[1, 2, 3, 4] = np.nan
+        attnlab.attention_forward(q, k2, v)
+    with pytest.raises(ValueError, match="dropout_p: 0.1 is not supported"):
+        attnlab.scaled_dot_product_attention(q, k, v, dropout_p=0.1)
+    with pytest.raises(ValueError, match="must be None when is_causal=True"):
+        attnlab.scaled_dot_product_attention(q, k, v, attn_mask=np.ones((5, 5), bool), is_causal=True)
+    with pytest.raises(ValueError, match="attn_mask: query length 4 does not broadcast to 5"):
+        attnlab.scaled_dot_product_attention(q, k, v, attn_mask=np.ones((4, 5), bool))
+    with pytest.raises(ValueError, match="q: 3 heads is not a multiple of k's 2"):
+        attnlab.scaled_dot_product_attention(q, k[:, :2], v[:, :2], enable_gqa=True)
+    with pytest.raises(ValueError, match="key: 2 heads do not broadcast with query's 3"):
+        attnlab.scaled_dot_product_attention(q, k[:, :2], v[:, :2])
+    with pytest.raises(ValueError, match="empty tensor"):
+        attnlab.scaled_dot_product_attention(q[:, :, :0], k, v)
+    with pytest.raises(ValueError, match=r"query: 1 dimension\(s\); expected \[..., L, E\]"):
+        attnlab.scaled_dot_product_attention(q[0, 0, 0], k, v)
+    with pytest.raises(ValueError, match="at most 4"):
+        attnlab.scaled_dot_product_attention(q[None], k[None], v[None])
+    with pytest.raises(ValueError, match="key_lengths: value 9 for batch 1 is outside"):
+        attnlab.attention_forward(q, k, v, key_lengths=[5, 9])
+    with pytest.raises(ValueError, match="causal"):
+        attnlab.attention_forward(q, k, v, causal="bottom_left")
+    with pytest.raises(ValueError, match="threads: -1"):
+        attnlab.attention_forward(q, k, v, threads=-1)
+    with pytest.raises(ValueError, match=r"row \[1\]: softmax: input inf at index 0"):
+        attnlab.softmax(np.array([[0.0, 1.0], [np.inf, 0.0]]))
+    with pytest.raises(ValueError, match="target 7 is outside"):
+        attnlab.softmax_cross_entropy(np.zeros((2, 3)), np.array([0, 7]))
+    out, lse = attnlab.attention_forward(q, k, v)
+    with pytest.raises(ValueError, match="lse"):
+        attnlab.attention_backward(q, k, v, out, lse[..., :2], out)
+
+
+def test_scale_policies_and_causal_spellings(rng):
+    q, k, v = qkv(rng)
+    a = attnlab.attention_forward(q, k, v, scale=None)[0]
+    b = attnlab.attention_forward(q, k, v, scale="inv_sqrt_d")[0]
+    c = attnlab.attention_forward(q, k, v, scale=1 / np.sqrt(8))[0]
+    np.testing.assert_allclose(a, b, rtol=0, atol=0)
+    np.testing.assert_allclose(a, c, rtol=1e-15, atol=1e-15)
+    assert not np.allclose(a, attnlab.attention_forward(q, k, v, scale="none")[0])
+    np.testing.assert_array_equal(attnlab.attention_forward(q, k, v, causal=True)[0],
+                                  attnlab.attention_forward(q, k, v, causal="top_left")[0])
+    with pytest.raises(TypeError):
+        attnlab.attention_forward(q, k, v, scale=[1.0])
+
+
+def test_gil_is_released_and_calls_are_thread_safe(rng):
+    q, k, v = qkv(rng, np.float32, (2, 4, 64, 32))
+    want = attnlab.scaled_dot_product_attention(q, k, v)
+    results = [None] * 4
+
+    def work(i):
+        results[i] = attnlab.scaled_dot_product_attention(q, k, v)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for r in results:
+        np.testing.assert_array_equal(r, want)
+
+
+def test_other_python_threads_run_during_a_call(rng):
+    # While attnlab computes, a Python thread keeps stamping the clock. If the call held
+    # the GIL, the stamps would stop for the whole computation: a gap as long as the call.
+    # Released, the stamper runs throughout and its gaps stay near the switch interval.
+    q, k, v = qkv(rng, np.float64, (1, 8, 384, 64))
+    stamps, stop = [], threading.Event()
+
+    def stamper():
+        while not stop.is_set():
+            stamps.append(time.perf_counter())
+
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(0.001)
+    t = threading.Thread(target=stamper)
+    t.start()
+    try:
+        for _ in range(5):  # a few tries, in case the machine is busy
+            t0 = time.perf_counter()
+            attnlab.attention_forward(q, k, v, check_finite=False)
+            t1 = time.perf_counter()
+            window = [t0] + [s for s in stamps[-1000000:] if t0 < s < t1] + [t1]
+            longest_gap = max(b - a for a, b in zip(window, window[1:]))
+            if longest_gap < 0.5 * (t1 - t0):
+                break
+    finally:
+        stop.set()
+        t.join()
+        sys.setswitchinterval(old)
+    assert longest_gap < 0.5 * (t1 - t0), f"no Python ran for {longest_gap:.3f} s of a {t1 - t0:.3f} s call"
+
+
+@pytest.mark.parametrize("shape", [(5, 8), (3, 5, 8), (2, 3, 5, 8)])
+def test_ranks_two_to_four_round_trip_through_forward_and_backward(rng, shape):
+    q, k, v = (rng.standard_normal(shape) for _ in range(3))
+    out, lse, diag = attnlab.attention_forward(q, k, v, diagnostics=True)
+    assert out.shape == shape and lse.shape == shape[:-1] and diag["entropy"].shape == shape[:-1]
+    grads = attnlab.attention_backward(q, k, v, out, lse, np.ones_like(out))
+    # lse may also be given with its trailing unit axis, [..., Nq, 1].
+    grads_unit = attnlab.attention_backward(q, k, v, out, lse[..., None], np.ones_like(out))
+    for g, g2 in zip(grads, grads_unit):
+        assert g.shape == shape
+        np.testing.assert_array_equal(g, g2)
+    # The same numbers as the 4-D call.
+    q4, k4, v4 = (x.reshape((1,) * (4 - len(shape)) + shape) for x in (q, k, v))
+    np.testing.assert_array_equal(attnlab.attention_forward(q4, k4, v4)[0].reshape(shape), out)

@@ -1,0 +1,48 @@
+"""attnlab.experiments: the lab's registry from Python (tables as NumPy arrays, verdicts)."""
+
+import numpy as np
+import pytest
+
+from attnlab import experiments
+
+
+def test_available_and_describe():
+    names = [e["name"] for e in experiments.available()]
+    assert names == sorted(names) and "saturation" in names
+    d = experiments.describe("saturation")
+    assert d["claims"] == ["C3"] and {"name", "default", "type", "help"} <= set(d["parameters"][0])
+    with pytest.raises(ValueError, match="unknown experiment 'nope'"):
+        experiments.describe("nope")
+
+
+def test_run_returns_tables_of_arrays_and_verdicts():
+    r = experiments.run("saturation", quick=True, grid=9, x=[1, 1, 2, 4], seed=3)
+    assert r.experiment == "saturation" and r.seed == 3
+    assert r.config["grid"] == "9" and r.config["x"] == "1,1,2,4"  # what actually ran
+    assert r.tables, "no tables"
+    for table in r.tables.values():
+        lengths = {len(col) for col in table.values()}
+        assert len(lengths) == 1
+        for col in table.values():
+            assert isinstance(col, np.ndarray) and col.dtype == np.float64
+    assert [v["claim"] for v in r.verdicts] == ["C3"]
+    assert r.verdicts[0]["outcome"] in {"confirmed", "refuted", "inconclusive", "pending"}
+    assert r.verdicts[0]["experiment"] == "saturation" and r.verdicts[0]["supplementary"] is False
+
+
+def test_configuration_errors_carry_the_lab_message():
+    with pytest.raises(ValueError, match="unknown parameter 'bogus'"):
+        experiments.run("saturation", bogus=1)
+    with pytest.raises(ValueError, match="grid"):
+        experiments.run("saturation", grid="many")
+    with pytest.raises(TypeError, match="cannot pass a dict"):
+        experiments.run("saturation", grid={})
+    with pytest.raises(ValueError, match="unknown experiment"):
+        experiments.run("nope")
+
+
+def test_values_become_the_lab_text():
+    assert experiments._as_text("k", True) == "true"
+    assert experiments._as_text("k", np.array([16, 64])) == "16,64"
+    assert experiments._as_text("k", (0.5, 2)) == "0.5,2"
+    assert experiments._as_text("k", np.float32(0.25)) == "0.25"

@@ -1,0 +1,16 @@
+"""The README's Python and .npy examples are the files CI runs, word for word."""
+
+import pathlib
+import re
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+
+def code_blocks(markdown):
+    return re.findall(r"```[a-z]*\n(.*?)```", markdown, flags=re.S)
+
+
+def test_readme_examples_are_the_files_ctest_runs():
+    blocks = code_blocks((ROOT / "README.md").read_text())
+    for example in ("python/examples/quickstart.py", "examples/npy_attention.sh"):
+        assert (ROOT / example).read_text() in blocks, f"README.md does not show {example} as it is"

@@ -1,0 +1,61 @@
+"""The .pyi stubs describe the functions the extension actually has: same names,
+same parameters in the same order, same keyword-only marker and defaults."""
+
+import ast
+import pathlib
+import re
+
+import attnlab
+import attnlab._attnlab as ext
+
+STUB = pathlib.Path(attnlab.__file__).with_name("_attnlab.pyi")
+
+
+def stub_signatures():
+    sigs = {}
+    for node in ast.parse(STUB.read_text()).body:
+        if isinstance(node, ast.FunctionDef):
+            a = node.args
+            params = [p.arg for p in a.args] + (["*"] if a.kwonlyargs else []) + [p.arg for p in a.kwonlyargs]
+            defaults = [ast.literal_eval(d) for d in a.defaults] + [
+                ast.literal_eval(d) if d is not None else "<required>" for d in a.kw_defaults]
+            sigs.setdefault(node.name, (params, defaults))  # the first overload has every default
+    return sigs
+
+
+def runtime_signature(fn):
+    """Parameter names and defaults from pybind11's signature line."""
+    line = fn.__doc__.splitlines()[0]
+    inner = line[line.index("(") + 1: line.rindex(") ->")]
+    parts, depth, current = [], 0, ""
+    for ch in inner:  # split at commas outside brackets: "config: dict[str, str]" is one part
+        depth += ch == "["
+        depth -= ch == "]"
+        if ch == "," and depth == 0:
+            parts.append(current.strip())
+            current = ""
+        else:
+            current += ch
+    parts.append(current.strip())
+    params, defaults = [], []
+    for part in filter(None, parts):
+        if part == "*":
+            params.append("*")
+            continue
+        m = re.fullmatch(r"(\w+): [\w.\[\], ]+?(?: = (.+))?", part)
+        assert m, part
+        params.append(m.group(1))
+        if m.group(2) is not None:
+            defaults.append(ast.literal_eval(m.group(2)))
+    return params, defaults
+
+
+def test_stubs_match_the_extension():
+    stubs = stub_signatures()
+    public = {n for n in dir(ext) if not n.startswith("_") and callable(getattr(ext, n))}
+    assert set(stubs) == public
+    for name, (params, defaults) in stubs.items():
+        rt_params, rt_defaults = runtime_signature(getattr(ext, name))
+        assert params == rt_params, name
+        assert defaults == rt_defaults, name
+    assert (STUB.parent / "py.typed").exists()

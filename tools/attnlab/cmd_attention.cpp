@@ -1,0 +1,40 @@
+// `attnlab attention`: attention forward on .npy files (see npy_attention.hpp for
+// shapes, dtypes and masks). Writes out [.., Nq, dv] and optionally lse [.., Nq];
+// existing output files are replaced only when the whole run succeeded.
+#include <memory>
+
+#include "command.hpp"
+#include "npy_attention.hpp"
+
+namespace attnlab::cli {
+namespace {
+
+struct AttentionCommand {
+  AttentionFlags flags;
+  std::string out, lse;
+
+  template <class T>
+  void run(AttentionProblem<T>&& p) const {
+    AttentionForward<T> f{Tensor<T>({p.q.size(0), p.q.size(1), p.q.size(2), p.v.size(3)}),
+                          Tensor<T>({p.q.size(0), p.q.size(1), p.q.size(2), 1})};
+    if constexpr (std::is_same_v<T, float>)
+      attention_forward(p.q.view(), p.k.view(), p.v.view(), p.options, f.out.view(), f.lse.view(), nullptr, p.config);
+    else
+      reference::attention_forward(p.q.view(), p.k.view(), p.v.view(), p.options, f.out.view(), f.lse.view());
+    std::vector<std::pair<std::string, std::string>> outputs{{out, encode_result(f.out, p.rank)}};
+    if (!lse.empty()) outputs.emplace_back(lse, encode_result(f.lse, p.rank, /*drop_last=*/true));
+    require_distinct(outputs);
+    npy::write_files_atomically(outputs);
+  }
+};
+
+const Registrar reg("attention", "Attention forward on .npy files: softmax(q k^T * scale + mask) v", [](CLI::App& sub) {
+  auto cmd = std::make_shared<AttentionCommand>();
+  cmd->flags.add_to(sub);
+  sub.add_option("--out", cmd->out, "output .npy: [B, Hq, Nq, dv] in the inputs' dtype")->required();
+  sub.add_option("--lse", cmd->lse, "also write the log-sum-exp per row, [B, Hq, Nq] (-inf for a fully masked row)");
+  sub.callback([cmd] { with_problem(cmd->flags, [&](auto&& p) { cmd->run(std::move(p)); }); });
+});
+
+}  // namespace
+}  // namespace attnlab::cli

@@ -1,0 +1,56 @@
+// `attnlab attention-backward`: gradients of attention on .npy files. The forward
+// (out, lse) is recomputed from q, k, v and the same options, so the gradients
+// cannot be paired with a stale forward. dk and dv sum over the query heads that
+// share a key/value head. Outputs are replaced only when the whole run succeeded.
+#include <memory>
+
+#include "command.hpp"
+#include "npy_attention.hpp"
+
+namespace attnlab::cli {
+namespace {
+
+struct AttentionBackwardCommand {
+  AttentionFlags flags;
+  std::string grad_out, dq, dk, dv;
+
+  template <class T>
+  void run(AttentionProblem<T>&& p) const {
+    npy::Array g = npy::load(grad_out);
+    const bool same_dtype = (g.dtype == npy::DType::float32) == std::is_same_v<T, float>;
+    if (g.dtype == npy::DType::boolean || !same_dtype)
+      throw Error(fmt::format("{}: dtype {} does not match q's", grad_out, npy::to_string(g.dtype)));
+    if (rank_of(g) != p.rank)
+      throw Error(fmt::format("{}: {} dimensions; expected {} like q", grad_out, rank_of(g), p.rank));
+    const Tensor<T> dO = to_tensor<T>(std::move(g));
+    AttentionGrads<T> grads{Tensor<T>(p.q.shape()), Tensor<T>(p.k.shape()), Tensor<T>(p.v.shape())};
+    if constexpr (std::is_same_v<T, float>) {
+      const auto f = attention_forward(p.q.view(), p.k.view(), p.v.view(), p.options, p.config);
+      attention_backward(p.q.view(), p.k.view(), p.v.view(), f.out.view(), f.lse.view(), dO.view(), p.options,
+                         grads.dq.view(), grads.dk.view(), grads.dv.view(), p.config);
+    } else {
+      const auto f = reference::attention_forward(p.q.view(), p.k.view(), p.v.view(), p.options);
+      reference::attention_backward(p.q.view(), p.k.view(), p.v.view(), f.out.view(), f.lse.view(), dO.view(),
+                                    p.options, grads.dq.view(), grads.dk.view(), grads.dv.view());
+    }
+    const std::vector<std::pair<std::string, std::string>> outputs{{dq, encode_result(grads.dq, p.rank)},
+                                                                   {dk, encode_result(grads.dk, p.rank)},
+                                                                   {dv, encode_result(grads.dv, p.rank)}};
+    require_distinct(outputs);
+    npy::write_files_atomically(outputs);
+  }
+};
+
+const Registrar reg("attention-backward", "Gradients dq, dk, dv of attention on .npy files, given dLoss/dout",
+                    [](CLI::App& sub) {
+                      auto cmd = std::make_shared<AttentionBackwardCommand>();
+                      cmd->flags.add_to(sub);
+                      sub.add_option("--grad-out", cmd->grad_out, "dLoss/dout .npy: [B, Hq, Nq, dv]")->required();
+                      sub.add_option("--dq", cmd->dq, "output .npy: [B, Hq, Nq, d]")->required();
+                      sub.add_option("--dk", cmd->dk, "output .npy: [B, Hkv, Nk, d]")->required();
+                      sub.add_option("--dv", cmd->dv, "output .npy: [B, Hkv, Nk, dv]")->required();
+                      sub.callback([cmd] { with_problem(cmd->flags, [&](auto&& p) { cmd->run(std::move(p)); }); });
+                    });
+
+}  // namespace
+}  // namespace attnlab::cli

@@ -1,0 +1,164 @@
+#pragma once
+// Shared by `attnlab attention` and `attnlab attention-backward` (cmd_attention*.cpp):
+// attention arguments read from .npy files and results written back as .npy.
+//
+// q [B, Hq, Nq, d], k [B, Hkv, Nk, d], v [B, Hkv, Nk, dv], or the same without the
+// batch axis ([H, N, d], read as B = 1). float32 files run on the engine, float64
+// files on the double reference; q, k and v must share one dtype. The mask (bool:
+// True = attend; float: added to the scaled scores) is [Nq, Nk], [H|1, Nq, Nk] or
+// [B|1, H|1, Nq, Nk], size-1 axes broadcast without copies.
+#include <fmt/format.h>
+
+#include <CLI/CLI.hpp>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "attnlab/attention_options.hpp"
+#include "attnlab/engine.hpp"
+#include "attnlab/error.hpp"
+#include "attnlab/npy.hpp"
+#include "attnlab/reference.hpp"
+#include "attnlab/tensor.hpp"
+
+namespace attnlab::cli {
+
+// The flags both commands share.
+struct AttentionFlags {
+  std::string q, k, v, mask;
+  std::string scale = "inv_sqrt_d";
+  bool causal = false;
+  std::string causal_align = "top_left";
+  int threads = 0;
+
+  void add_to(CLI::App& app) {
+    app.add_option("--q", q, "query .npy: [B, Hq, Nq, d] or [Hq, Nq, d], float32 or float64")->required();
+    app.add_option("--k", k, "key .npy: [B, Hkv, Nk, d] (Hq a multiple of Hkv)")->required();
+    app.add_option("--v", v, "value .npy: [B, Hkv, Nk, dv]")->required();
+    app.add_option("--mask", mask, "mask .npy, broadcast to [B, Hq, Nq, Nk]: bool (True = attend) or float (added)");
+    app.add_option("--scale", scale,
+                   "a number, or inv_sqrt_d (default), none, inv_d, entropy_invariant, ssmax, ssmax:S");
+    app.add_flag("--causal", causal, "causal masking (PyTorch's is_causal: query i sees keys j <= i)");
+    app.add_option("--causal-align", causal_align,
+                   "top_left (PyTorch) or bottom_right (FlashAttention-2: the last query sees every key)")
+        ->check(CLI::IsMember({"top_left", "bottom_right"}));
+    app.add_option("--threads", threads, "engine threads for float32 (0 = all cores)")->check(CLI::NonNegativeNumber);
+  }
+};
+
+inline int rank_of(const npy::Array& a) { return static_cast<int>(a.shape.size()); }
+
+inline Shape shape4(const npy::Array& a) {
+  Shape s{1, 1, 1, 1};
+  for (int i = 0; i < rank_of(a); ++i) s[4 - rank_of(a) + i] = a.shape[static_cast<size_t>(i)];
+  return s;
+}
+
+template <class T>
+Tensor<T> to_tensor(npy::Array&& a) {
+  Tensor<T> t(shape4(a));
+  if constexpr (std::is_same_v<T, float>) t.storage() = std::move(a.f32);
+  else t.storage() = std::move(a.f64);
+  return t;
+}
+
+// q, k, v and the options, in precision T.
+template <class T>
+struct AttentionProblem {
+  int rank = 4;  // rank of the input files (3 or 4): outputs have the same
+  Tensor<T> q, k, v;
+  Tensor<uint8_t> bool_mask;  // one of the masks, possibly broadcast views over it
+  Tensor<T> additive_mask;
+  AttentionOptions<T> options;
+  EngineConfig config;
+};
+
+inline void require_rank(const npy::Array& a, const std::string& path, const char* name) {
+  if (rank_of(a) != 3 && rank_of(a) != 4)
+    throw Error(fmt::format("{}: {} has {} dimensions; expected [B, H, N, d] or [H, N, d]", path, name, rank_of(a)));
+}
+
+template <class M>
+ConstView<M> broadcast_mask(const Tensor<M>& m, const Shape& scores, const std::string& path) {
+  const Shape s = m.shape();
+  Shape strides = contiguous_strides(s);
+  Shape full = s;
+  static const char* names[] = {"batch", "heads", "query length", "key length"};
+  for (int a = 0; a < 4; ++a) {
+    if (s[a] == scores[a]) continue;
+    if (s[a] != 1)
+      throw Error(fmt::format("{}: mask {} {} does not broadcast to {} (scores are [{}, {}, {}, {}])", path, names[a],
+                              s[a], scores[a], scores[0], scores[1], scores[2], scores[3]));
+    full[a] = scores[a];
+    strides[a] = 0;
+  }
+  return ConstView<M>(m.data(), full, strides);
+}
+
+template <class T>
+AttentionProblem<T> make_problem(const AttentionFlags& f, npy::Array&& q, npy::Array&& k, npy::Array&& v) {
+  AttentionProblem<T> p;
+  p.rank = rank_of(q);
+  p.q = to_tensor<T>(std::move(q));
+  p.k = to_tensor<T>(std::move(k));
+  p.v = to_tensor<T>(std::move(v));
+  p.options.scale = ScalePolicy::parse(f.scale);
+  p.options.causal = f.causal ? parse_causal(f.causal_align.c_str()) : Causal::none;
+  p.config.threads = f.threads;
+  if (!f.mask.empty()) {
+    npy::Array m = npy::load(f.mask);
+    const int mr = rank_of(m);
+    if (mr < 2 || mr > 4)
+      throw Error(fmt::format("{}: mask has {} dimensions; expected [Nq, Nk], [H, Nq, Nk] or [B, H, Nq, Nk]", f.mask, mr));
+    const Shape scores{p.q.size(kBatch), p.q.size(kHeads), p.q.size(kSeq), p.k.size(kSeq)};
+    if (m.dtype == npy::DType::boolean) {
+      p.bool_mask = Tensor<uint8_t>(shape4(m));
+      p.bool_mask.storage() = std::move(m.b8);
+      p.options.bool_mask = broadcast_mask(p.bool_mask, scores, f.mask);
+    } else {
+      p.additive_mask = Tensor<T>(shape4(m));
+      if (m.dtype == npy::DType::float32) p.additive_mask.storage().assign(m.f32.begin(), m.f32.end());
+      else p.additive_mask.storage().assign(m.f64.begin(), m.f64.end());
+      p.options.additive_mask = broadcast_mask(p.additive_mask, scores, f.mask);
+    }
+  }
+  return p;
+}
+
+// Loads q, k, v, checks ranks and dtypes, and calls run<T>(problem) with T = float or double.
+template <class Run>
+void with_problem(const AttentionFlags& f, Run&& run) {
+  npy::Array q = npy::load(f.q), k = npy::load(f.k), v = npy::load(f.v);
+  require_rank(q, f.q, "q");
+  require_rank(k, f.k, "k");
+  require_rank(v, f.v, "v");
+  if (rank_of(k) != rank_of(q) || rank_of(v) != rank_of(q))
+    throw Error(fmt::format("q, k and v must have the same number of dimensions ({}, {}, {})", rank_of(q), rank_of(k),
+                            rank_of(v)));
+  for (const auto& [a, path] : {std::pair{&q, &f.q}, std::pair{&k, &f.k}, std::pair{&v, &f.v}})
+    if (a->dtype == npy::DType::boolean) throw Error(fmt::format("{}: dtype bool; expected float32 or float64", *path));
+  if (k.dtype != q.dtype || v.dtype != q.dtype)
+    throw Error(fmt::format("q, k and v must share one dtype (got {}, {}, {})", npy::to_string(q.dtype),
+                            npy::to_string(k.dtype), npy::to_string(v.dtype)));
+  if (q.dtype == npy::DType::float32) run(make_problem<float>(f, std::move(q), std::move(k), std::move(v)));
+  else run(make_problem<double>(f, std::move(q), std::move(k), std::move(v)));
+}
+
+// The .npy bytes of a [B, H, N, x] result in the inputs' rank; drop_last removes a
+// trailing unit axis (lse is written as [B, H, Nq]).
+template <class T>
+std::string encode_result(const Tensor<T>& t, int rank, bool drop_last = false) {
+  std::vector<int64_t> shape(t.shape().end() - rank, t.shape().end());
+  if (drop_last) shape.pop_back();
+  return npy::encode(std::span<const T>(t.storage()), shape);
+}
+
+// Output paths must differ from each other (inputs may be overwritten: they are read first).
+inline void require_distinct(const std::vector<std::pair<std::string, std::string>>& outputs) {
+  std::set<std::string> seen;
+  for (const auto& [path, bytes] : outputs)
+    if (!seen.insert(path).second) throw Error(fmt::format("{}: given for two outputs", path));
+}
+
+}  // namespace attnlab::cli
