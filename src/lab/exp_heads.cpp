@@ -181,7 +181,8 @@ Result run_heads(const HeadsConfig& c, RunContext& ctx) {
   f.height = 1100;
   std::vector<double> hx;
   for (int64_t h = 0; h < H; ++h) hx.push_back(static_cast<double>(h + 1));
-  Panel ps = util::panel("saturated rows per head (max p > 0.99)", "head", "fraction of rows", false, false);
+  const std::string head_label = fmt::format("head (σ of q, k from {:g} to {:g})", c.sigma_min, c.sigma_max);
+  Panel ps = util::panel("saturated rows per head (max p > 0.99)", head_label, "fraction of rows", false, false);
   ps.series.push_back(util::series("no scale", Style::linespoints, hx, sat[0], util::colour(1)));
   ps.series.push_back(util::series("1/√d_k", Style::linespoints, hx, sat[1], util::colour(0)));
   ps.y_min = -0.02;
@@ -190,7 +191,7 @@ Result run_heads(const HeadsConfig& c, RunContext& ctx) {
   ps.x_max = static_cast<double>(H) + 0.5;
   ps.x_tics = hx;
   ps.legend_position = "top left";
-  Panel pe = util::panel("mean row entropy per head", "head", "entropy (nats)", false, false);
+  Panel pe = util::panel("mean row entropy per head", head_label, "entropy (nats)", false, false);
   pe.series.push_back(util::series("no scale", Style::linespoints, hx, ent[0], util::colour(1)));
   pe.series.push_back(util::series("1/√d_k", Style::linespoints, hx, ent[1], util::colour(0)));
   pe.series.push_back(util::series(fmt::format("uniform: ln {}", S), Style::theory, {0.5, static_cast<double>(H) + 0.5},
@@ -211,6 +212,7 @@ Result run_heads(const HeadsConfig& c, RunContext& ctx) {
     hm.rows = hm.cols = S;
     hm.values = sample_p[pi].storage();
     hm.symmetric_range = false;
+    hm.color_limit = 1.0;  // both panels on the same scale, 0..1
     hm.colorbar_label = "P_ij";
     hp.heatmap = hm;
     f.panels.push_back(hp);
