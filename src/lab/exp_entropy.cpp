@@ -266,13 +266,14 @@ Result run_entropy(const EntropyConfig& c, RunContext& ctx) {
                "maximum, while many keys share it, is the regime the mean-field theory describes.";
   af.width = 900;
   af.height = 560;
-  Panel pa = util::panel("α* against n", "n", "α*", true, false);
+  Panel pa = util::panel("α* against n", "n", "α*", true, true);
   pa.series.push_back(util::band("measured: quartiles over draws", xs, alpha_lo, alpha_hi, util::colour(5)));
   pa.series.push_back(util::series("measured α* (median over draws)", Style::linespoints, xs, alpha_star, util::colour(1)));
   pa.series.push_back(util::series("measured: first local maximum (median)", Style::linespoints, xs, first_local, util::colour(2)));
   pa.series.push_back(util::series(fmt::format("theory {:g}·√(ln n)", c.alpha_coefficient), Style::theory, xs, at.column("theory_084_sqrt_ln_n"), "#000000"));
   pa.series.push_back(util::series("mean field: max α(1 − exp(α²)/n)", Style::theory, xs, at.column("mean_field_alpha_star"), util::colour(0)));
-  pa.y_min = 0;
+  pa.y_min = 0.5;
+  pa.y_max = 100;
   pa.legend_position = "top left";
   pa.x_tics = xs;
   af.panels.push_back(pa);
