@@ -217,8 +217,8 @@ Result run_entropy(const EntropyConfig& c, RunContext& ctx) {
   f.caption = "Top: random q, k ~ N(0, I); bottom: each query planted on one key (q = β·k_t + noise). Left: mean row "
               "entropy, with ln n (uniform) and, for random inputs, the Gaussian theory ln n − τ²/2 (thin dashed, drawn "
               "where it applies: τ² < ½ ln n, τ = scale·√d). Right: "
-              "mean largest probability. Under 1/√d the entropy climbs with n; the log n-aware scales hold a planted "
-              "query on its key.";
+              "mean largest probability. Under 1/√d the entropy climbs with n and a planted query loses its key; the "
+              "log n-aware scales keep the planted key's probability roughly level.";
   f.layout_rows = 2;
   f.layout_cols = 2;
   f.width = 1400;
@@ -261,18 +261,19 @@ Result run_entropy(const EntropyConfig& c, RunContext& ctx) {
   af.title = "The temperature α* that maximises the softmax gradient α(1 − Σp²)";
   af.caption = "For random logits z ~ N(0, I_n), the α that maximises α(1 − Σp²) with p = softmax(αz), found by "
                "grid and golden-section search per draw of z (median; band: quartiles), beside the issue's "
-               "α* ≈ 0.84·√(ln n) and the mean-field maximiser of α(1 − e^{α²}/n) that this formula approximates. "
+               "α* ≈ 0.84·√(ln n) and the mean-field maximiser of α(1 − exp(α²)/n) that this formula approximates. "
                "The global maximum sits where the two largest logits split the mass (α ≈ 1/gap); the first local "
                "maximum, while many keys share it, is the regime the mean-field theory describes.";
   af.width = 900;
   af.height = 560;
-  Panel pa = util::panel("α* against n", "n", "α*", true, false);
+  Panel pa = util::panel("α* against n", "n", "α*", true, true);
   pa.series.push_back(util::band("measured: quartiles over draws", xs, alpha_lo, alpha_hi, util::colour(5)));
   pa.series.push_back(util::series("measured α* (median over draws)", Style::linespoints, xs, alpha_star, util::colour(1)));
   pa.series.push_back(util::series("measured: first local maximum (median)", Style::linespoints, xs, first_local, util::colour(2)));
   pa.series.push_back(util::series(fmt::format("theory {:g}·√(ln n)", c.alpha_coefficient), Style::theory, xs, at.column("theory_084_sqrt_ln_n"), "#000000"));
   pa.series.push_back(util::series("mean field: max α(1 − exp(α²)/n)", Style::theory, xs, at.column("mean_field_alpha_star"), util::colour(0)));
-  pa.y_min = 0;
+  pa.y_min = 0.5;
+  pa.y_max = 100;
   pa.legend_position = "top left";
   pa.x_tics = xs;
   af.panels.push_back(pa);
@@ -306,7 +307,7 @@ Result run_entropy(const EntropyConfig& c, RunContext& ctx) {
                                 c.ns.back(), text, held, tested);
   v.tolerance = c.constant_fraction;
   v.method = fmt::format("Mean row entropy (engine diagnostics) from n = {} to {}, for random and planted inputs. "
-                         "Confirmed when 1/√d's entropy rises by more than {:g} nats in both and every log n-aware "
+                         "Confirmed when 1/√d's entropy rises by more than {:g} nat(s) in both and every log n-aware "
                          "policy's rise is below {:g}× that; refuted when 1/√d's does not rise or no log n-aware case "
                          "holds; inconclusive when only some cases hold.",
                          c.ns.front(), c.ns.back(), c.growth_threshold, c.constant_fraction);
