@@ -25,6 +25,9 @@ struct Command {
 
 std::vector<Command>& registry();
 
+// Adds every registered subcommand to app (in name order).
+void build_app(CLI::App& app);
+
 struct Registrar {
   Registrar(std::string name, std::string summary, std::function<void(CLI::App&)> setup) {
     registry().push_back({std::move(name), std::move(summary), std::move(setup)});
