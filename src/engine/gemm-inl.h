@@ -36,7 +36,7 @@ using DF = hn::ScalableTag<float>;
 using VF = hn::Vec<DF>;
 
 #if HWY_TARGET <= HWY_AVX3
-inline constexpr int kBlockRows = 4;
+inline constexpr int kBlockRows = 6;
 inline constexpr int kBlockVecs = 4;
 #else
 inline constexpr int kBlockRows = 4;
@@ -101,6 +101,10 @@ inline void Gemm(size_t M, size_t N, size_t K, const float* A, size_t a_rs, size
       case 1: GemmRows<1>(nv, K, A + r0 * a_rs, a_rs, a_ks, Bc, b_rs, Cc + r0 * c_rs, c_rs, accumulate); break;
       case 2: GemmRows<2>(nv, K, A + r0 * a_rs, a_rs, a_ks, Bc, b_rs, Cc + r0 * c_rs, c_rs, accumulate); break;
       case 3: GemmRows<3>(nv, K, A + r0 * a_rs, a_rs, a_ks, Bc, b_rs, Cc + r0 * c_rs, c_rs, accumulate); break;
+#if HWY_TARGET <= HWY_AVX3
+      case 4: GemmRows<4>(nv, K, A + r0 * a_rs, a_rs, a_ks, Bc, b_rs, Cc + r0 * c_rs, c_rs, accumulate); break;
+      case 5: GemmRows<5>(nv, K, A + r0 * a_rs, a_rs, a_ks, Bc, b_rs, Cc + r0 * c_rs, c_rs, accumulate); break;
+#endif
       default: HWY_ASSERT(false);
     }
   }
