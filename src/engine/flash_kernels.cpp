@@ -152,8 +152,11 @@ void PackTransposed(ConstView<float> x, int64_t b, int64_t h, int64_t j0, int64_
 // (0 in the forward, L_i in the backward): entries j ≥ limit (causality, padding, the tile's tail)
 // and keys the boolean mask hides become −inf; the additive mask is added.
 // s has kBc entries.
-void MaskRow(const Plan& p, int64_t b, int64_t h, int64_t i, int64_t j0, int64_t limit, float scale, float offset,
-             float* s) {
+float RowMax(const float* s);
+
+// Returns the row's max after masking (−inf if nothing is visible).
+float MaskRow(const Plan& p, int64_t b, int64_t h, int64_t i, int64_t j0, int64_t limit, float scale, float offset,
+              float* s) {
   const DF df;
   const size_t L = hn::Lanes(df);
   const VF vscale = hn::Set(df, scale), vlimit = hn::Set(df, static_cast<float>(limit)), vninf = hn::Set(df, kNegInf);
@@ -162,13 +165,15 @@ void MaskRow(const Plan& p, int64_t b, int64_t h, int64_t i, int64_t j0, int64_t
   // With an additive mask the offset is subtracted after adding it, in the
   // forward's order of roundings (the forward's max is of scale·S + M).
   const VF voff = hn::Set(df, am == nullptr ? offset : 0.0f);
+  VF vmax = vninf;
   for (size_t j = 0; j < static_cast<size_t>(kBc); j += L) {
     // Not one fused multiply-subtract: the backward must round scale·S exactly
     // as the forward did, so that S − L is exactly 0 at a one-hot row's max
     // (P = 1, as in the forward), not a rounding residue.
-    const VF x = hn::Sub(hn::Mul(hn::LoadU(df, s + j), vscale), voff);
-    const auto keep = hn::Lt(hn::Iota(df, static_cast<float>(j)), vlimit);
-    hn::StoreU(hn::IfThenElse(keep, x, vninf), df, s + j);
+    VF x = hn::Sub(hn::Mul(hn::LoadU(df, s + j), vscale), voff);
+    if (static_cast<int64_t>(j + L) > limit) x = hn::IfThenElse(hn::Lt(hn::Iota(df, static_cast<float>(j)), vlimit), x, vninf);
+    vmax = hn::Max(vmax, x);
+    hn::StoreU(x, df, s + j);
   }
   if (const uint8_t* bm = detail::mask_row(o.bool_mask, b, h, i)) {
     const int64_t st = o.bool_mask.stride(kDim);
@@ -179,6 +184,8 @@ void MaskRow(const Plan& p, int64_t b, int64_t h, int64_t i, int64_t j0, int64_t
     const int64_t st = o.additive_mask.stride(kDim);
     for (int64_t j = 0; j < limit; ++j) s[j] = (s[j] + am[(j0 + j) * st]) - offset;
   }
+  if (am != nullptr || o.bool_mask.present()) return RowMax(s);
+  return hn::GetLane(hn::MaxOfLanes(df, vmax));
 }
 
 float RowMax(const float* s) {
@@ -210,16 +217,15 @@ struct ForwardScratch {
 
 // Online-softmax update of one row of the tile: turns scores s into
 // probabilities relative to the new running max, rescales the row's O.
-void SoftmaxUpdateRow(float* s, float& m, float& l, float* o_row, int64_t dv_pad, RowDiag* diag) {
+void SoftmaxUpdateRow(float* s, float tile_max, float& m, float& l, float* o_row, int64_t dv_pad, RowDiag* diag) {
   const DF df;
   const size_t L = hn::Lanes(df);
-  const float tile_max = RowMax(s);
   const float m_new = std::max(m, tile_max);
   if (m_new == kNegInf) {  // nothing visible yet: P = 0
     std::memset(s, 0, sizeof(float) * kBc);
     return;
   }
-  const float alpha = (m == kNegInf) ? 0.0f : std::exp(m - m_new);
+  const float alpha = (m == kNegInf) ? 0.0f : (m == m_new) ? 1.0f : hn::GetLane(hn::Exp(df, hn::Set(df, m - m_new)));
   const VF vm = hn::Set(df, m_new);
   VF sum = hn::Zero(df);
   if (diag == nullptr) {
@@ -297,8 +303,8 @@ void ForwardQueryTile(const Plan& p, int64_t b, int64_t h, int64_t qt, const flo
     Gemm(rows, kBc, dm.d, w.qt.get(), dm.d, 1, kt_head + t * dm.d * kBc, kBc, s, kBc, false);
     for (int64_t r = 0; r < rows; ++r) {
       const int64_t limit = std::clamp<int64_t>(w.end[r] - j0, 0, nc);
-      MaskRow(p, b, h, i0 + r, j0, limit, w.scale[r], 0.0f, s + r * kBc);
-      SoftmaxUpdateRow(s + r * kBc, w.m[r], w.l[r], w.o.get() + r * p.dv_pad, p.dv_pad,
+      const float tile_max = MaskRow(p, b, h, i0 + r, j0, limit, w.scale[r], 0.0f, s + r * kBc);
+      SoftmaxUpdateRow(s + r * kBc, tile_max, w.m[r], w.l[r], w.o.get() + r * p.dv_pad, p.dv_pad,
                        diag ? &w.diag[r] : nullptr);
     }
     Gemm(rows, p.dv_pad, nc, s, kBc, 1, v_head + j0 * p.dv_pad, p.dv_pad, w.o.get(), p.dv_pad, true);
