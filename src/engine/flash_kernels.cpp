@@ -207,12 +207,12 @@ struct RowDiag {
 
 // Per-thread buffers of the forward.
 struct ForwardScratch {
-  hwy::AlignedFreeUniquePtr<float[]> qt, s, o;  // Q tile [Br × d], S/P tile [Br × Bc], O accumulator [Br × dv_pad]
+  hwy::AlignedFreeUniquePtr<float[]> s, o;  // S/P tile [Br × Bc], O accumulator [Br × dv_pad]
   float m[kBr], l[kBr], scale[kBr];
   int64_t end[kBr];
   RowDiag diag[kBr];
   ForwardScratch(const Plan& p)
-      : qt(Scratch(kBr * p.dims.d)), s(Scratch(kBr * kBc)), o(Scratch(kBr * p.dv_pad)) {}
+      : s(Scratch(kBr * kBc)), o(Scratch(kBr * p.dv_pad)) {}
 };
 
 // Online-softmax update of one row of the tile: turns scores s into
@@ -286,7 +286,9 @@ void ForwardQueryTile(const Plan& p, int64_t b, int64_t h, int64_t qt, const flo
                       ForwardScratch& w, TensorView<float> out, TensorView<float> lse, const RowDiagnostics* diag) {
   const auto& dm = p.dims;
   const int64_t i0 = qt * kBr, rows = std::min(kBr, dm.Nq - i0);
-  PackRows(p.q, b, h, i0, rows, dm.d, dm.d, w.qt.get());
+  // Q is the A operand of S = Q Kᵀ (read by scalar broadcasts): any strides do.
+  const float* q_tile = p.q.row(b, h, i0);
+  const size_t q_rs = static_cast<size_t>(p.q.stride(kSeq)), q_ks = static_cast<size_t>(p.q.stride(kDim));
   std::memset(w.o.get(), 0, sizeof(float) * static_cast<size_t>(rows * p.dv_pad));
   for (int64_t r = 0; r < rows; ++r) {
     w.m[r] = kNegInf;
@@ -300,7 +302,7 @@ void ForwardQueryTile(const Plan& p, int64_t b, int64_t h, int64_t qt, const flo
     if (p.tile_hidden(b, i0 + rows, j0)) break;  // and every later tile
     if (p.tile_masked_out(b, h, i0, i0 + rows, j0, j0 + nc)) continue;
     float* s = w.s.get();
-    Gemm(rows, kBc, dm.d, w.qt.get(), dm.d, 1, kt_head + t * dm.d * kBc, kBc, s, kBc, false);
+    Gemm(rows, kBc, dm.d, q_tile, q_rs, q_ks, kt_head + t * dm.d * kBc, kBc, s, kBc, false);
     for (int64_t r = 0; r < rows; ++r) {
       const int64_t limit = std::clamp<int64_t>(w.end[r] - j0, 0, nc);
       const float tile_max = MaskRow(p, b, h, i0 + r, j0, limit, w.scale[r], 0.0f, s + r * kBc);
@@ -433,12 +435,28 @@ void BackwardPair(const BackwardArgs& a, int64_t b, int64_t h, int64_t qt, int64
   const size_t L = hn::Lanes(df);
   const int64_t i0 = qt * kBr, rows = std::min(kBr, dm.Nq - i0);
   const int64_t row0 = (b * dm.Hq + h) * dm.Nq + i0;  // index into D and scale
-  PackRows(p.q, b, h, i0, rows, dm.d, p.d_pad, w.qr.get());
-  PackRows(a.grad_out, b, h, i0, rows, dm.dv, p.dv_pad, w.dor.get());
+  // Q and dO rows serve as B operands (vector loads): used in place when their
+  // rows are unit-stride and a whole number of vectors long, else packed.
+  const float* Qr = w.qr.get();
+  size_t q_rs = static_cast<size_t>(p.d_pad);
+  if (p.q.stride(kDim) == 1 && dm.d == p.d_pad) {
+    Qr = p.q.row(b, h, i0);
+    q_rs = static_cast<size_t>(p.q.stride(kSeq));
+  } else {
+    PackRows(p.q, b, h, i0, rows, dm.d, p.d_pad, w.qr.get());
+  }
+  const float* dOr = w.dor.get();
+  size_t do_rs = static_cast<size_t>(p.dv_pad);
+  if (a.grad_out.stride(kDim) == 1 && dm.dv == p.dv_pad) {
+    dOr = a.grad_out.row(b, h, i0);
+    do_rs = static_cast<size_t>(a.grad_out.stride(kSeq));
+  } else {
+    PackRows(a.grad_out, b, h, i0, rows, dm.dv, p.dv_pad, w.dor.get());
+  }
   float* P = w.pt.get();
   float* dS = w.ds.get();
   // S = Q Kᵀ, then P = exp(scale_i·S − L_i) with hidden keys at 0.
-  Gemm(rows, kBc, dm.d, w.qr.get(), p.d_pad, 1, w.kt.get(), kBc, P, kBc, false);
+  Gemm(rows, kBc, dm.d, Qr, q_rs, 1, w.kt.get(), kBc, P, kBc, false);
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t i = i0 + r;
     float* pr = P + r * kBc;
@@ -453,9 +471,9 @@ void BackwardPair(const BackwardArgs& a, int64_t b, int64_t h, int64_t qt, int64
       hn::StoreU(hn::Exp(df, hn::LoadU(df, pr + j)), df, pr + j);
   }
   // dV += Pᵀ dO
-  Gemm(nc, p.dv_pad, rows, P, 1, kBc, w.dor.get(), p.dv_pad, w.dv.get(), p.dv_pad, true);
+  Gemm(nc, p.dv_pad, rows, P, 1, kBc, dOr, do_rs, w.dv.get(), p.dv_pad, true);
   // dP = dO Vᵀ;  dS = scale_i · P ∘ (dP − D_i)
-  Gemm(rows, kBc, dm.dv, w.dor.get(), p.dv_pad, 1, w.vt.get(), kBc, dS, kBc, false);
+  Gemm(rows, kBc, dm.dv, dOr, do_rs, 1, w.vt.get(), kBc, dS, kBc, false);
   for (int64_t r = 0; r < rows; ++r) {
     const VF vD = hn::Set(df, a.D[row0 + r]), vs = hn::Set(df, a.scale[row0 + r]);
     float* pr = P + r * kBc;
@@ -466,7 +484,7 @@ void BackwardPair(const BackwardArgs& a, int64_t b, int64_t h, int64_t qt, int64
     }
   }
   // dK += dSᵀ Q;  dQ_pair = dS K
-  Gemm(nc, p.d_pad, rows, dS, 1, kBc, w.qr.get(), p.d_pad, w.dk.get(), p.d_pad, true);
+  Gemm(nc, p.d_pad, rows, dS, 1, kBc, Qr, q_rs, w.dk.get(), p.d_pad, true);
   Gemm(rows, p.d_pad, nc, dS, kBc, 1, w.kr.get(), p.d_pad, w.dq.get(), p.d_pad, false);
 }
 
