@@ -137,14 +137,14 @@ void PackRows(ConstView<float> x, int64_t b, int64_t h, int64_t r0, int64_t rows
 // dst[c · kBc + j] = x[b, h, j0 + j, c] for j < n, zero for j in [n, kBc): the
 // transposed key tile [cols × kBc].
 void PackTransposed(ConstView<float> x, int64_t b, int64_t h, int64_t j0, int64_t n, int64_t cols, float* dst) {
-  const int64_t st = x.stride(kDim);
-  for (int64_t j = 0; j < kBc; ++j) {
-    if (j < n) {
-      const float* src = x.row(b, h, j0 + j);
-      for (int64_t c = 0; c < cols; ++c) dst[c * kBc + j] = src[c * st];
-    } else {
-      for (int64_t c = 0; c < cols; ++c) dst[c * kBc + j] = 0.0f;
-    }
+  // Writes run along dst rows (contiguous), reads gather down the key rows: a
+  // scattered write per element was ~6 % of the forward's time.
+  const int64_t st = x.stride(kDim), rs = x.stride(kSeq);
+  const float* src = n > 0 ? x.row(b, h, j0) : nullptr;
+  for (int64_t c = 0; c < cols; ++c) {
+    float* d = dst + c * kBc;
+    for (int64_t j = 0; j < n; ++j) d[j] = src[j * rs + c * st];
+    for (int64_t j = n; j < kBc; ++j) d[j] = 0.0f;
   }
 }
 
