@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <ctime>
 #include <vector>
 
 #undef HWY_TARGET_INCLUDE
@@ -57,6 +58,14 @@ namespace attnlab::bench {
 HWY_EXPORT(FmaLoop);
 HWY_EXPORT(TargetName);
 
+namespace {
+double thread_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+}  // namespace
+
 Peak measure_peak(int threads, double seconds, int trials) {
   Peak peak;
   peak.target = HWY_DYNAMIC_DISPATCH(TargetName)();
@@ -78,16 +87,22 @@ Peak measure_peak(int threads, double seconds, int trials) {
   peak.chains = chains;
   for (int t = 0; t < trials; ++t) {
     std::vector<float> out(static_cast<size_t>(threads));
+    std::vector<double> cpu_rate(static_cast<size_t>(threads), 0.0);
+    const double flops_per_thread = 2.0 * lanes * chains * static_cast<double>(iters);
     const auto t0 = std::chrono::steady_clock::now();
 #pragma omp parallel num_threads(threads)
     {
       int l = 0, c = 0;
+      const double c0 = thread_cpu_seconds();
       out[static_cast<size_t>(omp_get_thread_num())] = HWY_DYNAMIC_DISPATCH(FmaLoop)(iters, &l, &c);
+      cpu_rate[static_cast<size_t>(omp_get_thread_num())] = flops_per_thread / std::max(thread_cpu_seconds() - c0, 1e-9);
     }
     const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     for (float v : out) sink = sink + v;
-    const double flops = 2.0 * lanes * chains * static_cast<double>(iters) * threads;
-    peak.gflops = std::max(peak.gflops, flops / dt / 1e9);
+    double cpu_total = 0;
+    for (double r : cpu_rate) cpu_total += r;
+    peak.gflops = std::max(peak.gflops, flops_per_thread * threads / dt / 1e9);
+    peak.gflops_cpu = std::max(peak.gflops_cpu, cpu_total / 1e9);
   }
   return peak;
 }

@@ -1,13 +1,16 @@
-// Google Benchmark microbenchmarks of the engine: forward and backward at the
-// sizes of the targets, single-threaded and on all cores, plus the
-// FMA peak loop for reference. Run: build/attnlab_microbench
+// Google Benchmark microbenchmarks of the engine: its pieces (the register-
+// blocked product at the tile shapes of the five products, exp), forward and
+// backward single-threaded and on 2 threads, and the FMA peak loop for
+// reference. Run: build/attnlab_microbench
 #include <benchmark/benchmark.h>
 #include <omp.h>
 
 #include <random>
+#include <vector>
 
 #include "attnlab/engine.hpp"
 #include "bench/peak_flops.hpp"
+#include "engine/flash_kernels.hpp"
 
 namespace al = attnlab;
 
@@ -55,6 +58,29 @@ void BM_Backward(benchmark::State& state) {
   state.counters["GFLOP/s"] = benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
 }
 
+// One tile product: args M, N, K, transposed A (as in Pᵀ dO and dSᵀ Q).
+void BM_TileGemm(benchmark::State& state) {
+  const size_t M = static_cast<size_t>(state.range(0)), N = static_cast<size_t>(state.range(1)),
+               K = static_cast<size_t>(state.range(2));
+  const bool at = state.range(3) != 0;
+  std::vector<float> A(M * K, 0.5f), B(K * N, 0.25f), C(M * N, 0.0f);
+  for (auto _ : state) {
+    al::engine::gemm_piece(M, N, K, A.data(), at ? 1 : K, at ? M : 1, B.data(), N, C.data(), N, true);
+    benchmark::DoNotOptimize(C.data());
+  }
+  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * M * N * K * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+}
+
+void BM_Exp(benchmark::State& state) {
+  std::vector<float> x(4096);
+  for (auto _ : state) {
+    for (size_t i = 0; i < x.size(); ++i) x[i] = -static_cast<float>(i % 64) * 0.25f;
+    al::engine::exp_piece(x.data(), x.size());
+    benchmark::DoNotOptimize(x.data());
+  }
+  state.counters["Gexp/s"] = benchmark::Counter(4096e-9, benchmark::Counter::kIsIterationInvariantRate);
+}
+
 void BM_FmaPeak(benchmark::State& state) {
   for (auto _ : state) {
     const auto p = al::bench::measure_peak(static_cast<int>(state.range(0)), 0.05, 1);
@@ -72,6 +98,9 @@ void EngineArgs(benchmark::internal::Benchmark* b) {
 
 }  // namespace
 
+// S = Q Kᵀ and dP = dO Vᵀ: 64 × 64 × d; O += P V and dQ = dS K: 64 × d × 64; dV, dK: Aᵀ.
+BENCHMARK(BM_TileGemm)->Args({64, 64, 64, 0})->Args({64, 64, 128, 0})->Args({64, 128, 64, 0})->Args({64, 64, 64, 1});
+BENCHMARK(BM_Exp);
 BENCHMARK(BM_Forward)->Apply(EngineArgs);
 BENCHMARK(BM_Backward)->Apply(EngineArgs);
 BENCHMARK(BM_FmaPeak)->Arg(1)->Arg(2)->Iterations(3);

@@ -579,6 +579,18 @@ void BackwardImpl(const Plan& p, ConstView<float> out, ConstView<float> lse, Con
 
 const char* TargetNameImpl() { return hwy::TargetName(HWY_TARGET); }
 
+// Kernel pieces, exposed for the microbenchmarks (bench/micro/).
+void GemmPieceImpl(size_t M, size_t N, size_t K, const float* A, size_t a_rs, size_t a_ks, const float* B, size_t b_rs,
+                   float* C, size_t c_rs, bool accumulate) {
+  Gemm(M, N, K, A, a_rs, a_ks, B, b_rs, C, c_rs, accumulate);
+}
+
+void ExpPieceImpl(float* x, size_t n) {
+  const DF df;
+  const size_t L = hn::Lanes(df);
+  for (size_t j = 0; j + L <= n; j += L) hn::StoreU(hn::Exp(df, hn::LoadU(df, x + j)), df, x + j);
+}
+
 }  // namespace attnlab::engine::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
 
@@ -588,6 +600,15 @@ namespace attnlab::engine {
 HWY_EXPORT(ForwardImpl);
 HWY_EXPORT(BackwardImpl);
 HWY_EXPORT(TargetNameImpl);
+HWY_EXPORT(GemmPieceImpl);
+HWY_EXPORT(ExpPieceImpl);
+
+void gemm_piece(size_t M, size_t N, size_t K, const float* A, size_t a_rs, size_t a_ks, const float* B, size_t b_rs,
+                float* C, size_t c_rs, bool accumulate) {
+  HWY_DYNAMIC_DISPATCH(GemmPieceImpl)(M, N, K, A, a_rs, a_ks, B, b_rs, C, c_rs, accumulate);
+}
+
+void exp_piece(float* x, size_t n) { HWY_DYNAMIC_DISPATCH(ExpPieceImpl)(x, n); }
 
 void flash_forward(const Plan& p, TensorView<float> out, TensorView<float> lse, const RowDiagnostics* diag) {
   HWY_DYNAMIC_DISPATCH(ForwardImpl)(p, out, lse, diag);

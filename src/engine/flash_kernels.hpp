@@ -10,4 +10,11 @@ void flash_backward(const Plan& p, ConstView<float> out, ConstView<float> lse, C
                     TensorView<float> dq, TensorView<float> dk, TensorView<float> dv);
 const char* flash_target_name();  // "AVX3", "AVX2", "EMU128", ...
 
+// Pieces of the kernels, for the microbenchmarks (bench/micro/bench_engine.cpp):
+// the register-blocked product C (+)= A·B (gemm-inl.h; N a multiple of 16), and
+// exp over n floats in place (n a multiple of 16).
+void gemm_piece(size_t M, size_t N, size_t K, const float* A, size_t a_rs, size_t a_ks, const float* B, size_t b_rs,
+                float* C, size_t c_rs, bool accumulate);
+void exp_piece(float* x, size_t n);
+
 }  // namespace attnlab::engine

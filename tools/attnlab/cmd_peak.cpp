@@ -20,9 +20,11 @@ void run_peak(const PeakArgs& a) {
   const auto many = attnlab::bench::measure_peak(all, a.seconds);
   fmt::print("float32 FMA peak, {} target ({} lanes, {} independent FMA chains per thread, best of 5)\n",
              one.target, one.lanes, one.chains);
-  fmt::print("{:>8}  {:>10}\n", "threads", "GFLOP/s");
-  fmt::print("{:>8}  {:>10.1f}\n", 1, one.gflops);
-  fmt::print("{:>8}  {:>10.1f}\n", all, many.gflops);
+  fmt::print("{:>8}  {:>14}  {:>14}\n", "threads", "GFLOP/s (wall)", "GFLOP/s (CPU)");
+  fmt::print("{:>8}  {:>14.1f}  {:>14.1f}\n", 1, one.gflops, one.gflops_cpu);
+  fmt::print("{:>8}  {:>14.1f}  {:>14.1f}\n", all, many.gflops, many.gflops_cpu);
+  fmt::print("wall: over elapsed time, what the threads got with the machine's current load;\n"
+             "CPU: over each thread's CPU time, what the cores do while they run (the hardware peak).\n");
 }
 
 const attnlab::cli::Registrar reg("peak", "Measure this machine's float32 FMA peak (GFLOP/s), 1 thread and all threads",
