@@ -218,9 +218,9 @@ void run_bench(const BenchArgs& a) {
     const std::string tmp = a.json + ".tmp";
     {
       std::ofstream f(tmp);
-      if (!f) throw al::Error(fmt::format("bench: cannot write {}", tmp));
+      if (!f) throw al::Error(fmt::format("bench: cannot write {} (via {})", a.json, tmp));
       f << doc.dump(2) << "\n";
-      if (!f.flush()) throw al::Error(fmt::format("bench: cannot write {}", tmp));
+      if (!f.flush()) throw al::Error(fmt::format("bench: cannot write {} (via {})", a.json, tmp));
     }
     std::error_code ec;
     std::filesystem::rename(tmp, a.json, ec);
