@@ -1,6 +1,6 @@
 // Opens the LibTorch peer module (libattnlab_torch_peer.so, see
 // libtorch_attention.cpp) on demand. Looked for beside the executable (build
-// tree), then in ../lib/attnlab/ (installed), or at $ATTNLAB_TORCH_PEER.
+// tree), then in ../<libdir>/attnlab/ (installed), or at $ATTNLAB_TORCH_PEER.
 #include <dlfcn.h>
 
 #include <cstdlib>
@@ -19,7 +19,7 @@ std::unique_ptr<Peer> make_libtorch_peer(const PeerShape& shape, int threads, st
   const fs::path exe_dir = fs::read_symlink("/proc/self/exe", ec).parent_path();
   if (!ec) {
     candidates.push_back(exe_dir / "libattnlab_torch_peer.so");
-    candidates.push_back(exe_dir / ".." / "lib" / "attnlab" / "libattnlab_torch_peer.so");
+    candidates.push_back(exe_dir / ".." / ATTNLAB_INSTALL_LIBDIR / "attnlab" / "libattnlab_torch_peer.so");
   }
   std::string errors;
   for (const auto& path : candidates) {
