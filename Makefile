@@ -5,7 +5,7 @@ PREFIX    ?= /usr/local
 JOBS      ?= $(shell nproc)
 CMAKE_ARGS ?=
 
-.PHONY: all deps configure build demo test install python asan fuzz clean
+.PHONY: all deps configure build demo test test-release install python asan fuzz clean
 
 all: build
 
@@ -25,13 +25,19 @@ demo: build
 	./$(BUILD_DIR)/attnlab report --out report
 	@echo "The report is in report/index.html (open it in a browser; data in report/data, figures in report/figures)."
 
-test: build
+# Everything CI checks (.ci/run is `make test`): the release suite, the same suite
+# under AddressSanitizer + UndefinedBehaviorSanitizer, and every fuzzer for FUZZ_SECONDS.
+# `make test-release` runs the first part alone, for a quick loop while developing.
+test: test-release asan fuzz
+
+test-release: build
 	ctest --test-dir $(BUILD_DIR) --output-on-failure -j $(JOBS)
 
 install: build
 	cmake --install $(BUILD_DIR) --prefix $(PREFIX)
 
-# AddressSanitizer + UndefinedBehaviorSanitizer build of the whole suite.
+# AddressSanitizer + UndefinedBehaviorSanitizer build of the whole suite (the
+# Python module and the benchmark peers are left out: they need an unsanitized host).
 asan: deps
 	cmake --preset asan
 	cmake --build --preset asan -j $(JOBS)
@@ -46,7 +52,7 @@ fuzz: deps
 	scripts/run-fuzzers build-fuzz $(FUZZ_SECONDS)
 
 clean:
-	rm -rf $(BUILD_DIR)
+	rm -rf $(BUILD_DIR) build-asan build-fuzz
 
 # The Python module alone, into $(BUILD_DIR)/python/attnlab (PYTHONPATH=$(BUILD_DIR)/python).
 python: configure

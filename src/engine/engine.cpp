@@ -1,0 +1,72 @@
+// The engine's public API (attnlab/engine.hpp): validation shared with the
+// reference, the thread count, and the diagnostics' shapes; the work is done
+// by the fused kernels in flash_kernels.cpp.
+#include "attnlab/engine.hpp"
+
+#include <fmt/format.h>
+#include <omp.h>
+
+#include "core/attention_checks.hpp"
+#include "engine/flash_kernels.hpp"
+
+namespace attnlab {
+namespace {
+
+int resolve_threads(const EngineConfig& config) {
+  if (config.threads < 0) throw Error(fmt::format("engine: threads must be >= 0 (0 = all cores), got {}", config.threads));
+  return config.threads == 0 ? omp_get_max_threads() : config.threads;
+}
+
+void check_diagnostic(const TensorView<float>& x, const detail::AttentionDims& d, const char* name) {
+  if (!x.present()) return;
+  const Shape want{d.B, d.Hq, d.Nq, 1};
+  if (x.shape() != want)
+    throw Error(fmt::format("{}: shape {} should be {}", name, to_string(x.shape()), to_string(want)));
+  for (int a = 0; a < 4; ++a)
+    if (x.stride(a) < 0) throw Error(fmt::format("{}: negative stride {} on axis {}", name, x.stride(a), a));
+}
+
+}  // namespace
+
+void attention_forward(ConstView<float> q, ConstView<float> k, ConstView<float> v,
+                       const AttentionOptions<float>& options, TensorView<float> out, TensorView<float> lse,
+                       const RowDiagnostics* diagnostics, const EngineConfig& config) {
+  const auto dims = detail::check_forward_args(q, k, v, options, out, lse);
+  if (diagnostics != nullptr) {
+    check_diagnostic(diagnostics->max_prob, dims, "diagnostics.max_prob");
+    check_diagnostic(diagnostics->entropy, dims, "diagnostics.entropy");
+    check_diagnostic(diagnostics->jacobian_fro_sq, dims, "diagnostics.jacobian_fro_sq");
+  }
+  const engine::Plan plan(dims, q, k, v, options, resolve_threads(config));
+  engine::flash_forward(plan, out, lse, diagnostics);
+}
+
+void attention_backward(ConstView<float> q, ConstView<float> k, ConstView<float> v, ConstView<float> out,
+                        ConstView<float> lse, ConstView<float> grad_out, const AttentionOptions<float>& options,
+                        TensorView<float> dq, TensorView<float> dk, TensorView<float> dv,
+                        const EngineConfig& config) {
+  const auto dims = detail::check_backward_args(q, k, v, out, lse, grad_out, options, dq, dk, dv);
+  const engine::Plan plan(dims, q, k, v, options, resolve_threads(config));
+  engine::flash_backward(plan, out, lse, grad_out, dq, dk, dv);
+}
+
+AttentionForward<float> attention_forward(ConstView<float> q, ConstView<float> k, ConstView<float> v,
+                                          const AttentionOptions<float>& options, const EngineConfig& config) {
+  AttentionForward<float> r{Tensor<float>({q.batch(), q.heads(), q.seq(), v.dim()}),
+                            Tensor<float>({q.batch(), q.heads(), q.seq(), 1})};
+  attention_forward(q, k, v, options, r.out.view(), r.lse.view(), nullptr, config);
+  return r;
+}
+
+AttentionGrads<float> attention_backward(ConstView<float> q, ConstView<float> k, ConstView<float> v,
+                                         const AttentionForward<float>& forward, ConstView<float> grad_out,
+                                         const AttentionOptions<float>& options, const EngineConfig& config) {
+  AttentionGrads<float> g{Tensor<float>(q.shape()), Tensor<float>(k.shape()), Tensor<float>(v.shape())};
+  attention_backward(q, k, v, forward.out.view(), forward.lse.view(), grad_out, options, g.dq.view(), g.dk.view(),
+                     g.dv.view(), config);
+  return g;
+}
+
+std::string engine_target() { return engine::flash_target_name(); }
+
+}  // namespace attnlab

@@ -1,0 +1,154 @@
+#pragma once
+// What a user would otherwise write: attention as matmul + softmax + matmul in
+// float32, the Nq×Nk score and probability matrices materialised, and the
+// matching backward (dV = Pᵀ dO, dP = dO Vᵀ, dS = P∘(dP − rowsum(P∘dP)),
+// dQ = scale dS K, dK = scale dSᵀ Q). Float accumulation in the obvious order.
+// The engine's accuracy rule is stated relative to this implementation's
+// error: both are measured against the double reference.
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "problem.hpp"
+
+namespace attnlab::test {
+
+struct FloatProblem {
+  Tensor<float> q, k, v, grad_out, additive_mask;
+  explicit FloatProblem(const Problem& p)
+      : q(cast<float>(p.q)), k(cast<float>(p.k)), v(cast<float>(p.v)), grad_out(cast<float>(p.grad_out)),
+        additive_mask(cast<float>(p.additive_mask)) {}
+  // The double problem whose inputs are exactly these floats: the reference
+  // must see the same inputs as the float implementations.
+  static Problem rounded(const Problem& p) {
+    Problem r = p;
+    for (auto* t : {&r.q, &r.k, &r.v, &r.grad_out, &r.additive_mask})
+      for (double& x : t->storage()) x = static_cast<double>(static_cast<float>(x));
+    return r;
+  }
+};
+
+struct NaiveResult {
+  Tensor<float> out, lse, dq, dk, dv;
+};
+
+inline NaiveResult naive_float_attention(const Problem& p, const FloatProblem& f, bool d_from_out = false) {
+  NaiveResult r{Tensor<float>({p.B, p.Hq, p.Nq, p.dv}), Tensor<float>({p.B, p.Hq, p.Nq, 1}),
+                Tensor<float>(p.q.shape()), Tensor<float>(p.k.shape()), Tensor<float>(p.v.shape())};
+  const int64_t group = p.Hq / p.Hkv;
+  std::vector<float> S(static_cast<size_t>(p.Nq * p.Nk)), P(S.size()), dP(S.size());
+  std::vector<float> scale(static_cast<size_t>(p.Nq));
+  for (int64_t b = 0; b < p.B; ++b)
+    for (int64_t h = 0; h < p.Hq; ++h) {
+      const int64_t hk = h / group;
+      const int64_t n_keys = p.key_lengths.empty() ? p.Nk : p.key_lengths[static_cast<size_t>(b)];
+      for (int64_t i = 0; i < p.Nq; ++i) {
+        int64_t visible = 0;
+        std::vector<bool> vis(static_cast<size_t>(p.Nk));
+        for (int64_t j = 0; j < p.Nk; ++j) {
+          bool ok = j < n_keys;
+          if (p.causal == Causal::top_left) ok = ok && j <= i;
+          if (p.causal == Causal::bottom_right) ok = ok && j <= i + n_keys - p.Nq;
+          if (p.bool_mask.numel())
+            ok = ok && p.bool_mask(p.bool_mask.size(0) == 1 ? 0 : b, p.bool_mask.size(1) == 1 ? 0 : h, i, j);
+          vis[static_cast<size_t>(j)] = ok;
+          visible += ok;
+        }
+        const float sc = static_cast<float>(p.scale(p.d, visible));
+        scale[static_cast<size_t>(i)] = sc;
+        float m = -INFINITY;
+        for (int64_t j = 0; j < p.Nk; ++j) {
+          float s = -INFINITY;
+          if (vis[static_cast<size_t>(j)]) {
+            float dot = 0;
+            for (int64_t c = 0; c < p.d; ++c) dot += f.q(b, h, i, c) * f.k(b, hk, j, c);
+            s = dot * sc;
+            if (p.additive_mask.numel())
+              s += f.additive_mask(p.additive_mask.size(0) == 1 ? 0 : b, p.additive_mask.size(1) == 1 ? 0 : h, i, j);
+          }
+          S[static_cast<size_t>(i * p.Nk + j)] = s;
+          m = std::max(m, s);
+        }
+        float l = 0;
+        for (int64_t j = 0; j < p.Nk; ++j) {
+          const float e = m == -INFINITY ? 0.0f : std::exp(S[static_cast<size_t>(i * p.Nk + j)] - m);
+          P[static_cast<size_t>(i * p.Nk + j)] = e;
+          l += e;
+        }
+        for (int64_t j = 0; j < p.Nk; ++j) P[static_cast<size_t>(i * p.Nk + j)] = l > 0 ? P[static_cast<size_t>(i * p.Nk + j)] / l : 0.0f;
+        r.lse(b, h, i, 0) = l > 0 ? m + std::log(l) : -INFINITY;
+        for (int64_t c = 0; c < p.dv; ++c) {
+          float o = 0;
+          for (int64_t j = 0; j < p.Nk; ++j) o += P[static_cast<size_t>(i * p.Nk + j)] * f.v(b, hk, j, c);
+          r.out(b, h, i, c) = o;
+        }
+      }
+      // Backward.
+      for (int64_t i = 0; i < p.Nq; ++i) {
+        float D = 0;
+        for (int64_t j = 0; j < p.Nk; ++j) {
+          float dp = 0;
+          for (int64_t c = 0; c < p.dv; ++c) dp += f.grad_out(b, h, i, c) * f.v(b, hk, j, c);
+          dP[static_cast<size_t>(i * p.Nk + j)] = dp;
+          D += P[static_cast<size_t>(i * p.Nk + j)] * dp;
+        }
+        if (d_from_out) {
+          D = 0;
+          for (int64_t c = 0; c < p.dv; ++c) D += f.grad_out(b, h, i, c) * r.out(b, h, i, c);
+        }
+        for (int64_t j = 0; j < p.Nk; ++j) {
+          const size_t ij = static_cast<size_t>(i * p.Nk + j);
+          dP[ij] = P[ij] * (dP[ij] - D) * scale[static_cast<size_t>(i)];  // now scale·dS
+        }
+      }
+      for (int64_t i = 0; i < p.Nq; ++i)
+        for (int64_t c = 0; c < p.d; ++c) {
+          float acc = 0;
+          for (int64_t j = 0; j < p.Nk; ++j) acc += dP[static_cast<size_t>(i * p.Nk + j)] * f.k(b, hk, j, c);
+          r.dq(b, h, i, c) = acc;
+        }
+      for (int64_t j = 0; j < p.Nk; ++j) {
+        for (int64_t c = 0; c < p.d; ++c) {
+          float acc = 0;
+          for (int64_t i = 0; i < p.Nq; ++i) acc += dP[static_cast<size_t>(i * p.Nk + j)] * f.q(b, h, i, c);
+          r.dk(b, hk, j, c) += acc;
+        }
+        for (int64_t c = 0; c < p.dv; ++c) {
+          float acc = 0;
+          for (int64_t i = 0; i < p.Nq; ++i) acc += P[static_cast<size_t>(i * p.Nk + j)] * f.grad_out(b, h, i, c);
+          r.dv(b, hk, j, c) += acc;
+        }
+      }
+    }
+  return r;
+}
+
+template <class T>
+Tensor<double> to_double(const Tensor<T>& x) {
+  Tensor<double> y(x.shape());
+  for (int64_t i = 0; i < x.numel(); ++i) y.data()[i] = x.data()[i];
+  return y;
+}
+
+// A view of the same values as `x` stored with a different memory layout:
+// axes permuted in memory and every element `spread` floats apart, so the
+// engine must honour arbitrary strides. `storage` keeps the memory alive.
+inline TensorView<float> strided_copy(const Tensor<float>& x, const std::array<int, 4>& memory_order, int spread,
+                                      std::vector<float>& storage) {
+  const Shape s = x.shape();
+  Shape strides{};
+  int64_t stride = spread;
+  for (int a = 3; a >= 0; --a) {  // memory_order[3] is the fastest axis
+    strides[memory_order[a]] = stride;
+    stride *= s[memory_order[a]];
+  }
+  storage.assign(static_cast<size_t>(stride), 12345.0f);  // garbage between elements
+  TensorView<float> v(storage.data(), s, strides);
+  for (int64_t b = 0; b < s[0]; ++b)
+    for (int64_t h = 0; h < s[1]; ++h)
+      for (int64_t i = 0; i < s[2]; ++i)
+        for (int64_t j = 0; j < s[3]; ++j) v(b, h, i, j) = x(b, h, i, j);
+  return v;
+}
+
+}  // namespace attnlab::test

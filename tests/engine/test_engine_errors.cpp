@@ -1,0 +1,151 @@
+// The engine rejects exactly what the reference rejects, with the same message,
+// and runs correctly on the portable target (EMU128 or SCALAR: no SIMD instructions).
+#include <gtest/gtest.h>
+
+#include <hwy/targets.h>
+
+#include <random>
+#include <string>
+
+#include "attnlab/engine.hpp"
+#include "attnlab/reference.hpp"
+#include "engine_check.hpp"
+
+namespace al = attnlab;
+using al::Tensor;
+
+namespace {
+
+template <class T>
+std::string forward_error(const Tensor<T>& q, const Tensor<T>& k, const Tensor<T>& v,
+                          const al::AttentionOptions<T>& opt) {
+  try {
+    if constexpr (std::is_same_v<T, float>)
+      al::attention_forward(q.view(), k.view(), v.view(), opt);
+    else
+      al::reference::attention_forward(q.view(), k.view(), v.view(), opt);
+  } catch (const al::Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+struct Case {
+  al::Shape q, k, v;
+  int option;  // 0 none, 1 bad bool mask, 2 bad additive mask, 3 bad padding, 4 NaN in q, 5 inf mask value
+};
+
+}  // namespace
+
+TEST(EngineErrors, SameMessagesAsTheReference) {
+  const std::vector<Case> cases = {
+      {{2, 4, 5, 64}, {2, 2, 7, 32}, {2, 2, 7, 16}, 0}, {{2, 4, 5, 64}, {3, 2, 7, 64}, {3, 2, 7, 16}, 0},
+      {{2, 4, 5, 64}, {2, 2, 7, 64}, {2, 2, 6, 16}, 0}, {{2, 4, 5, 64}, {2, 3, 7, 64}, {2, 3, 7, 16}, 0},
+      {{2, 4, 0, 64}, {2, 2, 7, 64}, {2, 2, 7, 16}, 0}, {{2, 4, 5, 8}, {2, 2, 7, 8}, {2, 2, 7, 8}, 1},
+      {{2, 4, 5, 8}, {2, 2, 7, 8}, {2, 2, 7, 8}, 2},   {{2, 4, 5, 8}, {2, 2, 7, 8}, {2, 2, 7, 8}, 3},
+      {{2, 4, 5, 8}, {2, 2, 7, 8}, {2, 2, 7, 8}, 4},   {{2, 4, 5, 8}, {2, 2, 7, 8}, {2, 2, 7, 8}, 5},
+  };
+  for (const Case& c : cases) {
+    const Tensor<double> qd(c.q), kd(c.k), vd(c.v);
+    const Tensor<float> qf(c.q), kf(c.k), vf(c.v);
+    Tensor<uint8_t> bm({1, 3, 5, 7});
+    Tensor<double> amd({1, 1, 5, c.option == 5 ? 7 : 6});
+    Tensor<float> amf({1, 1, 5, c.option == 5 ? 7 : 6});
+    const std::vector<int64_t> lengths{3, 8};
+    al::AttentionOptions<double> od;
+    al::AttentionOptions<float> of;
+    if (c.option == 1) od.bool_mask = of.bool_mask = bm.view();
+    if (c.option == 2 || c.option == 5) {
+      if (c.option == 5) amd(0, 0, 1, 2) = amf(0, 0, 1, 2) = INFINITY;
+      od.additive_mask = amd.view();
+      of.additive_mask = amf.view();
+    }
+    if (c.option == 3) od.key_lengths = of.key_lengths = lengths;
+    Tensor<double> qd2 = qd;
+    Tensor<float> qf2 = qf;
+    if (c.option == 4) qd2(1, 2, 3, 4) = qf2(1, 2, 3, 4) = NAN;
+    const std::string want = forward_error(qd2, kd, vd, od);
+    EXPECT_FALSE(want.empty());
+    EXPECT_EQ(forward_error(qf2, kf, vf, of), want);
+  }
+  // Backward: a wrong dq shape and a NaN in dO.
+  const Tensor<float> q({1, 2, 4, 8}), k({1, 1, 6, 8}), v({1, 1, 6, 8});
+  const auto f = al::attention_forward(q.view(), k.view(), v.view());
+  Tensor<float> go(f.out.shape()), dq({1, 2, 4, 7}), dk(k.shape()), dv(v.shape());
+  const Tensor<double> qd({1, 2, 4, 8}), kd({1, 1, 6, 8}), vd({1, 1, 6, 8});
+  const auto fd = al::reference::attention_forward(qd.view(), kd.view(), vd.view());
+  Tensor<double> god(fd.out.shape()), dqd({1, 2, 4, 7}), dkd(kd.shape()), dvd(vd.shape());
+  auto msg = [](auto&& fn) {
+    try {
+      fn();
+    } catch (const al::Error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  const std::string want = msg([&] {
+    al::reference::attention_backward(qd.view(), kd.view(), vd.view(), fd.out.view(), fd.lse.view(), god.view(), {},
+                                      dqd.view(), dkd.view(), dvd.view());
+  });
+  EXPECT_FALSE(want.empty());
+  EXPECT_EQ(msg([&] {
+              al::attention_backward(q.view(), k.view(), v.view(), f.out.view(), f.lse.view(), go.view(), {}, dq.view(),
+                                     dk.view(), dv.view());
+            }),
+            want);
+  go(0, 1, 2, 3) = NAN;
+  god(0, 1, 2, 3) = NAN;
+  Tensor<float> dq_ok(q.shape());
+  Tensor<double> dqd_ok(qd.shape());
+  const std::string want_nan = msg([&] {
+    al::reference::attention_backward(qd.view(), kd.view(), vd.view(), fd.out.view(), fd.lse.view(), god.view(), {},
+                                      dqd_ok.view(), dkd.view(), dvd.view());
+  });
+  EXPECT_EQ(want_nan, "grad_out: non-finite value nan at [0, 1, 2, 3]");
+  EXPECT_EQ(msg([&] {
+              al::attention_backward(q.view(), k.view(), v.view(), f.out.view(), f.lse.view(), go.view(), {},
+                                     dq_ok.view(), dk.view(), dv.view());
+            }),
+            want_nan);
+}
+
+TEST(EngineErrors, EngineOnlyArguments) {
+  const Tensor<float> q({1, 2, 4, 8}), k({1, 1, 6, 8}), v({1, 1, 6, 8});
+  Tensor<float> out({1, 2, 4, 8}), lse({1, 2, 4, 1}), bad({1, 2, 5, 1});
+  const al::RowDiagnostics diag{bad.view(), {}, {}};
+  try {
+    al::attention_forward(q.view(), k.view(), v.view(), {}, out.view(), lse.view(), &diag);
+    FAIL() << "no error";
+  } catch (const al::Error& e) {
+    EXPECT_EQ(std::string(e.what()), "diagnostics.max_prob: shape [1, 2, 5, 1] should be [1, 2, 4, 1]");
+  }
+  try {
+    al::attention_forward(q.view(), k.view(), v.view(), {}, al::EngineConfig{-1});
+    FAIL() << "no error";
+  } catch (const al::Error& e) {
+    EXPECT_EQ(std::string(e.what()), "engine: threads must be >= 0 (0 = all cores), got -1");
+  }
+}
+
+TEST(EngineTargets, PortableTargetPassesTheAccuracyRule) {
+  const std::string best = al::engine_target();
+#if defined(__x86_64__)
+  EXPECT_TRUE(best == "AVX3" || best == "AVX3_DL" || best == "AVX2" || best == "SSE4") << best;
+#endif
+  // The portable fallback is EMU128 or, on compilers where Highway considers
+  // it broken, SCALAR: both use no SIMD instructions.
+  hwy::SetSupportedTargetsForTest(HWY_EMU128 | HWY_SCALAR);
+  const std::string portable = al::engine_target();
+  EXPECT_TRUE(portable == "EMU128" || portable == "SCALAR") << portable;
+  for (int n = 0; n < 150 && !::testing::Test::HasFailure(); ++n) {
+    std::mt19937_64 rng(5000 + n);
+    al::test::ProblemLimits lim;
+    lim.dims = {1, 3, 16, 64, 80};
+    lim.max_seq = n % 10 == 0 ? 100 : 16;
+    const al::test::Problem p = al::test::random_problem(rng, lim);
+    SCOPED_TRACE("problem " + std::to_string(n) + ": " + p.describe());
+    al::test::check_engine_against_reference(p, n % 4 == 1, al::EngineConfig{1});
+  }
+  hwy::SetSupportedTargetsForTest(0);
+  EXPECT_EQ(al::engine_target(), best);
+}
