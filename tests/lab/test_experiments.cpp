@@ -52,6 +52,8 @@ struct Case {
   lab::Config breaking;
   const char* why;
 };
+// What ctest shows beside the test name (instead of the struct's raw bytes).
+void PrintTo(const Case& c, std::ostream* os) { *os << c.experiment << ", breaking: " << c.why; }
 
 class ExperimentCase : public ::testing::TestWithParam<Case> {};
 
