@@ -32,7 +32,7 @@ TaskKind parse_task(const std::string& text);  // "recall" | "copy"; throws attn
 
 struct TaskConfig {
   TaskKind kind = TaskKind::associative_recall;
-  int64_t n_pairs = 8;      // recall: sequence length 2·n_pairs + 1
+  int64_t n_pairs = 4;      // recall: sequence length 2·n_pairs + 1
   int64_t n_keys = 16;      // recall: key vocabulary (≥ n_pairs)
   int64_t n_values = 16;    // recall: value vocabulary; also the number of answer classes
   int64_t seq_len = 16;     // copy: sequence length (≥ 3)
@@ -107,7 +107,7 @@ struct RunConfig {
   double threshold = 0.9;      // steps-to-threshold uses the held-out accuracy
   uint64_t seed = 1;           // init and training data; the held-out set depends only on the task
 };
-double default_lr(OptimizerKind kind);  // Adam 3e−3, SGD 0.3 (see docs/training.md)
+double default_lr(OptimizerKind kind);  // Adam 3e−3, SGD 0.03 (see docs/training.md)
 
 struct CurvePoint {
   int64_t step = 0;            // optimiser steps taken before this evaluation
@@ -135,14 +135,15 @@ RunResult train_run(const RunConfig& config);
 
 // ---- the study ---------------------------------------------------------------------
 struct StudyConfig {
-  TaskConfig task;
+  std::vector<TaskConfig> tasks{TaskConfig{}};
   std::vector<int64_t> d_ks{16, 64, 256, 1024};
   std::vector<ScaleMode> scales{ScaleMode::none, ScaleMode::inv_sqrt_d, ScaleMode::inv_d,
                                 ScaleMode::qk_norm_temperature};
   std::vector<OptimizerKind> optimizers{OptimizerKind::adam, OptimizerKind::sgd};
   std::vector<InitMode> inits{InitMode::unit};
   int64_t seeds = 3;           // seeds 1..seeds
-  RunConfig base;              // everything else (model width, steps, batch, lr per optimiser via lr = 0)
+  RunConfig base;              // everything else (model width, steps, batch, lr per optimiser via lr = 0);
+                               // base.task, base.model.{d_k, scale, init}, base.optimizer and base.seed are overridden
   int threads = 2;             // runs trained in parallel
 };
 
@@ -158,38 +159,44 @@ struct StudyProgress {
 
 struct StudyResult {
   StudyConfig config;
-  std::vector<RunResult> runs;  // in sweep order: init, optimiser, d_k, scale, seed
+  std::vector<RunResult> runs;  // in sweep order: task, init, optimiser, d_k, scale, seed
   double seconds = 0;
 };
 
+// The runs of the sweep, in sweep order, not yet trained.
+std::vector<RunConfig> expand(const StudyConfig& config);
 StudyResult run_study(const StudyConfig& config,
                       const std::function<void(const StudyProgress&)>& progress = {});
 
 // ---- summaries and the verdict -----------------------------------------------------
 struct CellSummary {
+  TaskKind task = TaskKind::associative_recall;
   InitMode init = InitMode::unit;
   OptimizerKind optimizer = OptimizerKind::adam;
   int64_t d_k = 0;
   ScaleMode scale = ScaleMode::inv_sqrt_d;
   int64_t runs = 0, reached = 0;      // runs, and runs that reached the threshold
-  double median_steps = 0;            // median steps to threshold, runs that never reached count as
-                                      // steps + eval_every (censored); NaN when no run reached it
+  double median_steps = 0;            // median steps to threshold; runs that never reached it count as
+                                      // steps + eval_every (censored), so the median is censored when
+                                      // fewer than half the runs reached it
+  bool median_censored = false;
   double mean_final_accuracy = 0, min_final_accuracy = 0;
   double mean_entropy_start = 0, mean_entropy_end = 0;
   double mean_jacobian_start = 0, mean_jacobian_end = 0;
-  double mean_grad_qk_first = 0;      // at the first training step's evaluation point
+  double mean_grad_qk_first = 0;      // ‖∂L/∂(W_q, W_k)‖ at the first evaluation after step 0
   int64_t diverged = 0;
 };
 std::vector<CellSummary> summarise(const StudyResult& study);
 
 struct Verdict {
   std::string claim = "C8";
+  TaskKind task = TaskKind::associative_recall;
   OptimizerKind optimizer = OptimizerKind::adam;
   InitMode init = InitMode::unit;
   std::string status;   // "confirmed" | "refuted" | "inconclusive"
   std::string summary;  // the numbers that decided it, in one paragraph
 };
-// One verdict per (init, optimiser): unscaled against 1/√d_k at the largest d_k of the sweep.
+// One verdict per (task, init, optimiser): unscaled against 1/√d_k at the largest d_k of the sweep.
 // Rules in docs/training.md ("Verdict rule").
 std::vector<Verdict> verdicts(const StudyResult& study);
 

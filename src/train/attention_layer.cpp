@@ -15,59 +15,62 @@ constexpr double kNormEps = 1e-12;
 AttentionOptions<float> engine_options(ScalePolicy scale) {
   AttentionOptions<float> o;
   o.scale = scale;
+  // The trainer checks the loss for NaN/inf itself (a non-finite q, k or v
+  // always reaches it), so the engine's extra pass over the inputs is skipped.
+  o.check_finite = false;
   return o;
 }
 
 // The attention itself: float goes through the engine (the thing under study),
 // double through the exact reference (used by the gradient checks).
-void attend_forward(const float* q, const float* k, const float* v, float* out, float* lse, int64_t B, int64_t N,
-                    int64_t dk, int64_t dv, ScalePolicy scale, AttentionStats* stats) {
-  const ConstView<float> qv(q, {B, 1, N, dk}), kv(k, {B, 1, N, dk}), vv(v, {B, 1, N, dv});
-  const TensorView<float> ov(out, {B, 1, N, dv}), lv(lse, {B, 1, N, 1});
+void attend_forward(const float* q, const float* k, const float* v, float* out, float* lse, int64_t B, int64_t Nq,
+                    int64_t N, int64_t dk, int64_t dv, ScalePolicy scale, AttentionStats* stats) {
+  const ConstView<float> qv(q, {B, 1, Nq, dk}), kv(k, {B, 1, N, dk}), vv(v, {B, 1, N, dv});
+  const TensorView<float> ov(out, {B, 1, Nq, dv}), lv(lse, {B, 1, Nq, 1});
   const EngineConfig one_thread{1};
   if (stats == nullptr) {
     attention_forward(qv, kv, vv, engine_options(scale), ov, lv, nullptr, one_thread);
     return;
   }
-  const auto rows = static_cast<size_t>(B * N);
+  const auto rows = static_cast<size_t>(B * Nq);
   stats->entropy.resize(rows);
   stats->jacobian_fro_sq.resize(rows);
   stats->max_prob.resize(rows);
-  RowDiagnostics diag{TensorView<float>(stats->max_prob.data(), {B, 1, N, 1}),
-                      TensorView<float>(stats->entropy.data(), {B, 1, N, 1}),
-                      TensorView<float>(stats->jacobian_fro_sq.data(), {B, 1, N, 1})};
+  RowDiagnostics diag{TensorView<float>(stats->max_prob.data(), {B, 1, Nq, 1}),
+                      TensorView<float>(stats->entropy.data(), {B, 1, Nq, 1}),
+                      TensorView<float>(stats->jacobian_fro_sq.data(), {B, 1, Nq, 1})};
   attention_forward(qv, kv, vv, engine_options(scale), ov, lv, &diag, one_thread);
 }
 
 void attend_forward(const double* q, const double* k, const double* v, double* out, double* lse, int64_t B,
-                    int64_t N, int64_t dk, int64_t dv, ScalePolicy scale, AttentionStats*) {
+                    int64_t Nq, int64_t N, int64_t dk, int64_t dv, ScalePolicy scale, AttentionStats*) {
   AttentionOptions<double> o;
   o.scale = scale;
-  reference::attention_forward(ConstView<double>(q, {B, 1, N, dk}), ConstView<double>(k, {B, 1, N, dk}),
-                               ConstView<double>(v, {B, 1, N, dv}), o, TensorView<double>(out, {B, 1, N, dv}),
-                               TensorView<double>(lse, {B, 1, N, 1}));
+  reference::attention_forward(ConstView<double>(q, {B, 1, Nq, dk}), ConstView<double>(k, {B, 1, N, dk}),
+                               ConstView<double>(v, {B, 1, N, dv}), o, TensorView<double>(out, {B, 1, Nq, dv}),
+                               TensorView<double>(lse, {B, 1, Nq, 1}));
 }
 
 void attend_backward(const float* q, const float* k, const float* v, const float* out, const float* lse,
-                     const float* dout, float* dq, float* dk_, float* dv_, int64_t B, int64_t N, int64_t dk,
-                     int64_t dv, ScalePolicy scale) {
-  attention_backward(ConstView<float>(q, {B, 1, N, dk}), ConstView<float>(k, {B, 1, N, dk}),
-                     ConstView<float>(v, {B, 1, N, dv}), ConstView<float>(out, {B, 1, N, dv}),
-                     ConstView<float>(lse, {B, 1, N, 1}), ConstView<float>(dout, {B, 1, N, dv}),
-                     engine_options(scale), TensorView<float>(dq, {B, 1, N, dk}),
+                     const float* dout, float* dq, float* dk_, float* dv_, int64_t B, int64_t Nq, int64_t N,
+                     int64_t dk, int64_t dv, ScalePolicy scale) {
+  attention_backward(ConstView<float>(q, {B, 1, Nq, dk}), ConstView<float>(k, {B, 1, N, dk}),
+                     ConstView<float>(v, {B, 1, N, dv}), ConstView<float>(out, {B, 1, Nq, dv}),
+                     ConstView<float>(lse, {B, 1, Nq, 1}), ConstView<float>(dout, {B, 1, Nq, dv}),
+                     engine_options(scale), TensorView<float>(dq, {B, 1, Nq, dk}),
                      TensorView<float>(dk_, {B, 1, N, dk}), TensorView<float>(dv_, {B, 1, N, dv}),
                      EngineConfig{1});
 }
 
 void attend_backward(const double* q, const double* k, const double* v, const double* out, const double* lse,
-                     const double* dout, double* dq, double* dk_, double* dv_, int64_t B, int64_t N, int64_t dk,
-                     int64_t dv, ScalePolicy scale) {
+                     const double* dout, double* dq, double* dk_, double* dv_, int64_t B, int64_t Nq, int64_t N,
+                     int64_t dk, int64_t dv, ScalePolicy scale) {
   AttentionOptions<double> o;
   o.scale = scale;
-  reference::attention_backward(ConstView<double>(q, {B, 1, N, dk}), ConstView<double>(k, {B, 1, N, dk}),
-                                ConstView<double>(v, {B, 1, N, dv}), ConstView<double>(out, {B, 1, N, dv}),
-                                ConstView<double>(lse, {B, 1, N, 1}), ConstView<double>(dout, {B, 1, N, dv}), o,
-                                TensorView<double>(dq, {B, 1, N, dk}), TensorView<double>(dk_, {B, 1, N, dk}),
+  reference::attention_backward(ConstView<double>(q, {B, 1, Nq, dk}), ConstView<double>(k, {B, 1, N, dk}),
+                                ConstView<double>(v, {B, 1, N, dv}), ConstView<double>(out, {B, 1, Nq, dv}),
+                                ConstView<double>(lse, {B, 1, Nq, 1}), ConstView<double>(dout, {B, 1, Nq, dv}), o,
+                                TensorView<double>(dq, {B, 1, Nq, dk}), TensorView<double>(dk_, {B, 1, N, dk}),
                                 TensorView<double>(dv_, {B, 1, N, dv}));
 }
 
@@ -148,66 +151,84 @@ std::vector<Param<T>*> AttentionLayer<T>::params() {
 }
 
 template <class T>
-void AttentionLayer<T>::forward(const T* h, T* h_out, int64_t B, int64_t N, AttentionStats* stats) {
+void AttentionLayer<T>::forward(const T* h, T* h_out, int64_t B, int64_t N, AttentionStats* stats, bool last_only) {
   B_ = B;
   N_ = N;
-  const int64_t M = B * N;
-  const auto md = static_cast<size_t>(M * D_), mk = static_cast<size_t>(M * dk_);
+  Nq_ = last_only ? 1 : N;
+  const int64_t M = B * N, Mq = B * Nq_;
+  const auto md = static_cast<size_t>(M * D_);
   a_.resize(md);
   if (ln)
     ln->forward(h, a_.data(), M);
   else
     std::copy(h, h + M * D_, a_.begin());
-  q_.resize(mk);
-  k_.resize(mk);
+  a_q_.resize(static_cast<size_t>(Mq * D_));
+  for (int64_t b = 0; b < B; ++b)
+    std::copy_n(a_.data() + (b * N + N - Nq_) * D_, Nq_ * D_, a_q_.data() + b * Nq_ * D_);
+  q_.resize(static_cast<size_t>(Mq * dk_));
+  k_.resize(static_cast<size_t>(M * dk_));
   v_.resize(md);
-  o_.resize(md);
-  lse_.resize(static_cast<size_t>(M));
-  dense::matmul(a_.data(), w_q.value.data(), q_.data(), M, D_, dk_, false);
+  o_.resize(static_cast<size_t>(Mq * D_));
+  lse_.resize(static_cast<size_t>(Mq));
+  dense::matmul(a_q_.data(), w_q.value.data(), q_.data(), Mq, D_, dk_, false);
   dense::matmul(a_.data(), w_k.value.data(), k_.data(), M, D_, dk_, false);
   dense::matmul(a_.data(), w_v.value.data(), v_.data(), M, D_, D_, false);
   const bool qk_norm = config_.scale == ScaleMode::qk_norm_temperature;
   if (qk_norm) {
-    normalise_rows(q_, qn_, q_norm_, M, dk_);
+    normalise_rows(q_, qn_, q_norm_, Mq, dk_);
     normalise_rows(k_, kn_, k_norm_, M, dk_);
   }
   const T* q_in = qk_norm ? qn_.data() : q_.data();
   const T* k_in = qk_norm ? kn_.data() : k_.data();
-  const ScalePolicy policy = ScalePolicy::fixed(scale());
-  attend_forward(q_in, k_in, v_.data(), o_.data(), lse_.data(), B, N, dk_, D_, policy, stats);
+  attend_forward(q_in, k_in, v_.data(), o_.data(), lse_.data(), B, Nq_, N, dk_, D_, ScalePolicy::fixed(scale()), stats);
+  // h' = h + o W_o on the querying rows, h elsewhere.
   std::copy(h, h + M * D_, h_out);
-  dense::matmul(o_.data(), w_o.value.data(), h_out, M, D_, D_, true);
+  std::vector<T> update(static_cast<size_t>(Mq * D_));  // [B·Nq, D]
+  dense::matmul(o_.data(), w_o.value.data(), update.data(), Mq, D_, D_, false);
+  for (int64_t b = 0; b < B; ++b) {
+    T* dst = h_out + (b * N + N - Nq_) * D_;
+    const T* src = update.data() + b * Nq_ * D_;
+    for (int64_t i = 0; i < Nq_ * D_; ++i) dst[i] += src[i];
+  }
 }
 
 template <class T>
 void AttentionLayer<T>::backward(const T* dh_out, T* dh) {
-  const int64_t M = B_ * N_;
-  const auto md = static_cast<size_t>(M * D_), mk = static_cast<size_t>(M * dk_);
-  // h' = h + o W_o
-  std::vector<T> d_o(md), dq(mk), dk(mk), dv(md), da(md);
-  dense::matmul_at_b_acc(o_.data(), dh_out, w_o.grad.data(), M, D_, D_);
-  dense::matmul_a_bt(dh_out, w_o.value.data(), d_o.data(), M, D_, D_, false);
+  const int64_t M = B_ * N_, Mq = B_ * Nq_;
+  const auto md = static_cast<size_t>(M * D_), mqd = static_cast<size_t>(Mq * D_);
+  std::vector<T> dupdate(mqd), d_o(mqd), dq(static_cast<size_t>(Mq * dk_)), dk(static_cast<size_t>(M * dk_)), dv(md),
+      da(md), da_q(mqd);
+  // h' = h + o W_o on the querying rows
+  for (int64_t b = 0; b < B_; ++b)
+    std::copy_n(dh_out + (b * N_ + N_ - Nq_) * D_, Nq_ * D_, dupdate.data() + b * Nq_ * D_);
+  dense::matmul_at_b_acc(o_.data(), dupdate.data(), w_o.grad.data(), Mq, D_, D_);
+  dense::matmul_a_bt(dupdate.data(), w_o.value.data(), d_o.data(), Mq, D_, D_, false);
   // o = attention(q, k, v)
   const bool qk_norm = config_.scale == ScaleMode::qk_norm_temperature;
   const T* q_in = qk_norm ? qn_.data() : q_.data();
   const T* k_in = qk_norm ? kn_.data() : k_.data();
-  attend_backward(q_in, k_in, v_.data(), o_.data(), lse_.data(), d_o.data(), dq.data(), dk.data(), dv.data(), B_, N_,
-                  dk_, D_, ScalePolicy::fixed(scale()));
+  attend_backward(q_in, k_in, v_.data(), o_.data(), lse_.data(), d_o.data(), dq.data(), dk.data(), dv.data(), B_, Nq_,
+                  N_, dk_, D_, ScalePolicy::fixed(scale()));
   if (qk_norm) {
     // ∂L/∂q̂_i = t Σ_j dS_ij k̂_j, so Σ_i q̂_i·∂L/∂q̂_i = t Σ_ij dS_ij q̂_i·k̂_j = t ∂L/∂t = ∂L/∂s for t = exp(s).
     double ds = 0;
-    for (size_t i = 0; i < mk; ++i) ds += static_cast<double>(qn_[i]) * dq[i];
+    for (size_t i = 0; i < dq.size(); ++i) ds += static_cast<double>(qn_[i]) * dq[i];
     log_temp.grad[0] += static_cast<T>(ds);
-    normalise_rows_backward(qn_, q_norm_, dq.data(), M, dk_);
+    normalise_rows_backward(qn_, q_norm_, dq.data(), Mq, dk_);
     normalise_rows_backward(kn_, k_norm_, dk.data(), M, dk_);
   }
-  // q = a W_q, k = a W_k, v = a W_v
-  dense::matmul_at_b_acc(a_.data(), dq.data(), w_q.grad.data(), M, D_, dk_);
+  // q = a_q W_q, k = a W_k, v = a W_v
+  dense::matmul_at_b_acc(a_q_.data(), dq.data(), w_q.grad.data(), Mq, D_, dk_);
   dense::matmul_at_b_acc(a_.data(), dk.data(), w_k.grad.data(), M, D_, dk_);
   dense::matmul_at_b_acc(a_.data(), dv.data(), w_v.grad.data(), M, D_, D_);
-  dense::matmul_a_bt(dq.data(), w_q.value.data(), da.data(), M, dk_, D_, false);
-  dense::matmul_a_bt(dk.data(), w_k.value.data(), da.data(), M, dk_, D_, true);
+  dense::matmul_a_bt(dk.data(), w_k.value.data(), da.data(), M, dk_, D_, false);
   dense::matmul_a_bt(dv.data(), w_v.value.data(), da.data(), M, D_, D_, true);
+  dense::matmul_a_bt(dq.data(), w_q.value.data(), da_q.data(), Mq, dk_, D_, false);
+  for (int64_t b = 0; b < B_; ++b) {
+    T* dst = da.data() + (b * N_ + N_ - Nq_) * D_;
+    const T* src = da_q.data() + b * Nq_ * D_;
+    for (int64_t i = 0; i < Nq_ * D_; ++i) dst[i] += src[i];
+  }
   // a = LN(h), plus the residual path
   if (ln)
     ln->backward(da.data(), dh);

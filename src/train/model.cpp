@@ -85,7 +85,8 @@ ForwardStats Model<T>::forward(const Batch& batch, bool with_stats) {
   ForwardStats out;
   if (with_stats) out.layers.resize(layers_.size());
   for (size_t l = 0; l < layers_.size(); ++l)
-    layers_[l].forward(h_[l].data(), h_[l + 1].data(), B_, N_, with_stats ? &out.layers[l] : nullptr);
+    layers_[l].forward(h_[l].data(), h_[l + 1].data(), B_, N_, with_stats ? &out.layers[l] : nullptr,
+                       /*last_only=*/l + 1 == layers_.size());
   // The classifier reads the last position.
   last_.resize(static_cast<size_t>(B_ * D_));
   z_.resize(last_.size());

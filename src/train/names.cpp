@@ -44,7 +44,7 @@ OptimizerKind parse_optimizer(const std::string& text) {
   throw Error("optimizer: unknown optimiser '" + text + "' (expected adam or sgd)");
 }
 
-double default_lr(OptimizerKind kind) { return kind == OptimizerKind::adam ? 3e-3 : 0.3; }
+double default_lr(OptimizerKind kind) { return kind == OptimizerKind::adam ? 3e-3 : 0.03; }
 
 double learning_rate(double peak, int64_t step, int64_t total_steps, int64_t warmup) {
   if (warmup > 0 && step < warmup) return peak * static_cast<double>(step + 1) / static_cast<double>(warmup);

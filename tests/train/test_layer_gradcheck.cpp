@@ -47,6 +47,7 @@ struct LayerCase {
   ScaleMode scale;
   bool layernorm;
   InitMode init;
+  bool last_only = false;
 };
 
 class AttentionLayerGradcheck : public ::testing::TestWithParam<LayerCase> {};
@@ -67,7 +68,7 @@ TEST_P(AttentionLayerGradcheck, InputAndEveryParameter) {
   std::vector<double> h = normal_vector(B * N * D, 12), out(h.size()), dh(h.size());
   const std::vector<double> w = normal_vector(h.size(), 13);
   auto loss = [&] {
-    layer.forward(h.data(), out.data(), B, N);
+    layer.forward(h.data(), out.data(), B, N, nullptr, c.last_only);
     return weighted_sum(out, w);
   };
   loss();
@@ -86,10 +87,12 @@ INSTANTIATE_TEST_SUITE_P(
                       LayerCase{ScaleMode::inv_sqrt_d, true, InitMode::unit},
                       LayerCase{ScaleMode::inv_d, false, InitMode::small},
                       LayerCase{ScaleMode::qk_norm_temperature, true, InitMode::unit},
-                      LayerCase{ScaleMode::qk_norm_temperature, false, InitMode::small}),
+                      LayerCase{ScaleMode::qk_norm_temperature, false, InitMode::small},
+                      LayerCase{ScaleMode::none, true, InitMode::unit, true},
+                      LayerCase{ScaleMode::qk_norm_temperature, true, InitMode::unit, true}),
     [](const auto& info) {
       return std::string(to_string(info.param.scale)) + (info.param.layernorm ? "_ln_" : "_noln_") +
-             to_string(info.param.init);
+             to_string(info.param.init) + (info.param.last_only ? "_last_only" : "");
     });
 
 TEST(AttentionLayer, TemperatureInitMatchesInvSqrtD) {
