@@ -1,0 +1,292 @@
+#pragma once
+// The lab: experiments that measure the claims of ../shared/CLAIMS.md (C1–C12)
+// and return numbers, figures (as data) and verdicts.
+//
+// An experiment is registered once, by a file-scope registrar in its own .cpp
+// (the library is shared, so such objects are always constructed at load time):
+//
+//   namespace {
+//   struct MyConfig {
+//     int64_t n = 128;                      // defaults live here
+//     std::vector<int64_t> dims{16, 64};
+//     void bind(attnlab::lab::Params& p) {
+//       p.add("n", n, "number of keys");
+//       p.add("dims", dims, "head dims, comma-separated");
+//     }
+//   };
+//   attnlab::lab::Result run_mine(const MyConfig& c, attnlab::lab::RunContext& ctx) { ... }
+//   const attnlab::lab::ExperimentRegistrar<MyConfig> reg(
+//       "mine", "one-line summary", {"C1"}, run_mine, /*quick=*/{{"n", "16"}});
+//   }
+//
+// It is run with a string→string configuration (the CLI's --set key=value and
+// Python's keyword arguments both become one), which is parsed into the config
+// struct; unknown keys and unparsable values are attnlab::Error naming the key.
+#include <cmath>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <limits>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "attnlab/error.hpp"
+
+namespace attnlab::lab {
+
+inline constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+// ---- configuration --------------------------------------------------------
+
+using Config = std::map<std::string, std::string>;
+
+// One parameter of an experiment, as shown by `attnlab run NAME --help`.
+struct Parameter {
+  std::string name;
+  std::string default_value;  // the config struct's default, formatted as it would be typed
+  std::string help;
+  std::string type;           // "int", "float", "bool", "string", "int list", "float list", "string list"
+};
+
+// Binds parameter names to the fields of a config struct. Lists are comma-separated
+// ("16,64,256"); bools accept true/false/1/0/yes/no.
+class Params {
+ public:
+  void add(const std::string& name, int64_t& field, const std::string& help);
+  void add(const std::string& name, double& field, const std::string& help);
+  void add(const std::string& name, bool& field, const std::string& help);
+  void add(const std::string& name, std::string& field, const std::string& help);
+  void add(const std::string& name, std::vector<int64_t>& field, const std::string& help);
+  void add(const std::string& name, std::vector<double>& field, const std::string& help);
+  void add(const std::string& name, std::vector<std::string>& field, const std::string& help);
+
+  // The parameters with the fields' current values as defaults.
+  std::vector<Parameter> describe() const;
+  // Sets the bound fields from config. Throws Error for an unknown key (listing the
+  // known ones) or a value that does not parse ("n: 'abc' is not an integer").
+  void apply(const Config& config) const;
+  // The fields' current values, formatted (the configuration actually run).
+  Config values() const;
+
+ private:
+  struct Binding {
+    Parameter parameter;
+    std::function<void(const std::string&)> set;  // throws Error
+    std::function<std::string()> get;
+  };
+  std::vector<Binding> bindings_;
+  void bind(const std::string& name, const std::string& help, const std::string& type,
+            std::function<void(const std::string&)> set, std::function<std::string()> get);
+};
+
+// ---- results --------------------------------------------------------------
+
+// A table of doubles, column-major: columns[c][row]. Written as DIR/data/<name>.csv.
+struct Table {
+  std::string name;                          // file stem, e.g. "variance_by_dim"
+  std::vector<std::string> column_names;
+  std::vector<std::vector<double>> columns;  // columns.size() == column_names.size(), equal lengths
+
+  Table() = default;
+  Table(std::string name, std::vector<std::string> column_names);
+  void add_row(const std::vector<double>& row);  // throws Error if row.size() != number of columns
+  size_t rows() const { return columns.empty() ? 0 : columns.front().size(); }
+  const std::vector<double>& column(const std::string& name) const;  // throws Error if absent
+};
+
+// How a series is drawn.
+enum class Style {
+  points,       // measured values: markers
+  lines,        // measured values: solid line
+  linespoints,  // measured values: line and markers
+  theory,       // a prediction: dashed line, drawn beside the measured points
+  bars,         // boxes at x of height y (histograms, bar charts); x are bin centres
+  band,         // filled region between y_low and y_high (e.g. min..max over seeds); y ignored
+  steps,        // histogram outline
+};
+
+struct Series {
+  std::string label;  // legend text ("" = no legend entry)
+  Style style = Style::points;
+  std::vector<double> x, y;
+  std::vector<double> y_low, y_high;  // for Style::band (same length as x); else empty
+  std::string color;                  // "" = automatic; otherwise a colour name or "#rrggbb"
+};
+
+// A heatmap: a rows×cols matrix drawn as coloured cells (row 0 at the top).
+struct Heatmap {
+  int64_t rows = 0, cols = 0;
+  std::vector<double> values;  // row-major, rows*cols
+  std::string colorbar_label;
+  bool symmetric_range = true;  // colour range ±max|value| with a diverging palette
+  double color_limit = 0;       // if > 0 (with symmetric_range): colour range ±color_limit, shared across panels
+  bool annotate = false;        // print each value in its cell (small matrices)
+};
+
+// One plot area. A Figure holds one panel or a grid of them (small multiples).
+struct Panel {
+  std::string title;
+  std::string x_label, y_label;
+  bool log_x = false, log_y = false;
+  std::optional<double> x_min, x_max, y_min, y_max;
+  std::vector<double> x_tics, y_tics;  // explicit tic positions (labelled %g); empty = automatic
+  std::vector<Series> series;
+  std::optional<Heatmap> heatmap;  // if set, the panel is a heatmap and series are ignored
+  std::string legend_position = "top right";  // gnuplot's `set key` position words, or "off"
+};
+
+struct Figure {
+  std::string name;   // file stem: the figure is written as DIR/figures/<name>.png
+  std::string title;  // over the whole figure
+  std::string caption;  // one or two sentences for the report: what to look at
+  int layout_rows = 1, layout_cols = 1;  // panel grid; panels fill it row by row
+  int width = 900, height = 600;         // pixels
+  std::vector<Panel> panels;
+};
+
+enum class Outcome { confirmed, refuted, inconclusive, pending };
+const char* to_string(Outcome outcome);
+Outcome parse_outcome(const std::string& text);  // throws Error
+
+// The verdict on one claim, as one experiment measured it.
+struct Verdict {
+  std::string claim;             // "C1"
+  std::string title;             // short claim title (filled from claims() by make_verdict)
+  std::string statement;         // the measurable prediction
+  std::vector<std::string> seeds;  // source seeds, e.g. {"001", "004"}
+  double theory = kNaN;          // the number theory predicts (NaN if only text)
+  std::string theory_text;       // e.g. "Var(q·k) = d_k σ⁴"
+  double measured = kNaN;        // the number measured
+  std::string measured_text;     // e.g. "worst relative error 2.1% over 66 settings"
+  double tolerance = kNaN;       // the agreement required, in the units of `method`
+  std::string method;            // how the verdict was computed, in one or two sentences
+  Outcome outcome = Outcome::inconclusive;
+  std::string figure;            // name of the Figure in the same Result that shows it ("" = none)
+  std::string experiment;        // filled by run(): the experiment that produced it
+};
+
+// A verdict pre-filled with the claim's title, statement and seeds from claims().
+Verdict make_verdict(const std::string& claim_id);
+
+struct Result {
+  std::string experiment;  // filled by run()
+  uint64_t seed = 0;       // filled by run()
+  Config config;           // the full configuration actually run (filled by run())
+  std::vector<Table> tables;
+  std::vector<Figure> figures;
+  std::vector<Verdict> verdicts;
+  std::vector<std::string> notes;  // free-form lines worth printing (e.g. a reproduced table)
+  double seconds = 0;      // wall time of the run (filled by run())
+};
+
+// ---- the catalogue of claims (CLAIMS.md) -----------------------------------
+
+struct ClaimInfo {
+  std::string id, title, statement;
+  std::vector<std::string> seeds;
+};
+const std::vector<ClaimInfo>& claims();  // C1..C12, in order
+const ClaimInfo& claim(const std::string& id);  // throws Error for an unknown id
+
+// ---- experiments ------------------------------------------------------------
+
+struct RunContext {
+  uint64_t seed = 0;
+  // Progress messages ("gradflow: d_k 1024 (5/9)"); may be empty. Called from the running thread.
+  std::function<void(const std::string&)> progress;
+  void report(const std::string& message) const {
+    if (progress) progress(message);
+  }
+};
+
+struct Experiment {
+  std::string name;
+  std::string summary;
+  std::vector<std::string> claims;  // claim ids it gives verdicts on, e.g. {"C1", "C2"}
+  std::function<std::vector<Parameter>()> parameters;
+  std::function<Result(const Config&, RunContext&)> run;  // parses config, then runs
+  Config quick;  // overrides for a fast run (report --quick and the tests)
+};
+
+// Registered experiments, sorted by name.
+std::vector<const Experiment*> experiments();
+const Experiment* find_experiment(const std::string& name);  // nullptr if absent
+void register_experiment(Experiment experiment);  // throws Error on a duplicate name
+
+// Runs a registered experiment: fills Result's experiment, seed, config, seconds and
+// each verdict's experiment. Throws Error for an unknown name or bad configuration.
+Result run(const std::string& name, const Config& config = {}, uint64_t seed = 0,
+           const std::function<void(const std::string&)>& progress = {});
+
+// Typed registration: Cfg is a default-constructible struct with `void bind(Params&)`.
+template <class Cfg>
+struct ExperimentRegistrar {
+  ExperimentRegistrar(std::string name, std::string summary, std::vector<std::string> claim_ids,
+                      std::function<Result(const Cfg&, RunContext&)> body, Config quick = {}) {
+    Experiment e;
+    e.name = std::move(name);
+    e.summary = std::move(summary);
+    e.claims = std::move(claim_ids);
+    e.quick = std::move(quick);
+    e.parameters = [] {
+      Cfg cfg;
+      Params p;
+      cfg.bind(p);
+      return p.describe();
+    };
+    e.run = [body](const Config& config, RunContext& ctx) {
+      Cfg cfg;
+      Params p;
+      cfg.bind(p);
+      p.apply(config);
+      Result r = body(cfg, ctx);
+      r.config = p.values();
+      return r;
+    };
+    register_experiment(std::move(e));
+  }
+};
+
+// ---- output -----------------------------------------------------------------
+
+// Writes DIR/data/<table>.csv for each table, DIR/figures/<figure>.png for each
+// figure (rendered by gnuplot; the generated script is kept beside it as .gp),
+// and DIR/<experiment>.json (the result without the tables' data).
+// Throws Error if a file cannot be written or gnuplot fails.
+void write_result(const Result& result, const std::filesystem::path& dir);
+
+// CSV of one table (header line, then rows; numbers with 17 significant digits).
+void write_csv(const Table& table, const std::filesystem::path& file);
+
+// Renders one figure to a PNG with gnuplot. Throws Error (with gnuplot's message) on failure.
+void render_figure(const Figure& figure, const std::filesystem::path& png);
+// True if gnuplot with a PNG terminal is available (cached).
+bool plotting_available();
+
+// JSON of a result (tables included only if with_tables), as a string.
+std::string to_json(const Result& result, bool with_tables = false);
+
+// ---- the report -------------------------------------------------------------
+
+struct ReportOptions {
+  std::filesystem::path out = "report";
+  bool quick = false;     // each experiment's quick overrides
+  uint64_t seed = 0;
+  std::vector<std::string> only;  // experiment names to run (empty = all registered)
+  std::function<void(const std::string&)> progress;
+};
+
+struct ReportSummary {
+  std::filesystem::path index_html;
+  std::vector<Verdict> claims;  // one aggregated verdict per claim C1..C12 (pending if unmeasured)
+  double seconds = 0;
+};
+
+// Runs the experiments and writes OUT/index.html, OUT/report.json, OUT/figures/, OUT/data/.
+// Atomic: everything is built in a temporary sibling directory and renamed over OUT
+// only when complete; on failure OUT is left as it was. Throws Error.
+ReportSummary write_report(const ReportOptions& options);
+
+}  // namespace attnlab::lab

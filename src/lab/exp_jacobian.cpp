@@ -1,0 +1,271 @@
+// Experiment `jacobian` (C4, C5): the softmax Jacobian J = diag(s) − s sᵀ and
+// back-propagation through it.
+//
+// C4: the library's J (attnlab::softmax_jacobian) is compared entry by entry with
+// central finite differences of softmax; then its properties are checked on random
+// inputs: symmetric, rows summing to 0, positive semi-definite (smallest eigenvalue
+// ≥ 0, since vᵀJv = Var_s(v)), zero at a one-hot s and only there (tr J = 1 − ‖s‖²).
+// C5: the O(n) VJP s ⊙ (g − ⟨g, s⟩) against Jᵀg with J formed explicitly, and against
+// finite differences of ⟨g, softmax(x)⟩.
+#include <cmath>
+#include <fmt/format.h>
+
+#include "attnlab/softmax.hpp"
+#include "lab/lab_util.hpp"
+
+namespace attnlab::lab {
+namespace {
+
+struct JacobianConfig {
+  std::vector<double> x{1, 1, 2, 4};          // seed 001's vector, for the heatmaps
+  std::vector<double> heatmap_scales{0.25, 1, 8};
+  int64_t trials = 300;                       // random (x, g) pairs
+  int64_t n = 8;                              // their length
+  std::vector<double> scales{0.01, 0.1, 1, 3, 10, 30, 100};
+  double fd_step = 1e-5;
+  double fd_tolerance = 1e-7;                 // |J − J_fd| (absolute; J's entries are ≤ 1/4)
+  double exact_tolerance = 1e-12;             // symmetry, row sums, PSD, VJP vs Jᵀg (relative)
+  std::string formula = "diag_minus_outer";   // or "diag": the common mistake J = diag(s), for the failing test
+  void bind(Params& p) {
+    p.add("x", x, "logits whose Jacobian is drawn as heatmaps (seed 001's x)");
+    p.add("heatmap_scales", heatmap_scales, "scales a of the heatmaps of J(softmax(a·x))");
+    p.add("trials", trials, "random (x, g) pairs per scale");
+    p.add("n", n, "length of the random vectors");
+    p.add("scales", scales, "scales a of the random logits a·x");
+    p.add("fd_step", fd_step, "step of the central finite differences");
+    p.add("fd_tolerance", fd_tolerance, "largest allowed |J − finite differences|");
+    p.add("exact_tolerance", exact_tolerance, "largest allowed rounding error in identities");
+    p.add("formula", formula, "Jacobian under test: diag_minus_outer (the library's), or diag (a wrong one)");
+  }
+};
+
+std::vector<double> softmax_of(const std::vector<double>& x) {
+  std::vector<double> s(x.size());
+  softmax<double>(x, s);
+  return s;
+}
+
+std::vector<double> jacobian_of(const std::vector<double>& s, const std::string& formula) {
+  const size_t n = s.size();
+  std::vector<double> J(n * n, 0.0);
+  if (formula == "diag")
+    for (size_t i = 0; i < n; ++i) J[i * n + i] = s[i];
+  else
+    softmax_jacobian<double>(s, J);
+  return J;
+}
+
+std::vector<double> finite_difference_jacobian(const std::vector<double>& x, double h) {
+  const size_t n = x.size();
+  std::vector<double> J(n * n);
+  for (size_t j = 0; j < n; ++j) {
+    auto xp = x, xm = x;
+    xp[j] += h;
+    xm[j] -= h;
+    const auto sp = softmax_of(xp), sm = softmax_of(xm);
+    for (size_t i = 0; i < n; ++i) J[i * n + j] = (sp[i] - sm[i]) / (2 * h);
+  }
+  return J;
+}
+
+Result run_jacobian(const JacobianConfig& c, RunContext& ctx) {
+  if (c.x.size() < 2) throw Error("x: need at least 2 logits");
+  if (c.n < 2) throw Error("n: need at least 2");
+  util::require_positive("trials", c.trials);
+  util::require_positive("fd_step", c.fd_step);
+  if (c.formula != "diag_minus_outer" && c.formula != "diag")
+    throw Error("formula: '" + c.formula + "' is not diag_minus_outer or diag");
+  for (double a : c.scales) util::require_positive("scales", a);
+  Result result;
+  const size_t n = static_cast<size_t>(c.n);
+
+  // ---- heatmaps ----
+  Figure hf;
+  hf.name = "jacobian_heatmaps";
+  std::string xs;
+  for (size_t i = 0; i < c.x.size(); ++i) xs += (i ? ", " : "") + fmt::format("{:g}", c.x[i]);
+  hf.title = fmt::format("Jacobian diag(s) − s sᵀ of s = softmax(a·x), x = ({}), on one colour scale", xs);
+  hf.caption = "Each cell is ∂s_i/∂x_j. At a small scale J is spread over all entries; as a grows s turns one-hot "
+               "and every entry of J collapses towards 0: no gradient passes.";
+  hf.layout_cols = static_cast<int>(c.heatmap_scales.size());
+  hf.width = 480 * hf.layout_cols;
+  hf.height = 470;
+  Table ht("jacobian_heatmaps", {"a", "i", "j", "J_ij", "J_fd_ij"});
+  double common = 0;
+  std::vector<std::vector<double>> Js;
+  for (double a : c.heatmap_scales) {
+    std::vector<double> ax(c.x.size());
+    for (size_t i = 0; i < ax.size(); ++i) ax[i] = a * c.x[i];
+    const auto J = jacobian_of(softmax_of(ax), c.formula);
+    const auto Jfd = finite_difference_jacobian(ax, c.fd_step);
+    for (size_t i = 0; i < c.x.size(); ++i)
+      for (size_t j = 0; j < c.x.size(); ++j)
+        ht.add_row({a, static_cast<double>(i), static_cast<double>(j), J[i * c.x.size() + j], Jfd[i * c.x.size() + j]});
+    for (double v : J) common = std::max(common, std::abs(v));
+    Js.push_back(J);
+  }
+  for (size_t k = 0; k < c.heatmap_scales.size(); ++k) {
+    double fro = 0;
+    for (double v : Js[k]) fro += v * v;
+    Panel p;
+    p.title = fmt::format("a = {:g}: ‖J‖_F = {:.3g}", c.heatmap_scales[k], std::sqrt(fro));
+    p.x_label = "j (input x_j)";
+    p.y_label = "i (output s_i)";
+    Heatmap h;
+    h.rows = h.cols = static_cast<int64_t>(c.x.size());
+    h.values = Js[k];
+    h.colorbar_label = "∂s_i/∂x_j";
+    h.annotate = c.x.size() <= 8;
+    h.color_limit = common;
+    p.heatmap = h;
+    hf.panels.push_back(p);
+  }
+  result.tables.push_back(ht);
+  result.figures.push_back(hf);
+
+  // ---- random checks per scale ----
+  ctx.report(fmt::format("{} scales × {} random (x, g) of length {}", c.scales.size(), c.trials, c.n));
+  auto g = util::rng(ctx.seed, "jacobian/random");
+  std::normal_distribution<double> normal(0, 1);
+  Table t("jacobian_checks", {"a", "fd_error", "symmetry_error", "row_sum_error", "min_eigenvalue", "vjp_vs_explicit",
+                              "vjp_vs_fd", "median_grad_norm", "median_fro"});
+  double worst_fd = 0, worst_sym = 0, worst_rows = 0, worst_psd = 0, worst_vjp = 0, worst_vjp_fd = 0;
+  std::vector<double> grad_norms, fros;
+  for (double a : c.scales) {
+    double fd = 0, sym = 0, rows = 0, min_ev = INFINITY, vjp_err = 0, vjp_fd = 0;
+    std::vector<double> norms, frs;
+    for (int64_t trial = 0; trial < c.trials; ++trial) {
+      std::vector<double> x(n), gs(n);
+      for (auto& v : x) v = a * normal(g);
+      for (auto& v : gs) v = normal(g);
+      const auto s = softmax_of(x);
+      const auto J = jacobian_of(s, c.formula);
+      const auto Jfd = finite_difference_jacobian(x, c.fd_step);
+      double fro = 0;
+      for (size_t i = 0; i < n; ++i) {
+        double row = 0;
+        for (size_t j = 0; j < n; ++j) {
+          fd = std::max(fd, std::abs(J[i * n + j] - Jfd[i * n + j]));
+          sym = std::max(sym, std::abs(J[i * n + j] - J[j * n + i]));
+          row += J[i * n + j];
+          fro += J[i * n + j] * J[i * n + j];
+        }
+        rows = std::max(rows, std::abs(row));
+      }
+      const auto ev = util::symmetric_eigenvalues(J, n);
+      min_ev = std::min(min_ev, ev.front());
+      // C5: O(n) VJP vs explicit Jᵀg (relative to ‖g‖·max s, the size of the terms) and vs FD of ⟨g, s(x)⟩.
+      std::vector<double> vjp(n), explicit_(n, 0.0);
+      softmax_vjp<double>(s, gs, vjp);
+      for (size_t j = 0; j < n; ++j)
+        for (size_t i = 0; i < n; ++i) explicit_[j] += J[i * n + j] * gs[i];
+      double gnorm = 0, gsize = 0;
+      for (double v : gs) gsize = std::max(gsize, std::abs(v));
+      for (size_t j = 0; j < n; ++j) {
+        vjp_err = std::max(vjp_err, std::abs(vjp[j] - explicit_[j]) / gsize);
+        auto xp = x, xm = x;
+        xp[j] += c.fd_step;
+        xm[j] -= c.fd_step;
+        const auto sp = softmax_of(xp), sm = softmax_of(xm);
+        double lp = 0, lm = 0;
+        for (size_t i = 0; i < n; ++i) lp += gs[i] * sp[i], lm += gs[i] * sm[i];
+        vjp_fd = std::max(vjp_fd, std::abs(vjp[j] - (lp - lm) / (2 * c.fd_step)) / gsize);
+        gnorm += vjp[j] * vjp[j];
+      }
+      norms.push_back(std::sqrt(gnorm));
+      frs.push_back(std::sqrt(fro));
+    }
+    t.add_row({a, fd, sym, rows, min_ev, vjp_err, vjp_fd, util::median(norms), util::median(frs)});
+    worst_fd = std::max(worst_fd, fd);
+    worst_sym = std::max(worst_sym, sym);
+    worst_rows = std::max(worst_rows, rows);
+    worst_psd = std::max(worst_psd, -min_ev);
+    worst_vjp = std::max(worst_vjp, vjp_err);
+    worst_vjp_fd = std::max(worst_vjp_fd, vjp_fd);
+    grad_norms.push_back(util::median(norms));
+    fros.push_back(util::median(frs));
+  }
+  result.tables.push_back(t);
+
+  // One-hot: logits so far apart that s is exactly one-hot in double, and −inf entries.
+  std::vector<double> one_hot_x(n, -1e4), neg_inf_x(n, -INFINITY);
+  one_hot_x[1] = 0;
+  neg_inf_x[0] = 0.5;
+  double one_hot_max = 0;
+  for (const auto& x : {one_hot_x, neg_inf_x})
+    for (double v : jacobian_of(softmax_of(x), c.formula)) one_hot_max = std::max(one_hot_max, std::abs(v));
+  // Converse: J = 0 only at one-hot. tr J = 1 − ‖s‖², which is > 0 unless s is one-hot.
+  const auto s_two = softmax_of(std::vector<double>{0.0, 0.0});
+  const auto J_two = jacobian_of(s_two, c.formula);
+  const double trace_two = J_two[0] + J_two[3];
+
+  // ---- figure: VJP ----
+  Figure vf;
+  vf.name = "jacobian_vjp";
+  vf.title = "Back-propagation through softmax: g_x = Jᵀ g_s = s ⊙ (g_s − ⟨g_s, s⟩)";
+  vf.caption = fmt::format("Left: agreement of the O(n) VJP with Jᵀg formed explicitly and with finite differences "
+                           "(largest error over {} random (x, g) per scale, relative to max|g|). Right: the median "
+                           "size of g_x and of J falls as the logits a·x grow.", c.trials);
+  vf.layout_cols = 2;
+  vf.width = 1300;
+  vf.height = 520;
+  Panel pe = util::panel("error of the VJP formula", "scale a of the logits a·x", "largest error / max|g|", true, true);
+  auto floor_at = [](std::vector<double> v) {  // exact zeros cannot be drawn on a log axis: show them at 1e-18
+    for (auto& e : v) e = std::max(e, 1e-18);
+    return v;
+  };
+  pe.series.push_back(util::series("VJP vs explicit Jᵀg", Style::linespoints, c.scales, floor_at(t.column("vjp_vs_explicit")), "#0072B2"));
+  pe.series.push_back(util::series("VJP vs finite differences", Style::linespoints, c.scales, floor_at(t.column("vjp_vs_fd")), "#D55E00"));
+  pe.series.push_back(util::series("J vs finite differences", Style::linespoints, c.scales, floor_at(t.column("fd_error")), "#009E73"));
+  pe.series.push_back(util::series(fmt::format("tolerance (finite differences) {:g}", c.fd_tolerance), Style::theory, {c.scales.front(), c.scales.back()}, {c.fd_tolerance, c.fd_tolerance}, "#D55E00"));
+  pe.series.push_back(util::series(fmt::format("tolerance (exact) {:g}", c.exact_tolerance), Style::theory, {c.scales.front(), c.scales.back()}, {c.exact_tolerance, c.exact_tolerance}, "#0072B2"));
+  pe.y_min = 1e-19;
+  pe.y_max = 1e-3;
+  pe.legend_position = "top left";
+  Panel pg = util::panel("size of the gradient through softmax", "scale a of the logits a·x", "median", true, true);
+  pg.series.push_back(util::series("‖g_x‖ (VJP)", Style::linespoints, c.scales, grad_norms, "#0072B2"));
+  pg.series.push_back(util::series("‖J‖_F", Style::linespoints, c.scales, fros, "#D55E00"));
+  pg.legend_position = "bottom left";
+  vf.panels = {pe, pg};
+  result.figures.push_back(vf);
+
+  // ---- verdicts ----
+  Verdict v4 = make_verdict("C4");
+  v4.theory = 0;
+  v4.theory_text = "J = diag(s) − s sᵀ: equals the finite-difference Jacobian; symmetric, rows sum to 0, PSD, 0 at one-hot";
+  v4.measured = worst_fd;
+  v4.measured_text = fmt::format("max |J − J_fd| = {:.2g}; asymmetry {:.2g}; row sums {:.2g}; smallest eigenvalue "
+                                 "≥ {:.2g}; max |J| at one-hot {:.2g}; tr J at s = (½, ½) {:.3g}",
+                                 worst_fd, worst_sym, worst_rows, -worst_psd, one_hot_max, trace_two);
+  v4.tolerance = c.fd_tolerance;
+  v4.method = fmt::format("{} random x per scale a ∈ [{:g}, {:g}], n = {}: |J − central differences (h = {:g})| ≤ {:g}; "
+                          "|J − Jᵀ|, |row sums| and −λ_min ≤ {:g}; J = 0 at exactly one-hot s (far-apart and −inf "
+                          "logits) and tr J = 1 − ‖s‖² > 0 otherwise.",
+                          c.trials, c.scales.front(), c.scales.back(), c.n, c.fd_step, c.fd_tolerance, c.exact_tolerance);
+  v4.outcome = util::outcome_of(worst_fd <= c.fd_tolerance && worst_sym <= c.exact_tolerance &&
+                                worst_rows <= c.exact_tolerance && worst_psd <= c.exact_tolerance &&
+                                one_hot_max == 0 && trace_two > 0);
+  v4.figure = hf.name;
+  result.verdicts.push_back(v4);
+
+  Verdict v5 = make_verdict("C5");
+  v5.theory = 0;
+  v5.theory_text = "g_x = Jᵀ g_s = s ⊙ (g_s − ⟨g_s, s⟩)";
+  v5.measured = worst_vjp;
+  v5.measured_text = fmt::format("max |VJP − Jᵀg|/max|g| = {:.2g}; vs finite differences {:.2g}", worst_vjp, worst_vjp_fd);
+  v5.tolerance = c.exact_tolerance;
+  v5.method = fmt::format("The library's softmax_vjp against Jᵀg with J formed explicitly (≤ {:g}) and against "
+                          "central differences of ⟨g, softmax(x)⟩ (≤ {:g}), for every random (x, g).",
+                          c.exact_tolerance, c.fd_tolerance);
+  v5.outcome = util::outcome_of(worst_vjp <= c.exact_tolerance && worst_vjp_fd <= c.fd_tolerance);
+  v5.figure = vf.name;
+  result.verdicts.push_back(v5);
+  return result;
+}
+
+const ExperimentRegistrar<JacobianConfig> reg("jacobian",
+                                              "The softmax Jacobian diag(s) − s sᵀ, its properties, and the VJP",
+                                              {"C4", "C5"}, run_jacobian, {{"trials", "40"}});
+
+}  // namespace
+}  // namespace attnlab::lab

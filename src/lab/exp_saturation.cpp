@@ -1,0 +1,215 @@
+// Experiment `saturation` (C3): softmax(a·x) as the scale a grows, for seed 001's
+// x = (1, 1, 2, 4) and for random x. Theory: d s_max/da = s_max (x_max − E_s[x]) ≥ 0
+// and dH/da = −a Var_s(x) ≤ 0, so the largest probability rises monotonically to 1
+// (one-hot on a unique argmax) and the entropy falls to 0; as a → 0, s → uniform
+// (max 1/n, entropy ln n).
+#include <cmath>
+#include <fmt/format.h>
+
+#include "attnlab/softmax.hpp"
+#include "lab/lab_util.hpp"
+
+namespace attnlab::lab {
+namespace {
+
+struct SaturationConfig {
+  std::vector<double> x{1, 1, 2, 4};  // seed 001
+  double a_min = 1e-3, a_max = 1e3;
+  int64_t grid = 61;
+  std::vector<double> bar_scales{0.1, 0.5, 1, 2, 4, 8};
+  int64_t random_vectors = 500;
+  int64_t random_length = 16;
+  double one_hot_tolerance = 1e-6;   // at a_max: |s_max − 1| and entropy must be below this
+  double uniform_tolerance = 1e-2;   // at a_min: |s_max − 1/n|·n and |H − ln n|/ln n below this
+  void bind(Params& p) {
+    p.add("x", x, "the logits x of softmax(a·x) (seed 001: 1,1,2,4)");
+    p.add("a_min", a_min, "smallest scale a");
+    p.add("a_max", a_max, "largest scale a");
+    p.add("grid", grid, "points of the log grid of a");
+    p.add("bar_scales", bar_scales, "scales shown as bar charts (small multiples)");
+    p.add("random_vectors", random_vectors, "random x ~ N(0,1) drawn for the band");
+    p.add("random_length", random_length, "length of the random x");
+    p.add("one_hot_tolerance", one_hot_tolerance, "at a_max, 1 − s_max and H must be below this");
+    p.add("uniform_tolerance", uniform_tolerance, "at a_min, relative distance of s_max and H from uniform's");
+  }
+};
+
+struct Point {
+  double max_prob, entropy;
+};
+
+Point at_scale(const std::vector<double>& x, double a, std::vector<double>* probs = nullptr) {
+  std::vector<double> ax(x.size()), s(x.size());
+  for (size_t i = 0; i < x.size(); ++i) ax[i] = a * x[i];
+  softmax<double>(ax, s);
+  if (probs) *probs = s;
+  return {*std::max_element(s.begin(), s.end()), entropy<double>(s)};
+}
+
+Result run_saturation(const SaturationConfig& c, RunContext& ctx) {
+  if (c.x.size() < 2) throw Error("x: need at least 2 logits");
+  if (!(c.a_min > 0 && c.a_max > c.a_min)) throw Error("a_min, a_max: need 0 < a_min < a_max");
+  if (c.grid < 2) throw Error("grid: need at least 2 points");
+  util::require_positive("random_vectors", c.random_vectors);
+  if (c.random_length < 2) throw Error("random_length: need at least 2");
+  for (double a : c.bar_scales) util::require_positive("bar_scales", a);
+  Result result;
+  const auto grid = util::log_grid(c.a_min, c.a_max, static_cast<int>(c.grid));
+  const double n = static_cast<double>(c.x.size()), nr = static_cast<double>(c.random_length);
+
+  // Seed x over the grid, and random vectors summarised by median and 5–95 % band.
+  Table t("saturation_curve", {"a", "max_prob", "entropy", "random_max_median", "random_max_p05", "random_max_p95",
+                               "random_entropy_median", "random_entropy_p05", "random_entropy_p95"});
+  auto g = util::rng(ctx.seed, "saturation/random");
+  std::normal_distribution<double> normal(0, 1);
+  std::vector<std::vector<double>> xs(static_cast<size_t>(c.random_vectors), std::vector<double>(static_cast<size_t>(c.random_length)));
+  for (auto& v : xs)
+    for (auto& e : v) e = normal(g);
+  ctx.report(fmt::format("{} scales × {} random vectors", grid.size(), xs.size()));
+  bool monotone = true;
+  Point prev{0, INFINITY};
+  std::vector<Point> seed_points;
+  std::vector<double> final_random_max, first_random_entropy;
+  for (size_t gi = 0; gi < grid.size(); ++gi) {
+    const double a = grid[gi];
+    const Point p = at_scale(c.x, a);
+    // Monotone up to rounding: a relative slack of 1e-12.
+    if (p.max_prob < prev.max_prob * (1 - 1e-12) || p.entropy > prev.entropy + 1e-12) monotone = false;
+    prev = p;
+    seed_points.push_back(p);
+    std::vector<double> mx, en;
+    for (const auto& v : xs) {
+      const Point r = at_scale(v, a);
+      mx.push_back(r.max_prob);
+      en.push_back(r.entropy);
+    }
+    if (gi + 1 == grid.size()) final_random_max = mx;
+    if (gi == 0) first_random_entropy = en;
+    t.add_row({a, p.max_prob, p.entropy, util::median(mx), util::quantile(mx, 0.05), util::quantile(mx, 0.95),
+               util::median(en), util::quantile(en, 0.05), util::quantile(en, 0.95)});
+  }
+  result.tables.push_back(t);
+
+  // Bars at chosen scales.
+  Table bars("saturation_bars", {"a", "index", "probability"});
+  Figure bf;
+  bf.name = "saturation_bars";
+  std::string xs_text;
+  for (size_t i = 0; i < c.x.size(); ++i) xs_text += (i ? ", " : "") + fmt::format("{:g}", c.x[i]);
+  bf.title = fmt::format("softmax(a·x) for x = ({}) at growing scale a", xs_text);
+  bf.caption = "Small multiples standing in for seed 000's animation: as a grows the probability mass moves to the "
+               "largest logit; the dashed line is the uniform 1/n that a → 0 gives.";
+  const int cols = 3;
+  bf.layout_cols = cols;
+  bf.layout_rows = static_cast<int>((c.bar_scales.size() + cols - 1) / cols);
+  bf.width = 1200;
+  bf.height = 380 * bf.layout_rows;
+  for (double a : c.bar_scales) {
+    std::vector<double> s;
+    const Point p = at_scale(c.x, a, &s);
+    std::vector<double> idx;
+    for (size_t i = 0; i < s.size(); ++i) {
+      idx.push_back(static_cast<double>(i + 1));
+      bars.add_row({a, static_cast<double>(i + 1), s[i]});
+    }
+    Panel pa = util::panel(fmt::format("a = {:g}: max {:.4f}, H = {:.3f}", a, p.max_prob, p.entropy), "index i",
+                           "s_i");
+    pa.series.push_back(util::series("s_i", Style::bars, idx, s, "#0072B2"));
+    pa.series.push_back(util::series("uniform 1/n", Style::theory, {0.5, n + 0.5}, {1 / n, 1 / n}, "#D55E00"));
+    pa.y_min = 0;
+    pa.y_max = 1.05;
+    pa.x_min = 0.5;
+    pa.x_max = n + 0.5;
+    pa.x_tics = idx;
+    pa.legend_position = "top left";
+    bf.panels.push_back(pa);
+  }
+  result.tables.push_back(bars);
+
+  Figure cf;
+  cf.name = "saturation_curves";
+  cf.title = "softmax(a·x) saturates as the scale a grows";
+  cf.caption = fmt::format("Largest probability (left) and entropy (right) of softmax(a·x) for x = ({}) and for {} random "
+                           "x ~ N(0,1) of length {} (median, 5–95 % band). Dashed: the limits theory gives, uniform as a → 0 "
+                           "and one-hot as a → ∞.",
+                           xs_text, c.random_vectors, c.random_length);
+  cf.layout_cols = 2;
+  cf.width = 1300;
+  cf.height = 520;
+  Panel pm = util::panel("largest probability max_i s_i", "scale a", "max_i s_i", true, false);
+  Panel pe = util::panel("entropy H(s) (nats)", "scale a", "H(s)", true, false);
+  std::vector<double> smax, sent;
+  for (const auto& p : seed_points) smax.push_back(p.max_prob), sent.push_back(p.entropy);
+  pm.series.push_back(util::band("random x: 5–95 %", grid, t.column("random_max_p05"), t.column("random_max_p95"), "#56B4E9"));
+  pm.series.push_back(util::series("random x: median", Style::lines, grid, t.column("random_max_median"), "#0072B2"));
+  pm.series.push_back(util::series("x = (" + xs_text + ")", Style::points, grid, smax, "#D55E00"));
+  pm.series.push_back(util::series("limit a→∞: 1", Style::theory, {grid.front(), grid.back()}, {1, 1}, "#000000"));
+  pm.series.push_back(util::series(fmt::format("limit a→0: 1/{:g}", n), Style::theory, {grid.front(), grid.back()}, {1 / n, 1 / n}, "#D55E00"));
+  pm.series.push_back(util::series(fmt::format("limit a→0: 1/{:g}", nr), Style::theory, {grid.front(), grid.back()}, {1 / nr, 1 / nr}, "#0072B2"));
+  pm.y_min = 0;
+  pm.y_max = 1.08;
+  pm.legend_position = "center left";
+  pe.series.push_back(util::band("random x: 5–95 %", grid, t.column("random_entropy_p05"), t.column("random_entropy_p95"), "#56B4E9"));
+  pe.series.push_back(util::series("random x: median", Style::lines, grid, t.column("random_entropy_median"), "#0072B2"));
+  pe.series.push_back(util::series("x = (" + xs_text + ")", Style::points, grid, sent, "#D55E00"));
+  pe.series.push_back(util::series(fmt::format("limit a→0: ln {:g}", n), Style::theory, {grid.front(), grid.back()}, {std::log(n), std::log(n)}, "#D55E00"));
+  pe.series.push_back(util::series(fmt::format("limit a→0: ln {:g}", nr), Style::theory, {grid.front(), grid.back()}, {std::log(nr), std::log(nr)}, "#0072B2"));
+  pe.series.push_back(util::series("limit a→∞: 0", Style::theory, {grid.front(), grid.back()}, {0, 0}, "#000000"));
+  pe.y_min = -0.05;
+  pe.legend_position = "bottom left";
+  cf.panels = {pm, pe};
+  result.figures.push_back(cf);
+  result.figures.push_back(bf);
+
+  // Verdict: one-hot at a_max (seed x and every random x), uniform at a_min, monotone between.
+  const Point hi = seed_points.back(), lo = seed_points.front();
+  // A random x may have two nearly tied largest logits; theory then bounds how far
+  // from one-hot it may still be: 1 − max s ≤ (n − 1)·exp(−a·gap), gap = x_(1) − x_(2).
+  double worst_random_one_hot = 0;
+  int random_one_hot = 0;
+  for (size_t i = 0; i < xs.size(); ++i) {
+    std::vector<double> sorted = xs[i];
+    std::sort(sorted.rbegin(), sorted.rend());
+    const double bound = (nr - 1) * std::exp(-c.a_max * (sorted[0] - sorted[1]));
+    const double excess = (1 - final_random_max[i]) - bound;
+    worst_random_one_hot = std::max(worst_random_one_hot, excess);
+    if (1 - final_random_max[i] <= c.one_hot_tolerance) ++random_one_hot;
+  }
+  double worst_random_uniform = 0;
+  for (double h : first_random_entropy) worst_random_uniform = std::max(worst_random_uniform, std::abs(h - std::log(nr)) / std::log(nr));
+  std::vector<double> s_hi;
+  at_scale(c.x, c.a_max, &s_hi);
+  std::string s_hi_text;
+  for (size_t i = 0; i < s_hi.size(); ++i) s_hi_text += (i ? ", " : "") + fmt::format("{:.3g}", s_hi[i]);
+  const bool one_hot = 1 - hi.max_prob <= c.one_hot_tolerance && hi.entropy <= c.one_hot_tolerance &&
+                       worst_random_one_hot <= c.one_hot_tolerance;
+  const bool uniform = std::abs(lo.max_prob - 1 / n) * n <= c.uniform_tolerance &&
+                       std::abs(lo.entropy - std::log(n)) / std::log(n) <= c.uniform_tolerance &&
+                       worst_random_uniform <= c.uniform_tolerance;
+  Verdict v = make_verdict("C3");
+  v.theory = 1.0;
+  v.theory_text = "max s → 1 (one-hot on the argmax) as a → ∞; s → uniform as a → 0";
+  v.measured = hi.max_prob;
+  v.measured_text = fmt::format("a={:g}: s = ({}), H = {:.2g}; a={:g}: max s·n = {:.4f}, H/ln n = {:.4f}; "
+                                "random x: {}/{} one-hot, all within the gap bound (worst excess {:.2g}); monotone: {}",
+                                c.a_max, s_hi_text, hi.entropy, c.a_min, lo.max_prob * n, lo.entropy / std::log(n),
+                                random_one_hot, xs.size(), worst_random_one_hot, monotone ? "yes" : "no");
+  v.tolerance = c.one_hot_tolerance;
+  v.method = fmt::format("At a = {:g}, 1 − max s and the entropy must be ≤ {:g} for x, and each of {} random x must "
+                         "be within the bound 1 − max s ≤ (n − 1)·exp(−a·gap) (gap between its two largest logits); at "
+                         "a = {:g}, n·max s and H/ln n must be within {:g} of 1; along the grid max s must not fall "
+                         "and H must not rise.",
+                         c.a_max, c.one_hot_tolerance, c.random_vectors, c.a_min, c.uniform_tolerance);
+  v.outcome = util::outcome_of(one_hot && uniform && monotone);
+  v.figure = cf.name;
+  result.verdicts.push_back(v);
+  return result;
+}
+
+const ExperimentRegistrar<SaturationConfig> reg("saturation",
+                                                "softmax(a·x) turns one-hot as a grows and uniform as a → 0",
+                                                {"C3"}, run_saturation,
+                                                {{"grid", "25"}, {"random_vectors", "100"}});
+
+}  // namespace
+}  // namespace attnlab::lab

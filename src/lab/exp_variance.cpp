@@ -1,0 +1,388 @@
+// Experiment `variance` (C1, C2): how the spread of q·k grows with d_k, and what
+// dividing by √d_k does to it; plus seed 004's experiment, exactly.
+//
+// For each input distribution (gaussian, uniform), σ and d_k, `replicates`
+// independent pairs Q [seq, d_k], K [seq, d_k] are drawn and S = Q Kᵀ [seq, seq]
+// is summarised three ways [seed 001]: over the whole matrix, per row (variance
+// over keys, averaged over rows) and per column. Theory: mean 0, variance d_k σ⁴
+// (each term q_i k_i has variance σ⁴ and the d_k terms are independent).
+#include <cmath>
+#include <fmt/format.h>
+
+#include "lab/lab_util.hpp"
+#include "lab/parallel.hpp"
+
+namespace attnlab::lab {
+namespace {
+
+struct VarianceConfig {
+  std::vector<int64_t> dims{1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024};
+  std::vector<double> sigmas{0.5, 1.0, 2.0};
+  std::vector<std::string> distributions{"gaussian", "uniform"};
+  int64_t seq = 128;
+  int64_t replicates = 8;
+  double scale_exponent = 0.5;      // the "scaled" scores are S / d_k^scale_exponent
+  std::string keys = "independent";  // or "same_as_queries" (K = Q: self-similarity breaks C1's assumption)
+  int64_t seed004_n = 10000;         // seed 004: Q [n, d], K [d, n]
+  int64_t seed004_d = 100;
+  int64_t histogram_bins = 120;
+  double z_max = 5.0;               // a setting agrees with theory if |measured − theory| ≤ z_max standard errors
+  double slope_tolerance = 0.05;    // |fitted exponent − predicted exponent|
+  double seed004_tolerance = 0.01;  // |mean| and |std − 1| of seed 004's QKᵀ/√d
+  void bind(Params& p) {
+    p.add("dims", dims, "head dims d_k");
+    p.add("sigmas", sigmas, "standard deviations σ of the components of q and k");
+    p.add("distributions", distributions, "input distributions: gaussian, uniform");
+    p.add("seq", seq, "rows of Q and K (S = Q Kᵀ is seq × seq)");
+    p.add("replicates", replicates, "independent (Q, K) draws per setting (standard errors come from their spread)");
+    p.add("scale_exponent", scale_exponent, "scaled scores are S / d_k^scale_exponent (0.5 = 1/√d_k; 1.0 = the scale applied twice)");
+    p.add("keys", keys, "independent, or same_as_queries (K = Q)");
+    p.add("seed004_n", seed004_n, "seed 004's experiment: Q is n × d, K is d × n");
+    p.add("seed004_d", seed004_d, "seed 004's experiment: d");
+    p.add("histogram_bins", histogram_bins, "bins of seed 004's histogram");
+    p.add("z_max", z_max, "agreement: |measured − theory| within z_max standard errors");
+    p.add("slope_tolerance", slope_tolerance, "agreement of the fitted power of d_k with the predicted one");
+    p.add("seed004_tolerance", seed004_tolerance, "agreement of seed 004's mean with 0 and std with 1");
+  }
+};
+
+struct Summary {
+  double mean = 0, var_whole = 0, var_rows = 0, var_cols = 0;
+};
+
+// Q, K: [seq, d] row-major. Summaries of S = Q Kᵀ.
+Summary summarise(const std::vector<double>& Q, const std::vector<double>& K, int64_t seq, int64_t d) {
+  std::vector<double> S(static_cast<size_t>(seq * seq));
+  for (int64_t i = 0; i < seq; ++i)
+    for (int64_t j = 0; j < seq; ++j) {
+      double s = 0;
+      for (int64_t t = 0; t < d; ++t) s += Q[static_cast<size_t>(i * d + t)] * K[static_cast<size_t>(j * d + t)];
+      S[static_cast<size_t>(i * seq + j)] = s;
+    }
+  Summary r;
+  r.mean = util::mean(S);
+  r.var_whole = util::variance(S);
+  std::vector<double> line(static_cast<size_t>(seq));
+  for (int64_t i = 0; i < seq; ++i) {
+    for (int64_t j = 0; j < seq; ++j) line[static_cast<size_t>(j)] = S[static_cast<size_t>(i * seq + j)];
+    r.var_rows += util::variance(line) / static_cast<double>(seq);
+    for (int64_t j = 0; j < seq; ++j) line[static_cast<size_t>(j)] = S[static_cast<size_t>(j * seq + i)];
+    r.var_cols += util::variance(line) / static_cast<double>(seq);
+  }
+  return r;
+}
+
+// Seed 004: S = Q K / √d with Q [n, d], K [d, n] (as in the seed). The n×n matrix is never
+// stored: column blocks of K stay in cache while every row of Q passes over them.
+struct Seed004 {
+  double mean = 0, std = 0, raw_std = 0;
+  std::vector<double> centres, density, raw_centres, raw_density;
+};
+
+constexpr int64_t kBlock = 256;
+
+// out[r*kBlock + c] = Σ_t q[r*d + t] K[t*n + j0 + c] for 4 rows r; width ≤ kBlock.
+__attribute__((target_clones("arch=haswell", "default"))) void block4(const double* q, int64_t d, const double* K,
+                                                                      int64_t n, int64_t j0, int64_t width,
+                                                                      double* out) {
+  for (int64_t x = 0; x < 4 * kBlock; ++x) out[x] = 0;
+  for (int64_t t = 0; t < d; ++t) {
+    const double a0 = q[t], a1 = q[d + t], a2 = q[2 * d + t], a3 = q[3 * d + t];
+    const double* k = K + t * n + j0;
+    for (int64_t c = 0; c < width; ++c) {
+      out[c] += a0 * k[c];
+      out[kBlock + c] += a1 * k[c];
+      out[2 * kBlock + c] += a2 * k[c];
+      out[3 * kBlock + c] += a3 * k[c];
+    }
+  }
+}
+
+Seed004 seed004(int64_t n, int64_t d, int64_t bins, uint64_t seed) {
+  auto g = util::rng(seed, "variance/seed004");
+  std::normal_distribution<double> normal(0.0, 1.0);
+  const int64_t rows = (n + 3) / 4 * 4;  // padded with zero rows, which are not counted
+  std::vector<double> Q(static_cast<size_t>(rows * d), 0.0), K(static_cast<size_t>(d * n));
+  for (int64_t i = 0; i < n * d; ++i) Q[static_cast<size_t>(i)] = normal(g);
+  for (auto& x : K) x = normal(g);
+  const double inv_sqrt_d = 1.0 / std::sqrt(static_cast<double>(d));
+  const double lim = 5.0, raw_lim = 5.0 * std::sqrt(static_cast<double>(d));
+  const int tasks = util::lab_threads();
+  struct Acc {
+    double sum = 0, sumsq = 0;
+    std::vector<double> hist, raw_hist;
+  };
+  std::vector<Acc> acc(static_cast<size_t>(tasks));
+  const int64_t blocks = (n + kBlock - 1) / kBlock;
+  util::parallel_chunks(blocks, tasks, [&](int task, int64_t b0, int64_t b1) {
+    Acc& a = acc[static_cast<size_t>(task)];
+    a.hist.assign(static_cast<size_t>(bins), 0.0);
+    a.raw_hist.assign(static_cast<size_t>(bins), 0.0);
+    std::vector<double> out(static_cast<size_t>(4 * kBlock));
+    for (int64_t b = b0; b < b1; ++b) {
+      const int64_t j0 = b * kBlock, width = std::min(kBlock, n - j0);
+      for (int64_t i = 0; i < rows; i += 4) {
+        block4(&Q[static_cast<size_t>(i * d)], d, K.data(), n, j0, width, out.data());
+        for (int64_t r = 0; r < 4 && i + r < n; ++r) {
+          double s = 0, ss = 0;
+          for (int64_t c = 0; c < width; ++c) {
+            const double raw = out[static_cast<size_t>(r * kBlock + c)], x = raw * inv_sqrt_d;
+            s += x;
+            ss += x * x;
+            const int64_t bin = static_cast<int64_t>(std::floor((x + lim) / (2 * lim) * static_cast<double>(bins)));
+            if (bin >= 0 && bin < bins) a.hist[static_cast<size_t>(bin)] += 1;
+            const int64_t rbin = static_cast<int64_t>(std::floor((raw + raw_lim) / (2 * raw_lim) * static_cast<double>(bins)));
+            if (rbin >= 0 && rbin < bins) a.raw_hist[static_cast<size_t>(rbin)] += 1;
+          }
+          a.sum += s;
+          a.sumsq += ss;
+        }
+      }
+    }
+  });
+  Seed004 r;
+  double sum = 0, sumsq = 0;
+  std::vector<double> hist(static_cast<size_t>(bins), 0.0), raw_hist(static_cast<size_t>(bins), 0.0);
+  for (const auto& a : acc) {
+    sum += a.sum;
+    sumsq += a.sumsq;
+    for (int64_t b = 0; b < bins && !a.hist.empty(); ++b) {
+      hist[static_cast<size_t>(b)] += a.hist[static_cast<size_t>(b)];
+      raw_hist[static_cast<size_t>(b)] += a.raw_hist[static_cast<size_t>(b)];
+    }
+  }
+  const double count = static_cast<double>(n) * static_cast<double>(n);
+  r.mean = sum / count;
+  r.std = std::sqrt((sumsq - count * r.mean * r.mean) / (count - 1));
+  r.raw_std = r.std * std::sqrt(static_cast<double>(d));
+  const double width = 2 * lim / static_cast<double>(bins), raw_width = 2 * raw_lim / static_cast<double>(bins);
+  for (int64_t b = 0; b < bins; ++b) {
+    r.centres.push_back(-lim + (static_cast<double>(b) + 0.5) * width);
+    r.density.push_back(hist[static_cast<size_t>(b)] / (count * width));
+    r.raw_centres.push_back(-raw_lim + (static_cast<double>(b) + 0.5) * raw_width);
+    r.raw_density.push_back(raw_hist[static_cast<size_t>(b)] / (count * raw_width));
+  }
+  return r;
+}
+
+double normal_pdf(double x, double s) { return std::exp(-0.5 * x * x / (s * s)) / (s * std::sqrt(2 * M_PI)); }
+
+Result run_variance(const VarianceConfig& c, RunContext& ctx) {
+  util::require_positive("dims", c.dims);
+  util::require_positive("seq", c.seq);
+  util::require_positive("seed004_n", c.seed004_n);
+  util::require_positive("seed004_d", c.seed004_d);
+  util::require_positive("histogram_bins", c.histogram_bins);
+  if (c.replicates < 2) throw Error("replicates: need at least 2 for a standard error");
+  if (c.seq < 2) throw Error("seq: need at least 2");
+  for (double s : c.sigmas) util::require_positive("sigmas", s);
+  for (const auto& d : c.distributions) util::check_distribution("distributions", d);
+  if (c.keys != "independent" && c.keys != "same_as_queries")
+    throw Error("keys: '" + c.keys + "' is not independent or same_as_queries");
+
+  Result result;
+  Table table("variance_by_dim", {"distribution", "sigma", "d_k", "mean", "var_whole", "var_rows", "var_cols",
+                                  "var_whole_se", "theory_var", "var_scaled", "theory_var_scaled", "z_whole",
+                                  "z_rows", "z_cols", "z_mean"});
+  // Per (distribution, σ): the measured series, for the figure and the fits.
+  struct Curve {
+    std::string dist;
+    double sigma;
+    std::vector<double> d, var, var_scaled, ratio_whole, ratio_rows, ratio_cols;
+  };
+  std::vector<Curve> curves;
+  double worst_z = 0;
+  std::string worst_where;
+  int settings = 0;
+  const int tasks = util::lab_threads();
+  for (size_t di = 0; di < c.distributions.size(); ++di) {
+    for (double sigma : c.sigmas) {
+      Curve curve{c.distributions[di], sigma, {}, {}, {}, {}, {}, {}};
+      const util::Distribution dist{c.distributions[di], sigma};
+      ctx.report(fmt::format("{} σ={} over {} head dims", dist.kind, sigma, c.dims.size()));
+      for (int64_t d : c.dims) {
+        const double theory = static_cast<double>(d) * std::pow(sigma, 4);
+        std::vector<Summary> reps(static_cast<size_t>(c.replicates));
+        util::parallel_chunks(c.replicates, tasks, [&](int, int64_t r0, int64_t r1) {
+          for (int64_t r = r0; r < r1; ++r) {
+            auto g = util::rng(ctx.seed, fmt::format("variance/{}/{}/{}/{}", dist.kind, sigma, d, r));
+            std::vector<double> Q(static_cast<size_t>(c.seq * d)), K(Q.size());
+            for (auto& x : Q) x = dist(g);
+            if (c.keys == "same_as_queries")
+              K = Q;
+            else
+              for (auto& x : K) x = dist(g);
+            reps[static_cast<size_t>(r)] = summarise(Q, K, c.seq, d);
+          }
+        });
+        std::vector<double> means, whole, rows, cols;
+        for (const auto& s : reps) {
+          means.push_back(s.mean);
+          whole.push_back(s.var_whole);
+          rows.push_back(s.var_rows);
+          cols.push_back(s.var_cols);
+        }
+        const double R = static_cast<double>(c.replicates);
+        auto z = [&](const std::vector<double>& v, double expected) {
+          const double se = std::sqrt(util::variance(v) / R);
+          return se > 0 ? (util::mean(v) - expected) / se : (util::mean(v) == expected ? 0.0 : INFINITY);
+        };
+        const double zw = z(whole, theory), zr = z(rows, theory), zc = z(cols, theory), zm = z(means, 0.0);
+        for (double zz : {zw, zr, zc, zm}) {
+          ++settings;
+          if (std::abs(zz) > worst_z) {
+            worst_z = std::abs(zz);
+            worst_where = fmt::format("{} σ={} d_k={}", dist.kind, sigma, d);
+          }
+        }
+        const double var = util::mean(whole);
+        const double var_scaled = var / std::pow(static_cast<double>(d), 2 * c.scale_exponent);
+        table.add_row({static_cast<double>(di), sigma, static_cast<double>(d), util::mean(means), var, util::mean(rows),
+                       util::mean(cols), std::sqrt(util::variance(whole) / R), theory, var_scaled,
+                       std::pow(sigma, 4), zw, zr, zc, zm});
+        curve.d.push_back(static_cast<double>(d));
+        curve.var.push_back(var);
+        curve.var_scaled.push_back(var_scaled);
+        curve.ratio_whole.push_back(var / theory);
+        curve.ratio_rows.push_back(util::mean(rows) / theory);
+        curve.ratio_cols.push_back(util::mean(cols) / theory);
+      }
+      curves.push_back(curve);
+    }
+  }
+  result.tables.push_back(table);
+  result.notes.push_back("variance_by_dim.csv: distribution 0 = " + c.distributions.front() +
+                         (c.distributions.size() > 1 ? ", 1 = " + c.distributions[1] : std::string()));
+
+  // Fitted powers of d_k: unscaled (theory 1) and scaled (theory 0), worst over curves.
+  double worst_slope = 1, worst_scaled_slope = 0, slope_ref = NAN;
+  for (const auto& cu : curves) {
+    const double s = util::loglog_slope(cu.d, cu.var), ss = util::loglog_slope(cu.d, cu.var_scaled);
+    if (cu.dist == "gaussian" && cu.sigma == 1.0) slope_ref = s;
+    if (!(std::abs(s - 1) <= std::abs(worst_slope - 1))) worst_slope = s;  // NaN counts as worst
+    if (!(std::abs(ss) <= std::abs(worst_scaled_slope))) worst_scaled_slope = ss;
+  }
+  if (std::isnan(slope_ref)) slope_ref = worst_slope;
+
+  // Seed 004.
+  ctx.report(fmt::format("seed 004: Q {}x{} times K {}x{}", c.seed004_n, c.seed004_d, c.seed004_d, c.seed004_n));
+  const Seed004 s4 = seed004(c.seed004_n, c.seed004_d, c.histogram_bins, ctx.seed);
+  Table hist("seed004_histogram", {"x_scaled", "density_scaled", "normal_0_1", "x_unscaled", "density_unscaled",
+                                   "normal_0_d"});
+  for (size_t b = 0; b < s4.centres.size(); ++b)
+    hist.add_row({s4.centres[b], s4.density[b], normal_pdf(s4.centres[b], 1.0), s4.raw_centres[b], s4.raw_density[b],
+                  normal_pdf(s4.raw_centres[b], std::sqrt(static_cast<double>(c.seed004_d)))});
+  result.tables.push_back(hist);
+  result.notes.push_back(fmt::format("seed 004: QKᵀ/√{} over {}² entries: mean {:.5f}, std {:.5f} (unscaled std {:.4f})",
+                                     c.seed004_d, c.seed004_n, s4.mean, s4.std, s4.raw_std));
+
+  // ---- figures ----
+  Figure fig;
+  fig.name = "variance_vs_dk";
+  fig.title = "Var(q·k) against d_k: measured (points) and theory (dashed)";
+  fig.caption = "Left: without a scale the variance of q·k grows as d_k σ⁴ (slope 1 on log–log axes). Middle: after "
+                "dividing by √d_k it stays at σ⁴. Right: measured/theory for every distribution, σ and summary "
+                "(whole matrix, per row, per column); 1 is exact agreement.";
+  fig.layout_cols = 3;
+  fig.width = 1500;
+  fig.height = 520;
+  Panel left = util::panel("without scale: Var(q·k)", "d_k", "Var(q·k)", true, true);
+  Panel mid = util::panel(fmt::format("scaled: Var(q·k / d_k^{})", c.scale_exponent), "d_k", "variance", true, true);
+  Panel right = util::panel("measured / theory", "d_k", "Var measured / d_k σ⁴", true, false);
+  left.legend_position = "top left";
+  mid.legend_position = "top left";
+  right.legend_position = "top right";
+  std::vector<double> xs = util::to_double(c.dims);
+  left.x_tics = mid.x_tics = right.x_tics = xs;
+  size_t colour_index = 0;
+  for (const auto& cu : curves) {
+    if (cu.dist != c.distributions.front()) continue;
+    const std::string col = util::colour(colour_index++);
+    std::vector<double> th, th_scaled;
+    for (double d : cu.d) {
+      th.push_back(d * std::pow(cu.sigma, 4));
+      th_scaled.push_back(std::pow(cu.sigma, 4));
+    }
+    left.series.push_back(util::series(fmt::format("{} σ={}", cu.dist, cu.sigma), Style::points, cu.d, cu.var, col));
+    left.series.push_back(util::series(fmt::format("d_k σ⁴, σ={}", cu.sigma), Style::theory, cu.d, th, col));
+    mid.series.push_back(util::series(fmt::format("{} σ={}", cu.dist, cu.sigma), Style::points, cu.d, cu.var_scaled, col));
+    mid.series.push_back(util::series(fmt::format("σ⁴ = {}", std::pow(cu.sigma, 4)), Style::theory, cu.d, th_scaled, col));
+  }
+  colour_index = 0;
+  for (const auto& cu : curves) {
+    const std::string col = util::colour(colour_index++);
+    right.series.push_back(util::series(fmt::format("{} σ={} whole", cu.dist, cu.sigma), Style::points, cu.d, cu.ratio_whole, col));
+    right.series.push_back(util::series("", Style::points, cu.d, cu.ratio_rows, col));
+    right.series.push_back(util::series("", Style::points, cu.d, cu.ratio_cols, col));
+  }
+  right.series.push_back(util::series("theory: 1", Style::theory, xs, std::vector<double>(xs.size(), 1.0)));
+  right.y_min = 0.6;
+  right.y_max = 1.6;
+  mid.y_max = 1e3;
+  fig.panels = {left, mid, right};
+  result.figures.push_back(fig);
+
+  Figure hf;
+  hf.name = "seed004_histogram";
+  hf.title = fmt::format("Seed 004: Q {}×{} and K {}×{} from N(0,1)", c.seed004_n, c.seed004_d, c.seed004_d, c.seed004_n);
+  hf.caption = "Histogram of all entries of Q K (left) and Q K/√d (right), as densities, beside the normal densities "
+               "theory predicts: N(0, d) without the scale, N(0, 1) with it.";
+  hf.layout_cols = 2;
+  hf.width = 1300;
+  hf.height = 520;
+  Panel h1 = util::panel(fmt::format("unscaled Q K: mean {:.3f}, std {:.3f}", s4.mean * std::sqrt(static_cast<double>(c.seed004_d)), s4.raw_std),
+                         "score", "density");
+  h1.series.push_back(util::series("measured histogram", Style::bars, hist.column("x_unscaled"), hist.column("density_unscaled"), "#56B4E9"));
+  h1.series.push_back(util::series(fmt::format("N(0, {}) density", c.seed004_d), Style::theory, hist.column("x_unscaled"), hist.column("normal_0_d"), "#D55E00"));
+  Panel h2 = util::panel(fmt::format("scaled Q K/√{}: mean {:.4f}, std {:.4f}", c.seed004_d, s4.mean, s4.std), "score", "density");
+  h2.series.push_back(util::series("measured histogram", Style::bars, hist.column("x_scaled"), hist.column("density_scaled"), "#56B4E9"));
+  h2.series.push_back(util::series("N(0, 1) density", Style::theory, hist.column("x_scaled"), hist.column("normal_0_1"), "#D55E00"));
+  const double ymax = 1.15 * normal_pdf(0, 1.0);
+  h2.y_max = ymax;
+  h2.y_min = 0;
+  h1.y_min = 0;
+  h1.x_min = h2.x_min = std::nullopt;
+  hf.panels = {h1, h2};
+  result.figures.push_back(hf);
+
+  // ---- verdicts ----
+  Verdict c1 = make_verdict("C1");
+  c1.theory = 1.0;
+  c1.theory_text = "Var(q·k) = d_k σ⁴: power of d_k = 1, mean 0";
+  c1.measured = worst_slope;
+  c1.measured_text = fmt::format("fitted power {:.4f} (gaussian σ=1: {:.4f}); worst |z| {:.2f} over {} settings ({})",
+                                 worst_slope, slope_ref, worst_z, settings, worst_where);
+  c1.tolerance = c.slope_tolerance;
+  c1.method = fmt::format("For every distribution, σ and d_k, the mean and the variance of Q Kᵀ (whole matrix, per row, "
+                          "per column; {} replicates of {}×{}) are compared with 0 and d_k σ⁴ in standard errors "
+                          "(|z| ≤ {}), and the power of d_k fitted on log–log axes must be 1 ± {}.",
+                          c.replicates, c.seq, c.seq, c.z_max, c.slope_tolerance);
+  c1.outcome = util::outcome_of(std::abs(worst_slope - 1) <= c.slope_tolerance && worst_z <= c.z_max);
+  c1.figure = fig.name;
+  result.verdicts.push_back(c1);
+
+  Verdict c2 = make_verdict("C2");
+  c2.theory = 1.0;
+  c2.theory_text = "std of QKᵀ/√d = 1, mean 0; Var(q·k/√d_k) = σ⁴ (power of d_k = 0)";
+  c2.measured = s4.std;
+  c2.measured_text = fmt::format("seed 004: mean {:.5f}, std {:.5f}; fitted power of d_k after the scale {:+.4f}",
+                                 s4.mean, s4.std, worst_scaled_slope);
+  c2.tolerance = c.seed004_tolerance;
+  c2.method = fmt::format("Seed 004's experiment run as written: |mean| and |std − 1| of all {}² entries of QKᵀ/√{} "
+                          "must be ≤ {}; and the power of d_k in Var(q·k/d_k^{}) fitted over every distribution and σ "
+                          "must be 0 ± {}.",
+                          c.seed004_n, c.seed004_d, c.seed004_tolerance, c.scale_exponent, c.slope_tolerance);
+  c2.outcome = util::outcome_of(std::abs(s4.mean) <= c.seed004_tolerance && std::abs(s4.std - 1) <= c.seed004_tolerance &&
+                                std::abs(worst_scaled_slope) <= c.slope_tolerance && c.scale_exponent == 0.5);
+  c2.figure = hf.name;
+  result.verdicts.push_back(c2);
+  return result;
+}
+
+const ExperimentRegistrar<VarianceConfig> reg(
+    "variance", "Spread of q·k against d_k, with and without 1/√d_k; seed 004's histogram", {"C1", "C2"},
+    run_variance,
+    {{"dims", "1,4,16,64,256"}, {"sigmas", "0.5,1,2"}, {"seq", "48"}, {"replicates", "4"}, {"seed004_n", "1500"}});
+
+}  // namespace
+}  // namespace attnlab::lab

@@ -1,0 +1,171 @@
+#pragma once
+// Small helpers shared by the experiments (private to the library): seeded random
+// streams, sample statistics, fits, and shorthands for building figures and verdicts.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <numeric>
+#include <random>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "attnlab/lab.hpp"
+
+namespace attnlab::lab::util {
+
+// An independent random stream per (seed, purpose): experiments stay reproducible
+// when one of them changes how many numbers another part draws.
+inline std::mt19937_64 rng(uint64_t seed, std::string_view stream) {
+  uint64_t h = 1469598103934665603ull;  // FNV-1a of the stream name
+  for (char c : stream) h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ull;
+  std::seed_seq seq{static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32), static_cast<uint32_t>(h),
+                    static_cast<uint32_t>(h >> 32)};
+  return std::mt19937_64(seq);
+}
+
+// Draws with mean 0 and standard deviation sigma: "gaussian" or "uniform" (on ±σ√3).
+struct Distribution {
+  std::string kind = "gaussian";
+  double sigma = 1.0;
+  template <class G>
+  double operator()(G& g) const {
+    if (kind == "uniform") return std::uniform_real_distribution<double>(-sigma * std::sqrt(3.0), sigma * std::sqrt(3.0))(g);
+    return std::normal_distribution<double>(0.0, sigma)(g);
+  }
+};
+inline void check_distribution(const std::string& key, const std::string& kind) {
+  if (kind != "gaussian" && kind != "uniform") throw Error(key + ": '" + kind + "' is not gaussian or uniform");
+}
+
+inline double mean(const std::vector<double>& v) {
+  return v.empty() ? 0.0 : std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(v.size());
+}
+inline double variance(const std::vector<double>& v) {  // unbiased
+  if (v.size() < 2) return 0.0;
+  const double m = mean(v);
+  double s = 0;
+  for (double x : v) s += (x - m) * (x - m);
+  return s / static_cast<double>(v.size() - 1);
+}
+inline double quantile(std::vector<double> v, double q) {
+  if (v.empty()) return NAN;
+  std::sort(v.begin(), v.end());
+  const double pos = q * static_cast<double>(v.size() - 1);
+  const size_t lo = static_cast<size_t>(std::floor(pos));
+  const size_t hi = std::min(lo + 1, v.size() - 1);
+  return v[lo] + (pos - static_cast<double>(lo)) * (v[hi] - v[lo]);
+}
+inline double median(const std::vector<double>& v) { return quantile(v, 0.5); }
+
+// Least-squares slope of log y against log x (points with x, y > 0).
+inline double loglog_slope(const std::vector<double>& x, const std::vector<double>& y) {
+  double sx = 0, sy = 0, sxx = 0, sxy = 0;
+  int n = 0;
+  for (size_t i = 0; i < x.size() && i < y.size(); ++i) {
+    if (!(x[i] > 0 && y[i] > 0)) continue;
+    const double lx = std::log(x[i]), ly = std::log(y[i]);
+    sx += lx, sy += ly, sxx += lx * lx, sxy += lx * ly, ++n;
+  }
+  if (n < 2) return NAN;
+  return (n * sxy - sx * sy) / (n * sxx - sx * sx);
+}
+
+inline std::vector<double> log_grid(double lo, double hi, int points) {
+  std::vector<double> g;
+  for (int i = 0; i < points; ++i)
+    g.push_back(lo * std::pow(hi / lo, points == 1 ? 0.0 : static_cast<double>(i) / (points - 1)));
+  return g;
+}
+
+inline std::vector<double> to_double(const std::vector<int64_t>& v) { return {v.begin(), v.end()}; }
+
+inline void require_positive(const std::string& key, const std::vector<int64_t>& v) {
+  if (v.empty()) throw Error(key + ": empty list");
+  for (int64_t x : v)
+    if (x <= 0) throw Error(key + ": " + std::to_string(x) + " is not positive");
+}
+inline void require_positive(const std::string& key, int64_t v) {
+  if (v <= 0) throw Error(key + ": " + std::to_string(v) + " is not positive");
+}
+inline void require_positive(const std::string& key, double v) {
+  if (!(v > 0)) throw Error(key + ": " + std::to_string(v) + " is not positive");
+}
+
+// ---- figures ----------------------------------------------------------------
+inline Series series(std::string label, Style style, std::vector<double> x, std::vector<double> y,
+                     std::string color = "") {
+  Series s;
+  s.label = std::move(label);
+  s.style = style;
+  s.x = std::move(x);
+  s.y = std::move(y);
+  s.color = std::move(color);
+  return s;
+}
+inline Series band(std::string label, std::vector<double> x, std::vector<double> lo, std::vector<double> hi,
+                   std::string color = "") {
+  Series s;
+  s.label = std::move(label);
+  s.style = Style::band;
+  s.x = std::move(x);
+  s.y_low = std::move(lo);
+  s.y_high = std::move(hi);
+  s.color = std::move(color);
+  return s;
+}
+inline Panel panel(std::string title, std::string x_label, std::string y_label, bool log_x = false,
+                   bool log_y = false) {
+  Panel p;
+  p.title = std::move(title);
+  p.x_label = std::move(x_label);
+  p.y_label = std::move(y_label);
+  p.log_x = log_x;
+  p.log_y = log_y;
+  return p;
+}
+
+// Okabe–Ito colours by index, for pairing a measured series with its theory line.
+inline std::string colour(size_t i) {
+  static const char* const c[] = {"#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000"};
+  return c[i % 7];
+}
+
+inline Outcome outcome_of(bool ok) { return ok ? Outcome::confirmed : Outcome::refuted; }
+
+}  // namespace attnlab::lab::util
+
+namespace attnlab::lab::util {
+// Eigenvalues of a symmetric n×n matrix (row-major) by cyclic Jacobi rotations:
+// plain and accurate for the small matrices the lab inspects (n ≤ 64).
+inline std::vector<double> symmetric_eigenvalues(std::vector<double> a, size_t n) {
+  for (int sweep = 0; sweep < 100; ++sweep) {
+    double off = 0;
+    for (size_t i = 0; i < n; ++i)
+      for (size_t j = i + 1; j < n; ++j) off += a[i * n + j] * a[i * n + j];
+    if (off < 1e-30) break;
+    for (size_t p = 0; p < n; ++p)
+      for (size_t q = p + 1; q < n; ++q) {
+        const double apq = a[p * n + q];
+        if (std::abs(apq) < 1e-300) continue;
+        const double theta = (a[q * n + q] - a[p * n + p]) / (2 * apq);
+        const double t = (theta >= 0 ? 1.0 : -1.0) / (std::abs(theta) + std::sqrt(theta * theta + 1));
+        const double c = 1 / std::sqrt(t * t + 1), s = t * c;
+        for (size_t k = 0; k < n; ++k) {  // rotate columns p, q
+          const double akp = a[k * n + p], akq = a[k * n + q];
+          a[k * n + p] = c * akp - s * akq;
+          a[k * n + q] = s * akp + c * akq;
+        }
+        for (size_t k = 0; k < n; ++k) {  // rotate rows p, q
+          const double apk = a[p * n + k], aqk = a[q * n + k];
+          a[p * n + k] = c * apk - s * aqk;
+          a[q * n + k] = s * apk + c * aqk;
+        }
+      }
+  }
+  std::vector<double> ev(n);
+  for (size_t i = 0; i < n; ++i) ev[i] = a[i * n + i];
+  std::sort(ev.begin(), ev.end());
+  return ev;
+}
+}  // namespace attnlab::lab::util

@@ -1,0 +1,108 @@
+// The experiment registry, tables, outcomes, and lab::run.
+#include <algorithm>
+#include <chrono>
+#include <fmt/format.h>
+
+#include "attnlab/lab.hpp"
+
+namespace attnlab::lab {
+namespace {
+// Function-local static: registrars in other translation units of the shared
+// library run during its static initialisation, in unspecified order.
+std::vector<Experiment>& registry() {
+  static std::vector<Experiment> experiments;
+  return experiments;
+}
+}  // namespace
+
+void register_experiment(Experiment experiment) {
+  for (const auto& e : registry())
+    if (e.name == experiment.name) throw Error("lab: experiment '" + experiment.name + "' registered twice");
+  registry().push_back(std::move(experiment));
+}
+
+std::vector<const Experiment*> experiments() {
+  std::vector<const Experiment*> out;
+  for (const auto& e : registry()) out.push_back(&e);
+  std::sort(out.begin(), out.end(), [](const Experiment* a, const Experiment* b) { return a->name < b->name; });
+  return out;
+}
+
+const Experiment* find_experiment(const std::string& name) {
+  for (const auto& e : registry())
+    if (e.name == name) return &e;
+  return nullptr;
+}
+
+Result run(const std::string& name, const Config& config, uint64_t seed,
+           const std::function<void(const std::string&)>& progress) {
+  const Experiment* e = find_experiment(name);
+  if (e == nullptr) {
+    std::string known;
+    for (const auto* x : experiments()) known += (known.empty() ? "" : ", ") + x->name;
+    throw Error(fmt::format("unknown experiment '{}' (known: {})", name, known));
+  }
+  RunContext ctx;
+  ctx.seed = seed;
+  ctx.progress = progress;
+  const auto start = std::chrono::steady_clock::now();
+  Result r;
+  try {
+    r = e->run(config, ctx);
+  } catch (const Error& err) {
+    throw Error(fmt::format("{}: {}", name, err.what()));
+  }
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  r.experiment = name;
+  r.seed = seed;
+  for (auto& v : r.verdicts) v.experiment = name;
+  return r;
+}
+
+// ---- tables -----------------------------------------------------------------
+
+Table::Table(std::string name_, std::vector<std::string> names)
+    : name(std::move(name_)), column_names(std::move(names)), columns(column_names.size()) {}
+
+void Table::add_row(const std::vector<double>& row) {
+  if (row.size() != column_names.size())
+    throw Error(fmt::format("table {}: row of {} values, {} columns", name, row.size(), column_names.size()));
+  if (columns.size() != column_names.size()) columns.resize(column_names.size());
+  for (size_t c = 0; c < row.size(); ++c) columns[c].push_back(row[c]);
+}
+
+const std::vector<double>& Table::column(const std::string& col) const {
+  for (size_t c = 0; c < column_names.size(); ++c)
+    if (column_names[c] == col) return columns.at(c);
+  throw Error(fmt::format("table {}: no column '{}'", name, col));
+}
+
+// ---- outcomes ---------------------------------------------------------------
+
+const char* to_string(Outcome outcome) {
+  switch (outcome) {
+    case Outcome::confirmed: return "confirmed";
+    case Outcome::refuted: return "refuted";
+    case Outcome::inconclusive: return "inconclusive";
+    case Outcome::pending: return "pending";
+  }
+  return "inconclusive";
+}
+
+Outcome parse_outcome(const std::string& text) {
+  for (Outcome o : {Outcome::confirmed, Outcome::refuted, Outcome::inconclusive, Outcome::pending})
+    if (text == to_string(o)) return o;
+  throw Error("unknown verdict '" + text + "' (confirmed, refuted, inconclusive, pending)");
+}
+
+Verdict make_verdict(const std::string& claim_id) {
+  const ClaimInfo& c = claim(claim_id);
+  Verdict v;
+  v.claim = c.id;
+  v.title = c.title;
+  v.statement = c.statement;
+  v.seeds = c.seeds;
+  return v;
+}
+
+}  // namespace attnlab::lab

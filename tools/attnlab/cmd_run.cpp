@@ -1,0 +1,81 @@
+// `attnlab run EXPERIMENT [--out DIR] [--json FILE] [--set key=value ...] [--seed N] [--quick]`:
+// runs one registered lab experiment (attnlab/lab.hpp), writes its CSVs and figures
+// and prints its verdicts. Each experiment is a subcommand of `run`, so that
+// `attnlab run NAME --help` lists its parameters with their defaults; each
+// parameter is also an option of its own (--dims 16,64).
+#include <fmt/format.h>
+#include <fstream>
+#include <map>
+#include <memory>
+
+#include "attnlab/lab.hpp"
+#include "command.hpp"
+#include "lab_print.hpp"
+
+namespace {
+
+struct RunOptions {
+  std::string out;
+  std::string json;
+  std::vector<std::string> sets;
+  uint64_t seed = 0;
+  bool quick = false;
+  std::map<std::string, std::string> direct;  // --<parameter> VALUE
+};
+
+attnlab::lab::Config parse_sets(const std::vector<std::string>& sets) {
+  attnlab::lab::Config config;
+  for (const auto& s : sets) {
+    const auto eq = s.find('=');
+    if (eq == std::string::npos || eq == 0) throw attnlab::Error("--set '" + s + "': expected key=value");
+    config[s.substr(0, eq)] = s.substr(eq + 1);
+  }
+  return config;
+}
+
+void run_experiment(const attnlab::lab::Experiment& e, const RunOptions& o) {
+  attnlab::lab::Config config;
+  if (o.quick) config = e.quick;
+  for (const auto& [k, v] : parse_sets(o.sets)) config[k] = v;
+  for (const auto& [k, v] : o.direct) config[k] = v;
+  const attnlab::lab::Result r = attnlab::lab::run(e.name, config, o.seed, attnlab::cli::stderr_progress(e.name));
+  const std::string out = o.out.empty() ? "lab-runs/" + e.name : o.out;
+  attnlab::lab::write_result(r, out);
+  if (!o.json.empty()) {
+    std::ofstream f(o.json);
+    if (!f) throw attnlab::Error("--json: cannot write " + o.json);
+    f << attnlab::lab::to_json(r, true) << "\n";
+    if (!f.flush()) throw attnlab::Error("--json: error while writing " + o.json);
+  }
+  for (const auto& note : r.notes) fmt::print("{}\n", note);
+  attnlab::cli::print_verdicts(r.verdicts);
+  fmt::print("\n{}: {:.1f} s; {} tables in {}/data, {} figures in {}/figures\n", e.name, r.seconds, r.tables.size(), out,
+             r.figures.size(), out);
+}
+
+const attnlab::cli::Registrar reg(
+    "run", "Run one lab experiment: its tables (CSV), figures (PNG) and verdicts", [](CLI::App& sub) {
+      sub.require_subcommand(1);
+      for (const auto* e : attnlab::lab::experiments()) {
+        auto options = std::make_shared<RunOptions>();
+        std::string claims;
+        for (const auto& c : e->claims) claims += (claims.empty() ? "" : ", ") + c;
+        CLI::App* app = sub.add_subcommand(e->name, e->summary + (claims.empty() ? "" : " [" + claims + "]"));
+        app->add_option("--out", options->out, "Output directory (default: lab-runs/" + e->name + ")");
+        app->add_option("--json", options->json, "Also write the result, tables included, as JSON to this file");
+        app->add_option("--set", options->sets, "Set a parameter: key=value (repeatable)");
+        app->add_option("--seed", options->seed, "Seed of the random numbers")->capture_default_str();
+        app->add_flag("--quick", options->quick, "Use the experiment's small, fast configuration");
+        auto values = std::make_shared<std::map<std::string, std::string>>();
+        for (const auto& p : e->parameters()) {
+          app->add_option_function<std::string>(
+                 "--" + p.name, [options, name = p.name](const std::string& v) { options->direct[name] = v; },
+                 p.help + " (" + p.type + ")")
+              ->default_str(p.default_value)
+              ->group("Parameters");
+        }
+        app->callback([e, options] { run_experiment(*e, *options); });
+      }
+    });
+
+}  // namespace
