@@ -141,7 +141,9 @@ struct StudyConfig {
                                 ScaleMode::qk_norm_temperature};
   std::vector<OptimizerKind> optimizers{OptimizerKind::adam, OptimizerKind::sgd};
   std::vector<InitMode> inits{InitMode::unit};
-  int64_t seeds = 3;           // seeds 1..seeds
+  int64_t seeds = 3;           // seeds first_seed .. first_seed + seeds − 1
+  uint64_t first_seed = 1;
+  double adam_lr = 0, sgd_lr = 0;  // peak learning rates; 0 = default_lr
   RunConfig base;              // everything else (model width, steps, batch, lr per optimiser via lr = 0);
                                // base.task, base.model.{d_k, scale, init}, base.optimizer and base.seed are overridden
   int threads = 2;             // runs trained in parallel

@@ -18,11 +18,11 @@ StudyConfig quick_study() {
   s.d_ks = {16, 256};
   s.inits = {InitMode::unit};
   s.seeds = 3;
-  s.base.steps = 400;
+  s.base.steps = 300;
   s.base.warmup = 20;
   s.base.batch = 32;
   s.base.eval_every = 20;
-  s.base.eval_examples = 256;
+  s.base.eval_examples = 192;
   s.threads = 2;
   return s;
 }
@@ -37,6 +37,7 @@ StudyConfig full_study() {
   s.seeds = 3;
   s.base.steps = 800;
   s.base.warmup = 40;
+  s.base.eval_examples = 256;
   return s;
 }
 
@@ -51,14 +52,16 @@ std::vector<RunConfig> expand(const StudyConfig& config) {
       for (OptimizerKind opt : config.optimizers)
         for (int64_t d_k : config.d_ks)
           for (ScaleMode scale : config.scales)
-            for (int64_t seed = 1; seed <= config.seeds; ++seed) {
+            for (int64_t s = 0; s < config.seeds; ++s) {
               RunConfig r = config.base;
               r.task = task;
               r.model.init = init;
               r.optimizer = opt;
               r.model.d_k = d_k;
               r.model.scale = scale;
-              r.seed = static_cast<uint64_t>(seed);
+              r.seed = config.first_seed + static_cast<uint64_t>(s);
+              const double lr = opt == OptimizerKind::adam ? config.adam_lr : config.sgd_lr;
+              if (lr > 0) r.lr = lr;
               runs.push_back(r);
             }
   return runs;
