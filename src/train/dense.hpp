@@ -2,14 +2,17 @@
 // Dense row-major matrix products for the training model, written so that the
 // innermost loop runs over contiguous memory (the compiler vectorises it).
 // Sizes here are small (D ≤ 64, d_k ≤ 1024, rows = batch·seq ≤ a few thousand).
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
 namespace attnlab::train::dense {
 
 // C[M, N] (+)= A[M, K] · B[K, N]
+// The pointers must not overlap (__restrict lets the compiler keep rows of C in registers).
 template <class T>
-void matmul(const T* A, const T* B, T* C, int64_t M, int64_t K, int64_t N, bool accumulate) {
+void matmul(const T* __restrict A, const T* __restrict B, T* __restrict C, int64_t M, int64_t K, int64_t N,
+            bool accumulate) {
   for (int64_t i = 0; i < M; ++i) {
     T* c = C + i * N;
     if (!accumulate)
@@ -25,7 +28,7 @@ void matmul(const T* A, const T* B, T* C, int64_t M, int64_t K, int64_t N, bool 
 
 // C[K, N] += A[M, K]ᵀ · B[M, N]   (weight gradients: dW += xᵀ dy)
 template <class T>
-void matmul_at_b_acc(const T* A, const T* B, T* C, int64_t M, int64_t K, int64_t N) {
+void matmul_at_b_acc(const T* __restrict A, const T* __restrict B, T* __restrict C, int64_t M, int64_t K, int64_t N) {
   for (int64_t i = 0; i < M; ++i) {
     const T* a = A + i * K;
     const T* b = B + i * N;
@@ -49,5 +52,11 @@ void matmul_a_bt(const T* A, const T* B, T* C, int64_t M, int64_t N, int64_t K, 
     for (int64_t j = 0; j < N; ++j) bt[static_cast<size_t>(j * K + p)] = B[p * N + j];
   matmul(A, bt.data(), C, M, N, K, accumulate);
 }
+
+// float overloads (the training path): the same loops compiled twice, for
+// x86-64-v3 (AVX2 + FMA) and baseline, chosen at load time (dense.cpp).
+void matmul(const float* A, const float* B, float* C, int64_t M, int64_t K, int64_t N, bool accumulate);
+void matmul_at_b_acc(const float* A, const float* B, float* C, int64_t M, int64_t K, int64_t N);
+void matmul_a_bt(const float* A, const float* B, float* C, int64_t M, int64_t N, int64_t K, bool accumulate);
 
 }  // namespace attnlab::train::dense

@@ -34,7 +34,7 @@ StudyConfig full_study() {
   s.tasks = {TaskConfig{}, copy};
   s.d_ks = {16, 64, 256, 1024};
   s.inits = {InitMode::unit, InitMode::small};
-  s.seeds = 3;
+  s.seeds = 5;
   s.base.steps = 800;
   s.base.warmup = 40;
   s.base.eval_examples = 256;

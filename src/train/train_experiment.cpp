@@ -35,7 +35,7 @@ struct TrainExperimentConfig {
     p.add("policies", policies, "scale policies: none, inv_sqrt_d, inv_d, qknorm (default: all four)");
     p.add("optimizers", optimizers, "adam, sgd (default: both)");
     p.add("inits", inits, "W_q/W_k init: unit (q, k components of variance 1), small (variance 1/d_k) (quick: unit; full: unit,small)");
-    p.add("seeds", seeds, "seeds per cell (default 3)");
+    p.add("seeds", seeds, "seeds per cell (quick 3, full 5)");
     p.add("steps", steps, "optimiser steps per run (quick 300, full 800)");
     p.add("batch", batch, "sequences per step (default 32)");
     p.add("eval_every", eval_every, "steps between held-out evaluations (default 20)");
