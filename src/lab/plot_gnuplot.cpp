@@ -87,8 +87,9 @@ void write_panel(std::ostream& g, const Panel& p, int panel_index) {
     } else {
       if (!(hi > lo)) hi = lo + 1;
       g << "set cbrange [" << num(lo) << ":" << num(hi) << "]\n";
-      g << "set palette viridis\n";
+      g << "set palette defined (0 \"#440154\", 0.25 \"#3b528b\", 0.5 \"#21918c\", 0.75 \"#5ec962\", 1 \"#fde725\")\n";
     }
+    g << "set format cb \"%g\"\n";
     g << "set cblabel " << quote(h.colorbar_label) << " noenhanced\n";
     g << "set xrange [-0.5:" << num(static_cast<double>(h.cols) - 0.5) << "]\n";
     g << "set yrange [" << num(static_cast<double>(h.rows) - 0.5) << ":-0.5]\n";  // row 0 at the top

@@ -1,0 +1,167 @@
+// Experiment `classifier` (C10): the classifier's softmax needs no scale.
+//
+// With softmax + cross-entropy the gradient at the logits is p − y. Make the logits
+// a·u for random u ~ N(0,1) over `classes` classes and let a grow (a confident model):
+// if the target is the argmax (confident and right) p − y → 0; if it is not
+// (confident and wrong) p → e_argmax, so ‖p − y‖ → ‖e_argmax − e_target‖ = √2.
+// Attention's softmax passes back J g instead, which goes to 0 either way.
+// loss = softmax_mse (squared error on the probabilities, gradient J(p − y)·2) is the
+// configuration where the claim must fail: a confident wrong prediction gets no gradient.
+#include <cmath>
+#include <fmt/format.h>
+
+#include "attnlab/softmax.hpp"
+#include "lab/lab_util.hpp"
+
+namespace attnlab::lab {
+namespace {
+
+struct ClassifierConfig {
+  int64_t classes = 10;
+  int64_t trials = 400;
+  double a_min = 0.01, a_max = 1000;
+  int64_t grid = 41;
+  std::string loss = "cross_entropy";  // or softmax_mse
+  double tolerance = 1e-3;             // at a_max: |‖g_wrong‖ − √2|, ‖g_right‖, ‖J g‖/‖g‖
+  void bind(Params& p) {
+    p.add("classes", classes, "number of classes");
+    p.add("trials", trials, "random logit directions u per scale");
+    p.add("a_min", a_min, "smallest logit scale a");
+    p.add("a_max", a_max, "largest logit scale a");
+    p.add("grid", grid, "points of the log grid of a");
+    p.add("loss", loss, "cross_entropy (the classifier's), or softmax_mse (squared error on p: the claim must then fail)");
+    p.add("tolerance", tolerance, "agreement at a_max with √2 (wrong), 0 (right) and 0 (attention's J g)");
+  }
+};
+
+// Gradient of the loss at the logits.
+std::vector<double> logit_gradient(const std::vector<double>& z, int64_t target, const std::string& loss) {
+  std::vector<double> g(z.size());
+  if (loss == "cross_entropy") {
+    softmax_cross_entropy<double>(z, target, g);
+    return g;
+  }
+  // L = ‖p − y‖²: ∂L/∂z = Jᵀ 2(p − y).
+  std::vector<double> p(z.size()), r(z.size());
+  softmax<double>(z, p);
+  for (size_t i = 0; i < p.size(); ++i) r[i] = 2 * (p[i] - (static_cast<int64_t>(i) == target ? 1.0 : 0.0));
+  softmax_vjp<double>(p, r, g);
+  return g;
+}
+
+double norm(const std::vector<double>& v) {
+  double s = 0;
+  for (double x : v) s += x * x;
+  return std::sqrt(s);
+}
+
+Result run_classifier(const ClassifierConfig& c, RunContext& ctx) {
+  if (c.classes < 2) throw Error("classes: need at least 2");
+  util::require_positive("trials", c.trials);
+  if (!(c.a_min > 0 && c.a_max > c.a_min)) throw Error("a_min, a_max: need 0 < a_min < a_max");
+  if (c.grid < 2) throw Error("grid: need at least 2 points");
+  if (c.loss != "cross_entropy" && c.loss != "softmax_mse")
+    throw Error("loss: '" + c.loss + "' is not cross_entropy or softmax_mse");
+  Result result;
+  auto g = util::rng(ctx.seed, "classifier");
+  std::normal_distribution<double> normal(0, 1);
+  const size_t n = static_cast<size_t>(c.classes);
+  struct Trial {
+    std::vector<double> u, upstream;
+    int64_t right, wrong;  // target = argmax u, and a random other class
+  };
+  std::vector<Trial> trials(static_cast<size_t>(c.trials));
+  for (auto& t : trials) {
+    t.u.resize(n);
+    t.upstream.resize(n);
+    for (auto& x : t.u) x = normal(g);
+    for (auto& x : t.upstream) x = normal(g);
+    const double un = norm(t.upstream);
+    for (auto& x : t.upstream) x /= un;  // unit upstream gradient for attention's J g
+    t.right = std::max_element(t.u.begin(), t.u.end()) - t.u.begin();
+    t.wrong = (t.right + 1 + std::uniform_int_distribution<int64_t>(0, c.classes - 2)(g)) % c.classes;
+  }
+  ctx.report(fmt::format("{} scales × {} trials", c.grid, c.trials));
+  Table t("classifier", {"a", "wrong_median", "wrong_p05", "wrong_p95", "right_median", "right_p05", "right_p95",
+                         "attention_median", "attention_p05", "attention_p95"});
+  const auto grid = util::log_grid(c.a_min, c.a_max, static_cast<int>(c.grid));
+  for (double a : grid) {
+    std::vector<double> wrong, right, att;
+    for (const auto& tr : trials) {
+      std::vector<double> z(n), p(n), jg(n);
+      for (size_t i = 0; i < n; ++i) z[i] = a * tr.u[i];
+      wrong.push_back(norm(logit_gradient(z, tr.wrong, c.loss)));
+      right.push_back(norm(logit_gradient(z, tr.right, c.loss)));
+      softmax<double>(z, p);
+      softmax_vjp<double>(p, tr.upstream, jg);
+      att.push_back(norm(jg));
+    }
+    t.add_row({a, util::median(wrong), util::quantile(wrong, 0.05), util::quantile(wrong, 0.95), util::median(right),
+               util::quantile(right, 0.05), util::quantile(right, 0.95), util::median(att), util::quantile(att, 0.05),
+               util::quantile(att, 0.95)});
+  }
+  result.tables.push_back(t);
+
+  Figure f;
+  f.name = "classifier_gradient";
+  f.title = c.loss == "cross_entropy" ? "Softmax + cross-entropy: the gradient at the logits is p − y"
+                                      : "Softmax + squared error on p: the gradient at the logits is J·2(p − y)";
+  f.caption = fmt::format("Logits a·u for {} random u over {} classes (median and 5–95 % band). A confident wrong "
+                          "prediction keeps a gradient of size √2 (dashed); a confident right one needs none. "
+                          "Attention's softmax passes back J g (unit g), which vanishes either way. Right: the same "
+                          "on a log axis.",
+                          c.trials, c.classes);
+  f.layout_cols = 2;
+  f.width = 1300;
+  f.height = 520;
+  const std::string lname = c.loss == "cross_entropy" ? "‖p − y‖" : "‖J·2(p − y)‖";
+  for (int log_y = 0; log_y < 2; ++log_y) {
+    Panel p = util::panel(log_y ? "log scale" : "linear scale", "logit scale a (confidence)", "gradient norm at the logits", true, log_y == 1);
+    p.series.push_back(util::band("", grid, t.column("wrong_p05"), t.column("wrong_p95"), util::colour(1)));
+    p.series.push_back(util::series("classifier, wrong: " + lname, Style::linespoints, grid, t.column("wrong_median"), util::colour(1)));
+    p.series.push_back(util::band("", grid, t.column("right_p05"), t.column("right_p95"), util::colour(0)));
+    p.series.push_back(util::series("classifier, right: " + lname, Style::linespoints, grid, t.column("right_median"), util::colour(0)));
+    p.series.push_back(util::band("", grid, t.column("attention_p05"), t.column("attention_p95"), util::colour(2)));
+    p.series.push_back(util::series("attention: ‖J g‖, ‖g‖ = 1", Style::linespoints, grid, t.column("attention_median"), util::colour(2)));
+    p.series.push_back(util::series("theory, wrong: √2", Style::theory, {grid.front(), grid.back()}, {std::sqrt(2.0), std::sqrt(2.0)}, "#000000"));
+    if (log_y) {
+      p.y_min = 1e-12;
+      p.y_max = 10;
+      p.legend_position = "bottom left";
+    } else {
+      p.y_min = 0;
+      p.y_max = 2.2;
+      p.legend_position = "top left";
+    }
+    f.panels.push_back(p);
+  }
+  result.figures.push_back(f);
+
+  const double wrong_end = t.column("wrong_median").back(), right_end = t.column("right_median").back();
+  const double att_end = t.column("attention_p95").back();
+  const double wrong_low = t.column("wrong_p05").back();
+  Verdict v = make_verdict("C10");
+  v.theory = std::sqrt(2.0);
+  v.theory_text = "confident and wrong: ‖p − y‖ → √2 ≈ 1.41421; right: → 0; attention's ‖J g‖ → 0 either way";
+  v.measured = wrong_end;
+  v.measured_text = fmt::format("at a = {:g}: wrong {:.6f} (5 %: {:.6f}), right {:.2g}, attention (95 %) {:.2g}; loss {}",
+                                c.a_max, wrong_end, wrong_low, right_end, att_end, c.loss);
+  v.tolerance = c.tolerance;
+  v.method = fmt::format("At the largest scale a = {:g}: the median gradient norm of confident wrong predictions must "
+                         "be within {:g} of √2 (and its 5 % quantile too), that of right ones ≤ {:g}, and 95 % of "
+                         "attention's ‖J g‖ ≤ {:g}.",
+                         c.a_max, c.tolerance, c.tolerance, c.tolerance);
+  v.outcome = util::outcome_of(std::abs(wrong_end - std::sqrt(2.0)) <= c.tolerance &&
+                               std::abs(wrong_low - std::sqrt(2.0)) <= c.tolerance && right_end <= c.tolerance &&
+                               att_end <= c.tolerance);
+  v.figure = f.name;
+  result.verdicts.push_back(v);
+  return result;
+}
+
+const ExperimentRegistrar<ClassifierConfig> reg("classifier",
+                                                "Gradient p − y of softmax + cross-entropy against the logit scale",
+                                                {"C10"}, run_classifier, {{"trials", "100"}, {"grid", "21"}});
+
+}  // namespace
+}  // namespace attnlab::lab
