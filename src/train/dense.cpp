@@ -18,8 +18,9 @@ namespace attnlab::train::dense {
 
 namespace {
 
-// 8 floats; unaligned (aligned(4)) so it can load from any float*.
-typedef float v8 __attribute__((vector_size(32), aligned(4)));
+// 8 floats; unaligned (aligned(4)) so it can load from any float*, and may_alias
+// because it reads and writes memory whose declared type is float.
+typedef float v8 __attribute__((vector_size(32), aligned(4), may_alias));
 
 // c[0..8V) += Σ_r x_r · b_r[0..8V) over `count` pairs: x_r = xs[r·x_stride], b_r = bs + r·b_stride.
 // The V accumulators are a fixed-size array of vectors the compiler keeps in registers.
