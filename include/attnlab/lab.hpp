@@ -165,6 +165,9 @@ struct Verdict {
   Outcome outcome = Outcome::inconclusive;
   std::string figure;            // name of the Figure in the same Result that shows it ("" = none)
   std::string experiment;        // filled by run(): the experiment that produced it
+  // A check set beside the claim (e.g. a formula quoted in an issue) rather than a test of
+  // its statement: the report shows it but leaves it out of the claim's overall verdict.
+  bool supplementary = false;
 };
 
 // A verdict pre-filled with the claim's title, statement and seeds from claims().

@@ -320,7 +320,8 @@ Result run_entropy(const EntropyConfig& c, RunContext& ctx) {
   result.verdicts.push_back(v);
 
   Verdict va = make_verdict("C12");
-  va.title = "α* ≈ 0.84·√(ln n) maximises the softmax gradient";
+  va.title = "α* ≈ 0.84·√(ln n) maximises the softmax gradient (from the issue, beside C12)";
+  va.supplementary = true;
   va.statement = "The temperature α that maximises ½‖αJ‖₁ = α(1 − Σp²) for p = softmax(αz), z ~ N(0, I_n), grows as "
                  "0.84·√(ln n): a scale that grows with log n keeps the gradient at its largest.";
   va.theory_text = fmt::format("α* ≈ {:g}·√(ln n)", c.alpha_coefficient);

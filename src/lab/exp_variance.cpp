@@ -34,7 +34,7 @@ struct VarianceConfig {
     p.add("sigmas", sigmas, "standard deviations σ of the components of q and k");
     p.add("distributions", distributions, "input distributions: gaussian, uniform");
     p.add("seq", seq, "rows of Q and K (S = Q Kᵀ is seq × seq)");
-    p.add("replicates", replicates, "independent (Q, K) draws per setting (standard errors come from their spread)");
+    p.add("replicates", replicates, "independent (Q, K) draws averaged per setting");
     p.add("scale_exponent", scale_exponent, "scaled scores are S / d_k^scale_exponent (0.5 = 1/√d_k; 1.0 = the scale applied twice)");
     p.add("keys", keys, "independent, or same_as_queries (K = Q)");
     p.add("seed004_n", seed004_n, "seed 004's experiment: Q is n × d, K is d × n");
@@ -188,7 +188,7 @@ Result run_variance(const VarianceConfig& c, RunContext& ctx) {
   struct Curve {
     std::string dist;
     double sigma;
-    std::vector<double> d, var, var_scaled, ratio_whole, ratio_rows, ratio_cols;
+    std::vector<double> d, var, var_scaled, ratio_whole, ratio_rows, ratio_cols, rel_se;
   };
   std::vector<Curve> curves;
   double worst_z = 0;
@@ -197,7 +197,7 @@ Result run_variance(const VarianceConfig& c, RunContext& ctx) {
   const int tasks = util::lab_threads();
   for (size_t di = 0; di < c.distributions.size(); ++di) {
     for (double sigma : c.sigmas) {
-      Curve curve{c.distributions[di], sigma, {}, {}, {}, {}, {}, {}};
+      Curve curve{c.distributions[di], sigma, {}, {}, {}, {}, {}, {}, {}};
       const util::Distribution dist{c.distributions[di], sigma};
       ctx.report(fmt::format("{} σ={} over {} head dims", dist.kind, sigma, c.dims.size()));
       for (int64_t d : c.dims) {
@@ -223,11 +223,18 @@ Result run_variance(const VarianceConfig& c, RunContext& ctx) {
           cols.push_back(s.var_cols);
         }
         const double R = static_cast<double>(c.replicates);
-        auto z = [&](const std::vector<double>& v, double expected) {
-          const double se = std::sqrt(util::variance(v) / R);
-          return se > 0 ? (util::mean(v) - expected) / se : (util::mean(v) == expected ? 0.0 : INFINITY);
-        };
-        const double zw = z(whole, theory), zr = z(rows, theory), zc = z(cols, theory), zm = z(means, 0.0);
+        // Standard errors from theory, not from the spread of a few replicates (whose t-tails would
+        // make a 5σ test flaky). With A = QᵀQ, B = KᵀK (independent Wishart-like matrices, N = seq rows,
+        // components of excess kurtosis κ), the whole-matrix variance is tr(AB)/N² and
+        //   Var/(d σ⁴)² = (4 + 2κ)/(N d) + (2 + (2 + 4κ + κ²)/d)/N²,
+        // the same to O(1/N²) for the per-row and per-column summaries (row/column means removed);
+        // the matrix mean has variance d σ⁴/N². Both are divided by the R replicates averaged.
+        const double kappa = dist.kind == "uniform" ? -1.2 : 0.0, N = static_cast<double>(c.seq), dd = static_cast<double>(d);
+        const double rel_var = (4 + 2 * kappa) / (N * dd) + (2 + (2 + 4 * kappa + kappa * kappa) / dd) / (N * N);
+        const double se_var = theory * std::sqrt(rel_var / R), se_mean = std::sqrt(theory / (N * N * R));
+        auto z = [&](const std::vector<double>& v, double expected, double se) { return (util::mean(v) - expected) / se; };
+        const double zw = z(whole, theory, se_var), zr = z(rows, theory, se_var), zc = z(cols, theory, se_var),
+                     zm = z(means, 0.0, se_mean);
         for (double zz : {zw, zr, zc, zm}) {
           ++settings;
           if (std::abs(zz) > worst_z) {
@@ -238,9 +245,10 @@ Result run_variance(const VarianceConfig& c, RunContext& ctx) {
         const double var = util::mean(whole);
         const double var_scaled = var / std::pow(static_cast<double>(d), 2 * c.scale_exponent);
         table.add_row({static_cast<double>(di), sigma, static_cast<double>(d), util::mean(means), var, util::mean(rows),
-                       util::mean(cols), std::sqrt(util::variance(whole) / R), theory, var_scaled,
+                       util::mean(cols), se_var, theory, var_scaled,
                        std::pow(sigma, 4), zw, zr, zc, zm});
         curve.d.push_back(static_cast<double>(d));
+        curve.rel_se.push_back(se_var / theory);
         curve.var.push_back(var);
         curve.var_scaled.push_back(var_scaled);
         curve.ratio_whole.push_back(var / theory);
@@ -255,9 +263,17 @@ Result run_variance(const VarianceConfig& c, RunContext& ctx) {
                          (c.distributions.size() > 1 ? ", 1 = " + c.distributions[1] : std::string()));
 
   // Fitted powers of d_k: unscaled (theory 1) and scaled (theory 0), worst over curves.
+  // A curve's fitted power must be within slope_tolerance, or 4 standard errors of the fit when
+  // sampling noise is larger (small seq, few replicates).
   double worst_slope = 1, worst_scaled_slope = 0, slope_ref = NAN;
+  bool slopes_ok = true, scaled_slopes_ok = true;
+  double slope_allowance = c.slope_tolerance;
   for (const auto& cu : curves) {
     const double s = util::loglog_slope(cu.d, cu.var), ss = util::loglog_slope(cu.d, cu.var_scaled);
+    const double allowance = std::max(c.slope_tolerance, 4 * util::loglog_slope_se(cu.d, cu.rel_se));
+    slope_allowance = std::max(slope_allowance, allowance);
+    slopes_ok = slopes_ok && std::abs(s - 1) <= allowance;
+    scaled_slopes_ok = scaled_slopes_ok && std::abs(ss) <= allowance;
     if (cu.dist == "gaussian" && cu.sigma == 1.0) slope_ref = s;
     if (!(std::abs(s - 1) <= std::abs(worst_slope - 1))) worst_slope = s;  // NaN counts as worst
     if (!(std::abs(ss) <= std::abs(worst_scaled_slope))) worst_scaled_slope = ss;
@@ -352,12 +368,13 @@ Result run_variance(const VarianceConfig& c, RunContext& ctx) {
   c1.measured = worst_slope;
   c1.measured_text = fmt::format("fitted power {:.4f} (gaussian σ=1: {:.4f}); worst |z| {:.2f} over {} settings ({})",
                                  worst_slope, slope_ref, worst_z, settings, worst_where);
-  c1.tolerance = c.slope_tolerance;
   c1.method = fmt::format("For every distribution, σ and d_k, the mean and the variance of Q Kᵀ (whole matrix, per row, "
-                          "per column; {} replicates of {}×{}) are compared with 0 and d_k σ⁴ in standard errors "
-                          "(|z| ≤ {}), and the power of d_k fitted on log–log axes must be 1 ± {}.",
+                          "per column; averaged over {} replicates of {}×{}) are compared with 0 and d_k σ⁴ in standard "
+                          "errors from theory (Var/(d_k σ⁴)² = (4 + 2κ)/(N d_k) + O(1/N²), κ the excess kurtosis; "
+                          "|z| ≤ {}), and the power of d_k fitted on log–log axes must be 1 ± {}.",
                           c.replicates, c.seq, c.seq, c.z_max, c.slope_tolerance);
-  c1.outcome = util::outcome_of(std::abs(worst_slope - 1) <= c.slope_tolerance && worst_z <= c.z_max);
+  c1.tolerance = slope_allowance;
+  c1.outcome = util::outcome_of(slopes_ok && worst_z <= c.z_max);
   c1.figure = fig.name;
   result.verdicts.push_back(c1);
 
@@ -370,10 +387,10 @@ Result run_variance(const VarianceConfig& c, RunContext& ctx) {
   c2.tolerance = c.seed004_tolerance;
   c2.method = fmt::format("Seed 004's experiment run as written: |mean| and |std − 1| of all {}² entries of QKᵀ/√{} "
                           "must be ≤ {}; and the power of d_k in Var(q·k/d_k^{}) fitted over every distribution and σ "
-                          "must be 0 ± {}.",
+                          "must be 0 ± {} (or ± 4 standard errors of the fit, if larger).",
                           c.seed004_n, c.seed004_d, c.seed004_tolerance, c.scale_exponent, c.slope_tolerance);
   c2.outcome = util::outcome_of(std::abs(s4.mean) <= c.seed004_tolerance && std::abs(s4.std - 1) <= c.seed004_tolerance &&
-                                std::abs(worst_scaled_slope) <= c.slope_tolerance && c.scale_exponent == 0.5);
+                                scaled_slopes_ok);
   c2.figure = hf.name;
   result.verdicts.push_back(c2);
   return result;

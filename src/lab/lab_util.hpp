@@ -71,6 +71,19 @@ inline double loglog_slope(const std::vector<double>& x, const std::vector<doubl
   return (n * sxy - sx * sy) / (n * sxx - sx * sx);
 }
 
+// Standard error of that slope when log y_i has standard error rel_se_i (a relative error of y_i).
+inline double loglog_slope_se(const std::vector<double>& x, const std::vector<double>& rel_se) {
+  double mean_lx = 0;
+  for (double v : x) mean_lx += std::log(v) / static_cast<double>(x.size());
+  double sxx = 0, num = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    const double dx = std::log(x[i]) - mean_lx;
+    sxx += dx * dx;
+    num += dx * dx * rel_se[i] * rel_se[i];
+  }
+  return sxx > 0 ? std::sqrt(num) / sxx : NAN;
+}
+
 inline std::vector<double> log_grid(double lo, double hi, int points) {
   std::vector<double> g;
   for (int i = 0; i < points; ++i)

@@ -37,7 +37,8 @@ nlohmann::json verdict_json(const Verdict& v) {
           {"tolerance", num(v.tolerance)},
           {"method", v.method},
           {"figure", v.figure.empty() ? nlohmann::json(nullptr) : nlohmann::json("figures/" + v.figure + ".png")},
-          {"experiment", v.experiment}};
+          {"experiment", v.experiment},
+          {"supplementary", v.supplementary}};
 }
 
 nlohmann::json result_json(const Result& r, bool with_tables) {

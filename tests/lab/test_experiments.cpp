@@ -1,0 +1,134 @@
+// Every experiment runs on its quick configuration and gives its verdicts; a
+// configuration where the claim must fail turns the verdict (verdicts are computed,
+// not written down); bad parameters are errors naming the key.
+#include <gtest/gtest.h>
+
+#include "attnlab/lab.hpp"
+
+namespace lab = attnlab::lab;
+
+namespace {
+
+lab::Result run_quick(const std::string& name, lab::Config overrides = {}) {
+  const lab::Experiment* e = lab::find_experiment(name);
+  if (e == nullptr) throw std::runtime_error("experiment not registered: " + name);
+  lab::Config c = e->quick;
+  for (const auto& [k, v] : overrides) c[k] = v;
+  return lab::run(name, c, 1);
+}
+
+lab::Outcome outcome(const lab::Result& r, const std::string& claim) {
+  for (const auto& v : r.verdicts)
+    if (v.claim == claim && !v.supplementary) return v.outcome;
+  throw std::runtime_error("no verdict on " + claim);
+}
+
+std::string describe(const lab::Result& r) {
+  std::string s;
+  for (const auto& v : r.verdicts) s += v.claim + " " + lab::to_string(v.outcome) + ": " + v.measured_text + "\n";
+  return s;
+}
+
+}  // namespace
+
+TEST(Experiments, AllRegisteredWithClaimsAndParameters) {
+  for (const char* name : {"variance", "saturation", "jacobian", "gradflow", "classifier", "heads", "additive", "entropy"}) {
+    const lab::Experiment* e = lab::find_experiment(name);
+    ASSERT_NE(e, nullptr) << name;
+    EXPECT_FALSE(e->claims.empty()) << name;
+    const auto params = e->parameters();
+    EXPECT_FALSE(params.empty()) << name;
+    for (const auto& p : params) {
+      EXPECT_FALSE(p.help.empty()) << name << "." << p.name;
+      EXPECT_FALSE(p.default_value.empty()) << name << "." << p.name;
+    }
+  }
+}
+
+struct Case {
+  const char* experiment;
+  std::vector<std::pair<std::string, lab::Outcome>> expected;
+  const char* breaking_claim;  // this claim must be refuted under `breaking`
+  lab::Config breaking;
+  const char* why;
+};
+
+class ExperimentCase : public ::testing::TestWithParam<Case> {};
+
+TEST_P(ExperimentCase, QuickRunConfirmsAndBreakingConfigRefutes) {
+  const Case& c = GetParam();
+  const auto r = run_quick(c.experiment);
+  EXPECT_FALSE(r.figures.empty());
+  EXPECT_FALSE(r.tables.empty());
+  for (const auto& v : r.verdicts) {
+    if (!v.figure.empty()) {
+      bool found = false;
+      for (const auto& f : r.figures) found = found || f.name == v.figure;
+      EXPECT_TRUE(found) << v.claim << " names a missing figure " << v.figure;
+    }
+  }
+  for (const auto& [claim, expected] : c.expected)
+    EXPECT_EQ(outcome(r, claim), expected) << c.experiment << "\n" << describe(r);
+  const auto broken = run_quick(c.experiment, c.breaking);
+  EXPECT_EQ(outcome(broken, c.breaking_claim), lab::Outcome::refuted)
+      << c.experiment << " with " << c.why << "\n" << describe(broken);
+}
+
+using O = lab::Outcome;
+INSTANTIATE_TEST_SUITE_P(
+    Lab, ExperimentCase,
+    ::testing::Values(
+        Case{"variance", {{"C2", O::confirmed}, {"C1", O::confirmed}}, "C2", {{"scale_exponent", "1.0"}}, "the scale applied twice"},
+        Case{"variance", {{"C1", O::confirmed}}, "C1", {{"keys", "same_as_queries"}}, "K = Q (not independent)"},
+        Case{"saturation", {{"C3", O::confirmed}}, "C3", {{"x", "1,4,4"}}, "a tied argmax (no one-hot limit)"},
+        Case{"jacobian", {{"C4", O::confirmed}, {"C5", O::confirmed}}, "C4", {{"formula", "diag"}}, "J = diag(s)"},
+        Case{"gradflow", {{"C6", O::confirmed}, {"C7", O::confirmed}}, "C6", {{"remedy", "inv_d"}}, "1/d (1/√d applied twice)"},
+        Case{"classifier", {{"C10", O::confirmed}}, "C10", {{"loss", "softmax_mse"}}, "squared error on p"},
+        Case{"heads", {{"C11", O::confirmed}}, "C11", {{"layout", "bshd_misread"}}, "[B,S,H,D] memory read as [B,H,S,D]"},
+        Case{"additive", {{"C9", O::confirmed}}, "C9", {{"init", "standard_normal"}}, "weights without fan scaling"},
+        // C12's quick verdict is inconclusive (one log n-aware policy holds the entropy, the other does
+        // not: see docs/lab.md), so only its refutation is pinned down here.
+        Case{"entropy", {}, "C12", {{"policies", "inv_sqrt_d,ssmax:0.05"}}, "a log n scale too small to matter"}),
+    [](const ::testing::TestParamInfo<Case>& info) { return std::string(info.param.experiment) + std::to_string(info.index); });
+
+TEST(Experiments, EntropyGivesAVerdictOnC12) {
+  const auto r = run_quick("entropy");
+  bool main = false, supplementary = false;
+  for (const auto& v : r.verdicts) {
+    EXPECT_EQ(v.claim, "C12");
+    EXPECT_NE(v.outcome, O::pending);
+    (v.supplementary ? supplementary : main) = true;
+  }
+  EXPECT_TRUE(main);
+  EXPECT_TRUE(supplementary);
+}
+
+TEST(Experiments, BadParametersNameTheKey) {
+  auto message = [](const std::string& name, const lab::Config& c) {
+    try {
+      lab::run(name, c);
+    } catch (const attnlab::Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(message("variance", {{"dims", "0,4"}}).find("dims"), std::string::npos);
+  EXPECT_NE(message("variance", {{"distributions", "cauchy"}}).find("distributions"), std::string::npos);
+  EXPECT_NE(message("gradflow", {{"policies", "bogus"}}).find("policies"), std::string::npos);
+  EXPECT_NE(message("gradflow", {{"remedy", "inv_d"}, {"policies", "none,inv_sqrt_d"}}).find("remedy"), std::string::npos);
+  EXPECT_NE(message("saturation", {{"a_min", "-1"}}).find("a_min"), std::string::npos);
+  EXPECT_NE(message("heads", {{"layout", "sideways"}}).find("layout"), std::string::npos);
+  EXPECT_NE(message("entropy", {{"policies", "entropy_invariant"}}).find("policies"), std::string::npos);
+  EXPECT_NE(message("classifier", {{"classes", "1"}}).find("classes"), std::string::npos);
+  EXPECT_NE(message("additive", {{"init", "he"}}).find("init"), std::string::npos);
+  EXPECT_NE(message("jacobian", {{"trials", "x"}}).find("trials"), std::string::npos);
+  EXPECT_NE(message("jacobian", {{"nonsense", "1"}}).find("nonsense"), std::string::npos);
+}
+
+TEST(Experiments, SameSeedSameNumbers) {
+  const auto a = run_quick("saturation"), b = run_quick("saturation");
+  ASSERT_EQ(a.tables.size(), b.tables.size());
+  EXPECT_EQ(a.tables[0].columns, b.tables[0].columns);
+  const auto c = lab::run("saturation", lab::find_experiment("saturation")->quick, 2);
+  EXPECT_NE(a.tables[0].column("random_max_median"), c.tables[0].column("random_max_median"));
+}

@@ -1,0 +1,42 @@
+// `attnlab report [--out DIR] [--quick] [--seed N] [--only a,b]`: the main job. Runs every
+// lab experiment and writes DIR/index.html, DIR/report.json, DIR/figures/, DIR/data/,
+// atomically (an earlier report survives a failed run).
+#include <fmt/format.h>
+#include <memory>
+
+#include "attnlab/lab.hpp"
+#include "command.hpp"
+#include "lab_print.hpp"
+
+namespace {
+
+struct ReportArgs {
+  std::string out = "report";
+  bool quick = false;
+  uint64_t seed = 0;
+  std::vector<std::string> only;
+};
+
+void run_report(const ReportArgs& a) {
+  attnlab::lab::ReportOptions o;
+  o.out = a.out;
+  o.quick = a.quick;
+  o.seed = a.seed;
+  o.only = a.only;
+  o.progress = attnlab::cli::stderr_progress("report");
+  const auto s = attnlab::lab::write_report(o);
+  attnlab::cli::print_verdicts(s.claims);
+  fmt::print("\nReport written in {:.1f} s: {}\n", s.seconds, s.index_html.string());
+}
+
+const attnlab::cli::Registrar reg(
+    "report", "Run every lab experiment and write the HTML report (figures, data, verdicts)", [](CLI::App& sub) {
+      auto a = std::make_shared<ReportArgs>();
+      sub.add_option("--out", a->out, "Output directory (replaced atomically)")->capture_default_str();
+      sub.add_flag("--quick", a->quick, "Small, fast configurations (a smoke test, not the real measurement)");
+      sub.add_option("--seed", a->seed, "Seed of the random numbers")->capture_default_str();
+      sub.add_option("--only", a->only, "Run only these experiments")->delimiter(',');
+      sub.callback([a] { run_report(*a); });
+    });
+
+}  // namespace
