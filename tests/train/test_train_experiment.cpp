@@ -38,6 +38,20 @@ TEST(TrainExperiment, GivesOneC8VerdictPerOptimiserWithTablesAndFigures) {
   EXPECT_EQ(r.config.at("steps"), "10");
 }
 
+TEST(TrainExperiment, OtherSettingsGiveSupplementaryVerdicts) {
+  Config c = tiny();
+  c["tasks"] = "recall,copy";
+  c["seeds"] = "1";
+  const Result r = run("train", c);
+  ASSERT_EQ(r.verdicts.size(), 4u);
+  int headline = 0;
+  for (const auto& v : r.verdicts) {
+    headline += !v.supplementary;
+    if (v.supplementary) EXPECT_NE(v.title.find("copy task"), std::string::npos) << v.title;
+  }
+  EXPECT_EQ(headline, 2);
+}
+
 TEST(TrainExperiment, BadConfigurationsNameTheKey) {
   auto fails_with = [](Config c, const std::string& key) {
     try {
