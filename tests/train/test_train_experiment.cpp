@@ -52,6 +52,22 @@ TEST(TrainExperiment, OtherSettingsGiveSupplementaryVerdicts) {
   EXPECT_EQ(headline, 2);
 }
 
+// The verdict is computed, not written down: the same short Adam study at d_k = 256
+// confirms C8 under the seeds' init (q, k of unit variance: the unscaled softmax is
+// saturated from the start) and refutes it under the small init (variance 1/d_k: the
+// unscaled logits start small and Adam trains as fast as with 1/√d_k).
+TEST(TrainExperiment, InitDecidesTheAdamVerdict) {
+  Config c{{"optimizers", "adam"}, {"policies", "none,inv_sqrt_d"}, {"dims", "256"}, {"threads", "2"}};
+  c["inits"] = "unit";
+  Result r = run("train", c);
+  ASSERT_EQ(r.verdicts.size(), 1u);
+  EXPECT_EQ(r.verdicts[0].outcome, Outcome::confirmed) << r.verdicts[0].measured_text;
+  c["inits"] = "small";
+  r = run("train", c);
+  ASSERT_EQ(r.verdicts.size(), 1u);
+  EXPECT_EQ(r.verdicts[0].outcome, Outcome::refuted) << r.verdicts[0].measured_text;
+}
+
 TEST(TrainExperiment, BadConfigurationsNameTheKey) {
   auto fails_with = [](Config c, const std::string& key) {
     try {
