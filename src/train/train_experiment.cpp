@@ -340,7 +340,7 @@ Result run_train(const TrainExperimentConfig& c, RunContext& ctx) {
   const StudyConfig config = study_of(c, ctx.seed);
   const StudyResult study = run_study(config, [&ctx](const StudyProgress& p) {
     const auto& rc = p.last->config;
-    ctx.report(fmt::format("train: {}/{} runs ({} {} {} d_k={} {} seed {}: {}), {:.0f} s elapsed, ETA {:.0f} s", p.done,
+    ctx.report(fmt::format("{}/{} runs ({} {} {} d_k={} {} seed {}: {}), {:.0f} s elapsed, ETA {:.0f} s", p.done,
                            p.total, to_string(rc.task.kind), to_string(rc.model.init), to_string(rc.optimizer),
                            rc.model.d_k, to_string(rc.model.scale), rc.seed,
                            p.last->steps_to_threshold >= 0 ? fmt::format("90% at step {}", p.last->steps_to_threshold)
