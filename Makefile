@@ -20,8 +20,10 @@ configure: deps $(BUILD_DIR)/CMakeCache.txt
 build: configure
 	cmake --build $(BUILD_DIR) -j $(JOBS)
 
+# The main job: every claim measured, written as an HTML report (atomically) in report/.
 demo: build
-	./$(BUILD_DIR)/attnlab demo
+	./$(BUILD_DIR)/attnlab report --out report
+	@echo "The report is in report/index.html (open it in a browser; data in report/data, figures in report/figures)."
 
 test: build
 	ctest --test-dir $(BUILD_DIR) --output-on-failure -j $(JOBS)

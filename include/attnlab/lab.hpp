@@ -121,7 +121,7 @@ struct Heatmap {
   std::vector<double> values;  // row-major, rows*cols
   std::string colorbar_label;
   bool symmetric_range = true;  // colour range ±max|value| with a diverging palette
-  double color_limit = 0;       // if > 0 (with symmetric_range): colour range ±color_limit, shared across panels
+  double color_limit = 0;       // if > 0: colour range ±color_limit (symmetric) or [0, color_limit], e.g. shared by panels
   bool annotate = false;        // print each value in its cell (small matrices)
 };
 

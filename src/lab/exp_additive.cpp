@@ -120,7 +120,7 @@ Result run_additive(const AdditiveConfig& c, RunContext& ctx) {
 
   Table t("additive", {"d_k", "d_a", "additive_std", "additive_theory_std", "multiplicative_std",
                        "multiplicative_theory_std", "additive_grad_h", "multiplicative_grad_h", "additive_max_prob",
-                       "multiplicative_max_prob"});
+                       "multiplicative_max_prob", "additive_rel_se", "multiplicative_rel_se"});
   ctx.report(fmt::format("{} sizes, {}×{} (s, h) pairs per weight draw", c.dims.size(), c.queries, c.keys));
   double consistency = 0;  // fast path (projections computed once) vs the per-pair forward functions
   for (int64_t d : c.dims) {
@@ -182,6 +182,14 @@ Result run_additive(const AdditiveConfig& c, RunContext& ctx) {
       }
     });
     for (double x : draw_consistency) consistency = std::max(consistency, x);
+    // Relative standard error of each measured std, from the spread of the per-draw stds
+    // (weights and inputs both vary between draws).
+    auto rel_se = [&](std::vector<double> Draw::*scores) {
+      std::vector<double> stds;
+      for (const auto& dr : draws) stds.push_back(std::sqrt(util::variance(dr.*scores)));
+      return std::sqrt(util::variance(stds) / static_cast<double>(stds.size())) / util::mean(stds);
+    };
+    const double add_se = rel_se(&Draw::add), mul_se = rel_se(&Draw::mul);
     Draw all;
     for (const auto& dr : draws)
       for (auto [dst, src] : {std::pair{&all.add, &dr.add}, {&all.mul, &dr.mul}, {&all.add_grad, &dr.add_grad},
@@ -195,7 +203,8 @@ Result run_additive(const AdditiveConfig& c, RunContext& ctx) {
     const double add_theory = std::sqrt(dad * var_v * mean_tanh_sq(var_u));
     const double mul_theory = std::sqrt(dad) * var_u / 2;
     t.add_row({dd, dad, std::sqrt(util::variance(all.add)), add_theory, std::sqrt(util::variance(all.mul)), mul_theory,
-               util::median(all.add_grad), util::median(all.mul_grad), util::mean(all.add_max), util::mean(all.mul_max)});
+               util::median(all.add_grad), util::median(all.mul_grad), util::mean(all.add_max), util::mean(all.mul_max),
+               add_se, mul_se});
   }
   result.tables.push_back(t);
 
@@ -231,10 +240,15 @@ Result run_additive(const AdditiveConfig& c, RunContext& ctx) {
   f.panels = {ps, pg, pm};
   result.figures.push_back(f);
 
-  double worst_add = 0, worst_mul = 0;
+  // Agreement with theory within ratio_tolerance, or 4 standard errors when sampling noise is larger
+  // (few weight draws in a quick run); worst_* are in units of that allowance.
+  double worst_add = 0, worst_mul = 0, worst_add_in = 0, worst_mul_in = 0;
   for (size_t i = 0; i < xs.size(); ++i) {
-    worst_add = std::max(worst_add, std::abs(t.column("additive_std")[i] / t.column("additive_theory_std")[i] - 1));
-    worst_mul = std::max(worst_mul, std::abs(t.column("multiplicative_std")[i] / t.column("multiplicative_theory_std")[i] - 1));
+    const double ea = std::abs(t.column("additive_std")[i] / t.column("additive_theory_std")[i] - 1);
+    const double em = std::abs(t.column("multiplicative_std")[i] / t.column("multiplicative_theory_std")[i] - 1);
+    worst_add = std::max(worst_add, ea), worst_mul = std::max(worst_mul, em);
+    worst_add_in = std::max(worst_add_in, ea / std::max(c.ratio_tolerance, 4 * t.column("additive_rel_se")[i]));
+    worst_mul_in = std::max(worst_mul_in, em / std::max(c.ratio_tolerance, 4 * t.column("multiplicative_rel_se")[i]));
   }
   // Fitted powers over the upper half of the sizes (the additive theory has a d_a/(d_a + 1) factor at small d).
   const size_t half = xs.size() / 2;
@@ -245,6 +259,8 @@ Result run_additive(const AdditiveConfig& c, RunContext& ctx) {
   };
   const double add_slope = util::loglog_slope(xs_hi, upper("additive_std"));
   const double mul_slope = util::loglog_slope(xs_hi, upper("multiplicative_std"));
+  const double add_allow = std::max(c.slope_tolerance, 4 * util::loglog_slope_se(xs_hi, upper("additive_rel_se")));
+  const double mul_allow = std::max(c.slope_tolerance, 4 * util::loglog_slope_se(xs_hi, upper("multiplicative_rel_se")));
   Verdict v = make_verdict("C9");
   v.theory = 0;
   v.theory_text = "std of the additive score: bounded, d_k^0 (→ √(2 E tanh²(N(0,2)))); multiplicative: d_k^½";
@@ -253,15 +269,16 @@ Result run_additive(const AdditiveConfig& c, RunContext& ctx) {
                                 "|measured/theory − 1|: additive {:.3f}, multiplicative {:.3f}; gradient check {:.2g}; fast path vs "
                                 "forward {:.2g}",
                                 xs_hi.front(), add_slope, mul_slope, worst_add, worst_mul, grad_error, consistency);
-  v.tolerance = c.slope_tolerance;
+  v.tolerance = add_allow;
   v.method = fmt::format("The std of each score over {}×{} random (h, s) pairs per weight draw (max(2, {}/d_k) draws per d_k), against its "
                          "theory (within {:g} relative) and as a fitted power of d_k over the upper half of the sizes "
-                         "(additive 0 ± {:g}, multiplicative 0.5 ± {:g}); the hand-written backward of both scores "
+                         "(additive 0 ± {:g}, multiplicative 0.5 ± {:g}; either allowance widened to 4 standard errors "
+                         "of the fit when sampling noise is larger); the hand-written backward of both scores "
                          "against central differences (≤ {:g}).",
                          c.queries, c.keys, c.weight_samples, c.ratio_tolerance, c.slope_tolerance, c.slope_tolerance,
                          c.gradcheck_tolerance);
-  v.outcome = util::outcome_of(std::abs(add_slope) <= c.slope_tolerance && std::abs(mul_slope - 0.5) <= c.slope_tolerance &&
-                               worst_add <= c.ratio_tolerance && worst_mul <= c.ratio_tolerance &&
+  v.outcome = util::outcome_of(std::abs(add_slope) <= add_allow && std::abs(mul_slope - 0.5) <= mul_allow &&
+                               worst_add_in <= 1 && worst_mul_in <= 1 &&
                                grad_error <= c.gradcheck_tolerance && consistency <= 1e-9);
   v.figure = f.name;
   result.verdicts.push_back(v);
@@ -270,7 +287,7 @@ Result run_additive(const AdditiveConfig& c, RunContext& ctx) {
 
 const ExperimentRegistrar<AdditiveConfig> reg("additive",
                                               "Additive vs multiplicative attention scores against d_k (own backward, gradient-checked)",
-                                              {"C9"}, run_additive, {{"dims", "4,16,64,256"}, {"weight_samples", "512"}, {"queries", "32"}});
+                                              {"C9"}, run_additive, {{"dims", "4,16,64,256,512"}, {"weight_samples", "1024"}, {"queries", "32"}});
 
 }  // namespace
 }  // namespace attnlab::lab

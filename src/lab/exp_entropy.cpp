@@ -30,7 +30,7 @@ struct EntropyConfig {
   double growth_threshold = 1.0;     // "grows": entropy rises by more than this (nats) from the smallest to the largest n
   double constant_fraction = 0.25;   // "near constant": its rise is below this fraction of 1/√d's
   // α*: maximiser of E[α(1 − Σ softmax(α z)²)], z ~ N(0, I_n)
-  int64_t alpha_samples = 1 << 17;   // Σ over draws of n: draws per n = max(8, alpha_samples / n)
+  int64_t alpha_samples = 1 << 17;   // Σ over draws of n: draws per n = max(32, alpha_samples / n)
   double alpha_coefficient = 0.84;   // theory α* ≈ 0.84·√(ln n)
   double alpha_tolerance = 0.10;     // relative
   int64_t alpha_min_n = 256;         // the approximation is asymptotic: judged for n ≥ this
@@ -42,7 +42,7 @@ struct EntropyConfig {
     p.add("planted_signal", planted_signal, "β of the planted input q = β·k_t + N(0, I)");
     p.add("growth_threshold", growth_threshold, "1/√d's entropy must rise by more than this many nats over the range of n");
     p.add("constant_fraction", constant_fraction, "a log n-aware scale is 'near constant' if its rise is below this fraction of 1/√d's");
-    p.add("alpha_samples", alpha_samples, "random logits per n for α* (draws = max(8, alpha_samples / n))");
+    p.add("alpha_samples", alpha_samples, "random logits per n for α* (draws = max(32, alpha_samples / n))");
     p.add("alpha_coefficient", alpha_coefficient, "theory: α* ≈ alpha_coefficient·√(ln n)");
     p.add("alpha_tolerance", alpha_tolerance, "relative agreement of α* with the theory");
     p.add("alpha_min_n", alpha_min_n, "α* is judged for n ≥ this (the theory is asymptotic)");
@@ -175,7 +175,7 @@ Result run_entropy(const EntropyConfig& c, RunContext& ctx) {
       // global maximum and the first local one; golden-section search refines each.
       std::vector<double> z(static_cast<size_t>(n)), x, p, best, first;
       const auto grid = util::log_grid(0.05, 100.0, 64);
-      for (int64_t r = 0; r < std::max<int64_t>(8, c.alpha_samples / n); ++r) {
+      for (int64_t r = 0; r < std::max<int64_t>(32, c.alpha_samples / n); ++r) {
         for (auto& e : z) e = normal(g);
         std::vector<double> vals;
         for (double a : grid) vals.push_back(half_l1(a, z, x, p));
@@ -204,7 +204,7 @@ Result run_entropy(const EntropyConfig& c, RunContext& ctx) {
   for (size_t i = 0; i < c.ns.size(); ++i) {
     const double n = xs[i], theory = c.alpha_coefficient * std::sqrt(std::log(n));
     at.add_row({n, alpha_star[i], alpha_lo[i], alpha_hi[i], theory, large_n(n), first_local[i],
-                static_cast<double>(std::max<int64_t>(8, c.alpha_samples / c.ns[i]))});
+                static_cast<double>(std::max<int64_t>(32, c.alpha_samples / c.ns[i]))});
     if (c.ns[i] >= c.alpha_min_n) worst_alpha = std::max(worst_alpha, std::abs(alpha_star[i] / theory - 1));
     alpha_text += fmt::format("{}{}: {:.3f} ({:.3f})", i ? ", " : "", c.ns[i], alpha_star[i], theory);
   }
@@ -217,8 +217,8 @@ Result run_entropy(const EntropyConfig& c, RunContext& ctx) {
   f.caption = "Top: random q, k ~ N(0, I); bottom: each query planted on one key (q = β·k_t + noise). Left: mean row "
               "entropy, with ln n (uniform) and, for random inputs, the Gaussian theory ln n − τ²/2 (thin dashed, drawn "
               "where it applies: τ² < ½ ln n, τ = scale·√d). Right: "
-              "mean largest probability. Under 1/√d the entropy climbs with n; the log n-aware scales hold a planted "
-              "query on its key.";
+              "mean largest probability. Under 1/√d the entropy climbs with n and a planted query loses its key; the "
+              "log n-aware scales keep the planted key's probability roughly level.";
   f.layout_rows = 2;
   f.layout_cols = 2;
   f.width = 1400;
@@ -261,18 +261,19 @@ Result run_entropy(const EntropyConfig& c, RunContext& ctx) {
   af.title = "The temperature α* that maximises the softmax gradient α(1 − Σp²)";
   af.caption = "For random logits z ~ N(0, I_n), the α that maximises α(1 − Σp²) with p = softmax(αz), found by "
                "grid and golden-section search per draw of z (median; band: quartiles), beside the issue's "
-               "α* ≈ 0.84·√(ln n) and the mean-field maximiser of α(1 − e^{α²}/n) that this formula approximates. "
+               "α* ≈ 0.84·√(ln n) and the mean-field maximiser of α(1 − exp(α²)/n) that this formula approximates. "
                "The global maximum sits where the two largest logits split the mass (α ≈ 1/gap); the first local "
                "maximum, while many keys share it, is the regime the mean-field theory describes.";
   af.width = 900;
   af.height = 560;
-  Panel pa = util::panel("α* against n", "n", "α*", true, false);
+  Panel pa = util::panel("α* against n", "n", "α*", true, true);
   pa.series.push_back(util::band("measured: quartiles over draws", xs, alpha_lo, alpha_hi, util::colour(5)));
   pa.series.push_back(util::series("measured α* (median over draws)", Style::linespoints, xs, alpha_star, util::colour(1)));
   pa.series.push_back(util::series("measured: first local maximum (median)", Style::linespoints, xs, first_local, util::colour(2)));
   pa.series.push_back(util::series(fmt::format("theory {:g}·√(ln n)", c.alpha_coefficient), Style::theory, xs, at.column("theory_084_sqrt_ln_n"), "#000000"));
   pa.series.push_back(util::series("mean field: max α(1 − exp(α²)/n)", Style::theory, xs, at.column("mean_field_alpha_star"), util::colour(0)));
-  pa.y_min = 0;
+  pa.y_min = 0.5;
+  pa.y_max = 100;
   pa.legend_position = "top left";
   pa.x_tics = xs;
   af.panels.push_back(pa);
@@ -306,7 +307,7 @@ Result run_entropy(const EntropyConfig& c, RunContext& ctx) {
                                 c.ns.back(), text, held, tested);
   v.tolerance = c.constant_fraction;
   v.method = fmt::format("Mean row entropy (engine diagnostics) from n = {} to {}, for random and planted inputs. "
-                         "Confirmed when 1/√d's entropy rises by more than {:g} nats in both and every log n-aware "
+                         "Confirmed when 1/√d's entropy rises by more than {:g} nat(s) in both and every log n-aware "
                          "policy's rise is below {:g}× that; refuted when 1/√d's does not rise or no log n-aware case "
                          "holds; inconclusive when only some cases hold.",
                          c.ns.front(), c.ns.back(), c.growth_threshold, c.constant_fraction);
@@ -334,7 +335,7 @@ Result run_entropy(const EntropyConfig& c, RunContext& ctx) {
                      fmt::format("; worst relative deviation for n ≥ {}: {:.3f}. Mean-field maximiser / measured first local maximum: ",
                                  c.alpha_min_n, worst_alpha) + mf_text;
   va.tolerance = c.alpha_tolerance;
-  va.method = fmt::format("Golden-section search of α(1 − Σp²) on each of max(8, {}/n) draws of z per n, median over draws; "
+  va.method = fmt::format("Golden-section search of α(1 − Σp²) on each of max(32, {}/n) draws of z per n, median over draws; "
                           "confirmed when α* is within {:g} (relative) of {:g}·√(ln n) for every n ≥ {}.",
                           c.alpha_samples, c.alpha_tolerance, c.alpha_coefficient, c.alpha_min_n);
   va.outcome = util::outcome_of(worst_alpha <= c.alpha_tolerance);

@@ -324,10 +324,18 @@ Result run_variance(const VarianceConfig& c, RunContext& ctx) {
     mid.series.push_back(util::series(fmt::format("{} σ={}", cu.dist, cu.sigma), Style::points, cu.d, cu.var_scaled, col));
     mid.series.push_back(util::series(fmt::format("σ⁴ = {}", std::pow(cu.sigma, 4)), Style::theory, cu.d, th_scaled, col));
   }
+  // The spread sampling alone would give: ±2 standard errors of the whole-matrix variance (gaussian).
+  for (const auto& cu : curves) {
+    if (cu.dist != "gaussian") continue;
+    std::vector<double> lo, hi;
+    for (double se : cu.rel_se) lo.push_back(1 - 2 * se), hi.push_back(1 + 2 * se);
+    right.series.insert(right.series.begin(), util::band("±2 standard errors (gaussian)", cu.d, lo, hi, "#bbbbbb"));
+    break;
+  }
   colour_index = 0;
   for (const auto& cu : curves) {
     const std::string col = util::colour(colour_index++);
-    right.series.push_back(util::series(fmt::format("{} σ={} whole", cu.dist, cu.sigma), Style::points, cu.d, cu.ratio_whole, col));
+    right.series.push_back(util::series(fmt::format("{} σ={} (whole, rows, cols)", cu.dist, cu.sigma), Style::points, cu.d, cu.ratio_whole, col));
     right.series.push_back(util::series("", Style::points, cu.d, cu.ratio_rows, col));
     right.series.push_back(util::series("", Style::points, cu.d, cu.ratio_cols, col));
   }

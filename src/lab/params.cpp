@@ -61,7 +61,10 @@ std::string format_double(double v) { return fmt::format("{}", v); }
 template <class T, class F>
 std::string join(const std::vector<T>& v, F f) {
   std::string s;
-  for (size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + f(v[i]);
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (i) s += ',';
+    s += f(v[i]);
+  }
   return s;
 }
 
@@ -132,7 +135,10 @@ void Params::apply(const Config& config) const {
       if (b.parameter.name == key) found = &b;
     if (found == nullptr) {
       std::string known;
-      for (const auto& b : bindings_) known += (known.empty() ? "" : ", ") + b.parameter.name;
+      for (const auto& b : bindings_) {
+        if (!known.empty()) known += ", ";
+        known += b.parameter.name;
+      }
       throw Error(fmt::format("unknown parameter '{}' (known: {})", key, known.empty() ? "none" : known));
     }
     found->set(value);

@@ -85,6 +85,7 @@ void write_panel(std::ostream& g, const Panel& p, int panel_index) {
       g << "set cbrange [" << num(-m) << ":" << num(m) << "]\n";
       g << "set palette defined (0 \"#2166ac\", 0.5 \"#f7f7f7\", 1 \"#b2182b\")\n";
     } else {
+      if (h.color_limit > 0) lo = 0, hi = h.color_limit;
       if (!(hi > lo)) hi = lo + 1;
       g << "set cbrange [" << num(lo) << ":" << num(hi) << "]\n";
       g << "set palette defined (0 \"#440154\", 0.25 \"#3b528b\", 0.5 \"#21918c\", 0.75 \"#5ec962\", 1 \"#fde725\")\n";

@@ -5,6 +5,8 @@
 #include <fmt/format.h>
 #include <set>
 #include <sstream>
+#include <cerrno>
+#include <csignal>
 #include <unistd.h>
 
 #include "attnlab/lab.hpp"
@@ -184,6 +186,30 @@ std::string build_html(const ReportOptions& o, const std::vector<Result>& result
   return h.str();
 }
 
+// An interrupted run (killed, Ctrl-C) may leave its hidden work directories next to OUT:
+// ".OUT.tmp-PID" (a half-built report) and, if it died between the two renames,
+// ".OUT.old-PID" (the previous report, moved aside). Those of processes no longer alive are
+// cleaned up here: the previous report is put back if OUT is missing, the rest removed.
+void recover_interrupted(const fs::path& parent, const std::string& stem, const fs::path& out) {
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(parent, ec)) {
+    const std::string name = entry.path().filename().string();
+    for (const char* kind : {".tmp-", ".old-"}) {
+      const std::string prefix = "." + stem + kind;
+      if (name.rfind(prefix, 0) != 0) continue;
+      const std::string pid_text = name.substr(prefix.size());
+      if (pid_text.empty() || pid_text.find_first_not_of("0123456789") != std::string::npos) continue;
+      const pid_t pid = static_cast<pid_t>(std::stol(pid_text));
+      if (pid == getpid() || ::kill(pid, 0) == 0 || errno != ESRCH) continue;  // still running (or not ours to judge)
+      std::error_code e2;
+      if (std::string(kind) == ".old-" && !fs::exists(out))
+        fs::rename(entry.path(), out, e2);
+      else
+        fs::remove_all(entry.path(), e2);
+    }
+  }
+}
+
 }  // namespace
 
 ReportSummary write_report(const ReportOptions& o) {
@@ -209,6 +235,7 @@ ReportSummary write_report(const ReportOptions& o) {
   fs::create_directories(parent, ec);
   if (ec) throw Error("report: cannot create " + parent.string() + ": " + ec.message());
   const std::string stem = out.filename().string();
+  recover_interrupted(parent, stem, out);
   const fs::path tmp = parent / fmt::format(".{}.tmp-{}", stem, getpid());
   fs::remove_all(tmp, ec);
   fs::create_directories(tmp, ec);

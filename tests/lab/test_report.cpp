@@ -128,6 +128,27 @@ TEST(Report, FailedRunLeavesTheEarlierReportIntact) {
   fs::remove_all(out.parent_path());
 }
 
+TEST(Report, RecoversFromAnInterruptedRun) {
+  if (!lab::plotting_available()) GTEST_SKIP() << "gnuplot with the pngcairo terminal is not installed";
+  const auto out = scratch("interrupted");
+  // A run killed between its two renames: the previous report sits aside, OUT is missing,
+  // and a half-built directory is left. PID 2^22 + 1 is above Linux's pid_max: never alive.
+  const auto old = out.parent_path() / ".interrupted.old-4194305";
+  const auto tmp = out.parent_path() / ".interrupted.tmp-4194305";
+  fs::create_directories(old);
+  fs::create_directories(tmp / "figures");
+  std::ofstream(old / "marker") << "previous report";
+  lab::ReportOptions o;
+  o.out = out;
+  o.quick = true;
+  o.only = {"test_failing"};
+  EXPECT_THROW(lab::write_report(o), attnlab::Error);
+  EXPECT_TRUE(fs::exists(out / "marker"));  // the previous report is back in place
+  EXPECT_FALSE(fs::exists(old));
+  EXPECT_FALSE(fs::exists(tmp));
+  fs::remove_all(out.parent_path());
+}
+
 TEST(Report, OpensInHeadlessChromiumWithEveryFigureAndVerdict) {
   if (!lab::plotting_available()) GTEST_SKIP() << "gnuplot with the pngcairo terminal is not installed";
   const std::string chromium = find_chromium();

@@ -3,6 +3,9 @@
 // and prints its verdicts. Each experiment is a subcommand of `run`, so that
 // `attnlab run NAME --help` lists its parameters with their defaults; each
 // parameter is also an option of its own (--dims 16,64).
+#include <cctype>
+#include <filesystem>
+#include <unistd.h>
 #include <fmt/format.h>
 #include <fstream>
 #include <map>
@@ -23,6 +26,13 @@ struct RunOptions {
   std::map<std::string, std::string> direct;  // --<parameter> VALUE
 };
 
+// "int list" → "INT,...": what CLI11 shows after the option name.
+std::string type_name(const std::string& type) {
+  std::string t = type.substr(0, type.find(' '));
+  for (auto& ch : t) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+  return type.find("list") != std::string::npos ? t + ",..." : t;
+}
+
 attnlab::lab::Config parse_sets(const std::vector<std::string>& sets) {
   attnlab::lab::Config config;
   for (const auto& s : sets) {
@@ -33,6 +43,37 @@ attnlab::lab::Config parse_sets(const std::vector<std::string>& sets) {
   return config;
 }
 
+// Writes the result into a hidden sibling directory, then swaps it in: a failed run (say,
+// gnuplot missing) leaves an earlier run's output as it was.
+void write_atomically(const attnlab::lab::Result& r, const std::filesystem::path& out_arg) {
+  namespace fs = std::filesystem;
+  const fs::path out = fs::absolute(out_arg).lexically_normal();
+  const fs::path parent = out.parent_path();
+  std::error_code ec;
+  fs::create_directories(parent, ec);
+  if (ec) throw attnlab::Error("--out: cannot create " + parent.string() + ": " + ec.message());
+  const fs::path tmp = parent / fmt::format(".{}.tmp-{}", out.filename().string(), getpid());
+  const fs::path old = parent / fmt::format(".{}.old-{}", out.filename().string(), getpid());
+  fs::remove_all(tmp, ec);
+  try {
+    attnlab::lab::write_result(r, tmp);
+  } catch (...) {
+    fs::remove_all(tmp, ec);
+    throw;
+  }
+  const bool had_old = fs::exists(out);
+  if (had_old) fs::rename(out, old, ec);
+  if (ec) throw attnlab::Error("--out: cannot replace " + out.string() + ": " + ec.message());
+  fs::rename(tmp, out, ec);
+  if (ec) {
+    std::error_code ec2;
+    if (had_old) fs::rename(old, out, ec2);
+    fs::remove_all(tmp, ec2);
+    throw attnlab::Error("--out: cannot write " + out.string() + ": " + ec.message());
+  }
+  fs::remove_all(old, ec);
+}
+
 void run_experiment(const attnlab::lab::Experiment& e, const RunOptions& o) {
   attnlab::lab::Config config;
   if (o.quick) config = e.quick;
@@ -40,7 +81,7 @@ void run_experiment(const attnlab::lab::Experiment& e, const RunOptions& o) {
   for (const auto& [k, v] : o.direct) config[k] = v;
   const attnlab::lab::Result r = attnlab::lab::run(e.name, config, o.seed, attnlab::cli::stderr_progress(e.name));
   const std::string out = o.out.empty() ? "lab-runs/" + e.name : o.out;
-  attnlab::lab::write_result(r, out);
+  write_atomically(r, out);
   if (!o.json.empty()) {
     std::ofstream f(o.json);
     if (!f) throw attnlab::Error("--json: cannot write " + o.json);
@@ -80,7 +121,8 @@ const attnlab::cli::Registrar reg(
           }
           app->add_option_function<std::string>(
                  "--" + p.name, [options, name = p.name](const std::string& v) { options->direct[name] = v; },
-                 p.help + " (" + p.type + ")")
+                 p.help)
+              ->type_name(type_name(p.type))
               ->default_str(p.default_value)
               ->group("Parameters");
         }
