@@ -7,3 +7,4 @@
 #include "attnlab/scale.hpp"
 #include "attnlab/softmax.hpp"
 #include "attnlab/tensor.hpp"
+#include "attnlab/train.hpp"

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 #include <regex>
+#include <set>
 #include <sstream>
 #include <unistd.h>
 
@@ -175,8 +176,14 @@ TEST(Report, OpensInHeadlessChromiumWithEveryFigureAndVerdict) {
   EXPECT_EQ(loaded, images) << "figures that did not load: " << m[3];
   EXPECT_EQ(claims, 12);
   EXPECT_GE(verdicts, 12);
-  for (const char* verdict_class : {"confirmed", "pending"})
-    EXPECT_NE(dom.find(std::string("class=\"verdict ") + verdict_class + "\""), std::string::npos);
+  // "pending" appears only while some claim has no registered experiment (C8 until `train` is merged).
+  std::set<std::string> measured;
+  for (const auto* e : lab::experiments())
+    for (const auto& c : e->claims) measured.insert(c);
+  std::vector<const char*> classes{"confirmed"};
+  if (measured.size() < lab::claims().size()) classes.push_back("pending");
+  for (const char* verdict_class : classes)
+    EXPECT_NE(dom.find(std::string("class=\"verdict ") + verdict_class + "\""), std::string::npos) << verdict_class;
   // A screenshot: the page renders to a non-empty PNG.
   const auto shot = out.parent_path() / "report.png";
   run_capture("timeout 120 '" + chromium + "'" + flags + "--window-size=1280,2000 --screenshot='" + shot.string() + "' " +

@@ -109,6 +109,16 @@ const attnlab::cli::Registrar reg(
         app->add_flag("--quick", options->quick, "Use the experiment's small, fast configuration");
         auto values = std::make_shared<std::map<std::string, std::string>>();
         for (const auto& p : e->parameters()) {
+          if (p.type == "bool") {
+            // A bool parameter also works as a flag: `--full` is `--full true`.
+            app->add_option_function<std::string>(
+                   "--" + p.name,
+                   [options, name = p.name](const std::string& v) { options->direct[name] = v.empty() ? "true" : v; },
+                   p.help + " (bool, default " + p.default_value + "; alone: true)")
+                ->expected(0, 1)
+                ->group("Parameters");
+            continue;
+          }
           app->add_option_function<std::string>(
                  "--" + p.name, [options, name = p.name](const std::string& v) { options->direct[name] = v; },
                  p.help)

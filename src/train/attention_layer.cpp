@@ -1,0 +1,243 @@
+#include "train/attention_layer.hpp"
+
+#include <cmath>
+
+#include "attnlab/engine.hpp"
+#include "attnlab/reference.hpp"
+#include "train/dense.hpp"
+
+namespace attnlab::train {
+namespace {
+
+// Added under the square root of the qk-norm so that a zero row cannot divide by zero.
+constexpr double kNormEps = 1e-12;
+
+AttentionOptions<float> engine_options(ScalePolicy scale) {
+  AttentionOptions<float> o;
+  o.scale = scale;
+  // The trainer checks the loss for NaN/inf itself (a non-finite q, k or v
+  // always reaches it), so the engine's extra pass over the inputs is skipped.
+  o.check_finite = false;
+  return o;
+}
+
+// The attention itself: float goes through the engine (the thing under study),
+// double through the exact reference (used by the gradient checks).
+void attend_forward(const float* q, const float* k, const float* v, float* out, float* lse, int64_t B, int64_t Nq,
+                    int64_t N, int64_t dk, int64_t dv, ScalePolicy scale, AttentionStats* stats) {
+  const ConstView<float> qv(q, {B, 1, Nq, dk}), kv(k, {B, 1, N, dk}), vv(v, {B, 1, N, dv});
+  const TensorView<float> ov(out, {B, 1, Nq, dv}), lv(lse, {B, 1, Nq, 1});
+  const EngineConfig one_thread{1};
+  if (stats == nullptr) {
+    attention_forward(qv, kv, vv, engine_options(scale), ov, lv, nullptr, one_thread);
+    return;
+  }
+  const auto rows = static_cast<size_t>(B * Nq);
+  stats->entropy.resize(rows);
+  stats->jacobian_fro_sq.resize(rows);
+  stats->max_prob.resize(rows);
+  RowDiagnostics diag{TensorView<float>(stats->max_prob.data(), {B, 1, Nq, 1}),
+                      TensorView<float>(stats->entropy.data(), {B, 1, Nq, 1}),
+                      TensorView<float>(stats->jacobian_fro_sq.data(), {B, 1, Nq, 1})};
+  attention_forward(qv, kv, vv, engine_options(scale), ov, lv, &diag, one_thread);
+}
+
+void attend_forward(const double* q, const double* k, const double* v, double* out, double* lse, int64_t B,
+                    int64_t Nq, int64_t N, int64_t dk, int64_t dv, ScalePolicy scale, AttentionStats*) {
+  AttentionOptions<double> o;
+  o.scale = scale;
+  reference::attention_forward(ConstView<double>(q, {B, 1, Nq, dk}), ConstView<double>(k, {B, 1, N, dk}),
+                               ConstView<double>(v, {B, 1, N, dv}), o, TensorView<double>(out, {B, 1, Nq, dv}),
+                               TensorView<double>(lse, {B, 1, Nq, 1}));
+}
+
+void attend_backward(const float* q, const float* k, const float* v, const float* out, const float* lse,
+                     const float* dout, float* dq, float* dk_, float* dv_, int64_t B, int64_t Nq, int64_t N,
+                     int64_t dk, int64_t dv, ScalePolicy scale) {
+  attention_backward(ConstView<float>(q, {B, 1, Nq, dk}), ConstView<float>(k, {B, 1, N, dk}),
+                     ConstView<float>(v, {B, 1, N, dv}), ConstView<float>(out, {B, 1, Nq, dv}),
+                     ConstView<float>(lse, {B, 1, Nq, 1}), ConstView<float>(dout, {B, 1, Nq, dv}),
+                     engine_options(scale), TensorView<float>(dq, {B, 1, Nq, dk}),
+                     TensorView<float>(dk_, {B, 1, N, dk}), TensorView<float>(dv_, {B, 1, N, dv}),
+                     EngineConfig{1});
+}
+
+void attend_backward(const double* q, const double* k, const double* v, const double* out, const double* lse,
+                     const double* dout, double* dq, double* dk_, double* dv_, int64_t B, int64_t Nq, int64_t N,
+                     int64_t dk, int64_t dv, ScalePolicy scale) {
+  AttentionOptions<double> o;
+  o.scale = scale;
+  reference::attention_backward(ConstView<double>(q, {B, 1, Nq, dk}), ConstView<double>(k, {B, 1, N, dk}),
+                                ConstView<double>(v, {B, 1, N, dv}), ConstView<double>(out, {B, 1, Nq, dv}),
+                                ConstView<double>(lse, {B, 1, Nq, 1}), ConstView<double>(dout, {B, 1, Nq, dv}), o,
+                                TensorView<double>(dq, {B, 1, Nq, dk}), TensorView<double>(dk_, {B, 1, N, dk}),
+                                TensorView<double>(dv_, {B, 1, N, dv}));
+}
+
+// Rows of x [M, d] divided by their norms: y = x/‖x‖, norms[i] = ‖x_i‖.
+template <class T>
+void normalise_rows(const std::vector<T>& x, std::vector<T>& y, std::vector<T>& norms, int64_t M, int64_t d) {
+  y.resize(x.size());
+  norms.resize(static_cast<size_t>(M));
+  for (int64_t i = 0; i < M; ++i) {
+    double s = 0;
+    for (int64_t c = 0; c < d; ++c) s += static_cast<double>(x[i * d + c]) * x[i * d + c];
+    const double n = std::sqrt(s + kNormEps);
+    norms[static_cast<size_t>(i)] = static_cast<T>(n);
+    for (int64_t c = 0; c < d; ++c) y[i * d + c] = static_cast<T>(x[i * d + c] / n);
+  }
+}
+
+// Back through y = x/‖x‖: dx = (dy − y (y·dy)) / ‖x‖, in place on dy.
+template <class T>
+void normalise_rows_backward(const std::vector<T>& y, const std::vector<T>& norms, T* dy, int64_t M, int64_t d) {
+  for (int64_t i = 0; i < M; ++i) {
+    double dot = 0;
+    for (int64_t c = 0; c < d; ++c) dot += static_cast<double>(y[i * d + c]) * dy[i * d + c];
+    const double inv = 1.0 / norms[static_cast<size_t>(i)];
+    for (int64_t c = 0; c < d; ++c) dy[i * d + c] = static_cast<T>((dy[i * d + c] - y[i * d + c] * dot) * inv);
+  }
+}
+
+}  // namespace
+
+template <class T>
+AttentionLayer<T>::AttentionLayer(const std::string& name, const ModelConfig& config)
+    : w_q(name + ".w_q", config.d_model, config.d_k),
+      w_k(name + ".w_k", config.d_model, config.d_k),
+      w_v(name + ".w_v", config.d_model, config.d_model),
+      w_o(name + ".w_o", config.d_model, config.d_model),
+      log_temp(name + ".log_temp", 1, 1),
+      config_(config),
+      D_(config.d_model),
+      dk_(config.d_k) {
+  if (config.layernorm) ln.emplace(name + ".ln", config.d_model);
+}
+
+template <class T>
+void AttentionLayer<T>::init(std::mt19937_64& rng) {
+  const double D = static_cast<double>(D_);
+  // unit: components of q and k have variance ≈ 1 (inputs have unit variance);
+  // small: variance ≈ 1/d_k.
+  const double qk_std = config_.init == InitMode::unit ? std::sqrt(1.0 / D) : std::sqrt(1.0 / (D * dk_));
+  w_q.fill_normal(rng, qk_std);
+  w_k.fill_normal(rng, qk_std);
+  w_v.fill_normal(rng, std::sqrt(1.0 / D));
+  w_o.fill_normal(rng, std::sqrt(1.0 / D));
+  // exp(s) = √d_k: at init the logits q̂·k̂·√d_k spread like 1/√d_k's q·k/√d_k.
+  log_temp.fill(static_cast<T>(0.5 * std::log(static_cast<double>(dk_))));
+}
+
+template <class T>
+double AttentionLayer<T>::scale() const {
+  switch (config_.scale) {
+    case ScaleMode::none: return 1.0;
+    case ScaleMode::inv_sqrt_d: return 1.0 / std::sqrt(static_cast<double>(dk_));
+    case ScaleMode::inv_d: return 1.0 / static_cast<double>(dk_);
+    case ScaleMode::qk_norm_temperature: return std::exp(static_cast<double>(log_temp.value[0]));
+  }
+  return 1.0;
+}
+
+template <class T>
+std::vector<Param<T>*> AttentionLayer<T>::params() {
+  std::vector<Param<T>*> p{&w_q, &w_k, &w_v, &w_o};
+  if (config_.scale == ScaleMode::qk_norm_temperature) p.push_back(&log_temp);
+  if (ln) {
+    p.push_back(&ln->gamma);
+    p.push_back(&ln->beta);
+  }
+  return p;
+}
+
+template <class T>
+void AttentionLayer<T>::forward(const T* h, T* h_out, int64_t B, int64_t N, AttentionStats* stats, bool last_only) {
+  B_ = B;
+  N_ = N;
+  Nq_ = last_only ? 1 : N;
+  const int64_t M = B * N, Mq = B * Nq_;
+  const auto md = static_cast<size_t>(M * D_);
+  a_.resize(md);
+  if (ln)
+    ln->forward(h, a_.data(), M);
+  else
+    std::copy(h, h + M * D_, a_.begin());
+  a_q_.resize(static_cast<size_t>(Mq * D_));
+  for (int64_t b = 0; b < B; ++b)
+    std::copy_n(a_.data() + (b * N + N - Nq_) * D_, Nq_ * D_, a_q_.data() + b * Nq_ * D_);
+  q_.resize(static_cast<size_t>(Mq * dk_));
+  k_.resize(static_cast<size_t>(M * dk_));
+  v_.resize(md);
+  o_.resize(static_cast<size_t>(Mq * D_));
+  lse_.resize(static_cast<size_t>(Mq));
+  dense::matmul(a_q_.data(), w_q.value.data(), q_.data(), Mq, D_, dk_, false);
+  dense::matmul(a_.data(), w_k.value.data(), k_.data(), M, D_, dk_, false);
+  dense::matmul(a_.data(), w_v.value.data(), v_.data(), M, D_, D_, false);
+  const bool qk_norm = config_.scale == ScaleMode::qk_norm_temperature;
+  if (qk_norm) {
+    normalise_rows(q_, qn_, q_norm_, Mq, dk_);
+    normalise_rows(k_, kn_, k_norm_, M, dk_);
+  }
+  const T* q_in = qk_norm ? qn_.data() : q_.data();
+  const T* k_in = qk_norm ? kn_.data() : k_.data();
+  attend_forward(q_in, k_in, v_.data(), o_.data(), lse_.data(), B, Nq_, N, dk_, D_, ScalePolicy::fixed(scale()), stats);
+  // h' = h + o W_o on the querying rows, h elsewhere.
+  std::copy(h, h + M * D_, h_out);
+  std::vector<T> update(static_cast<size_t>(Mq * D_));  // [B·Nq, D]
+  dense::matmul(o_.data(), w_o.value.data(), update.data(), Mq, D_, D_, false);
+  for (int64_t b = 0; b < B; ++b) {
+    T* dst = h_out + (b * N + N - Nq_) * D_;
+    const T* src = update.data() + b * Nq_ * D_;
+    for (int64_t i = 0; i < Nq_ * D_; ++i) dst[i] += src[i];
+  }
+}
+
+template <class T>
+void AttentionLayer<T>::backward(const T* dh_out, T* dh) {
+  const int64_t M = B_ * N_, Mq = B_ * Nq_;
+  const auto md = static_cast<size_t>(M * D_), mqd = static_cast<size_t>(Mq * D_);
+  std::vector<T> dupdate(mqd), d_o(mqd), dq(static_cast<size_t>(Mq * dk_)), dk(static_cast<size_t>(M * dk_)), dv(md),
+      da(md), da_q(mqd);
+  // h' = h + o W_o on the querying rows
+  for (int64_t b = 0; b < B_; ++b)
+    std::copy_n(dh_out + (b * N_ + N_ - Nq_) * D_, Nq_ * D_, dupdate.data() + b * Nq_ * D_);
+  dense::matmul_at_b_acc(o_.data(), dupdate.data(), w_o.grad.data(), Mq, D_, D_);
+  dense::matmul_a_bt(dupdate.data(), w_o.value.data(), d_o.data(), Mq, D_, D_, false);
+  // o = attention(q, k, v)
+  const bool qk_norm = config_.scale == ScaleMode::qk_norm_temperature;
+  const T* q_in = qk_norm ? qn_.data() : q_.data();
+  const T* k_in = qk_norm ? kn_.data() : k_.data();
+  attend_backward(q_in, k_in, v_.data(), o_.data(), lse_.data(), d_o.data(), dq.data(), dk.data(), dv.data(), B_, Nq_,
+                  N_, dk_, D_, ScalePolicy::fixed(scale()));
+  if (qk_norm) {
+    // ∂L/∂q̂_i = t Σ_j dS_ij k̂_j, so Σ_i q̂_i·∂L/∂q̂_i = t Σ_ij dS_ij q̂_i·k̂_j = t ∂L/∂t = ∂L/∂s for t = exp(s).
+    double ds = 0;
+    for (size_t i = 0; i < dq.size(); ++i) ds += static_cast<double>(qn_[i]) * dq[i];
+    log_temp.grad[0] += static_cast<T>(ds);
+    normalise_rows_backward(qn_, q_norm_, dq.data(), Mq, dk_);
+    normalise_rows_backward(kn_, k_norm_, dk.data(), M, dk_);
+  }
+  // q = a_q W_q, k = a W_k, v = a W_v
+  dense::matmul_at_b_acc(a_q_.data(), dq.data(), w_q.grad.data(), Mq, D_, dk_);
+  dense::matmul_at_b_acc(a_.data(), dk.data(), w_k.grad.data(), M, D_, dk_);
+  dense::matmul_at_b_acc(a_.data(), dv.data(), w_v.grad.data(), M, D_, D_);
+  dense::matmul_a_bt(dk.data(), w_k.value.data(), da.data(), M, dk_, D_, false);
+  dense::matmul_a_bt(dv.data(), w_v.value.data(), da.data(), M, D_, D_, true);
+  dense::matmul_a_bt(dq.data(), w_q.value.data(), da_q.data(), Mq, dk_, D_, false);
+  for (int64_t b = 0; b < B_; ++b) {
+    T* dst = da.data() + (b * N_ + N_ - Nq_) * D_;
+    const T* src = da_q.data() + b * Nq_ * D_;
+    for (int64_t i = 0; i < Nq_ * D_; ++i) dst[i] += src[i];
+  }
+  // a = LN(h), plus the residual path
+  if (ln)
+    ln->backward(da.data(), dh);
+  else
+    std::copy(da.begin(), da.end(), dh);
+  for (size_t i = 0; i < md; ++i) dh[i] += dh_out[i];
+}
+
+template class AttentionLayer<float>;
+template class AttentionLayer<double>;
+
+}  // namespace attnlab::train

@@ -1,0 +1,123 @@
+// The study's bookkeeping and the verdict rule, on hand-made results (no training).
+#include <gtest/gtest.h>
+
+#include "attnlab/error.hpp"
+#include "attnlab/train.hpp"
+
+namespace attnlab::train {
+namespace {
+
+RunResult fake(OptimizerKind opt, int64_t d_k, ScaleMode scale, uint64_t seed, int64_t steps_to_90, double final_acc) {
+  RunResult r;
+  r.config.optimizer = opt;
+  r.config.model.d_k = d_k;
+  r.config.model.scale = scale;
+  r.config.seed = seed;
+  r.config.steps = 400;
+  r.config.eval_every = 20;
+  r.steps_to_threshold = steps_to_90;
+  r.final_accuracy = final_acc;
+  CurvePoint p0, p1;
+  p0.entropy = 1.0;
+  p1.step = 20;
+  p1.grad_qk = 0.5;
+  r.curve = {p0, p1};
+  return r;
+}
+
+StudyResult fake_study(int64_t none_steps, double none_acc, int64_t sqrt_steps) {
+  StudyResult s;
+  s.config.d_ks = {16, 256};
+  s.config.scales = {ScaleMode::none, ScaleMode::inv_sqrt_d};
+  s.config.optimizers = {OptimizerKind::adam};
+  s.config.seeds = 3;
+  s.config.base.steps = 400;
+  for (int64_t d : s.config.d_ks)
+    for (uint64_t seed = 1; seed <= 3; ++seed) {
+      s.runs.push_back(fake(OptimizerKind::adam, d, ScaleMode::none, seed, d == 256 ? none_steps : 100,
+                            d == 256 ? none_acc : 1.0));
+      s.runs.push_back(fake(OptimizerKind::adam, d, ScaleMode::inv_sqrt_d, seed, sqrt_steps, 1.0));
+    }
+  return s;
+}
+
+TEST(Study, ExpandCoversTheSweepInOrder) {
+  StudyConfig c;
+  c.seeds = 3;
+  const auto runs = expand(c);
+  ASSERT_EQ(runs.size(), 4u * 4 * 2 * 3);
+  EXPECT_EQ(runs[0].model.d_k, 16);
+  EXPECT_EQ(runs[0].model.scale, ScaleMode::none);
+  EXPECT_EQ(runs[0].seed, 1u);
+  EXPECT_EQ(runs[2].seed, 3u);
+  EXPECT_EQ(runs[3].model.scale, ScaleMode::inv_sqrt_d);
+  EXPECT_EQ(runs.back().optimizer, OptimizerKind::sgd);
+  c.seeds = 0;
+  EXPECT_THROW(expand(c), Error);
+}
+
+TEST(Study, CellsCensorRunsThatNeverReached) {
+  const auto cells = summarise(fake_study(-1, 0.2, 100));
+  ASSERT_EQ(cells.size(), 4u);
+  const auto& none256 = cells[2];
+  EXPECT_EQ(none256.d_k, 256);
+  EXPECT_EQ(none256.scale, ScaleMode::none);
+  EXPECT_EQ(none256.reached, 0);
+  EXPECT_TRUE(none256.median_censored);
+  EXPECT_EQ(none256.median_steps, 420);
+  EXPECT_NEAR(none256.mean_final_accuracy, 0.2, 1e-12);
+  EXPECT_EQ(cells[3].median_steps, 100);
+  EXPECT_FALSE(cells[3].median_censored);
+}
+
+TEST(Verdict, ConfirmedWhenUnscaledNeverLearns) {
+  const auto v = verdicts(fake_study(-1, 0.2, 100));
+  ASSERT_EQ(v.size(), 1u);
+  EXPECT_EQ(v[0].status, "confirmed");
+  EXPECT_NE(v[0].summary.find("0/3"), std::string::npos) << v[0].summary;
+}
+
+TEST(Verdict, ConfirmedWhenUnscaledIsMuchSlower) { EXPECT_EQ(verdicts(fake_study(300, 1.0, 100))[0].status, "confirmed"); }
+
+TEST(Verdict, RefutedWhenUnscaledIsAsFast) { EXPECT_EQ(verdicts(fake_study(110, 1.0, 100))[0].status, "refuted"); }
+
+TEST(Verdict, InconclusiveInBetween) { EXPECT_EQ(verdicts(fake_study(130, 1.0, 100))[0].status, "inconclusive"); }
+
+TEST(Verdict, InconclusiveWhenTheBaselineDoesNotLearn) {
+  EXPECT_EQ(verdicts(fake_study(-1, 0.2, -1))[0].status, "inconclusive");
+}
+
+TEST(Study, CsvTablesHaveOneRowPerRunPointAndCell) {
+  const StudyResult s = fake_study(-1, 0.2, 100);
+  auto lines = [](const std::string& t) { return std::count(t.begin(), t.end(), '\n'); };
+  EXPECT_EQ(lines(runs_csv(s)), 1 + 12);
+  EXPECT_EQ(lines(curves_csv(s)), 1 + 24);
+  EXPECT_EQ(lines(cells_csv(summarise(s))), 1 + 4);
+}
+
+TEST(Study, RunsTinySweepOnThreads) {
+  StudyConfig c;
+  c.d_ks = {8};
+  c.scales = {ScaleMode::inv_sqrt_d, ScaleMode::none};
+  c.optimizers = {OptimizerKind::adam};
+  c.seeds = 2;
+  c.base.steps = 10;
+  c.base.eval_every = 5;
+  c.base.eval_examples = 32;
+  c.base.warmup = 2;
+  c.threads = 2;
+  int64_t calls = 0;
+  const StudyResult r = run_study(c, [&](const StudyProgress& p) {
+    ++calls;
+    EXPECT_EQ(p.total, 4);
+    EXPECT_GE(p.eta_seconds, 0.0);
+  });
+  EXPECT_EQ(calls, 4);
+  ASSERT_EQ(r.runs.size(), 4u);
+  EXPECT_EQ(r.runs[1].config.seed, 2u);
+  EXPECT_EQ(r.runs[2].config.model.scale, ScaleMode::none);
+  EXPECT_EQ(r.runs[3].curve.back().step, 10);
+}
+
+}  // namespace
+}  // namespace attnlab::train
