@@ -211,6 +211,16 @@ AttentionDims check_backward_args(ConstView<T> q, ConstView<T> k, ConstView<T> v
     check_finite(grad_out, "grad_out");
     check_finite(out, "out");
   }
+  // L is a log-sum-exp: finite, or −inf for a fully masked row. NaN or +inf would
+  // silently poison every recomputed probability of the row.
+  for (int64_t b = 0; b < d.B; ++b)
+    for (int64_t h = 0; h < d.Hq; ++h)
+      for (int64_t i = 0; i < d.Nq; ++i) {
+        const T L = lse(b, h, i, 0);
+        if (std::isnan(L) || L == INFINITY)
+          throw Error(fmt::format("lse: value {} at [{}, {}, {}, 0] (a log-sum-exp is finite, or -inf for a "
+                                  "fully masked row)", L, b, h, i));
+      }
   return d;
 }
 

@@ -3,6 +3,7 @@
 // by the fused kernels in flash_kernels.cpp.
 #include "attnlab/engine.hpp"
 
+#include <cmath>
 #include <fmt/format.h>
 #include <omp.h>
 
@@ -39,6 +40,14 @@ void attention_forward(ConstView<float> q, ConstView<float> k, ConstView<float> 
   }
   const engine::Plan plan(dims, q, k, v, options, resolve_threads(config));
   engine::flash_forward(plan, out, lse, diagnostics);
+  // The kernel marks rows whose scores overflowed float32 with L = NaN.
+  for (int64_t b = 0; b < dims.B; ++b)
+    for (int64_t h = 0; h < dims.Hq; ++h)
+      for (int64_t i = 0; i < dims.Nq; ++i)
+        if (std::isnan(lse(b, h, i, 0)))
+          throw Error(fmt::format("attention: scores of row [{}, {}, {}] overflow float32 (|scale·q·k| > 3.4e38); "
+                                  "scale the inputs down or use the double-precision reference",
+                                  b, h, i));
 }
 
 void attention_backward(ConstView<float> q, ConstView<float> k, ConstView<float> v, ConstView<float> out,

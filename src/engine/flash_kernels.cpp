@@ -320,10 +320,18 @@ void ForwardQueryTile(const Plan& p, int64_t b, int64_t h, int64_t qt, const flo
     float* orow = out.row(b, h, i);
     const int64_t st = out.stride(kDim);
     const float* acc = w.o.get() + r * p.dv_pad;
-    const bool empty = w.m[r] == kNegInf || !(w.l[r] > 0.0f);
+    // A score that overflowed float (|scale·q·k| > 3.4e38, or inf − inf inside the
+    // dot product) leaves m = +inf or NaN, or l = NaN. Such a row has no answer in
+    // float32: it gets L = NaN, which flash_forward's caller turns into an Error
+    // (exceptions cannot leave the parallel region).
+    const bool overflow = std::isnan(w.m[r]) || w.m[r] == std::numeric_limits<float>::infinity() ||
+                          std::isnan(w.l[r]);
+    const bool empty = overflow || w.m[r] == kNegInf || !(w.l[r] > 0.0f);
     const float inv = empty ? 0.0f : 1.0f / w.l[r];
     for (int64_t c = 0; c < dm.dv; ++c) orow[c * st] = empty ? 0.0f : acc[c] * inv;
-    lse(b, h, i, 0) = empty ? kNegInf : w.m[r] + std::log(w.l[r]);
+    lse(b, h, i, 0) = overflow ? std::numeric_limits<float>::quiet_NaN()
+                      : empty  ? kNegInf
+                               : w.m[r] + std::log(w.l[r]);
     if (diag == nullptr) continue;
     float pmax = 0, ent = 0, fro = 0;
     if (!empty) {
@@ -471,8 +479,11 @@ void BackwardPair(const BackwardArgs& a, int64_t b, int64_t h, int64_t qt, int64
     }
     const int64_t limit = std::clamp<int64_t>(p.key_end(b, i) - j0, 0, nc);
     MaskRow(p, b, h, i, j0, limit, a.scale[row0 + r], Li, pr);  // scale_i·S − L_i
+    // L ≥ S holds exactly, so clamping the exponent at 0 changes nothing in exact
+    // arithmetic, but stops a rounded L (stored in float) from making P > 1 or inf
+    // when scores are huge.
     for (size_t j = 0; j < static_cast<size_t>(kBc); j += L)
-      hn::StoreU(hn::Exp(df, hn::LoadU(df, pr + j)), df, pr + j);
+      hn::StoreU(hn::Exp(df, hn::Min(hn::LoadU(df, pr + j), hn::Zero(df))), df, pr + j);
   }
   // dV += Pᵀ dO
   Gemm(nc, p.dv_pad, rows, P, 1, kBc, dOr, do_rs, w.dv.get(), p.dv_pad, true);

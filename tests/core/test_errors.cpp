@@ -145,3 +145,16 @@ TEST(Errors, ScoreOverflowIsAnErrorNotNaN) {
   EXPECT_EQ(f.out(0, 0, 0, 0), 3.0);
   EXPECT_EQ(f.lse(0, 0, 0, 0), 1e30);
 }
+
+TEST(Errors, BackwardRejectsALseThatIsNaNOrPlusInfinity) {
+  Tensor<double> q({1, 1, 2, 2}, 0.5), k({1, 1, 2, 2}, 0.25), v({1, 1, 2, 2}, 1.0), dout({1, 1, 2, 2}, 1.0);
+  auto f = al::reference::attention_forward(q.view(), k.view(), v.view());
+  f.lse(0, 0, 1, 0) = INFINITY;
+  try {
+    al::reference::attention_backward(q.view(), k.view(), v.view(), f, dout.view());
+    FAIL();
+  } catch (const al::Error& e) {
+    EXPECT_MESSAGE(std::string(e.what()),
+                   "lse: value inf at [0, 0, 1, 0] (a log-sum-exp is finite, or -inf for a fully masked row)");
+  }
+}

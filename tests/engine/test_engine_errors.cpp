@@ -4,6 +4,7 @@
 
 #include <hwy/targets.h>
 
+#include <cmath>
 #include <random>
 #include <string>
 
@@ -125,6 +126,32 @@ TEST(EngineErrors, EngineOnlyArguments) {
   } catch (const al::Error& e) {
     EXPECT_EQ(std::string(e.what()), "engine: threads must be >= 0 (0 = all cores), got -1");
   }
+}
+
+TEST(EngineErrors, ScoresBeyondFloatRangeAreAnErrorNotAMaskedRow) {
+  // q·k = 2e40 overflows float32. Found by fuzzing: the kernel used to return O = 0,
+  // L = −inf (as if every key were masked) without a word.
+  Tensor<float> q({1, 1, 2, 2}, 1e20f), k({1, 1, 3, 2}, 1e20f), v({1, 1, 3, 2}, 1.0f);
+  q(0, 0, 0, 0) = 0.5f;
+  q(0, 0, 0, 1) = 0.5f;  // row 0 is fine; row 1 overflows
+  al::AttentionOptions<float> none;
+  none.scale = al::ScalePolicy::none();
+  EXPECT_EQ(forward_error(q, k, v, none),
+            "attention: scores of row [0, 0, 1] overflow float32 (|scale·q·k| > 3.4e38); scale the inputs down or "
+            "use the double-precision reference");
+  // Scores near the top of the float range, but finite, still work, and so does
+  // the backward (its exp(S − L) is clamped at 1 against a rounded L).
+  Tensor<float> q2({1, 1, 1, 1}, 1e19f), k2({1, 1, 2, 1}), v2({1, 1, 2, 1});
+  k2(0, 0, 0, 0) = 1e19f;
+  k2(0, 0, 1, 0) = -1e19f;
+  v2(0, 0, 0, 0) = 3.0f;
+  const auto f = al::attention_forward(q2.view(), k2.view(), v2.view(), none);
+  EXPECT_EQ(f.out(0, 0, 0, 0), 3.0f);
+  const Tensor<float> dout({1, 1, 1, 1}, 1.0f);
+  const auto g = al::attention_backward(q2.view(), k2.view(), v2.view(), f, dout.view(), none);
+  for (const auto* t : {&g.dq, &g.dk, &g.dv})
+    for (float x : t->storage()) EXPECT_TRUE(std::isfinite(x));
+  EXPECT_EQ(g.dv(0, 0, 0, 0), 1.0f);
 }
 
 TEST(EngineTargets, PortableTargetPassesTheAccuracyRule) {
