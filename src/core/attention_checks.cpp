@@ -168,6 +168,19 @@ void check_finite(ConstView<T> x, const char* name) {
 }
 
 template <class T>
+void check_result_finite(ConstView<T> x, const char* name) {
+  for (int64_t b = 0; b < x.batch(); ++b)
+    for (int64_t h = 0; h < x.heads(); ++h)
+      for (int64_t i = 0; i < x.seq(); ++i)
+        for (int64_t j = 0; j < x.dim(); ++j)
+          if (!std::isfinite(x(b, h, i, j)))
+            throw Error(fmt::format("attention: {} overflows {} at [{}, {}, {}, {}] (an intermediate such as dO·v "
+                                    "or the sum of p·v left the type's range); scale the inputs down{}",
+                                    name, sizeof(T) == 4 ? "float32" : "float64", b, h, i, j,
+                                    sizeof(T) == 4 ? " or use the double-precision reference" : ""));
+}
+
+template <class T>
 AttentionDims check_forward_args(ConstView<T> q, ConstView<T> k, ConstView<T> v, const AttentionOptions<T>& options,
                                  TensorView<T> out, TensorView<T> lse) {
   const AttentionDims d = check_inputs(q, k, v, options);
@@ -226,6 +239,7 @@ AttentionDims check_backward_args(ConstView<T> q, ConstView<T> k, ConstView<T> v
 
 #define ATTNLAB_INSTANTIATE(T)                                                                                     \
   template void check_finite<T>(ConstView<T>, const char*);                                                         \
+  template void check_result_finite<T>(ConstView<T>, const char*);                                                  \
   template AttentionDims check_forward_args<T>(ConstView<T>, ConstView<T>, ConstView<T>, const AttentionOptions<T>&, \
                                                TensorView<T>, TensorView<T>);                                      \
   template AttentionDims check_backward_args<T>(ConstView<T>, ConstView<T>, ConstView<T>, ConstView<T>,              \

@@ -33,6 +33,12 @@ AttentionDims check_backward_args(ConstView<T> q, ConstView<T> k, ConstView<T> v
 template <class T>
 void check_finite(ConstView<T> x, const char* name);
 
+// After a computation on finite inputs: a non-finite output means an
+// intermediate overflowed the type (for float: |dO·v|, Σ p·v or |S| beyond
+// 3.4e38). Throws "attention: NAME overflows <type> at [b, h, i, j] (...)".
+template <class T>
+void check_result_finite(ConstView<T> x, const char* name);
+
 // Keys visible to row i of batch b by causality and padding alone form the
 // prefix [0, key_end): everything at or past key_end is masked for this row.
 template <class T>

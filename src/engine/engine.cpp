@@ -40,7 +40,9 @@ void attention_forward(ConstView<float> q, ConstView<float> k, ConstView<float> 
   }
   const engine::Plan plan(dims, q, k, v, options, resolve_threads(config));
   engine::flash_forward(plan, out, lse, diagnostics);
-  // The kernel marks rows whose scores overflowed float32 with L = NaN.
+  // The kernel marks rows whose scores overflowed float32 with L = NaN. (With the
+  // input check off, NaN inputs give NaN there too: the caller opted out.)
+  if (!options.check_finite) return;
   for (int64_t b = 0; b < dims.B; ++b)
     for (int64_t h = 0; h < dims.Hq; ++h)
       for (int64_t i = 0; i < dims.Nq; ++i)
@@ -48,6 +50,7 @@ void attention_forward(ConstView<float> q, ConstView<float> k, ConstView<float> 
           throw Error(fmt::format("attention: scores of row [{}, {}, {}] overflow float32 (|scale·q·k| > 3.4e38); "
                                   "scale the inputs down or use the double-precision reference",
                                   b, h, i));
+  detail::check_result_finite<float>(out, "out");
 }
 
 void attention_backward(ConstView<float> q, ConstView<float> k, ConstView<float> v, ConstView<float> out,
@@ -57,6 +60,10 @@ void attention_backward(ConstView<float> q, ConstView<float> k, ConstView<float>
   const auto dims = detail::check_backward_args(q, k, v, out, lse, grad_out, options, dq, dk, dv);
   const engine::Plan plan(dims, q, k, v, options, resolve_threads(config));
   engine::flash_backward(plan, out, lse, grad_out, dq, dk, dv);
+  // Finite inputs can still overflow float in dO·v or dS·k: say so, never return NaN.
+  if (options.check_finite) detail::check_result_finite<float>(dq, "dq");
+  if (options.check_finite) detail::check_result_finite<float>(dk, "dk");
+  if (options.check_finite) detail::check_result_finite<float>(dv, "dv");
 }
 
 AttentionForward<float> attention_forward(ConstView<float> q, ConstView<float> k, ConstView<float> v,

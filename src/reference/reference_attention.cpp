@@ -81,6 +81,7 @@ void attention_forward(ConstView<double> q, ConstView<double> k, ConstView<doubl
         lse(b, h, i, 0) = m + std::log(l);
       }
     }
+  if (options.check_finite) detail::check_result_finite<double>(out, "out");
 }
 
 void attention_backward(ConstView<double> q, ConstView<double> k, ConstView<double> v, ConstView<double> out,
@@ -123,6 +124,9 @@ void attention_backward(ConstView<double> q, ConstView<double> k, ConstView<doub
         }
       }
     }
+  if (options.check_finite) detail::check_result_finite<double>(dq, "dq");
+  if (options.check_finite) detail::check_result_finite<double>(dk, "dk");
+  if (options.check_finite) detail::check_result_finite<double>(dv, "dv");
 }
 
 AttentionForward<double> attention_forward(ConstView<double> q, ConstView<double> k, ConstView<double> v,

@@ -154,6 +154,21 @@ TEST(EngineErrors, ScoresBeyondFloatRangeAreAnErrorNotAMaskedRow) {
   EXPECT_EQ(g.dv(0, 0, 0, 0), 1.0f);
 }
 
+TEST(EngineErrors, GradientOverflowIsAnErrorNotNaN) {
+  // Found by fuzzing: v = −1e30 and dO = 1e30 make dP = dO·v overflow float, and
+  // dS = P (dP − D) = −inf − (−inf) = NaN. The double reference is fine here.
+  Tensor<float> q({1, 1, 1, 3}, 0.5f), k({1, 1, 1, 3}, 0.5f), v({1, 1, 1, 2}, 1.0f), dout({1, 1, 1, 2}, 1.0f);
+  v(0, 0, 0, 1) = -1e30f;
+  dout(0, 0, 0, 1) = 1e30f;
+  const auto f = al::attention_forward(q.view(), k.view(), v.view());
+  try {
+    al::attention_backward(q.view(), k.view(), v.view(), f, dout.view());
+    FAIL() << "no error";
+  } catch (const al::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("overflows float32 at"), std::string::npos) << e.what();
+  }
+}
+
 TEST(EngineTargets, PortableTargetPassesTheAccuracyRule) {
   const std::string best = al::engine_target();
 #if defined(__x86_64__)

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
+#include <string>
 #include <vector>
 
 #include "attnlab/engine.hpp"
@@ -49,9 +50,18 @@ al::Tensor<float> to_float(const al::Tensor<double>& x) {
   return y;
 }
 
+// A description of the current input, printed when a property fails.
+std::string g_problem;
+
 [[noreturn]] void fail(const char* what, double a, double b) {
-  std::fprintf(stderr, "fuzz_attention: %s (%g vs %g)\n", what, a, b);
+  std::fprintf(stderr, "fuzz_attention: %s (%g vs %g)\n%s\n", what, a, b, g_problem.c_str());
   std::abort();
+}
+
+std::string dump(const char* name, const al::Tensor<double>& t) {
+  std::string s = std::string(name) + " " + al::to_string(t.shape()) + ":";
+  for (double x : t.storage()) s += " " + std::to_string(x);
+  return s + "\n";
 }
 
 }  // namespace
@@ -97,6 +107,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   fill(in, k);
   fill(in, v);
   fill(in, dout);
+  g_problem = "causal=" + std::string(al::to_string(opt.causal)) + " scale=" + opt.scale.name() +
+              " check_finite=" + std::to_string(opt.check_finite) + " bool_mask=" +
+              (bool_mask.numel() ? al::to_string(bool_mask.shape()) : "none") + " lengths=" +
+              std::to_string(lengths.size()) + "\n" + dump("q", q) + dump("k", k) + dump("v", v) +
+              dump("dout", dout) + dump("additive", additive);
+  for (auto m : bool_mask.storage()) g_problem += m ? "1" : "0";
+  for (auto l : lengths) g_problem += " len " + std::to_string(l);
 
   // The reference first: an Error is a fine answer; anything else must be finite.
   al::AttentionForward<double> ref;
