@@ -82,7 +82,7 @@ struct Seed004 {
 constexpr int64_t kBlock = 256;
 
 // out[r*kBlock + c] = Σ_t q[r*d + t] K[t*n + j0 + c] for 4 rows r; width ≤ kBlock.
-__attribute__((target_clones("arch=haswell", "default"))) void block4(const double* q, int64_t d, const double* K,
+__attribute__((target_clones("arch=x86-64-v3", "default"))) void block4(const double* q, int64_t d, const double* K,
                                                                       int64_t n, int64_t j0, int64_t width,
                                                                       double* out) {
   for (int64_t x = 0; x < 4 * kBlock; ++x) out[x] = 0;

@@ -285,14 +285,14 @@ Table cells_table(const std::vector<CellSummary>& cells) {
 Table runs_table(const StudyResult& s) {
   Table t("train_runs", {"task", "init", "optimizer", "d_k", "scale", "seed", "lr", "steps_to_threshold",
                          "final_accuracy", "final_loss", "diverged", "entropy_init", "jacobian_fro_init",
-                         "grad_qk_first", "seconds"});
+                         "grad_qk_first"});  // no run time here: data files are a function of the seed
   for (const auto& r : s.runs) {
     const auto& c = r.config;
     t.add_row({code(c.task.kind), code(c.model.init), code(c.optimizer), static_cast<double>(c.model.d_k),
                code(c.model.scale), static_cast<double>(c.seed), c.lr > 0 ? c.lr : default_lr(c.optimizer),
                r.steps_to_threshold >= 0 ? static_cast<double>(r.steps_to_threshold) : kNaN, r.final_accuracy,
                r.final_loss, r.diverged ? 1.0 : 0.0, r.curve.front().entropy, r.curve.front().jacobian_fro,
-               r.curve.size() > 1 ? r.curve[1].grad_qk : kNaN, r.seconds});
+               r.curve.size() > 1 ? r.curve[1].grad_qk : kNaN});
   }
   return t;
 }
