@@ -174,6 +174,7 @@ Descr parse_descr(const std::string& d, const std::string& name) {
 template <class T>
 std::vector<T> decode(const unsigned char* p, int64_t n, bool swap) {
   std::vector<T> out(static_cast<size_t>(n));
+  if (n == 0) return out;  // an empty vector's data() may be null: memcpy(null, …, 0) is undefined
   std::memcpy(out.data(), p, static_cast<size_t>(n) * sizeof(T));
   if (swap) {
     for (T& x : out) {
@@ -213,7 +214,7 @@ std::string encode_impl(std::span<const T> values, std::span<const int64_t> shap
   out += header;
   const size_t start = out.size();
   out.resize(start + values.size() * sizeof(T));
-  std::memcpy(out.data() + start, values.data(), values.size() * sizeof(T));
+  if (!values.empty()) std::memcpy(out.data() + start, values.data(), values.size() * sizeof(T));
   if constexpr (std::endian::native == std::endian::big) {
     for (size_t i = start; i < out.size(); i += sizeof(T))
       for (size_t j = 0; j < sizeof(T) / 2; ++j) std::swap(out[i + j], out[i + sizeof(T) - 1 - j]);

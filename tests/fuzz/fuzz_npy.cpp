@@ -24,7 +24,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                       : a.dtype == npy::DType::float64 ? a.f64.size()
                                                        : a.b8.size();
   if (static_cast<int64_t>(held) != n || a.numel() != n) std::abort();
-  if (a.dtype == npy::DType::boolean) return 0;
+  if (a.dtype == npy::DType::boolean || n == 0) return 0;
   const std::string bytes = a.dtype == npy::DType::float32 ? npy::encode(std::span<const float>(a.f32), a.shape)
                                                            : npy::encode(std::span<const double>(a.f64), a.shape);
   const auto b = npy::parse(std::span<const unsigned char>(reinterpret_cast<const unsigned char*>(bytes.data()),
