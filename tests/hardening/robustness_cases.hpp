@@ -14,5 +14,6 @@ struct Case {
 };
 
 std::vector<Case> api_cases();
+std::vector<Case> cli_cases();  // runs the attnlab binary
 
 }  // namespace attnlab::robustness

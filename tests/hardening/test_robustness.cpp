@@ -46,6 +46,14 @@ TEST(Robustness, EveryHostileInputHasADefinedOutcomeAndTheDocSaysSo) {
     EXPECT_EQ(outcome.find("accepted (wrong)"), std::string::npos) << c.input_class;
     md << "| " << escape(c.input_class) << " | " << escape(c.example) << " | " << escape(outcome) << " |\n";
   }
+  md << "\nThe command line, run as a user would (exit status and the first line on stderr):\n\n"
+        "| input class | command | what attnlab does |\n|---|---|---|\n";
+  for (const auto& c : attnlab::robustness::cli_cases()) {
+    const std::string outcome = c.run();
+    EXPECT_EQ(outcome.find("CRASH"), std::string::npos) << c.input_class << ": " << outcome;
+    EXPECT_EQ(outcome.find("exit 0"), std::string::npos) << c.input_class << " was accepted: " << outcome;
+    md << "| " << escape(c.input_class) << " | " << escape(c.example) << " | " << escape(outcome) << " |\n";
+  }
   const std::string generated = md.str();
   const std::string path = std::string(ATTNLAB_SOURCE_DIR) + "/docs/robustness.md";
   if (std::getenv("ATTNLAB_UPDATE_DOCS") != nullptr) {

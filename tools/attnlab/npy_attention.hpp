@@ -43,7 +43,7 @@ struct AttentionFlags {
     app.add_option("--causal-align", causal_align,
                    "top_left (PyTorch) or bottom_right (FlashAttention-2: the last query sees every key)")
         ->check(CLI::IsMember({"top_left", "bottom_right"}));
-    app.add_option("--threads", threads, "engine threads for float32 (0 = all cores)")->check(CLI::NonNegativeNumber);
+    app.add_option("--threads", threads, "engine threads for float32 (0 = all cores)")->check(CLI::Range(0, 4096));
   }
 };
 

@@ -1,0 +1,133 @@
+// The command line's hostile inputs: bad flags, unreadable, corrupt or
+// mistyped .npy files, wrong ranks. Each case runs the real `attnlab` binary
+// and records its exit status and first line of stderr.
+#include <sys/wait.h>
+
+#include <unistd.h>
+
+#include <array>
+#include <limits>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "attnlab/npy.hpp"
+#include "robustness_cases.hpp"
+
+#ifndef ATTNLAB_CLI_PATH
+#error "ATTNLAB_CLI_PATH must be defined"
+#endif
+
+namespace attnlab::robustness {
+namespace {
+
+namespace fs = std::filesystem;
+
+fs::path scratch() {
+  static const fs::path dir = [] {
+    fs::path d = fs::temp_directory_path() / ("attnlab-robustness-" + std::to_string(::getpid()));
+    fs::create_directories(d);
+    return d;
+  }();
+  return dir;
+}
+
+void write_bytes(const fs::path& p, const std::string& bytes) { std::ofstream(p, std::ios::binary) << bytes; }
+
+// A valid float32 .npy of the given shape.
+std::string npy_f32(std::vector<int64_t> shape) {
+  int64_t n = 1;
+  for (int64_t s : shape) n *= s;
+  std::vector<float> v(static_cast<size_t>(n), 0.25f);
+  return npy::encode(std::span<const float>(v), shape);
+}
+
+// A .npy whose header says `descr` and `fortran`, followed by `payload` bytes.
+std::string npy_raw(const std::string& descr, bool fortran, const std::string& shape, size_t payload) {
+  std::string header = "{'descr': '" + descr + "', 'fortran_order': " + (fortran ? "True" : "False") +
+                       ", 'shape': " + shape + ", }";
+  while ((10 + header.size() + 1) % 64 != 0) header += ' ';
+  header += '\n';
+  std::string out = "\x93NUMPY";
+  out += '\x01';
+  out += '\x00';
+  out += static_cast<char>(header.size() & 0xff);
+  out += static_cast<char>(header.size() >> 8);
+  return out + header + std::string(payload, '\0');
+}
+
+// Runs attnlab with `args` (shell-quoted by the caller) in the scratch directory.
+std::string run_cli(const std::string& args) {
+  const std::string cmd = "cd '" + scratch().string() + "' && '" ATTNLAB_CLI_PATH "' " + args + " 2>&1 >/dev/null";
+  FILE* pipe = ::popen(cmd.c_str(), "r");
+  if (pipe == nullptr) return "result: could not start attnlab";
+  std::string out;
+  std::array<char, 512> buf{};
+  while (std::fgets(buf.data(), buf.size(), pipe) != nullptr) out += buf.data();
+  const int status = ::pclose(pipe);
+  const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  std::string first = out.substr(0, out.find('\n'));
+  if (first.find(scratch().string()) != std::string::npos)  // keep the table free of the temp path
+    first.replace(first.find(scratch().string()), scratch().string().size(), "DIR");
+  if (!WIFEXITED(status)) return "CRASH (signal " + std::to_string(WTERMSIG(status)) + "): " + first;
+  return "exit " + std::to_string(code) + ": " + first;
+}
+
+void prepare_files() {
+  const fs::path d = scratch();
+  write_bytes(d / "q.npy", npy_f32({1, 2, 4, 8}));
+  write_bytes(d / "kv.npy", npy_f32({1, 2, 4, 8}));
+  write_bytes(d / "rank1.npy", npy_f32({8}));
+  write_bytes(d / "rank5.npy", npy_f32({1, 1, 2, 4, 8}));
+  write_bytes(d / "garbage.npy", "this is not a numpy file at all");
+  const std::string good = npy_f32({1, 2, 4, 8});
+  write_bytes(d / "truncated.npy", good.substr(0, good.size() - 10));
+  write_bytes(d / "fortran.npy", npy_raw("<f4", true, "(1, 2, 4, 8)", 256));
+  write_bytes(d / "int32.npy", npy_raw("<i4", false, "(1, 2, 4, 8)", 256));
+  write_bytes(d / "huge_shape.npy", npy_raw("<f4", false, "(100000, 100000, 100000, 100000)", 16));
+  write_bytes(d / "nan.npy", [] {
+    std::vector<float> v(64, 0.5f);
+    v[5] = std::numeric_limits<float>::quiet_NaN();
+    const std::vector<int64_t> shape{1, 2, 4, 8};
+    return npy::encode(std::span<const float>(v), shape);
+  }());
+}
+
+}  // namespace
+
+std::vector<Case> cli_cases() {
+  prepare_files();
+  const std::string qkv = "--q q.npy --k kv.npy --v kv.npy";
+  std::vector<Case> c;
+  auto add = [&](std::string cls, std::string example, std::string args) {
+    c.push_back({std::move(cls), "`attnlab " + example + "`", [args] { return run_cli(args); }});
+  };
+  add("bad flag: unknown option", "attention ... --bogus", "attention " + qkv + " --out o.npy --bogus");
+  add("bad flag: missing value", "attention --q", "attention --q");
+  add("bad flag: negative threads", "attention ... --threads -1", "attention " + qkv + " --out o.npy --threads -1");
+  add("bad flag: unknown scale policy", "attention ... --scale sqrt", "attention " + qkv + " --out o.npy --scale sqrt");
+  add("bad flag: unknown subcommand", "frobnicate", "frobnicate");
+  add("bad flag: unknown experiment parameter", "run variance --set bogus=1", "run variance --set bogus=1 --out runs");
+  add("unreadable file", "attention --q missing.npy ...",
+      "attention --q missing.npy --k kv.npy --v kv.npy --out o.npy");
+  add("corrupt file: not .npy", "attention --q garbage.npy ...",
+      "attention --q garbage.npy --k kv.npy --v kv.npy --out o.npy");
+  add("corrupt file: truncated", "attention --q truncated.npy ...",
+      "attention --q truncated.npy --k kv.npy --v kv.npy --out o.npy");
+  add("corrupt file: shape larger than the data", "attention --q huge_shape.npy ...",
+      "attention --q huge_shape.npy --k kv.npy --v kv.npy --out o.npy");
+  add("unsupported file: Fortran order", "attention --q fortran.npy ...",
+      "attention --q fortran.npy --k kv.npy --v kv.npy --out o.npy");
+  add("unsupported file: int32 dtype", "attention --q int32.npy ...",
+      "attention --q int32.npy --k kv.npy --v kv.npy --out o.npy");
+  add("wrong rank: 1-D", "attention --q rank1.npy ...", "attention --q rank1.npy --k kv.npy --v kv.npy --out o.npy");
+  add("wrong rank: 5-D", "attention --q rank5.npy ...", "attention --q rank5.npy --k kv.npy --v kv.npy --out o.npy");
+  add("NaN in an input file", "attention --q nan.npy ...", "attention --q nan.npy --k kv.npy --v kv.npy --out o.npy");
+  add("output into a missing directory", "attention ... --out no/such/dir/o.npy",
+      "attention " + qkv + " --out no/such/dir/o.npy");
+  return c;
+}
+
+}  // namespace attnlab::robustness
