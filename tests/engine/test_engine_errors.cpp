@@ -154,6 +154,23 @@ TEST(EngineErrors, ScoresBeyondFloatRangeAreAnErrorNotAMaskedRow) {
   EXPECT_EQ(g.dv(0, 0, 0, 0), 1.0f);
 }
 
+TEST(EngineErrors, ZeroScaleTimesOverflowedScoreIsAnErrorNotAnEmptyRow) {
+  // Found by fuzzing: one visible key, so SSMax's scale s·ln(1) = 0, while q·k
+  // overflows float: 0·inf = NaN, which SIMD max skips, so the row looked empty
+  // (O = 0) where the reference returns v.
+  Tensor<float> q({1, 1, 1, 2}, 3.4e38f), k({1, 1, 1, 2}, 3.0f), v({1, 1, 1, 2}, 2.0f);
+  al::AttentionOptions<float> ssmax;
+  ssmax.scale = al::ScalePolicy::scalable_softmax(0.5);
+  EXPECT_EQ(forward_error(q, k, v, ssmax),
+            "attention: scores of row [0, 0, 0] overflow float32 (|scale·q·k| > 3.4e38); scale the inputs down or "
+            "use the double-precision reference");
+  // A row emptied by an additive −inf mask is still a legitimate fully masked row.
+  Tensor<float> q2({1, 1, 1, 2}, 1.0f), am({1, 1, 1, 1}, -INFINITY);
+  al::AttentionOptions<float> masked;
+  masked.additive_mask = am.view();
+  EXPECT_EQ(forward_error(q2, k, v, masked), "");
+}
+
 TEST(EngineErrors, GradientOverflowIsAnErrorNotNaN) {
   // Found by fuzzing: v = −1e30 and dO = 1e30 make dP = dO·v overflow float, and
   // dS = P (dP − D) = −inf − (−inf) = NaN. The double reference is fine here.
