@@ -7,13 +7,16 @@
 //
 // Shapes: q [B, Hq, Nq, d], k [B, Hkv, Nk, d], v [B, Hkv, Nk, dv]. Query head
 // h reads key/value head hk = h / (Hq / Hkv). The Nq × Nk score matrix S is
-// never stored: it is cut into tiles of Br = 64 query rows × Bc = 128 keys
-// (plan.hpp), and only one tile of S (64 × 128 floats = 32 KB, L1/L2-resident)
-// exists per thread at a time. Memory therefore grows as N·d, not N². Bc = 128
-// rather than 64 halves the per-row costs of each key tile (two reductions, a
-// rescale of the row of O, the bookkeeping) and lengthens the PV product's
-// inner loop; measured on Zen 4 at N = 4096: forward 58 % → 66 % of peak at
-// d = 64, backward 69 % → 74 %.
+// never stored: it is cut into tiles of Br = 64 query rows × Bc = 256 keys
+// (plan.hpp), and only one tile of S (64 × 256 floats = 64 KB, L2-resident)
+// exists per thread at a time. Memory therefore grows as N·d, not N². A wide
+// key tile divides the per-row costs of each tile (two reductions, a rescale of
+// the row of O, the bookkeeping) over more products and lengthens the PV
+// product's inner loop; measured on Zen 4 at N = 4096, d = 64, forward: 58 % of
+// peak at Bc = 64, 66 % at 128, 75–80 % at 256 (backward 69 → 74 → 80 %);
+// Bc = 512 or Br = 32 or 128 were no better. A tile with fewer keys (the last
+// one, or a short sequence) is packed and computed only to TileWidth(nc), its
+// length rounded up to whole vectors.
 //
 // Packing. The caller's tensors may have any non-negative strides, and the
 // products want unit-stride, vector-aligned rows, so operands are copied into
@@ -86,8 +89,9 @@
 // the key tiles, and both sides skip them without touching the counter.
 //
 // Precision: float32 in, float32 accumulation throughout (like the naive
-// matmul + softmax + matmul it replaces), exp from Highway's contrib/math
-// (max error about 1 ulp on the range used), scale applied in float.
+// matmul + softmax + matmul it replaces), exp by ExpNonPositive (exp-inl.h:
+// the softmax's arguments are ≤ 0, which allows a cheaper exp than Highway's
+// contrib/math; its measured maximum error is stated there), scale applied in float.
 // ============================================================================
 
 #include <atomic>
@@ -105,8 +109,8 @@
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 
 #include "hwy/aligned_allocator.h"
-#include "hwy/contrib/math/math-inl.h"
 #include "hwy/highway.h"
+#include "engine/exp-inl.h"
 #include "engine/gemm-inl.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -114,6 +118,14 @@ namespace attnlab::engine::HWY_NAMESPACE {
 namespace {
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+// Columns of a key tile with nc keys that the products and the softmax touch:
+// nc rounded up to whole vectors, not kBc, so that short sequences (the
+// training study's N = 16…64) do not pay for a full tile of padding.
+int64_t TileWidth(int64_t nc) {
+  const int64_t L = static_cast<int64_t>(hn::Lanes(DF()));
+  return std::min(kBc, (nc + L - 1) / L * L);
+}
 
 hwy::AlignedFreeUniquePtr<float[]> Scratch(int64_t n) {
   auto p = hwy::AllocateAligned<float>(static_cast<size_t>(std::max<int64_t>(n, 1)));
@@ -138,29 +150,34 @@ void PackRows(ConstView<float> x, int64_t b, int64_t h, int64_t r0, int64_t rows
   }
 }
 
-// dst[c · kBc + j] = x[b, h, j0 + j, c] for j < n, zero for j in [n, kBc): the
-// transposed key tile [cols × kBc].
+// dst[c · w + j] = x[b, h, j0 + j, c] for j < n, zero for j in [n, w), where
+// w = TileWidth(n): the transposed key tile [cols × w]. Every tile but the last
+// has w = kBc; a short last tile is stored narrow, so that a short sequence
+// with a large head dim (the training study: N = 16, d = 1024) packs and
+// touches d·16 floats per head, not d·kBc.
 void PackTransposed(ConstView<float> x, int64_t b, int64_t h, int64_t j0, int64_t n, int64_t cols, float* dst) {
+  const int64_t w = TileWidth(n);
   // Writes run along dst rows (contiguous), reads gather down the key rows: a
   // scattered write per element was ~6 % of the forward's time.
   const int64_t st = x.stride(kDim), rs = x.stride(kSeq);
   const float* src = n > 0 ? x.row(b, h, j0) : nullptr;
   for (int64_t c = 0; c < cols; ++c) {
-    float* d = dst + c * kBc;
+    float* d = dst + c * w;
     for (int64_t j = 0; j < n; ++j) d[j] = src[j * rs + c * st];
-    for (int64_t j = n; j < kBc; ++j) d[j] = 0.0f;
+    for (int64_t j = n; j < w; ++j) d[j] = 0.0f;
   }
 }
 
 // Turns a raw row of q·k products into scaled, masked scores minus `offset`
 // (0 in the forward, L_i in the backward): entries j ≥ limit (causality, padding, the tile's tail)
 // and keys the boolean mask hides become −inf; the additive mask is added.
-// s has kBc entries.
-float RowMax(const float* s);
+// s has `width` entries (the tile's key count rounded up to whole vectors,
+// TileWidth), the row's stride stays kBc.
+float RowMax(const float* s, int64_t width);
 
 // Returns the row's max after masking (−inf if nothing is visible).
-float MaskRow(const Plan& p, int64_t b, int64_t h, int64_t i, int64_t j0, int64_t limit, float scale, float offset,
-              float* s) {
+float MaskRow(const Plan& p, int64_t b, int64_t h, int64_t i, int64_t j0, int64_t limit, int64_t width, float scale,
+              float offset, float* s) {
   const DF df;
   const size_t L = hn::Lanes(df);
   const VF vscale = hn::Set(df, scale), vlimit = hn::Set(df, static_cast<float>(limit)), vninf = hn::Set(df, kNegInf);
@@ -170,7 +187,7 @@ float MaskRow(const Plan& p, int64_t b, int64_t h, int64_t i, int64_t j0, int64_
   // forward's order of roundings (the forward's max is of scale·S + M).
   const VF voff = hn::Set(df, am == nullptr ? offset : 0.0f);
   VF vmax = vninf;
-  for (size_t j = 0; j < static_cast<size_t>(kBc); j += L) {
+  for (size_t j = 0; j < static_cast<size_t>(width); j += L) {
     // Not one fused multiply-subtract: the backward must round scale·S exactly
     // as the forward did, so that S − L is exactly 0 at a one-hot row's max
     // (P = 1, as in the forward), not a rounding residue.
@@ -188,15 +205,15 @@ float MaskRow(const Plan& p, int64_t b, int64_t h, int64_t i, int64_t j0, int64_
     const int64_t st = o.additive_mask.stride(kDim);
     for (int64_t j = 0; j < limit; ++j) s[j] = (s[j] + am[(j0 + j) * st]) - offset;
   }
-  if (am != nullptr || o.bool_mask.present()) return RowMax(s);
+  if (am != nullptr || o.bool_mask.present()) return RowMax(s, width);
   return hn::GetLane(hn::MaxOfLanes(df, vmax));
 }
 
-float RowMax(const float* s) {
+float RowMax(const float* s, int64_t width) {
   const DF df;
   const size_t L = hn::Lanes(df);
   VF m = hn::Set(df, kNegInf);
-  for (size_t j = 0; j < static_cast<size_t>(kBc); j += L) m = hn::Max(m, hn::LoadU(df, s + j));
+  for (size_t j = 0; j < static_cast<size_t>(width); j += L) m = hn::Max(m, hn::LoadU(df, s + j));
   return hn::GetLane(hn::MaxOfLanes(df, m));
 }
 
@@ -221,20 +238,21 @@ struct ForwardScratch {
 
 // Online-softmax update of one row of the tile: turns scores s into
 // probabilities relative to the new running max, rescales the row's O.
-void SoftmaxUpdateRow(float* s, float tile_max, float& m, float& l, float* o_row, int64_t dv_pad, RowDiag* diag) {
+void SoftmaxUpdateRow(float* s, int64_t width, float tile_max, float& m, float& l, float* o_row, int64_t dv_pad,
+                      RowDiag* diag) {
   const DF df;
   const size_t L = hn::Lanes(df);
   const float m_new = std::max(m, tile_max);
   if (m_new == kNegInf) {  // nothing visible yet: P = 0
-    std::memset(s, 0, sizeof(float) * kBc);
+    std::memset(s, 0, sizeof(float) * static_cast<size_t>(width));
     return;
   }
-  const float alpha = (m == kNegInf) ? 0.0f : (m == m_new) ? 1.0f : hn::GetLane(hn::Exp(df, hn::Set(df, m - m_new)));
+  const float alpha = (m == kNegInf) ? 0.0f : (m == m_new) ? 1.0f : hn::GetLane(ExpNonPositive(df, hn::Set(df, m - m_new)));
   const VF vm = hn::Set(df, m_new);
   VF sum = hn::Zero(df);
   if (diag == nullptr) {
-    for (size_t j = 0; j < static_cast<size_t>(kBc); j += L) {
-      const VF pj = hn::Exp(df, hn::Sub(hn::LoadU(df, s + j), vm));
+    for (size_t j = 0; j < static_cast<size_t>(width); j += L) {
+      const VF pj = ExpNonPositive(df, hn::Sub(hn::LoadU(df, s + j), vm));
       sum = hn::Add(sum, pj);
       hn::StoreU(pj, df, s + j);
     }
@@ -243,9 +261,9 @@ void SoftmaxUpdateRow(float* s, float tile_max, float& m, float& l, float* o_row
     // count of elements equal to the max (u = 1); see the comment at the top.
     VF s1 = hn::Zero(df), s2 = hn::Zero(df), s3 = hn::Zero(df), hs = hn::Zero(df), neq = hn::Zero(df);
     const VF one = hn::Set(df, 1.0f);
-    for (size_t j = 0; j < static_cast<size_t>(kBc); j += L) {
+    for (size_t j = 0; j < static_cast<size_t>(width); j += L) {
       const VF x = hn::Sub(hn::LoadU(df, s + j), vm);
-      const VF pj = hn::Exp(df, x);
+      const VF pj = ExpNonPositive(df, x);
       sum = hn::Add(sum, pj);
       hn::StoreU(pj, df, s + j);
       const auto below = hn::Lt(x, hn::Zero(df));
@@ -306,11 +324,12 @@ void ForwardQueryTile(const Plan& p, int64_t b, int64_t h, int64_t qt, const flo
     if (p.tile_hidden(b, i0 + rows, j0)) break;  // and every later tile
     if (p.tile_masked_out(b, h, i0, i0 + rows, j0, j0 + nc)) continue;
     float* s = w.s.get();
-    Gemm(rows, kBc, dm.d, q_tile, q_rs, q_ks, kt_head + t * dm.d * kBc, kBc, s, kBc, false);
+    const int64_t width = TileWidth(nc);
+    Gemm(rows, width, dm.d, q_tile, q_rs, q_ks, kt_head + t * dm.d * kBc, width, s, kBc, false);
     for (int64_t r = 0; r < rows; ++r) {
       const int64_t limit = std::clamp<int64_t>(w.end[r] - j0, 0, nc);
-      const float tile_max = MaskRow(p, b, h, i0 + r, j0, limit, w.scale[r], 0.0f, s + r * kBc);
-      SoftmaxUpdateRow(s + r * kBc, tile_max, w.m[r], w.l[r], w.o.get() + r * p.dv_pad, p.dv_pad,
+      const float tile_max = MaskRow(p, b, h, i0 + r, j0, limit, width, w.scale[r], 0.0f, s + r * kBc);
+      SoftmaxUpdateRow(s + r * kBc, width, tile_max, w.m[r], w.l[r], w.o.get() + r * p.dv_pad, p.dv_pad,
                        diag ? &w.diag[r] : nullptr);
     }
     Gemm(rows, p.dv_pad, nc, s, kBc, 1, v_head + j0 * p.dv_pad, p.dv_pad, w.o.get(), p.dv_pad, true);
@@ -351,10 +370,10 @@ void ForwardQueryTile(const Plan& p, int64_t b, int64_t h, int64_t qt, const flo
 
 void ForwardImpl(const Plan& p, TensorView<float> out, TensorView<float> lse, const RowDiagnostics* diag) {
   const auto& dm = p.dims;
-  const int64_t nk_pad = p.n_ktiles * kBc;
-  const int64_t kt_floats = p.n_ktiles * dm.d * kBc;  // Kᵀ tiles [n_ktiles][d][Bc]
-  const int64_t v_floats = nk_pad * p.dv_pad;         // V rows [Nk_pad][dv_pad]
-  const int64_t per_head = kt_floats + v_floats;
+  // Kᵀ tiles [n_ktiles][d][Bc], the last one [d][TileWidth] (PackTransposed)
+  const int64_t kt_floats = dm.d * ((p.n_ktiles - 1) * kBc + TileWidth(dm.Nk - (p.n_ktiles - 1) * kBc));
+  const int64_t v_floats = dm.Nk * p.dv_pad;  // V rows [Nk][dv_pad]
+  const int64_t per_head = std::max<int64_t>(kt_floats + v_floats, 1);
   const int64_t n_kv = dm.B * dm.Hkv;
   constexpr int64_t kPackBudget = (int64_t{64} << 20) / static_cast<int64_t>(sizeof(float));
   const int64_t heads_per_batch = std::clamp<int64_t>(kPackBudget / per_head, 1, n_kv);
@@ -373,8 +392,7 @@ void ForwardImpl(const Plan& p, TensorView<float> out, TensorView<float> lse, co
       float* head = base + kvl * per_head;
       PackTransposed(p.k, b, hk, j0, nc, dm.d, head + t * dm.d * kBc);
       float* vrows = head + kt_floats + j0 * p.dv_pad;
-      PackRows(p.v, b, hk, j0, nc, dm.dv, p.dv_pad, vrows);
-      std::memset(vrows + nc * p.dv_pad, 0, sizeof(float) * static_cast<size_t>((kBc - nc) * p.dv_pad));
+      PackRows(p.v, b, hk, j0, nc, dm.dv, p.dv_pad, vrows);  // O += P V reads rows < nc only
     }
     const int64_t n_items = nkv * group * p.n_qtiles;
 #pragma omp parallel num_threads(p.threads)
@@ -467,8 +485,9 @@ void BackwardPair(const BackwardArgs& a, int64_t b, int64_t h, int64_t qt, int64
   }
   float* P = w.pt.get();
   float* dS = w.ds.get();
+  const int64_t width = TileWidth(nc);
   // S = Q Kᵀ, then P = exp(scale_i·S − L_i) with hidden keys at 0.
-  Gemm(rows, kBc, dm.d, Qr, q_rs, 1, w.kt.get(), kBc, P, kBc, false);
+  Gemm(rows, width, dm.d, Qr, q_rs, 1, w.kt.get(), width, P, kBc, false);
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t i = i0 + r;
     float* pr = P + r * kBc;
@@ -478,22 +497,22 @@ void BackwardPair(const BackwardArgs& a, int64_t b, int64_t h, int64_t qt, int64
       continue;
     }
     const int64_t limit = std::clamp<int64_t>(p.key_end(b, i) - j0, 0, nc);
-    MaskRow(p, b, h, i, j0, limit, a.scale[row0 + r], Li, pr);  // scale_i·S − L_i
+    MaskRow(p, b, h, i, j0, limit, width, a.scale[row0 + r], Li, pr);  // scale_i·S − L_i
     // L ≥ S holds exactly, so clamping the exponent at 0 changes nothing in exact
     // arithmetic, but stops a rounded L (stored in float) from making P > 1 or inf
     // when scores are huge.
-    for (size_t j = 0; j < static_cast<size_t>(kBc); j += L)
-      hn::StoreU(hn::Exp(df, hn::Min(hn::LoadU(df, pr + j), hn::Zero(df))), df, pr + j);
+    for (size_t j = 0; j < static_cast<size_t>(width); j += L)
+      hn::StoreU(ExpNonPositive(df, hn::Min(hn::LoadU(df, pr + j), hn::Zero(df))), df, pr + j);
   }
   // dV += Pᵀ dO
   Gemm(nc, p.dv_pad, rows, P, 1, kBc, dOr, do_rs, w.dv.get(), p.dv_pad, true);
   // dP = dO Vᵀ;  dS = scale_i · P ∘ (dP − D_i)
-  Gemm(rows, kBc, dm.dv, dOr, do_rs, 1, w.vt.get(), kBc, dS, kBc, false);
+  Gemm(rows, width, dm.dv, dOr, do_rs, 1, w.vt.get(), width, dS, kBc, false);
   for (int64_t r = 0; r < rows; ++r) {
     const VF vD = hn::Set(df, a.D[row0 + r]), vs = hn::Set(df, a.scale[row0 + r]);
     float* pr = P + r * kBc;
     float* dr = dS + r * kBc;
-    for (size_t j = 0; j < static_cast<size_t>(kBc); j += L) {
+    for (size_t j = 0; j < static_cast<size_t>(width); j += L) {
       const VF x = hn::Mul(hn::LoadU(df, pr + j), hn::Sub(hn::LoadU(df, dr + j), vD));
       hn::StoreU(hn::Mul(x, vs), df, dr + j);
     }
@@ -510,8 +529,8 @@ void BackwardKeyTile(const BackwardArgs& a, int64_t b, int64_t hk, int64_t t, Ba
   PackTransposed(p.k, b, hk, j0, nc, dm.d, w.kt.get());
   PackRows(p.k, b, hk, j0, nc, dm.d, p.d_pad, w.kr.get());
   PackTransposed(p.v, b, hk, j0, nc, dm.dv, w.vt.get());
-  std::memset(w.dk.get(), 0, sizeof(float) * static_cast<size_t>(kBc * p.d_pad));
-  std::memset(w.dv.get(), 0, sizeof(float) * static_cast<size_t>(kBc * p.dv_pad));
+  std::memset(w.dk.get(), 0, sizeof(float) * static_cast<size_t>(nc * p.d_pad));
+  std::memset(w.dv.get(), 0, sizeof(float) * static_cast<size_t>(nc * p.dv_pad));
   const int64_t group = dm.group();
   for (int64_t g = 0; g < group; ++g) {
     const int64_t h = hk * group + g;
@@ -603,7 +622,7 @@ void GemmPieceImpl(size_t M, size_t N, size_t K, const float* A, size_t a_rs, si
 void ExpPieceImpl(float* x, size_t n) {
   const DF df;
   const size_t L = hn::Lanes(df);
-  for (size_t j = 0; j + L <= n; j += L) hn::StoreU(hn::Exp(df, hn::LoadU(df, x + j)), df, x + j);
+  for (size_t j = 0; j + L <= n; j += L) hn::StoreU(ExpNonPositive(df, hn::LoadU(df, x + j)), df, x + j);
 }
 
 }  // namespace attnlab::engine::HWY_NAMESPACE

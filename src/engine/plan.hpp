@@ -14,9 +14,9 @@ namespace attnlab::engine {
 // Tile sizes. Br query rows × Bc keys per tile; Bc is a multiple of every
 // target's vector length (16, 8, 4 floats), kPad rounds packed row lengths to
 // a whole number of vectors on every target. See the comment in flash_kernels.cpp
-// (why Bc = 128).
+// (why Bc = 256).
 inline constexpr int64_t kBr = 64;
-inline constexpr int64_t kBc = 128;
+inline constexpr int64_t kBc = 256;
 inline constexpr int64_t kPad = 16;
 
 inline int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
