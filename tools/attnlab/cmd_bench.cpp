@@ -21,6 +21,7 @@
 #include <random>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "attnlab/engine.hpp"
@@ -39,6 +40,7 @@ struct BenchArgs {
   bool causal = false;
   int threads = 0;
   int repeats = 5;
+  int settle_ms = 150;
   std::string json;
   std::vector<std::string> impls{"attnlab", "openblas", "libtorch"};
 };
@@ -165,6 +167,11 @@ void run_bench(const BenchArgs& a) {
 
   std::map<std::pair<std::string, std::string>, Sample> samples;
   auto timed = [&](const std::string& impl, const std::string& pass, auto&& fn, bool record) {
+    // Let the previous call's worker threads go to sleep first. OpenBLAS's
+    // workers spin (sched_yield) for about 2^28 cycles after a call, and
+    // libgomp's for a while too; perf showed 8 % of all samples in OpenBLAS's
+    // yield loop, stealing a core from whichever implementation ran next.
+    std::this_thread::sleep_for(std::chrono::milliseconds(a.settle_ms));
     reset_peak_rss();
     const double c0 = process_cpu_ms();
     const auto t0 = std::chrono::steady_clock::now();
@@ -239,6 +246,10 @@ const attnlab::cli::Registrar reg(
       sub.add_flag("--causal", a.causal, "top-left causal mask (FLOPs halved)");
       sub.add_option("--threads", a.threads, "threads for every implementation (0: all cores)");
       sub.add_option("--repeats", a.repeats, "timed repeats; the median is reported");
+      sub.add_option("--settle-ms", a.settle_ms,
+                     "idle pause before each timed call, so that the previous implementation's spinning worker "
+                     "threads have gone to sleep")
+          ->check(CLI::Range(0, 10000));
       sub.add_option("--json", a.json, "also write the results as JSON to this file");
       sub.add_option("--impls", a.impls, "implementations to run: attnlab, openblas, libtorch")->delimiter(',');
       sub.callback([] { run_bench(a); });
