@@ -1,62 +1,63 @@
 #pragma once
-// Dense row-major matrix products for the training model, written so that the
-// innermost loop runs over contiguous memory (the compiler vectorises it).
-// Sizes here are small (D ≤ 64, d_k ≤ 1024, rows = batch·seq ≤ a few thousand).
-#include <cstddef>
+// Dense row-major matrix products of the training model, through OpenBLAS
+// (cblas_sgemm / cblas_dgemm): the projections W_q, W_k, W_v, W_o and the
+// classifier, forward and backward. Shapes are small (rows = batch·seq ≤ about
+// 512, D = 32, d_k ≤ 1024); the attention itself goes through the engine.
+//
+// Threads: the study trains several runs at once on its own thread pool, and
+// each run calls these from its thread. run_study pins OpenBLAS to one thread
+// while its pool runs (OpenBlasThreadsScope, study.cpp), so that two runs do
+// not each ask OpenBLAS's shared worker pool for every core.
+#include <cblas.h>
+
+#include <algorithm>
 #include <cstdint>
-#include <vector>
 
 namespace attnlab::train::dense {
 
-// C[M, N] (+)= A[M, K] · B[K, N]
-// The pointers must not overlap (__restrict lets the compiler keep rows of C in registers).
+namespace detail {
+inline int blas_int(int64_t x) { return static_cast<int>(x); }  // shapes here are far below 2^31
+
+inline void gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n, int64_t k, const float* A, int64_t lda,
+                 const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+  cblas_sgemm(CblasRowMajor, ta, tb, blas_int(m), blas_int(n), blas_int(k), 1.0f, A, blas_int(lda), B, blas_int(ldb),
+              beta, C, blas_int(ldc));
+}
+inline void gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n, int64_t k, const double* A, int64_t lda,
+                 const double* B, int64_t ldb, double beta, double* C, int64_t ldc) {
+  cblas_dgemm(CblasRowMajor, ta, tb, blas_int(m), blas_int(n), blas_int(k), 1.0, A, blas_int(lda), B, blas_int(ldb),
+              beta, C, blas_int(ldc));
+}
+
+// BLAS rejects a leading dimension of 0 (it prints an error and returns), so
+// empty products are done here: C is m × n, zeroed unless accumulating.
 template <class T>
-void matmul(const T* __restrict A, const T* __restrict B, T* __restrict C, int64_t M, int64_t K, int64_t N,
-            bool accumulate) {
-  for (int64_t i = 0; i < M; ++i) {
-    T* c = C + i * N;
-    if (!accumulate)
-      for (int64_t j = 0; j < N; ++j) c[j] = T(0);
-    const T* a = A + i * K;
-    for (int64_t p = 0; p < K; ++p) {
-      const T ap = a[p];
-      const T* b = B + p * N;
-      for (int64_t j = 0; j < N; ++j) c[j] += ap * b[j];
-    }
-  }
+bool empty_product(int64_t m, int64_t n, int64_t k, T* C, bool accumulate) {
+  if (m > 0 && n > 0 && k > 0) return false;
+  if (!accumulate && m > 0 && n > 0) std::fill(C, C + m * n, T(0));
+  return true;
+}
+}  // namespace detail
+
+// C[M, N] (+)= A[M, K] · B[K, N]
+template <class T>
+void matmul(const T* A, const T* B, T* C, int64_t M, int64_t K, int64_t N, bool accumulate) {
+  if (detail::empty_product(M, N, K, C, accumulate)) return;
+  detail::gemm(CblasNoTrans, CblasNoTrans, M, N, K, A, K, B, N, accumulate ? T(1) : T(0), C, N);
 }
 
 // C[K, N] += A[M, K]ᵀ · B[M, N]   (weight gradients: dW += xᵀ dy)
 template <class T>
-void matmul_at_b_acc(const T* __restrict A, const T* __restrict B, T* __restrict C, int64_t M, int64_t K, int64_t N) {
-  for (int64_t i = 0; i < M; ++i) {
-    const T* a = A + i * K;
-    const T* b = B + i * N;
-    for (int64_t p = 0; p < K; ++p) {
-      const T ap = a[p];
-      if (ap == T(0)) continue;
-      T* c = C + p * N;
-      for (int64_t j = 0; j < N; ++j) c[j] += ap * b[j];
-    }
-  }
+void matmul_at_b_acc(const T* A, const T* B, T* C, int64_t M, int64_t K, int64_t N) {
+  if (detail::empty_product(K, N, M, C, true)) return;
+  detail::gemm(CblasTrans, CblasNoTrans, K, N, M, A, K, B, N, T(1), C, N);
 }
 
 // C[M, K] (+)= A[M, N] · B[K, N]ᵀ   (input gradients: dx = dy Wᵀ)
-// B is transposed into a scratch buffer first so that the product runs as
-// matmul's contiguous, vectorisable axpy loop rather than as strided dot products.
 template <class T>
 void matmul_a_bt(const T* A, const T* B, T* C, int64_t M, int64_t N, int64_t K, bool accumulate) {
-  thread_local std::vector<T> bt;  // [N, K]
-  bt.resize(static_cast<size_t>(N * K));
-  for (int64_t p = 0; p < K; ++p)
-    for (int64_t j = 0; j < N; ++j) bt[static_cast<size_t>(j * K + p)] = B[p * N + j];
-  matmul(A, bt.data(), C, M, N, K, accumulate);
+  if (detail::empty_product(M, K, N, C, accumulate)) return;
+  detail::gemm(CblasNoTrans, CblasTrans, M, K, N, A, N, B, N, accumulate ? T(1) : T(0), C, K);
 }
-
-// float overloads (the training path): the same loops compiled twice, for
-// x86-64-v3 (AVX2 + FMA) and baseline, chosen at load time (dense.cpp).
-void matmul(const float* A, const float* B, float* C, int64_t M, int64_t K, int64_t N, bool accumulate);
-void matmul_at_b_acc(const float* A, const float* B, float* C, int64_t M, int64_t K, int64_t N);
-void matmul_a_bt(const float* A, const float* B, float* C, int64_t M, int64_t N, int64_t K, bool accumulate);
 
 }  // namespace attnlab::train::dense

@@ -7,6 +7,8 @@
 #include <mutex>
 #include <thread>
 
+#include <cblas.h>
+
 #include "attnlab/error.hpp"
 #include "attnlab/train.hpp"
 
@@ -69,6 +71,21 @@ std::vector<RunConfig> expand(const StudyConfig& config) {
 
 namespace {
 
+// OpenBLAS's thread count is process-wide: set for the study's duration, then
+// restored, whichever way the study ends.
+class OpenBlasThreadsScope {
+ public:
+  explicit OpenBlasThreadsScope(int threads) : previous_(openblas_get_num_threads()) {
+    openblas_set_num_threads(threads);
+  }
+  ~OpenBlasThreadsScope() { openblas_set_num_threads(previous_); }
+  OpenBlasThreadsScope(const OpenBlasThreadsScope&) = delete;
+  OpenBlasThreadsScope& operator=(const OpenBlasThreadsScope&) = delete;
+
+ private:
+  int previous_;
+};
+
 // Relative cost of a run: the q/k projections dominate (∝ d_k), the rest ∝ D.
 double cost(const RunConfig& r) {
   return static_cast<double>(r.steps) * static_cast<double>(sequence_length(r.task)) *
@@ -122,6 +139,9 @@ StudyResult run_study(const StudyConfig& config, const std::function<void(const 
     }
   };
   const int n = std::clamp(config.threads, 1, 64);
+  // With several runs in flight, each run's small products go single-threaded
+  // in OpenBLAS (the pool already uses the cores); one run alone may use them all.
+  const OpenBlasThreadsScope blas_threads(n > 1 ? 1 : openblas_get_num_threads());
   std::vector<std::thread> pool;
   for (int t = 1; t < n; ++t) pool.emplace_back(worker);
   worker();

@@ -1,4 +1,6 @@
-// The study's bookkeeping and the verdict rule, on hand-made results (no training).
+// The study's bookkeeping and the verdict rule, on hand-made results (no training),
+// and a tiny real sweep on two threads.
+#include <cblas.h>
 #include <gtest/gtest.h>
 
 #include "attnlab/error.hpp"
@@ -107,11 +109,16 @@ TEST(Study, RunsTinySweepOnThreads) {
   c.base.warmup = 2;
   c.threads = 2;
   int64_t calls = 0;
+  // The study pins OpenBLAS to one thread while its own pool runs, and must put
+  // the process-wide setting back afterwards.
+  openblas_set_num_threads(2);
   const StudyResult r = run_study(c, [&](const StudyProgress& p) {
     ++calls;
     EXPECT_EQ(p.total, 4);
     EXPECT_GE(p.eta_seconds, 0.0);
+    EXPECT_EQ(openblas_get_num_threads(), 1);
   });
+  EXPECT_EQ(openblas_get_num_threads(), 2);
   EXPECT_EQ(calls, 4);
   ASSERT_EQ(r.runs.size(), 4u);
   EXPECT_EQ(r.runs[1].config.seed, 2u);
