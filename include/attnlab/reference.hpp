@@ -20,6 +20,20 @@ void attention_forward(ConstView<double> q, ConstView<double> k, ConstView<doubl
                        const AttentionOptions<double>& options,
                        TensorView<double> out, TensorView<double> lse);
 
+// Per-row softmax diagnostics in double, the counterpart of the engine's
+// RowDiagnostics (attnlab/engine.hpp), with the same definitions: each view
+// [B, Hq, Nq, 1] or empty to skip it; a fully masked row gets 0 in all three.
+struct RowDiagnostics {
+  TensorView<double> max_prob;         // largest probability of the row
+  TensorView<double> entropy;          // −Σ p log p (nats), attnlab::entropy
+  TensorView<double> jacobian_fro_sq;  // ‖diag(p) − p pᵀ‖_F², attnlab::jacobian_frobenius_sq
+};
+
+// attention_forward that also writes the diagnostics of every row.
+void attention_forward(ConstView<double> q, ConstView<double> k, ConstView<double> v,
+                       const AttentionOptions<double>& options,
+                       TensorView<double> out, TensorView<double> lse, const RowDiagnostics& diagnostics);
+
 // Given the forward's out and lse, and dO, writes dq, dk, dv (overwritten, not accumulated).
 void attention_backward(ConstView<double> q, ConstView<double> k, ConstView<double> v,
                         ConstView<double> out, ConstView<double> lse, ConstView<double> grad_out,

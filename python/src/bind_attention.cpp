@@ -15,7 +15,6 @@
 #include "bindings.hpp"
 #include "docstrings.hpp"
 #include "ndarray.hpp"
-#include "reference_diagnostics.hpp"
 
 namespace attnlab::python {
 namespace {
@@ -103,9 +102,9 @@ void run_forward(ConstView<float> q, ConstView<float> k, ConstView<float> v, con
 
 void run_forward(ConstView<double> q, ConstView<double> k, ConstView<double> v, const AttentionOptions<double>& o,
                  TensorView<double> out, TensorView<double> lse, DiagnosticOutputs<double>* diag, int /*threads*/) {
-  reference::attention_forward(q, k, v, o, out, lse);
-  if (diag != nullptr)
-    reference_row_diagnostics(q, k, lse, o, {diag->max_prob.view, diag->entropy.view, diag->jacobian_fro_sq.view});
+  if (diag == nullptr) return reference::attention_forward(q, k, v, o, out, lse);
+  reference::attention_forward(q, k, v, o, out, lse,
+                               {diag->max_prob.view, diag->entropy.view, diag->jacobian_fro_sq.view});
 }
 
 void run_backward(ConstView<float> q, ConstView<float> k, ConstView<float> v, ConstView<float> out,

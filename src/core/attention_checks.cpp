@@ -237,7 +237,18 @@ AttentionDims check_backward_args(ConstView<T> q, ConstView<T> k, ConstView<T> v
   return d;
 }
 
+template <class T>
+void check_row_output(const TensorView<T>& x, const AttentionDims& d, const char* name) {
+  if (!x.present()) return;
+  const Shape want{d.B, d.Hq, d.Nq, 1};
+  if (x.shape() != want)
+    throw Error(fmt::format("{}: shape {} should be {}", name, to_string(x.shape()), to_string(want)));
+  for (int a = 0; a < 4; ++a)
+    if (x.stride(a) < 0) throw Error(fmt::format("{}: negative stride {} on axis {}", name, x.stride(a), a));
+}
+
 #define ATTNLAB_INSTANTIATE(T)                                                                                     \
+  template void check_row_output<T>(const TensorView<T>&, const AttentionDims&, const char*);                       \
   template void check_finite<T>(ConstView<T>, const char*);                                                         \
   template void check_result_finite<T>(ConstView<T>, const char*);                                                  \
   template AttentionDims check_forward_args<T>(ConstView<T>, ConstView<T>, ConstView<T>, const AttentionOptions<T>&, \

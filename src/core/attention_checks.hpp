@@ -29,6 +29,11 @@ AttentionDims check_backward_args(ConstView<T> q, ConstView<T> k, ConstView<T> v
                                   const AttentionOptions<T>& options,
                                   TensorView<T> dq, TensorView<T> dk, TensorView<T> dv);
 
+// A per-row output such as a diagnostic: absent, or [B, Hq, Nq, 1] with
+// non-negative strides. Throws "NAME: shape ... should be ..." otherwise.
+template <class T>
+void check_row_output(const TensorView<T>& x, const AttentionDims& dims, const char* name);
+
 // Throws "NAME: non-finite value nan at [b, h, i, j]" for the first NaN/±inf.
 template <class T>
 void check_finite(ConstView<T> x, const char* name);

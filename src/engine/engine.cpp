@@ -19,15 +19,6 @@ int resolve_threads(const EngineConfig& config) {
   return config.threads == 0 ? omp_get_max_threads() : config.threads;
 }
 
-void check_diagnostic(const TensorView<float>& x, const detail::AttentionDims& d, const char* name) {
-  if (!x.present()) return;
-  const Shape want{d.B, d.Hq, d.Nq, 1};
-  if (x.shape() != want)
-    throw Error(fmt::format("{}: shape {} should be {}", name, to_string(x.shape()), to_string(want)));
-  for (int a = 0; a < 4; ++a)
-    if (x.stride(a) < 0) throw Error(fmt::format("{}: negative stride {} on axis {}", name, x.stride(a), a));
-}
-
 }  // namespace
 
 void attention_forward(ConstView<float> q, ConstView<float> k, ConstView<float> v,
@@ -35,9 +26,9 @@ void attention_forward(ConstView<float> q, ConstView<float> k, ConstView<float> 
                        const RowDiagnostics* diagnostics, const EngineConfig& config) {
   const auto dims = detail::check_forward_args(q, k, v, options, out, lse);
   if (diagnostics != nullptr) {
-    check_diagnostic(diagnostics->max_prob, dims, "diagnostics.max_prob");
-    check_diagnostic(diagnostics->entropy, dims, "diagnostics.entropy");
-    check_diagnostic(diagnostics->jacobian_fro_sq, dims, "diagnostics.jacobian_fro_sq");
+    detail::check_row_output(diagnostics->max_prob, dims, "diagnostics.max_prob");
+    detail::check_row_output(diagnostics->entropy, dims, "diagnostics.entropy");
+    detail::check_row_output(diagnostics->jacobian_fro_sq, dims, "diagnostics.jacobian_fro_sq");
   }
   const engine::Plan plan(dims, q, k, v, options, resolve_threads(config));
   engine::flash_forward(plan, out, lse, diagnostics);

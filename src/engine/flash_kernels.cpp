@@ -46,7 +46,7 @@
 // Diagnostics (optional) ride on the same pass with the same rescaling. With
 // u_j = exp(S_j − m) the row keeps, in double, lo = Σ_{j≠argmax} u_j, the
 // sums of u_j² and u_j³ over the same j, and h = Σ_j u_j (S_j − m). Then
-// l = 1 + lo, p_max = 1/l, entropy = log l − h/l (both terms ≥ 0) and
+// l = 1 + lo, p_max = 1/l, entropy = log1p(lo) − h/l (both terms ≥ 0) and
 //   ‖J‖_F² = p*²ε² + 2p*²e₂ + e₂ − 2e₃ + e₂²,  ε = lo/l, e_k = Σ_{j≠*} p_j^k,
 // every term of which is ≥ 0 (e₂ − 2e₃ = Σ q²(1 − 2q) and q ≤ ½ for a
 // non-max element). The closed form Σp² − 2Σp³ + (Σp²)² would instead cancel
@@ -357,7 +357,7 @@ void ForwardQueryTile(const Plan& p, int64_t b, int64_t h, int64_t qt, const flo
       const RowDiag& g = w.diag[r];
       const double l = 1.0 + g.lo, pm = 1.0 / l, eps = g.lo / l, e2 = g.u2 / (l * l), e3 = g.u3 / (l * l * l);
       pmax = static_cast<float>(pm);
-      ent = static_cast<float>(std::log(l) - g.h / l);
+      ent = static_cast<float>(std::log1p(g.lo) - g.h / l);  // log1p: near one-hot, 1 + lo rounds to 1
       fro = static_cast<float>(pm * pm * eps * eps + 2 * pm * pm * e2 + (e2 - 2 * e3) + e2 * e2);
     }
     if (diag->max_prob.present()) diag->max_prob(b, h, i, 0) = pmax;

@@ -5,10 +5,12 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <span>
 #include <vector>
 
 #include <fmt/format.h>
 
+#include "attnlab/softmax.hpp"
 #include "core/attention_checks.hpp"
 
 namespace attnlab::reference {
@@ -54,10 +56,46 @@ void compute_row_scores(ConstView<double> q, ConstView<double> k, const Attentio
 
 }  // namespace
 
-void attention_forward(ConstView<double> q, ConstView<double> k, ConstView<double> v,
-                       const AttentionOptions<double>& options, TensorView<double> out, TensorView<double> lse) {
+namespace {
+
+// The forward, row by row; diagnostics, when given, from each row's probabilities.
+void forward(ConstView<double> q, ConstView<double> k, ConstView<double> v, const AttentionOptions<double>& options,
+             TensorView<double> out, TensorView<double> lse, const RowDiagnostics* diag) {
   const AttentionDims dims = detail::check_forward_args(q, k, v, options, out, lse);
+  if (diag != nullptr) {
+    detail::check_row_output(diag->max_prob, dims, "diagnostics.max_prob");
+    detail::check_row_output(diag->entropy, dims, "diagnostics.entropy");
+    detail::check_row_output(diag->jacobian_fro_sq, dims, "diagnostics.jacobian_fro_sq");
+  }
   RowScores row;
+  std::vector<double> P;  // [Nk] the row's probabilities, for the diagnostics
+  // A row's diagnostics from its scores S and max m. Near one-hot, p_max = 1 − ε
+  // rounds away most of ε ~ 1e-11, so the entropy is not taken as −Σ p log p of
+  // the rounded p but as log1p(lo) + Σ p_j (m − S_j), with lo = Σ_{j≠argmax} e^{S_j−m}
+  // (l = 1 + lo): every term ≥ 0, nothing cancels. ‖J‖_F² comes from
+  // jacobian_frobenius_sq, which is written to be stable there already.
+  auto write_diagnostics = [&](int64_t b, int64_t h, int64_t i, double m) {
+    double max_prob = 0, ent = 0, fro = 0;
+    if (m != kNegInf) {  // a fully masked row keeps 0 in all three
+      const int64_t argmax = std::find(row.S.begin(), row.S.end(), m) - row.S.begin();
+      double lo = 0;
+      for (int64_t j = 0; j < dims.Nk; ++j)
+        if (j != argmax) lo += std::exp(row.S[static_cast<size_t>(j)] - m);
+      const double l = 1 + lo;
+      P.resize(static_cast<size_t>(dims.Nk));
+      for (int64_t j = 0; j < dims.Nk; ++j) {
+        const double s = row.S[static_cast<size_t>(j)];
+        P[static_cast<size_t>(j)] = std::exp(s - m) / l;
+        if (s != kNegInf) ent += P[static_cast<size_t>(j)] * (m - s);
+      }
+      ent += std::log1p(lo);
+      max_prob = 1 / l;
+      fro = jacobian_frobenius_sq(std::span<const double>(P));
+    }
+    if (diag->max_prob.present()) diag->max_prob(b, h, i, 0) = max_prob;
+    if (diag->entropy.present()) diag->entropy(b, h, i, 0) = ent;
+    if (diag->jacobian_fro_sq.present()) diag->jacobian_fro_sq(b, h, i, 0) = fro;
+  };
   for (int64_t b = 0; b < dims.B; ++b)
     for (int64_t h = 0; h < dims.Hq; ++h) {
       const int64_t hk = h / dims.group();
@@ -68,6 +106,7 @@ void attention_forward(ConstView<double> q, ConstView<double> k, ConstView<doubl
         for (int64_t c = 0; c < dims.dv; ++c) out(b, h, i, c) = 0.0;
         if (m == kNegInf) {  // fully masked row: O = 0, L = −inf
           lse(b, h, i, 0) = kNegInf;
+          if (diag != nullptr) write_diagnostics(b, h, i, m);
           continue;
         }
         double l = 0;
@@ -79,9 +118,23 @@ void attention_forward(ConstView<double> q, ConstView<double> k, ConstView<doubl
         }
         for (int64_t c = 0; c < dims.dv; ++c) out(b, h, i, c) /= l;
         lse(b, h, i, 0) = m + std::log(l);
+        if (diag != nullptr) write_diagnostics(b, h, i, m);
       }
     }
   if (options.check_finite) detail::check_result_finite<double>(out, "out");
+}
+
+}  // namespace
+
+void attention_forward(ConstView<double> q, ConstView<double> k, ConstView<double> v,
+                       const AttentionOptions<double>& options, TensorView<double> out, TensorView<double> lse) {
+  forward(q, k, v, options, out, lse, nullptr);
+}
+
+void attention_forward(ConstView<double> q, ConstView<double> k, ConstView<double> v,
+                       const AttentionOptions<double>& options, TensorView<double> out, TensorView<double> lse,
+                       const RowDiagnostics& diagnostics) {
+  forward(q, k, v, options, out, lse, &diagnostics);
 }
 
 void attention_backward(ConstView<double> q, ConstView<double> k, ConstView<double> v, ConstView<double> out,
