@@ -2,7 +2,8 @@
 // every option of the reference (masks broadcast over batch and heads, key
 // padding, both causal alignments, GQA, dv ≠ d, Nq ≠ Nk, the scale policies,
 // including the per-row log-n ones), head dims {1, 3, 16, 64, 80, 96, 128, 256},
-// and lengths past one tile (64) so that tails and multi-tile rows occur.
+// and lengths past one tile (64 queries, 256 keys) so that tails and multi-tile
+// rows occur.
 // Seeded: set ATTNLAB_TEST_SEED to explore others; failures print the seed.
 #include <gtest/gtest.h>
 
@@ -25,20 +26,20 @@ uint64_t base_seed() {
 TEST(EngineAccuracy, ThousandRandomProblemsWithinTwiceNaiveFloat32Error) {
   const uint64_t seed = base_seed();
   constexpr int kProblems = 1000;
-  int multi_tile = 0, causal = 0, gqa = 0, masked = 0, padded = 0, strided = 0, row_scale = 0;
+  int multi_tile = 0, multi_key_tile = 0, causal = 0, gqa = 0, masked = 0, padded = 0, strided = 0, row_scale = 0;
   double worst_ratio[5] = {}, worst_autograd[5] = {};
   for (int n = 0; n < kProblems; ++n) {
     std::mt19937_64 rng(seed + static_cast<uint64_t>(n));
     al::test::ProblemLimits lim;
     lim.dims = {1, 3, 16, 64, 80, 96, 128, 256};
-    const bool big = n % 5 == 0;  // one in five crosses tile boundaries (64 queries, 128 keys) with tails
+    const bool big = n % 5 == 0;  // one in five crosses tile boundaries (64 queries, 256 keys) with tails
     if (n % 50 == 0) {               // and a few span several tiles
-      lim.max_seq = 300;
+      lim.max_seq = 400;
       lim.max_batch = 1;
       lim.max_kv_heads = 1;
       lim.max_group = 2;
     } else if (big) {
-      lim.max_seq = 160;
+      lim.max_seq = 320;
       lim.max_batch = 1;
       lim.max_kv_heads = 2;
       lim.max_group = 2;
@@ -49,6 +50,7 @@ TEST(EngineAccuracy, ThousandRandomProblemsWithinTwiceNaiveFloat32Error) {
     const bool use_strides = n % 7 == 3;
     SCOPED_TRACE("seed " + std::to_string(seed + n) + (use_strides ? " strided: " : ": ") + p.describe());
     multi_tile += std::max(p.Nq, p.Nk) > 64;
+    multi_key_tile += p.Nk > 256;  // the online softmax rescales across key tiles
     causal += p.causal != al::Causal::none;
     gqa += p.Hq != p.Hkv;
     masked += p.bool_mask.numel() > 0 || p.additive_mask.numel() > 0;
@@ -68,6 +70,7 @@ TEST(EngineAccuracy, ThousandRandomProblemsWithinTwiceNaiveFloat32Error) {
     std::printf("worst error ratio on %s: engine/naive %.3f, engine/autograd-naive %.3f (errors below the floor included)\n",
                 al::test::kQuantity[x], worst_ratio[x], worst_autograd[x]);
   EXPECT_GT(multi_tile, kProblems / 15);
+  EXPECT_GT(multi_key_tile, kProblems / 100) << multi_key_tile << " problems with more than one key tile";
   EXPECT_GT(causal, kProblems / 4);
   EXPECT_GT(gqa, kProblems / 4);
   EXPECT_GT(masked, kProblems / 3);
