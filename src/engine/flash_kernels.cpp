@@ -150,6 +150,20 @@ void PackRows(ConstView<float> x, int64_t b, int64_t h, int64_t r0, int64_t rows
   }
 }
 
+// Rows [r0, r0 + rows) of x as a B operand of the products (vector loads): x's
+// own memory when its rows are unit-stride and a whole number of vectors long,
+// else a padded copy in `scratch`. Sets `row_stride`.
+const float* RowsOperand(ConstView<float> x, int64_t b, int64_t h, int64_t r0, int64_t rows, int64_t cols,
+                         int64_t padded_cols, float* scratch, size_t& row_stride) {
+  if (x.stride(kDim) == 1 && cols == padded_cols) {
+    row_stride = static_cast<size_t>(x.stride(kSeq));
+    return x.row(b, h, r0);
+  }
+  PackRows(x, b, h, r0, rows, cols, padded_cols, scratch);
+  row_stride = static_cast<size_t>(padded_cols);
+  return scratch;
+}
+
 // dst[c · w + j] = x[b, h, j0 + j, c] for j < n, zero for j in [n, w), where
 // w = TileWidth(n): the transposed key tile [cols × w]. Every tile but the last
 // has w = kBc; a short last tile is stored narrow, so that a short sequence
@@ -465,24 +479,9 @@ void BackwardPair(const BackwardArgs& a, int64_t b, int64_t h, int64_t qt, int64
   const size_t L = hn::Lanes(df);
   const int64_t i0 = qt * kBr, rows = std::min(kBr, dm.Nq - i0);
   const int64_t row0 = (b * dm.Hq + h) * dm.Nq + i0;  // index into D and scale
-  // Q and dO rows serve as B operands (vector loads): used in place when their
-  // rows are unit-stride and a whole number of vectors long, else packed.
-  const float* Qr = w.qr.get();
-  size_t q_rs = static_cast<size_t>(p.d_pad);
-  if (p.q.stride(kDim) == 1 && dm.d == p.d_pad) {
-    Qr = p.q.row(b, h, i0);
-    q_rs = static_cast<size_t>(p.q.stride(kSeq));
-  } else {
-    PackRows(p.q, b, h, i0, rows, dm.d, p.d_pad, w.qr.get());
-  }
-  const float* dOr = w.dor.get();
-  size_t do_rs = static_cast<size_t>(p.dv_pad);
-  if (a.grad_out.stride(kDim) == 1 && dm.dv == p.dv_pad) {
-    dOr = a.grad_out.row(b, h, i0);
-    do_rs = static_cast<size_t>(a.grad_out.stride(kSeq));
-  } else {
-    PackRows(a.grad_out, b, h, i0, rows, dm.dv, p.dv_pad, w.dor.get());
-  }
+  size_t q_rs = 0, do_rs = 0;
+  const float* Qr = RowsOperand(p.q, b, h, i0, rows, dm.d, p.d_pad, w.qr.get(), q_rs);
+  const float* dOr = RowsOperand(a.grad_out, b, h, i0, rows, dm.dv, p.dv_pad, w.dor.get(), do_rs);
   float* P = w.pt.get();
   float* dS = w.ds.get();
   const int64_t width = TileWidth(nc);

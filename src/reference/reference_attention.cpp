@@ -78,14 +78,16 @@ void forward(ConstView<double> q, ConstView<double> k, ConstView<double> v, cons
     double max_prob = 0, ent = 0, fro = 0;
     if (m != kNegInf) {  // a fully masked row keeps 0 in all three
       const int64_t argmax = std::find(row.S.begin(), row.S.end(), m) - row.S.begin();
-      double lo = 0;
-      for (int64_t j = 0; j < dims.Nk; ++j)
-        if (j != argmax) lo += std::exp(row.S[static_cast<size_t>(j)] - m);
-      const double l = 1 + lo;
       P.resize(static_cast<size_t>(dims.Nk));
+      double lo = 0;
+      for (int64_t j = 0; j < dims.Nk; ++j) {
+        P[static_cast<size_t>(j)] = std::exp(row.S[static_cast<size_t>(j)] - m);  // u_j, normalised below
+        if (j != argmax) lo += P[static_cast<size_t>(j)];
+      }
+      const double l = 1 + lo;
       for (int64_t j = 0; j < dims.Nk; ++j) {
         const double s = row.S[static_cast<size_t>(j)];
-        P[static_cast<size_t>(j)] = std::exp(s - m) / l;
+        P[static_cast<size_t>(j)] /= l;
         if (s != kNegInf) ent += P[static_cast<size_t>(j)] * (m - s);
       }
       ent += std::log1p(lo);

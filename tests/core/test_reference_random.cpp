@@ -7,6 +7,7 @@
 //  * fully masked rows give O = 0 and L = −inf; nothing is NaN.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <random>
@@ -35,18 +36,8 @@ void naive_forward(const Problem& p, al::Tensor<double>& out, al::Tensor<double>
     for (int64_t h = 0; h < p.Hq; ++h)
       for (int64_t i = 0; i < p.Nq; ++i) {
         const int64_t hk = h / (p.Hq / p.Hkv);
-        int64_t n_keys = p.key_lengths.empty() ? p.Nk : p.key_lengths[static_cast<size_t>(b)];
-        int64_t visible = 0;
-        std::vector<bool> vis(static_cast<size_t>(p.Nk));
-        for (int64_t j = 0; j < p.Nk; ++j) {
-          bool ok = j < n_keys;
-          if (p.causal == al::Causal::top_left) ok = ok && j <= i;
-          if (p.causal == al::Causal::bottom_right) ok = ok && j <= i + n_keys - p.Nq;
-          if (p.bool_mask.numel())
-            ok = ok && p.bool_mask(p.bool_mask.size(0) == 1 ? 0 : b, p.bool_mask.size(1) == 1 ? 0 : h, i, j);
-          vis[static_cast<size_t>(j)] = ok;
-          visible += ok;
-        }
+        const std::vector<bool> vis = p.visible_keys(b, h, i);
+        const auto visible = static_cast<int64_t>(std::count(vis.begin(), vis.end(), true));
         const double scale = p.scale(p.d, visible);
         bool any = false;
         for (int64_t j = 0; j < p.Nk; ++j) {

@@ -41,19 +41,9 @@ inline NaiveResult naive_float_attention(const Problem& p, const FloatProblem& f
   for (int64_t b = 0; b < p.B; ++b)
     for (int64_t h = 0; h < p.Hq; ++h) {
       const int64_t hk = h / group;
-      const int64_t n_keys = p.key_lengths.empty() ? p.Nk : p.key_lengths[static_cast<size_t>(b)];
       for (int64_t i = 0; i < p.Nq; ++i) {
-        int64_t visible = 0;
-        std::vector<bool> vis(static_cast<size_t>(p.Nk));
-        for (int64_t j = 0; j < p.Nk; ++j) {
-          bool ok = j < n_keys;
-          if (p.causal == Causal::top_left) ok = ok && j <= i;
-          if (p.causal == Causal::bottom_right) ok = ok && j <= i + n_keys - p.Nq;
-          if (p.bool_mask.numel())
-            ok = ok && p.bool_mask(p.bool_mask.size(0) == 1 ? 0 : b, p.bool_mask.size(1) == 1 ? 0 : h, i, j);
-          vis[static_cast<size_t>(j)] = ok;
-          visible += ok;
-        }
+        const std::vector<bool> vis = p.visible_keys(b, h, i);
+        const auto visible = static_cast<int64_t>(std::count(vis.begin(), vis.end(), true));
         const float sc = static_cast<float>(p.scale(p.d, visible));
         scale[static_cast<size_t>(i)] = sc;
         float m = -INFINITY;

@@ -5,6 +5,7 @@
 // form Σp² − 2Σp³ + (Σp²)² cancels to 0.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -39,17 +40,8 @@ std::vector<double> row_probs(const al::test::Problem& p, const al::AttentionFor
   const double L = f.lse(b, h, i, 0);
   if (L == -INFINITY) return prob;
   const int64_t hk = h / (p.Hq / p.Hkv);
-  const int64_t n_keys = p.key_lengths.empty() ? p.Nk : p.key_lengths[static_cast<size_t>(b)];
-  int64_t visible = 0;
-  std::vector<bool> vis(static_cast<size_t>(p.Nk));
-  for (int64_t j = 0; j < p.Nk; ++j) {
-    bool ok = j < n_keys;
-    if (p.causal == al::Causal::top_left) ok = ok && j <= i;
-    if (p.causal == al::Causal::bottom_right) ok = ok && j <= i + n_keys - p.Nq;
-    if (p.bool_mask.numel()) ok = ok && p.bool_mask(p.bool_mask.size(0) == 1 ? 0 : b, p.bool_mask.size(1) == 1 ? 0 : h, i, j);
-    vis[static_cast<size_t>(j)] = ok;
-    visible += ok;
-  }
+  const std::vector<bool> vis = p.visible_keys(b, h, i);
+  const auto visible = static_cast<int64_t>(std::count(vis.begin(), vis.end(), true));
   const double scale = p.scale(p.d, visible);
   for (int64_t j = 0; j < p.Nk; ++j) {
     if (!vis[static_cast<size_t>(j)]) continue;

@@ -43,6 +43,22 @@ struct Problem {
   }
   AttentionOptions<double> options() const { return options<double>(&additive_mask); }
 
+  // The keys row i of (batch b, head h) may see by padding, causality and the
+  // boolean mask, written out here rather than taken from the library, so that
+  // the tests' independent formulations stay independent of its rule.
+  std::vector<bool> visible_keys(int64_t b, int64_t h, int64_t i) const {
+    const int64_t n_keys = key_lengths.empty() ? Nk : key_lengths[static_cast<size_t>(b)];
+    std::vector<bool> vis(static_cast<size_t>(Nk));
+    for (int64_t j = 0; j < Nk; ++j) {
+      bool ok = j < n_keys;
+      if (causal == Causal::top_left) ok = ok && j <= i;
+      if (causal == Causal::bottom_right) ok = ok && j <= i + n_keys - Nq;
+      if (bool_mask.numel()) ok = ok && bool_mask(bool_mask.size(0) == 1 ? 0 : b, bool_mask.size(1) == 1 ? 0 : h, i, j);
+      vis[static_cast<size_t>(j)] = ok;
+    }
+    return vis;
+  }
+
   std::string describe() const {
     std::ostringstream s;
     s << "B=" << B << " Hq=" << Hq << " Hkv=" << Hkv << " Nq=" << Nq << " Nk=" << Nk << " d=" << d << " dv=" << dv

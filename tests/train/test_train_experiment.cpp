@@ -69,29 +69,20 @@ TEST(TrainExperiment, InitDecidesTheAdamVerdict) {
 }
 
 TEST(TrainExperiment, BadConfigurationsNameTheKey) {
-  auto fails_with = [](Config c, const std::string& key) {
+  struct Case {
+    const char *key, *value, *named;  // setting key = value must fail with a message containing `named`
+  };
+  for (const Case& t : {Case{"tasks", "sorting", "task"}, Case{"dims", "0", "dims"}, Case{"threshold", "2", "threshold"},
+                        Case{"policies", "half", "scale"}, Case{"steps", "-3", "steps"}}) {
+    Config c = tiny();
+    c[t.key] = t.value;
     try {
       run("train", c);
-      ADD_FAILURE() << "no error for " << key;
+      ADD_FAILURE() << "no error for " << t.key << " = " << t.value;
     } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()).find(key), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(t.named), std::string::npos) << e.what();
     }
-  };
-  Config c = tiny();
-  c["tasks"] = "sorting";
-  fails_with(c, "task");
-  c = tiny();
-  c["dims"] = "0";
-  fails_with(c, "dims");
-  c = tiny();
-  c["threshold"] = "2";
-  fails_with(c, "threshold");
-  c = tiny();
-  c["policies"] = "half";
-  fails_with(c, "scale");
-  c = tiny();
-  c["steps"] = "-3";
-  fails_with(c, "steps");
+  }
 }
 
 }  // namespace
