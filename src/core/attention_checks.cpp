@@ -1,6 +1,12 @@
 #include "core/attention_checks.hpp"
 
+#include <array>
+#include <bit>
 #include <cmath>
+#include <cstdint>
+#include <optional>
+#include <type_traits>
+
 #include <fmt/format.h>
 
 namespace attnlab::detail {
@@ -154,30 +160,54 @@ AttentionDims check_inputs(ConstView<T> q, ConstView<T> k, ConstView<T> v, const
 
 }  // namespace
 
+// The position of the first NaN or ±inf of x, if any. The checks run on every
+// engine call, over every input and output: written element by element with an
+// early exit they took 6 % of the forward at N = 2048, d = 64. So each row is
+// first scanned branch-free on the exponent bits, which the compiler
+// vectorises, and only a row that fails is searched element by element.
+namespace {
+
 template <class T>
-void check_finite(ConstView<T> x, const char* name) {
+std::optional<std::array<int64_t, 4>> first_non_finite(ConstView<T> x) {
+  using Bits = std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>;
+  constexpr Bits kExponent = static_cast<Bits>(sizeof(T) == 4 ? 0x7f800000u : 0x7ff0000000000000u);  // all ones: inf or NaN
+  const int64_t n = x.dim(), st = x.stride(kDim);
   for (int64_t b = 0; b < x.batch(); ++b)
     for (int64_t h = 0; h < x.heads(); ++h)
       for (int64_t i = 0; i < x.seq(); ++i) {
         const T* r = x.row(b, h, i);
-        const int64_t st = x.stride(kDim);
-        for (int64_t j = 0; j < x.dim(); ++j)
-          if (!std::isfinite(r[j * st]))
-            throw Error(fmt::format("{}: non-finite value {} at [{}, {}, {}, {}]", name, r[j * st], b, h, i, j));
+        Bits bad = 0;
+        if (st == 1) {
+          for (int64_t j = 0; j < n; ++j) bad |= ((std::bit_cast<Bits>(r[j]) & kExponent) == kExponent);
+        } else {
+          for (int64_t j = 0; j < n; ++j) bad |= !std::isfinite(r[j * st]);
+        }
+        if (bad == 0) continue;
+        for (int64_t j = 0; j < n; ++j)
+          if (!std::isfinite(r[j * st])) return std::array<int64_t, 4>{b, h, i, j};
       }
+  return std::nullopt;
+}
+
+}  // namespace
+
+template <class T>
+void check_finite(ConstView<T> x, const char* name) {
+  if (const auto at = first_non_finite(x)) {
+    const auto [b, h, i, j] = *at;
+    throw Error(fmt::format("{}: non-finite value {} at [{}, {}, {}, {}]", name, x(b, h, i, j), b, h, i, j));
+  }
 }
 
 template <class T>
 void check_result_finite(ConstView<T> x, const char* name) {
-  for (int64_t b = 0; b < x.batch(); ++b)
-    for (int64_t h = 0; h < x.heads(); ++h)
-      for (int64_t i = 0; i < x.seq(); ++i)
-        for (int64_t j = 0; j < x.dim(); ++j)
-          if (!std::isfinite(x(b, h, i, j)))
-            throw Error(fmt::format("attention: {} overflows {} at [{}, {}, {}, {}] (an intermediate such as dO·v "
-                                    "or the sum of p·v left the type's range); scale the inputs down{}",
-                                    name, sizeof(T) == 4 ? "float32" : "float64", b, h, i, j,
-                                    sizeof(T) == 4 ? " or use the double-precision reference" : ""));
+  if (const auto at = first_non_finite(x)) {
+    const auto [b, h, i, j] = *at;
+    throw Error(fmt::format("attention: {} overflows {} at [{}, {}, {}, {}] (an intermediate such as dO·v "
+                            "or the sum of p·v left the type's range); scale the inputs down{}",
+                            name, sizeof(T) == 4 ? "float32" : "float64", b, h, i, j,
+                            sizeof(T) == 4 ? " or use the double-precision reference" : ""));
+  }
 }
 
 template <class T>

@@ -5,7 +5,10 @@
 #include <hwy/targets.h>
 
 #include <cmath>
+#include <limits>
 #include <random>
+#include <utility>
+#include <vector>
 #include <string>
 
 #include "attnlab/engine.hpp"
@@ -207,4 +210,52 @@ TEST(EngineTargets, PortableTargetPassesTheAccuracyRule) {
   }
   hwy::SetSupportedTargetsForTest(0);
   EXPECT_EQ(al::engine_target(), best);
+}
+
+// The finiteness check scans rows branch-free on the exponent bits before it
+// looks for the culprit: every position of a row (head dims that are not a
+// whole number of vectors), every kind of non-finite value, unit-stride and
+// strided rows, in float (the engine) and double (the reference), must still be
+// found and named, and the finite extremes must pass.
+template <class T>
+void ExpectEveryNonFiniteFound() {
+  constexpr T kInf = std::numeric_limits<T>::infinity(), kNaN = std::numeric_limits<T>::quiet_NaN();
+  for (int64_t d : {1, 16, 37}) {
+    for (int64_t stride : {1, 3}) {
+      // k viewed with element stride `stride` over a buffer of [1, 1, 4, d·stride]
+      std::vector<T> kbuf(static_cast<size_t>(4 * d * stride), T(0.5));
+      for (size_t i = 0; i < kbuf.size(); ++i)
+        if (i % 5 == 0) kbuf[i] = (i % 2 ? 1 : -1) * std::numeric_limits<T>::max();  // finite extremes
+      kbuf[1] = std::numeric_limits<T>::denorm_min();
+      const Tensor<T> q({1, 1, 3, d}), v({1, 1, 4, 8});
+      const al::ConstView<T> k(kbuf.data(), {1, 1, 4, d}, {4 * d * stride, 4 * d * stride, d * stride, stride});
+      auto run = [&] {
+        try {
+          if constexpr (std::is_same_v<T, float>)
+            al::attention_forward(q.view(), k, v.view(), {});
+          else
+            al::reference::attention_forward(q.view(), k, v.view(), {});
+        } catch (const al::Error& e) {
+          return std::string(e.what());
+        }
+        return std::string();
+      };
+      // Finite extremes pass the check (the scores overflow, which is a different error).
+      EXPECT_EQ(run().find("non-finite"), std::string::npos) << "d " << d << " stride " << stride;
+      for (int64_t j = 0; j < d; ++j)
+        for (const auto& [bad, text] : {std::pair{kInf, "inf"}, {-kInf, "-inf"}, {kNaN, "nan"}, {-kNaN, "-nan"}}) {
+          T& slot = kbuf[static_cast<size_t>(2 * d * stride + j * stride)];
+          const T keep = slot;
+          slot = bad;
+          const std::string want = "k: non-finite value " + std::string(text) + " at [0, 0, 2, " + std::to_string(j) + "]";
+          EXPECT_EQ(run(), want) << "d " << d << " stride " << stride;
+          slot = keep;
+        }
+    }
+  }
+}
+
+TEST(EngineErrors, EveryNonFiniteValueIsFoundAtEveryPosition) {
+  ExpectEveryNonFiniteFound<float>();
+  ExpectEveryNonFiniteFound<double>();
 }
