@@ -100,8 +100,13 @@ void EngineArgs(benchmark::internal::Benchmark* b) {
 
 }  // namespace
 
-// S = Q Kᵀ and dP = dO Vᵀ: 64 × 64 × d; O += P V and dQ = dS K: 64 × d × 64; dV, dK: Aᵀ.
-BENCHMARK(BM_TileGemm)->Args({64, 64, 64, 0})->Args({64, 64, 128, 0})->Args({64, 128, 64, 0})->Args({64, 64, 64, 1});
+// The tile shapes (Br = 64, Bc = 256, plan.hpp) at d = 64 and 128: S = Q Kᵀ and
+// dP = dO Vᵀ are 64 × 256 × d; O += P V and dQ = dS K are 64 × d × 256;
+// dV += Pᵀ dO and dK += dSᵀ Q are 256 × d × 64 with A transposed.
+BENCHMARK(BM_TileGemm)
+    ->Args({64, 256, 64, 0})->Args({64, 256, 128, 0})
+    ->Args({64, 64, 256, 0})->Args({64, 128, 256, 0})
+    ->Args({256, 64, 64, 1})->Args({256, 128, 64, 1});
 BENCHMARK(BM_Exp);
 BENCHMARK(BM_Forward)->Apply(EngineArgs);
 BENCHMARK(BM_Backward)->Apply(EngineArgs);
