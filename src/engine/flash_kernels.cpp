@@ -318,6 +318,20 @@ void SoftmaxUpdateRow(float* s, int64_t width, float tile_max, float& m, float& 
   m = m_new;
 }
 
+// The online-softmax step between the two products: the tile's raw scores in
+// w.s become probabilities, and each row's m, l, O (and diagnostics) are updated.
+void SoftmaxTile(const Plan& p, int64_t b, int64_t h, int64_t i0, int64_t rows, int64_t j0, int64_t nc,
+                 ForwardScratch& w, bool diag) {
+  const int64_t width = TileWidth(nc);
+  float* s = w.s.get();
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t limit = std::clamp<int64_t>(w.end[r] - j0, 0, nc);
+    const float tile_max = MaskRow(p, b, h, i0 + r, j0, limit, width, w.scale[r], 0.0f, s + r * kBc);
+    SoftmaxUpdateRow(s + r * kBc, width, tile_max, w.m[r], w.l[r], w.o.get() + r * p.dv_pad, p.dv_pad,
+                     diag ? &w.diag[r] : nullptr);
+  }
+}
+
 void ForwardQueryTile(const Plan& p, int64_t b, int64_t h, int64_t qt, const float* kt_head, const float* v_head,
                       ForwardScratch& w, TensorView<float> out, TensorView<float> lse, const RowDiagnostics* diag) {
   const auto& dm = p.dims;
@@ -340,12 +354,7 @@ void ForwardQueryTile(const Plan& p, int64_t b, int64_t h, int64_t qt, const flo
     float* s = w.s.get();
     const int64_t width = TileWidth(nc);
     Gemm(rows, width, dm.d, q_tile, q_rs, q_ks, kt_head + t * dm.d * kBc, width, s, kBc, false);
-    for (int64_t r = 0; r < rows; ++r) {
-      const int64_t limit = std::clamp<int64_t>(w.end[r] - j0, 0, nc);
-      const float tile_max = MaskRow(p, b, h, i0 + r, j0, limit, width, w.scale[r], 0.0f, s + r * kBc);
-      SoftmaxUpdateRow(s + r * kBc, width, tile_max, w.m[r], w.l[r], w.o.get() + r * p.dv_pad, p.dv_pad,
-                       diag ? &w.diag[r] : nullptr);
-    }
+    SoftmaxTile(p, b, h, i0, rows, j0, nc, w, diag != nullptr);
     Gemm(rows, p.dv_pad, nc, s, kBc, 1, v_head + j0 * p.dv_pad, p.dv_pad, w.o.get(), p.dv_pad, true);
   }
   for (int64_t r = 0; r < rows; ++r) {
@@ -618,6 +627,30 @@ void GemmPieceImpl(size_t M, size_t N, size_t K, const float* A, size_t a_rs, si
   Gemm(M, N, K, A, a_rs, a_ks, B, b_rs, C, c_rs, accumulate);
 }
 
+// One forward softmax step on a tile of `rows` × nc scores (a row stride of kBc),
+// unmasked, with dv = 64: what runs between the two products.
+void SoftmaxPieceImpl(float* s, int64_t rows, int64_t nc, int64_t steps) {
+  HWY_ASSERT(rows >= 1 && rows <= kBr && nc >= 1 && nc <= kBc);
+  const detail::AttentionDims dims{1, 1, 1, rows, nc, 64, 64};
+  const AttentionOptions<float> options;
+  const Plan p(dims, {}, {}, {}, options, 1);
+  ForwardScratch w(p);
+  std::memset(w.o.get(), 0, sizeof(float) * static_cast<size_t>(rows * p.dv_pad));
+  auto raw = Scratch(rows * kBc);
+  std::memcpy(raw.get(), s, sizeof(float) * static_cast<size_t>(rows * kBc));
+  for (int64_t r = 0; r < rows; ++r) {
+    w.m[r] = kNegInf;
+    w.l[r] = 0.0f;
+    w.scale[r] = p.scale(0, 0, r);
+    w.end[r] = nc;
+  }
+  for (int64_t step = 0; step < steps; ++step) {
+    std::memcpy(w.s.get(), raw.get(), sizeof(float) * static_cast<size_t>(rows * kBc));  // as the product writes it
+    SoftmaxTile(p, 0, 0, 0, rows, 0, nc, w, false);
+  }
+  std::memcpy(s, w.s.get(), sizeof(float) * static_cast<size_t>(rows * kBc));
+}
+
 void ExpPieceImpl(float* x, size_t n) {
   const DF df;
   const size_t L = hn::Lanes(df);
@@ -635,6 +668,7 @@ HWY_EXPORT(BackwardImpl);
 HWY_EXPORT(TargetNameImpl);
 HWY_EXPORT(GemmPieceImpl);
 HWY_EXPORT(ExpPieceImpl);
+HWY_EXPORT(SoftmaxPieceImpl);
 
 void gemm_piece(size_t M, size_t N, size_t K, const float* A, size_t a_rs, size_t a_ks, const float* B, size_t b_rs,
                 float* C, size_t c_rs, bool accumulate) {
@@ -642,6 +676,10 @@ void gemm_piece(size_t M, size_t N, size_t K, const float* A, size_t a_rs, size_
 }
 
 void exp_piece(float* x, size_t n) { HWY_DYNAMIC_DISPATCH(ExpPieceImpl)(x, n); }
+
+void softmax_piece(float* s, int64_t rows, int64_t nc, int64_t steps) {
+  HWY_DYNAMIC_DISPATCH(SoftmaxPieceImpl)(s, rows, nc, steps);
+}
 
 void flash_forward(const Plan& p, TensorView<float> out, TensorView<float> lse, const RowDiagnostics* diag) {
   HWY_DYNAMIC_DISPATCH(ForwardImpl)(p, out, lse, diag);
