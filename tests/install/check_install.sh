@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs the built tree into a temporary prefix, then configures, builds and
-# runs a consumer project that finds it with find_package(attnlab).
+# runs a consumer project that finds it with find_package(attnlab), and (when a
+# site directory is given) imports the installed Python package.
 set -euo pipefail
-build_dir=$1 source_dir=$2 cxx_flags=${3:-}
+build_dir=$1 source_dir=$2 cxx_flags=${3:-} python_site=${4:-}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cmake --install "$build_dir" --prefix "$work/prefix" > "$work/install.log"
@@ -19,4 +20,19 @@ test -x "$work/prefix/bin/attnlab"
 # The installed program must start without LD_LIBRARY_PATH (install RPATH).
 env -u LD_LIBRARY_PATH "$work/prefix/bin/attnlab" --version
 env -u LD_LIBRARY_PATH "$work/prefix/bin/attnlab" demo > /dev/null
+if [[ -n "$python_site" ]]; then
+  # The installed extension must find the installed libattnlab by itself (RPATH),
+  # not the build tree's: the build tree is moved out of reach first.
+  test -f "$work/prefix/$python_site/attnlab/py.typed"
+  env -u LD_LIBRARY_PATH PYTHONPATH="$work/prefix/$python_site" PYTHONDONTWRITEBYTECODE=1 /usr/bin/python3 -c '
+import sys, numpy as np, attnlab
+assert attnlab.__file__.startswith(sys.argv[1]), attnlab.__file__
+q = np.ones((1, 1, 4, 8), np.float32)
+out, lse = attnlab.attention_forward(q, q, q)
+assert out.shape == (1, 1, 4, 8) and np.allclose(out, 1.0), out
+print("python package imports from", sys.argv[1])
+' "$work/prefix/$python_site"
+  ldd "$work/prefix/$python_site"/attnlab/_attnlab*.so | grep -q "libattnlab.so.0 => $work/prefix/" ||
+    { echo "installed _attnlab does not load the installed libattnlab" >&2; ldd "$work/prefix/$python_site"/attnlab/_attnlab*.so >&2; exit 1; }
+fi
 echo "install check passed"
