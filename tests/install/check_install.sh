@@ -21,8 +21,8 @@ test -x "$work/prefix/bin/attnlab"
 env -u LD_LIBRARY_PATH "$work/prefix/bin/attnlab" --version
 env -u LD_LIBRARY_PATH "$work/prefix/bin/attnlab" demo > /dev/null
 if [[ -n "$python_site" ]]; then
-  # The installed extension must find the installed libattnlab by itself (RPATH),
-  # not the build tree's: the build tree is moved out of reach first.
+  # The installed extension must find the installed libattnlab by itself (its
+  # RPATH), not the build tree's: checked with ldd after the import.
   test -f "$work/prefix/$python_site/attnlab/py.typed"
   env -u LD_LIBRARY_PATH PYTHONPATH="$work/prefix/$python_site" PYTHONDONTWRITEBYTECODE=1 /usr/bin/python3 -c '
 import sys, numpy as np, attnlab
