@@ -32,7 +32,10 @@ out, lse = attnlab.attention_forward(q, q, q)
 assert out.shape == (1, 1, 4, 8) and np.allclose(out, 1.0), out
 print("python package imports from", sys.argv[1])
 ' "$work/prefix/$python_site"
-  ldd "$work/prefix/$python_site"/attnlab/_attnlab*.so | grep -q "libattnlab.so.0 => $work/prefix/" ||
-    { echo "installed _attnlab does not load the installed libattnlab" >&2; ldd "$work/prefix/$python_site"/attnlab/_attnlab*.so >&2; exit 1; }
+  # ldd's output is captured first: `ldd | grep -q` under pipefail fails at random
+  # when grep exits at the first match and ldd then dies of SIGPIPE.
+  libs=$(ldd "$work/prefix/$python_site"/attnlab/_attnlab*.so)
+  grep -q "libattnlab.so.0 => $work/prefix/" <<< "$libs" ||
+    { echo "installed _attnlab does not load the installed libattnlab:" >&2; echo "$libs" >&2; exit 1; }
 fi
 echo "install check passed"
