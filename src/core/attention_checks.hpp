@@ -34,6 +34,14 @@ AttentionDims check_backward_args(ConstView<T> q, ConstView<T> k, ConstView<T> v
 template <class T>
 void check_row_output(const TensorView<T>& x, const AttentionDims& dims, const char* name);
 
+// The three per-row diagnostics of the engine's or the reference's RowDiagnostics.
+template <class Diagnostics>
+void check_diagnostics(const Diagnostics& diag, const AttentionDims& dims) {
+  check_row_output(diag.max_prob, dims, "diagnostics.max_prob");
+  check_row_output(diag.entropy, dims, "diagnostics.entropy");
+  check_row_output(diag.jacobian_fro_sq, dims, "diagnostics.jacobian_fro_sq");
+}
+
 // Throws "NAME: non-finite value nan at [b, h, i, j]" for the first NaN/±inf.
 template <class T>
 void check_finite(ConstView<T> x, const char* name);

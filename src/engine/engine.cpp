@@ -25,11 +25,7 @@ void attention_forward(ConstView<float> q, ConstView<float> k, ConstView<float> 
                        const AttentionOptions<float>& options, TensorView<float> out, TensorView<float> lse,
                        const RowDiagnostics* diagnostics, const EngineConfig& config) {
   const auto dims = detail::check_forward_args(q, k, v, options, out, lse);
-  if (diagnostics != nullptr) {
-    detail::check_row_output(diagnostics->max_prob, dims, "diagnostics.max_prob");
-    detail::check_row_output(diagnostics->entropy, dims, "diagnostics.entropy");
-    detail::check_row_output(diagnostics->jacobian_fro_sq, dims, "diagnostics.jacobian_fro_sq");
-  }
+  if (diagnostics != nullptr) detail::check_diagnostics(*diagnostics, dims);
   const engine::Plan plan(dims, q, k, v, options, resolve_threads(config));
   engine::flash_forward(plan, out, lse, diagnostics);
   // The kernel marks rows whose scores overflowed float32 with L = NaN. (With the

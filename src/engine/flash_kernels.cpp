@@ -318,6 +318,19 @@ void SoftmaxUpdateRow(float* s, int64_t width, float tile_max, float& m, float& 
   m = m_new;
 }
 
+// Resets the running state of query rows [i0, i0 + rows) before their first key
+// tile: m = −inf, l = 0, O = 0, no diagnostics yet; each row's scale and key_end.
+void BeginQueryTile(const Plan& p, int64_t b, int64_t h, int64_t i0, int64_t rows, ForwardScratch& w) {
+  std::memset(w.o.get(), 0, sizeof(float) * static_cast<size_t>(rows * p.dv_pad));
+  for (int64_t r = 0; r < rows; ++r) {
+    w.m[r] = kNegInf;
+    w.l[r] = 0.0f;
+    w.scale[r] = p.scale(b, h, i0 + r);
+    w.end[r] = p.key_end(b, i0 + r);
+    w.diag[r] = RowDiag{};
+  }
+}
+
 // The online-softmax step between the two products: the tile's raw scores in
 // w.s become probabilities, and each row's m, l, O (and diagnostics) are updated.
 void SoftmaxTile(const Plan& p, int64_t b, int64_t h, int64_t i0, int64_t rows, int64_t j0, int64_t nc,
@@ -339,14 +352,7 @@ void ForwardQueryTile(const Plan& p, int64_t b, int64_t h, int64_t qt, const flo
   // Q is the A operand of S = Q Kᵀ (read by scalar broadcasts): any strides do.
   const float* q_tile = p.q.row(b, h, i0);
   const size_t q_rs = static_cast<size_t>(p.q.stride(kSeq)), q_ks = static_cast<size_t>(p.q.stride(kDim));
-  std::memset(w.o.get(), 0, sizeof(float) * static_cast<size_t>(rows * p.dv_pad));
-  for (int64_t r = 0; r < rows; ++r) {
-    w.m[r] = kNegInf;
-    w.l[r] = 0.0f;
-    w.scale[r] = p.scale(b, h, i0 + r);
-    w.end[r] = p.key_end(b, i0 + r);
-    w.diag[r] = RowDiag{};
-  }
+  BeginQueryTile(p, b, h, i0, rows, w);
   for (int64_t t = 0; t < p.n_ktiles; ++t) {
     const int64_t j0 = t * kBc, nc = std::min(kBc, dm.Nk - j0);
     if (p.tile_hidden(b, i0 + rows, j0)) break;  // and every later tile
@@ -635,15 +641,9 @@ void SoftmaxPieceImpl(float* s, int64_t rows, int64_t nc, int64_t steps) {
   const AttentionOptions<float> options;
   const Plan p(dims, {}, {}, {}, options, 1);
   ForwardScratch w(p);
-  std::memset(w.o.get(), 0, sizeof(float) * static_cast<size_t>(rows * p.dv_pad));
+  BeginQueryTile(p, 0, 0, 0, rows, w);
   auto raw = Scratch(rows * kBc);
   std::memcpy(raw.get(), s, sizeof(float) * static_cast<size_t>(rows * kBc));
-  for (int64_t r = 0; r < rows; ++r) {
-    w.m[r] = kNegInf;
-    w.l[r] = 0.0f;
-    w.scale[r] = p.scale(0, 0, r);
-    w.end[r] = nc;
-  }
   for (int64_t step = 0; step < steps; ++step) {
     std::memcpy(w.s.get(), raw.get(), sizeof(float) * static_cast<size_t>(rows * kBc));  // as the product writes it
     SoftmaxTile(p, 0, 0, 0, rows, 0, nc, w, false);

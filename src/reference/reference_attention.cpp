@@ -54,19 +54,11 @@ void compute_row_scores(ConstView<double> q, ConstView<double> k, const Attentio
   }
 }
 
-}  // namespace
-
-namespace {
-
 // The forward, row by row; diagnostics, when given, from each row's probabilities.
 void forward(ConstView<double> q, ConstView<double> k, ConstView<double> v, const AttentionOptions<double>& options,
              TensorView<double> out, TensorView<double> lse, const RowDiagnostics* diag) {
   const AttentionDims dims = detail::check_forward_args(q, k, v, options, out, lse);
-  if (diag != nullptr) {
-    detail::check_row_output(diag->max_prob, dims, "diagnostics.max_prob");
-    detail::check_row_output(diag->entropy, dims, "diagnostics.entropy");
-    detail::check_row_output(diag->jacobian_fro_sq, dims, "diagnostics.jacobian_fro_sq");
-  }
+  if (diag != nullptr) detail::check_diagnostics(*diag, dims);
   RowScores row;
   std::vector<double> P;  // [Nk] the row's probabilities, for the diagnostics
   // A row's diagnostics from its scores S and max m. Near one-hot, p_max = 1 − ε
