@@ -6,7 +6,7 @@
 // x ← x·a + b (a < 1) converge to b/(1 − a), so the values stay finite and
 // normal (no denormal slow-down), and the result is stored so that the
 // compiler cannot drop the loop. FLOPs = 2 · lanes · chains · iterations.
-#include "bench/peak_flops.hpp"
+#include "peak_flops.hpp"
 
 #include <omp.h>
 

@@ -9,9 +9,9 @@
 #include <random>
 #include <vector>
 
-#include "attnlab/engine.hpp"
-#include "bench/peak_flops.hpp"
-#include "engine/flash_kernels.hpp"
+#include "attnlab/attention.hpp"
+#include "peak_flops.hpp"
+#include "engine/testing/kernel_pieces.hpp"
 
 namespace al = attnlab;
 
@@ -36,7 +36,7 @@ void BM_Forward(benchmark::State& state) {
   opt.causal = state.range(3) ? al::Causal::top_left : al::Causal::none;
   opt.check_finite = false;
   for (auto _ : state) {
-    auto f = al::attention_forward(in.q, in.k, in.v, opt, al::EngineConfig{threads});
+    auto f = al::attention_forward(in.q, in.k, in.v, opt, al::ComputeConfig{threads});
     benchmark::DoNotOptimize(f.out.data());
   }
   const double flops = 4.0 * n * n * d * (state.range(3) ? 0.5 : 1.0);
@@ -50,9 +50,9 @@ void BM_Backward(benchmark::State& state) {
   al::AttentionOptions<float> opt;
   opt.causal = state.range(3) ? al::Causal::top_left : al::Causal::none;
   opt.check_finite = false;
-  const auto f = al::attention_forward(in.q, in.k, in.v, opt, al::EngineConfig{threads});
+  const auto f = al::attention_forward(in.q, in.k, in.v, opt, al::ComputeConfig{threads});
   for (auto _ : state) {
-    auto g = al::attention_backward(in.q, in.k, in.v, f, in.go, opt, al::EngineConfig{threads});
+    auto g = al::attention_backward(in.q, in.k, in.v, f, in.go, opt, al::ComputeConfig{threads});
     benchmark::DoNotOptimize(g.dq.data());
   }
   const double flops = 10.0 * n * n * d * (state.range(3) ? 0.5 : 1.0);
@@ -66,7 +66,7 @@ void BM_TileGemm(benchmark::State& state) {
   const bool at = state.range(3) != 0;
   std::vector<float> A(M * K, 0.5f), B(K * N, 0.25f), C(M * N, 0.0f);
   for (auto _ : state) {
-    al::engine::gemm_piece(M, N, K, A.data(), at ? 1 : K, at ? M : 1, B.data(), N, C.data(), N, true);
+    al::engine::testing::gemm_piece(M, N, K, A.data(), at ? 1 : K, at ? M : 1, B.data(), N, C.data(), N, true);
     benchmark::DoNotOptimize(C.data());
   }
   state.counters["GFLOP/s"] = benchmark::Counter(2.0 * M * N * K * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
@@ -77,7 +77,7 @@ void BM_Exp(benchmark::State& state) {
   for (size_t i = 0; i < src.size(); ++i) src[i] = -static_cast<float>(i % 64) * 0.25f;  // S − m ≤ 0
   for (auto _ : state) {
     std::copy(src.begin(), src.end(), x.begin());  // vectorised; keeps the inputs in range
-    al::engine::exp_piece(x.data(), x.size());
+    al::engine::testing::exp_piece(x.data(), x.size());
     benchmark::DoNotOptimize(x.data());
   }
   state.counters["Gexp/s"] = benchmark::Counter(4096e-9, benchmark::Counter::kIsIterationInvariantRate);
@@ -94,7 +94,7 @@ void BM_SoftmaxTile(benchmark::State& state) {
   std::normal_distribution<float> nd(0.0f, 8.0f);
   for (float& x : s) x = nd(rng);
   for (auto _ : state) {
-    al::engine::softmax_piece(s.data(), rows, nc, 16);
+    al::engine::testing::softmax_piece(s.data(), rows, nc, 16);
     benchmark::DoNotOptimize(s.data());
   }
   state.counters["Gscore/s"] = benchmark::Counter(16.0 * rows * nc * 1e-9, benchmark::Counter::kIsIterationInvariantRate);

@@ -8,7 +8,7 @@
 
 #include <cmath>
 
-#include "bench/peers/peers.hpp"
+#include "peers/peers.hpp"
 
 namespace attnlab::bench {
 

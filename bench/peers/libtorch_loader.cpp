@@ -7,7 +7,7 @@
 #include <filesystem>
 #include <vector>
 
-#include "bench/peers/peers.hpp"
+#include "peers/peers.hpp"
 
 namespace attnlab::bench {
 

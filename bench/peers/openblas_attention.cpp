@@ -11,7 +11,7 @@
 #include <limits>
 #include <vector>
 
-#include "bench/peers/peers.hpp"
+#include "peers/peers.hpp"
 
 namespace attnlab::bench {
 namespace {

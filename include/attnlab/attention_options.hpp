@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <span>
 
+#include "attnlab/export.hpp"
 #include "attnlab/scale.hpp"
 #include "attnlab/tensor.hpp"
 
@@ -65,7 +66,23 @@ struct AttentionGrads {
   Tensor<T> dv;  // [B, Hkv, Nk, dv]
 };
 
-const char* to_string(Causal causal);
-Causal parse_causal(const char* text);  // "none" | "top_left" | "bottom_right"; throws Error
+// Optional per-row diagnostics of the softmax, computed by the same forward pass.
+// Each present view has shape [B, Hq, Nq, 1]; an absent (default) view is skipped.
+// A fully masked row gets 0 in each.
+template <class T>
+struct RowDiagnostics {
+  TensorView<T> max_prob;         // largest probability of the row
+  TensorView<T> entropy;          // −Σ p log p (nats), attnlab::entropy
+  TensorView<T> jacobian_fro_sq;  // ‖diag(p) − p pᵀ‖_F², attnlab::jacobian_frobenius_sq
+};
+
+// How a call runs (never what it computes: results are bitwise identical for any value).
+struct ComputeConfig {
+  // OpenMP threads for the engine; 0 = OpenMP's default (all cores). The reference is serial.
+  int threads = 0;
+};
+
+ATTNLAB_API const char* to_string(Causal causal);
+ATTNLAB_API Causal parse_causal(const char* text);  // "none" | "top_left" | "bottom_right"; throws Error
 
 }  // namespace attnlab

@@ -1,5 +1,8 @@
 #pragma once
-// Everything in attnlab's public API.
+// Everything in attnlab's public API: attention (forward and backward, every
+// element type), its options, the engine and the reference by name, the softmax
+// maths and the scale policies.
+#include "attnlab/attention.hpp"
 #include "attnlab/attention_options.hpp"
 #include "attnlab/engine.hpp"
 #include "attnlab/error.hpp"
@@ -7,4 +10,3 @@
 #include "attnlab/scale.hpp"
 #include "attnlab/softmax.hpp"
 #include "attnlab/tensor.hpp"
-#include "attnlab/train.hpp"

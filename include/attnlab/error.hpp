@@ -5,9 +5,11 @@
 #include <stdexcept>
 #include <string>
 
+#include "attnlab/export.hpp"
+
 namespace attnlab {
 
-class Error : public std::invalid_argument {
+class ATTNLAB_API Error : public std::invalid_argument {
  public:
   explicit Error(const std::string& message) : std::invalid_argument(message) {}
 };

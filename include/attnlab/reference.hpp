@@ -11,40 +11,30 @@
 //   dQ_i = scale_i Σ_j dS_ij k_j;  dK_j = Σ_i scale_i dS_ij q_i;  dV_j = Σ_i P_ij dO_i
 // See attention_options.hpp for shapes, masks and the fully masked row.
 #include "attnlab/attention_options.hpp"
+#include "attnlab/export.hpp"
 #include "attnlab/tensor.hpp"
 
 namespace attnlab::reference {
 
-// Writes out [B,Hq,Nq,dv] and lse [B,Hq,Nq,1]. Throws attnlab::Error on bad arguments.
-void attention_forward(ConstView<double> q, ConstView<double> k, ConstView<double> v,
-                       const AttentionOptions<double>& options,
-                       TensorView<double> out, TensorView<double> lse);
-
-// Per-row softmax diagnostics in double, the counterpart of the engine's
-// RowDiagnostics (attnlab/engine.hpp), with the same definitions: each view
-// [B, Hq, Nq, 1] or empty to skip it; a fully masked row gets 0 in all three.
-struct RowDiagnostics {
-  TensorView<double> max_prob;         // largest probability of the row
-  TensorView<double> entropy;          // −Σ p log p (nats), attnlab::entropy
-  TensorView<double> jacobian_fro_sq;  // ‖diag(p) − p pᵀ‖_F², attnlab::jacobian_frobenius_sq
-};
-
-// attention_forward that also writes the diagnostics of every row.
-void attention_forward(ConstView<double> q, ConstView<double> k, ConstView<double> v,
-                       const AttentionOptions<double>& options,
-                       TensorView<double> out, TensorView<double> lse, const RowDiagnostics& diagnostics);
+// Writes out [B,Hq,Nq,dv] and lse [B,Hq,Nq,1] and, if given, the per-row diagnostics
+// (same definitions as the engine's). Throws attnlab::Error on bad arguments.
+ATTNLAB_API void attention_forward(ConstView<double> q, ConstView<double> k, ConstView<double> v,
+                                   const AttentionOptions<double>& options, TensorView<double> out,
+                                   TensorView<double> lse, const RowDiagnostics<double>* diagnostics = nullptr);
 
 // Given the forward's out and lse, and dO, writes dq, dk, dv (overwritten, not accumulated).
-void attention_backward(ConstView<double> q, ConstView<double> k, ConstView<double> v,
-                        ConstView<double> out, ConstView<double> lse, ConstView<double> grad_out,
-                        const AttentionOptions<double>& options,
-                        TensorView<double> dq, TensorView<double> dk, TensorView<double> dv);
+ATTNLAB_API void attention_backward(ConstView<double> q, ConstView<double> k, ConstView<double> v,
+                                    ConstView<double> out, ConstView<double> lse, ConstView<double> grad_out,
+                                    const AttentionOptions<double>& options, TensorView<double> dq,
+                                    TensorView<double> dk, TensorView<double> dv);
 
-// Allocating conveniences.
-AttentionForward<double> attention_forward(ConstView<double> q, ConstView<double> k, ConstView<double> v,
-                                           const AttentionOptions<double>& options = {});
-AttentionGrads<double> attention_backward(ConstView<double> q, ConstView<double> k, ConstView<double> v,
-                                          const AttentionForward<double>& forward, ConstView<double> grad_out,
-                                          const AttentionOptions<double>& options = {});
+// Allocating conveniences (the tests' oracle calls).
+ATTNLAB_API AttentionForward<double> attention_forward(ConstView<double> q, ConstView<double> k,
+                                                       ConstView<double> v,
+                                                       const AttentionOptions<double>& options = {});
+ATTNLAB_API AttentionGrads<double> attention_backward(ConstView<double> q, ConstView<double> k,
+                                                      ConstView<double> v, const AttentionForward<double>& forward,
+                                                      ConstView<double> grad_out,
+                                                      const AttentionOptions<double>& options = {});
 
 }  // namespace attnlab::reference

@@ -16,9 +16,11 @@
 #include <string>
 #include <string_view>
 
+#include "attnlab/export.hpp"
+
 namespace attnlab {
 
-class ScalePolicy {
+class ATTNLAB_API ScalePolicy {
  public:
   enum class Kind { inv_sqrt_d, fixed, none, inv_d, entropy_invariant, scalable_softmax };
 

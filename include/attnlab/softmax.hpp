@@ -16,29 +16,31 @@
 #include <cstdint>
 #include <span>
 
+#include "attnlab/export.hpp"
+
 namespace attnlab {
 
-template <class T> void softmax(std::span<const T> x, std::span<T> s);
-template <class T> void log_softmax(std::span<const T> x, std::span<T> out);
-template <class T> T logsumexp(std::span<const T> x);
+template <class T> ATTNLAB_API void softmax(std::span<const T> x, std::span<T> s);
+template <class T> ATTNLAB_API void log_softmax(std::span<const T> x, std::span<T> out);
+template <class T> ATTNLAB_API T logsumexp(std::span<const T> x);
 
 // J as a row-major n×n matrix: J[i*n + j] = s_i (δ_ij − s_j).
-template <class T> void softmax_jacobian(std::span<const T> s, std::span<T> jacobian);
+template <class T> ATTNLAB_API void softmax_jacobian(std::span<const T> s, std::span<T> jacobian);
 // Jᵀ g = s ⊙ (g − ⟨g, s⟩): back-propagation through softmax, O(n), J never formed.
-template <class T> void softmax_vjp(std::span<const T> s, std::span<const T> g, std::span<T> grad_x);
+template <class T> ATTNLAB_API void softmax_vjp(std::span<const T> s, std::span<const T> g, std::span<T> grad_x);
 // J v, the forward-mode derivative (equal to the VJP formula because J = Jᵀ).
-template <class T> void softmax_jvp(std::span<const T> s, std::span<const T> v, std::span<T> jv);
+template <class T> ATTNLAB_API void softmax_jvp(std::span<const T> s, std::span<const T> v, std::span<T> jv);
 
 // Softmax cross-entropy with an integer class: loss = logsumexp(x) − x_target.
 // If grad is non-empty it receives ∂loss/∂x = softmax(x) − onehot(target).
-template <class T> T softmax_cross_entropy(std::span<const T> logits, int64_t target, std::span<T> grad = {});
+template <class T> ATTNLAB_API T softmax_cross_entropy(std::span<const T> logits, int64_t target, std::span<T> grad = {});
 // With a target distribution y (non-negative): loss = −Σ y_i log s_i,
 // gradient s·Σy − y (= s − y when y sums to 1).
-template <class T> T softmax_cross_entropy(std::span<const T> logits, std::span<const T> target, std::span<T> grad = {});
+template <class T> ATTNLAB_API T softmax_cross_entropy(std::span<const T> logits, std::span<const T> target, std::span<T> grad = {});
 
 // Closed forms on a probability vector s (the lab's diagnostics):
-template <class T> T entropy(std::span<const T> s);                   // −Σ s log s, 0 log 0 = 0
-template <class T> T jacobian_trace(std::span<const T> s);            // tr J = 1 − ‖s‖₂²
-template <class T> T jacobian_frobenius_sq(std::span<const T> s);     // ‖J‖_F² = ‖s‖₂² − 2‖s‖₃³ + ‖s‖₂⁴
+template <class T> ATTNLAB_API T entropy(std::span<const T> s);                   // −Σ s log s, 0 log 0 = 0
+template <class T> ATTNLAB_API T jacobian_trace(std::span<const T> s);            // tr J = 1 − ‖s‖₂²
+template <class T> ATTNLAB_API T jacobian_frobenius_sq(std::span<const T> s);     // ‖J‖_F² = ‖s‖₂² − 2‖s‖₃³ + ‖s‖₂⁴
 
 }  // namespace attnlab

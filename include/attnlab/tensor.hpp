@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "attnlab/error.hpp"
+#include "attnlab/export.hpp"
 
 namespace attnlab {
 
@@ -21,7 +22,7 @@ enum Axis : int { kBatch = 0, kHeads = 1, kSeq = 2, kDim = 3 };
 using Shape = std::array<int64_t, 4>;
 
 // "[2, 12, 128, 64]"
-std::string to_string(const Shape& shape);
+ATTNLAB_API std::string to_string(const Shape& shape);
 
 // Row-major (C order) strides for a shape, in elements.
 constexpr Shape contiguous_strides(const Shape& shape) {

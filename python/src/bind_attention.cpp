@@ -9,9 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "attnlab/engine.hpp"
+#include "attnlab/attention.hpp"
 #include "attnlab/error.hpp"
-#include "attnlab/reference.hpp"
 #include "bindings.hpp"
 #include "docstrings.hpp"
 #include "ndarray.hpp"
@@ -93,30 +92,21 @@ struct DiagnosticOutputs {
   Output<T> max_prob, entropy, jacobian_fro_sq;
 };
 
-void run_forward(ConstView<float> q, ConstView<float> k, ConstView<float> v, const AttentionOptions<float>& o,
-                 TensorView<float> out, TensorView<float> lse, DiagnosticOutputs<float>* diag, int threads) {
-  RowDiagnostics rd;
+// One call for either precision: attnlab::attention_forward routes float to the
+// engine and double to the reference.
+template <class T>
+void run_forward(ConstView<T> q, ConstView<T> k, ConstView<T> v, const AttentionOptions<T>& o, TensorView<T> out,
+                 TensorView<T> lse, DiagnosticOutputs<T>* diag, int threads) {
+  RowDiagnostics<T> rd;
   if (diag != nullptr) rd = {diag->max_prob.view, diag->entropy.view, diag->jacobian_fro_sq.view};
-  attention_forward(q, k, v, o, out, lse, diag != nullptr ? &rd : nullptr, EngineConfig{threads});
+  attention_forward(q, k, v, o, out, lse, diag != nullptr ? &rd : nullptr, ComputeConfig{threads});
 }
 
-void run_forward(ConstView<double> q, ConstView<double> k, ConstView<double> v, const AttentionOptions<double>& o,
-                 TensorView<double> out, TensorView<double> lse, DiagnosticOutputs<double>* diag, int /*threads*/) {
-  if (diag == nullptr) return reference::attention_forward(q, k, v, o, out, lse);
-  reference::attention_forward(q, k, v, o, out, lse,
-                               {diag->max_prob.view, diag->entropy.view, diag->jacobian_fro_sq.view});
-}
-
-void run_backward(ConstView<float> q, ConstView<float> k, ConstView<float> v, ConstView<float> out,
-                  ConstView<float> lse, ConstView<float> dout, const AttentionOptions<float>& o, TensorView<float> dq,
-                  TensorView<float> dk, TensorView<float> dv, int threads) {
-  attention_backward(q, k, v, out, lse, dout, o, dq, dk, dv, EngineConfig{threads});
-}
-
-void run_backward(ConstView<double> q, ConstView<double> k, ConstView<double> v, ConstView<double> out,
-                  ConstView<double> lse, ConstView<double> dout, const AttentionOptions<double>& o,
-                  TensorView<double> dq, TensorView<double> dk, TensorView<double> dv, int /*threads*/) {
-  reference::attention_backward(q, k, v, out, lse, dout, o, dq, dk, dv);
+template <class T>
+void run_backward(ConstView<T> q, ConstView<T> k, ConstView<T> v, ConstView<T> out, ConstView<T> lse,
+                  ConstView<T> dout, const AttentionOptions<T>& o, TensorView<T> dq, TensorView<T> dk,
+                  TensorView<T> dv, int threads) {
+  attention_backward(q, k, v, out, lse, dout, o, dq, dk, dv, ComputeConfig{threads});
 }
 
 void require_threads(int threads) {
@@ -161,7 +151,7 @@ py::array sdpa(py::array qa, py::array ka, py::array va, const py::object& attn_
   Tensor<T> lse({B, H, Nq, 1});  // [B, H, Nq, 1] needed by the kernel, not returned
   {
     py::gil_scoped_release release;
-    run_forward(q.view, k.view, v.view, o, out.view, lse.view(), nullptr, 0);
+    run_forward<T>(q.view, k.view, v.view, o, out.view, lse.view(), nullptr, 0);
   }
   return std::move(out.array);
 }
@@ -235,7 +225,7 @@ py::tuple forward(py::array qa, py::array ka, py::array va, const py::object& at
                                 make_output<T>(row_shape, lse_py_shape)};
   {
     py::gil_scoped_release release;
-    run_forward(in.q.view, in.k.view, in.v.view, o, out.view, lse.view, diag ? &*diag : nullptr, threads);
+    run_forward<T>(in.q.view, in.k.view, in.v.view, o, out.view, lse.view, diag ? &*diag : nullptr, threads);
   }
   if (!diagnostics) return py::make_tuple(std::move(out.array), std::move(lse.array));
   py::dict d;
@@ -261,7 +251,7 @@ py::tuple backward(py::array qa, py::array ka, py::array va, py::array oa, py::a
   auto dv = make_output<T>(in.v.view.shape(), trailing_shape(in.v.view.shape(), in.rank));
   {
     py::gil_scoped_release release;
-    run_backward(in.q.view, in.k.view, in.v.view, out.view, lse.view, grad_out.view, o, dq.view, dk.view, dv.view,
+    run_backward<T>(in.q.view, in.k.view, in.v.view, out.view, lse.view, grad_out.view, o, dq.view, dk.view, dv.view,
                  threads);
   }
   return py::make_tuple(std::move(dq.array), std::move(dk.array), std::move(dv.array));

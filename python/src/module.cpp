@@ -1,6 +1,7 @@
 // The _attnlab extension module; python/attnlab/__init__.py re-exports it.
 #include <pybind11/pybind11.h>
 
+#include "attnlab/attention.hpp"
 #include "attnlab/engine.hpp"
 #include "attnlab/error.hpp"
 #include "bindings.hpp"
@@ -20,6 +21,6 @@ PYBIND11_MODULE(_attnlab, m) {
   attnlab::python::bind_attention(m);
   attnlab::python::bind_softmax(m);
   attnlab::python::bind_lab(m);
-  m.def("engine_target", &attnlab::engine_target,
+  m.def("engine_target", &attnlab::engine::target_name,
         "The SIMD target the float32 engine dispatched to on this machine (e.g. 'AVX2').");
 }

@@ -1,4 +1,4 @@
-// The engine's public API (attnlab/engine.hpp): validation shared with the
+// The engine's entry points (attnlab/engine.hpp): validation shared with the
 // reference, the thread count, and the diagnostics' shapes; the work is done
 // by the fused kernels in flash_kernels.cpp.
 #include "attnlab/engine.hpp"
@@ -11,10 +11,10 @@
 #include "core/attention_checks.hpp"
 #include "engine/flash_kernels.hpp"
 
-namespace attnlab {
+namespace attnlab::engine {
 namespace {
 
-int resolve_threads(const EngineConfig& config) {
+int resolve_threads(const ComputeConfig& config) {
   if (config.threads < 0) throw Error(fmt::format("engine: threads must be >= 0 (0 = all cores), got {}", config.threads));
   return config.threads == 0 ? omp_get_max_threads() : config.threads;
 }
@@ -23,11 +23,11 @@ int resolve_threads(const EngineConfig& config) {
 
 void attention_forward(ConstView<float> q, ConstView<float> k, ConstView<float> v,
                        const AttentionOptions<float>& options, TensorView<float> out, TensorView<float> lse,
-                       const RowDiagnostics* diagnostics, const EngineConfig& config) {
+                       const RowDiagnostics<float>* diagnostics, const ComputeConfig& config) {
   const auto dims = detail::check_forward_args(q, k, v, options, out, lse);
   if (diagnostics != nullptr) detail::check_diagnostics(*diagnostics, dims);
-  const engine::Plan plan(dims, q, k, v, options, resolve_threads(config));
-  engine::flash_forward(plan, out, lse, diagnostics);
+  const Plan plan(dims, q, k, v, options, resolve_threads(config));
+  flash_forward(plan, out, lse, diagnostics);
   // The kernel marks rows whose scores overflowed float32 with L = NaN. (With the
   // input check off, NaN inputs give NaN there too: the caller opted out.)
   if (!options.check_finite) return;
@@ -59,33 +59,16 @@ void attention_forward(ConstView<float> q, ConstView<float> k, ConstView<float> 
 void attention_backward(ConstView<float> q, ConstView<float> k, ConstView<float> v, ConstView<float> out,
                         ConstView<float> lse, ConstView<float> grad_out, const AttentionOptions<float>& options,
                         TensorView<float> dq, TensorView<float> dk, TensorView<float> dv,
-                        const EngineConfig& config) {
+                        const ComputeConfig& config) {
   const auto dims = detail::check_backward_args(q, k, v, out, lse, grad_out, options, dq, dk, dv);
-  const engine::Plan plan(dims, q, k, v, options, resolve_threads(config));
-  engine::flash_backward(plan, out, lse, grad_out, dq, dk, dv);
+  const Plan plan(dims, q, k, v, options, resolve_threads(config));
+  flash_backward(plan, out, lse, grad_out, dq, dk, dv);
   // Finite inputs can still overflow float in dO·v or dS·k: say so, never return NaN.
   if (options.check_finite) detail::check_result_finite<float>(dq, "dq");
   if (options.check_finite) detail::check_result_finite<float>(dk, "dk");
   if (options.check_finite) detail::check_result_finite<float>(dv, "dv");
 }
 
-AttentionForward<float> attention_forward(ConstView<float> q, ConstView<float> k, ConstView<float> v,
-                                          const AttentionOptions<float>& options, const EngineConfig& config) {
-  AttentionForward<float> r{Tensor<float>({q.batch(), q.heads(), q.seq(), v.dim()}),
-                            Tensor<float>({q.batch(), q.heads(), q.seq(), 1})};
-  attention_forward(q, k, v, options, r.out.view(), r.lse.view(), nullptr, config);
-  return r;
-}
+std::string target_name() { return flash_target_name(); }
 
-AttentionGrads<float> attention_backward(ConstView<float> q, ConstView<float> k, ConstView<float> v,
-                                         const AttentionForward<float>& forward, ConstView<float> grad_out,
-                                         const AttentionOptions<float>& options, const EngineConfig& config) {
-  AttentionGrads<float> g{Tensor<float>(q.shape()), Tensor<float>(k.shape()), Tensor<float>(v.shape())};
-  attention_backward(q, k, v, forward.out.view(), forward.lse.view(), grad_out, options, g.dq.view(), g.dk.view(),
-                     g.dv.view(), config);
-  return g;
-}
-
-std::string engine_target() { return engine::flash_target_name(); }
-
-}  // namespace attnlab
+}  // namespace attnlab::engine

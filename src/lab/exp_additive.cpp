@@ -13,6 +13,7 @@
 #include "lab/additive_attention.hpp"
 #include "lab/lab_util.hpp"
 #include "lab/parallel.hpp"
+#include "lab/experiments.hpp"
 
 namespace attnlab::lab {
 namespace {
@@ -285,9 +286,12 @@ Result run_additive(const AdditiveConfig& c, RunContext& ctx) {
   return result;
 }
 
-const ExperimentRegistrar<AdditiveConfig> reg("additive",
+}  // namespace
+
+Experiment additive_experiment() {
+  return make_experiment<AdditiveConfig>("additive",
                                               "Additive vs multiplicative attention scores against d_k (own backward, gradient-checked)",
                                               {"C9"}, run_additive, {{"dims", "4,16,64,256,512"}, {"weight_samples", "1024"}, {"queries", "32"}});
+}
 
-}  // namespace
 }  // namespace attnlab::lab

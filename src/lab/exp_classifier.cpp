@@ -12,6 +12,7 @@
 
 #include "attnlab/softmax.hpp"
 #include "lab/lab_util.hpp"
+#include "lab/experiments.hpp"
 
 namespace attnlab::lab {
 namespace {
@@ -159,9 +160,12 @@ Result run_classifier(const ClassifierConfig& c, RunContext& ctx) {
   return result;
 }
 
-const ExperimentRegistrar<ClassifierConfig> reg("classifier",
+}  // namespace
+
+Experiment classifier_experiment() {
+  return make_experiment<ClassifierConfig>("classifier",
                                                 "Gradient p − y of softmax + cross-entropy against the logit scale",
                                                 {"C10"}, run_classifier, {{"trials", "100"}, {"grid", "21"}});
+}
 
-}  // namespace
 }  // namespace attnlab::lab

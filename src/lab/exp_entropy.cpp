@@ -12,11 +12,12 @@
 #include <cmath>
 #include <fmt/format.h>
 
-#include "attnlab/engine.hpp"
+#include "attnlab/attention.hpp"
 #include "attnlab/scale.hpp"
 #include "attnlab/softmax.hpp"
 #include "lab/lab_util.hpp"
 #include "lab/parallel.hpp"
+#include "lab/experiments.hpp"
 
 namespace attnlab::lab {
 namespace {
@@ -66,7 +67,7 @@ RowStats measure(const ScalePolicy& policy, bool planted, double beta, int64_t n
     for (int64_t c = 0; c < d; ++c) q(0, 0, i, c) = (planted ? static_cast<float>(beta) * k(0, 0, t, c) : 0.0f) + normal(g);
   }
   Tensor<float> out({1, 1, queries, 1}), lse({1, 1, queries, 1}), mp({1, 1, queries, 1}), ent({1, 1, queries, 1});
-  RowDiagnostics diag;
+  RowDiagnostics<float> diag;
   diag.max_prob = mp.view();
   diag.entropy = ent.view();
   AttentionOptions<float> o;
@@ -344,9 +345,11 @@ Result run_entropy(const EntropyConfig& c, RunContext& ctx) {
   return result;
 }
 
-const ExperimentRegistrar<EntropyConfig> reg(
-    "entropy", "Attention entropy against n under 1/√d and log n-aware scales; the α* maximising the gradient",
-    {"C12"}, run_entropy, {{"ns", "16,128,1024,4096"}, {"queries", "16"}, {"alpha_samples", "16384"}});
-
 }  // namespace
+
+Experiment entropy_experiment() {
+  return make_experiment<EntropyConfig>("entropy", "Attention entropy against n under 1/√d and log n-aware scales; the α* maximising the gradient",
+    {"C12"}, run_entropy, {{"ns", "16,128,1024,4096"}, {"queries", "16"}, {"alpha_samples", "16384"}});
+}
+
 }  // namespace attnlab::lab

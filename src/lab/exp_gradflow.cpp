@@ -16,6 +16,7 @@
 #include "attnlab/softmax.hpp"
 #include "lab/lab_util.hpp"
 #include "lab/parallel.hpp"
+#include "lab/experiments.hpp"
 
 namespace attnlab::lab {
 namespace {
@@ -362,10 +363,12 @@ Result run_gradflow(const GradflowConfig& c, RunContext& ctx) {
   return result;
 }
 
-const ExperimentRegistrar<GradflowConfig> reg(
-    "gradflow", "Gradients reaching Q and K against d_k under each scale policy; the median ‖J‖_F table",
+}  // namespace
+
+Experiment gradflow_experiment() {
+  return make_experiment<GradflowConfig>("gradflow", "Gradients reaching Q and K against d_k under each scale policy; the median ‖J‖_F table",
     {"C6", "C7"}, run_gradflow,
     {{"dims", "16,64,256,1024,4096"}, {"n_keys", "64"}, {"trials", "1"}, {"table_rows", "2048"}, {"table_groups", "8"}});
+}
 
-}  // namespace
 }  // namespace attnlab::lab

@@ -8,10 +8,11 @@
 #include <cmath>
 #include <fmt/format.h>
 
-#include "attnlab/engine.hpp"
+#include "attnlab/attention.hpp"
 #include "attnlab/reference.hpp"
 #include "attnlab/softmax.hpp"
 #include "lab/lab_util.hpp"
+#include "lab/experiments.hpp"
 
 namespace attnlab::lab {
 namespace {
@@ -125,7 +126,7 @@ Result run_heads(const HeadsConfig& c, RunContext& ctx) {
             fv(b, h, i, d) = static_cast<float>(vv(b, h, i, d));
           }
     Tensor<float> out(shape), lse({B, H, S, 1}), max_prob({B, H, S, 1}), entropy_({B, H, S, 1});
-    RowDiagnostics diag;
+    RowDiagnostics<float> diag;
     diag.max_prob = max_prob.view();
     diag.entropy = entropy_.view();
     AttentionOptions<float> of;
@@ -261,9 +262,12 @@ Result run_heads(const HeadsConfig& c, RunContext& ctx) {
   return result;
 }
 
-const ExperimentRegistrar<HeadsConfig> reg("heads",
+}  // namespace
+
+Experiment heads_experiment() {
+  return make_experiment<HeadsConfig>("heads",
                                            "Seed 001's BERT shapes [2, 12, 128, 64]: batched = head by head; per-head saturation",
                                            {"C11"}, run_heads, {{"seq", "32"}, {"heads", "4"}, {"d_k", "64"}});
+}
 
-}  // namespace
 }  // namespace attnlab::lab

@@ -12,6 +12,7 @@
 
 #include "attnlab/softmax.hpp"
 #include "lab/lab_util.hpp"
+#include "lab/experiments.hpp"
 
 namespace attnlab::lab {
 namespace {
@@ -263,9 +264,12 @@ Result run_jacobian(const JacobianConfig& c, RunContext& ctx) {
   return result;
 }
 
-const ExperimentRegistrar<JacobianConfig> reg("jacobian",
+}  // namespace
+
+Experiment jacobian_experiment() {
+  return make_experiment<JacobianConfig>("jacobian",
                                               "The softmax Jacobian diag(s) − s sᵀ, its properties, and the VJP",
                                               {"C4", "C5"}, run_jacobian, {{"trials", "40"}});
+}
 
-}  // namespace
 }  // namespace attnlab::lab

@@ -8,6 +8,7 @@
 
 #include "attnlab/softmax.hpp"
 #include "lab/lab_util.hpp"
+#include "lab/experiments.hpp"
 
 namespace attnlab::lab {
 namespace {
@@ -206,10 +207,13 @@ Result run_saturation(const SaturationConfig& c, RunContext& ctx) {
   return result;
 }
 
-const ExperimentRegistrar<SaturationConfig> reg("saturation",
+}  // namespace
+
+Experiment saturation_experiment() {
+  return make_experiment<SaturationConfig>("saturation",
                                                 "softmax(a·x) turns one-hot as a grows and uniform as a → 0",
                                                 {"C3"}, run_saturation,
                                                 {{"grid", "25"}, {"random_vectors", "100"}});
+}
 
-}  // namespace
 }  // namespace attnlab::lab

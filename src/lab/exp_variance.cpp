@@ -11,6 +11,7 @@
 
 #include "lab/lab_util.hpp"
 #include "lab/parallel.hpp"
+#include "lab/experiments.hpp"
 
 namespace attnlab::lab {
 namespace {
@@ -404,10 +405,12 @@ Result run_variance(const VarianceConfig& c, RunContext& ctx) {
   return result;
 }
 
-const ExperimentRegistrar<VarianceConfig> reg(
-    "variance", "Spread of q·k against d_k, with and without 1/√d_k; seed 004's histogram", {"C1", "C2"},
+}  // namespace
+
+Experiment variance_experiment() {
+  return make_experiment<VarianceConfig>("variance", "Spread of q·k against d_k, with and without 1/√d_k; seed 004's histogram", {"C1", "C2"},
     run_variance,
     {{"dims", "1,4,16,64,256"}, {"sigmas", "0.5,1,2"}, {"seq", "48"}, {"replicates", "4"}, {"seed004_n", "1500"}});
+}
 
-}  // namespace
 }  // namespace attnlab::lab

@@ -4,13 +4,14 @@
 #include <fmt/format.h>
 
 #include "attnlab/lab.hpp"
+#include "lab/experiments.hpp"
 
 namespace attnlab::lab {
 namespace {
-// Function-local static: registrars in other translation units of the shared
-// library run during its static initialisation, in unspecified order.
+// The lab's own experiments, listed explicitly, then any a program registered
+// (the tests add toy ones). Built on first use.
 std::vector<Experiment>& registry() {
-  static std::vector<Experiment> experiments;
+  static std::vector<Experiment> experiments{additive_experiment(), classifier_experiment(), entropy_experiment(), gradflow_experiment(), heads_experiment(), jacobian_experiment(), saturation_experiment(), train_experiment(), variance_experiment()};
   return experiments;
 }
 }  // namespace

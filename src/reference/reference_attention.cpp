@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "attnlab/attention.hpp"
 #include "attnlab/softmax.hpp"
 #include "core/attention_checks.hpp"
 
@@ -56,7 +57,7 @@ void compute_row_scores(ConstView<double> q, ConstView<double> k, const Attentio
 
 // The forward, row by row; diagnostics, when given, from each row's probabilities.
 void forward(ConstView<double> q, ConstView<double> k, ConstView<double> v, const AttentionOptions<double>& options,
-             TensorView<double> out, TensorView<double> lse, const RowDiagnostics* diag) {
+             TensorView<double> out, TensorView<double> lse, const RowDiagnostics<double>* diag) {
   const AttentionDims dims = detail::check_forward_args(q, k, v, options, out, lse);
   if (diag != nullptr) detail::check_diagnostics(*diag, dims);
   RowScores row;
@@ -121,14 +122,9 @@ void forward(ConstView<double> q, ConstView<double> k, ConstView<double> v, cons
 }  // namespace
 
 void attention_forward(ConstView<double> q, ConstView<double> k, ConstView<double> v,
-                       const AttentionOptions<double>& options, TensorView<double> out, TensorView<double> lse) {
-  forward(q, k, v, options, out, lse, nullptr);
-}
-
-void attention_forward(ConstView<double> q, ConstView<double> k, ConstView<double> v,
                        const AttentionOptions<double>& options, TensorView<double> out, TensorView<double> lse,
-                       const RowDiagnostics& diagnostics) {
-  forward(q, k, v, options, out, lse, &diagnostics);
+                       const RowDiagnostics<double>* diagnostics) {
+  forward(q, k, v, options, out, lse, diagnostics);
 }
 
 void attention_backward(ConstView<double> q, ConstView<double> k, ConstView<double> v, ConstView<double> out,
@@ -178,19 +174,13 @@ void attention_backward(ConstView<double> q, ConstView<double> k, ConstView<doub
 
 AttentionForward<double> attention_forward(ConstView<double> q, ConstView<double> k, ConstView<double> v,
                                            const AttentionOptions<double>& options) {
-  AttentionForward<double> r{Tensor<double>({q.batch(), q.heads(), q.seq(), v.dim()}),
-                             Tensor<double>({q.batch(), q.heads(), q.seq(), 1})};
-  attention_forward(q, k, v, options, r.out.view(), r.lse.view());
-  return r;
+  return attnlab::attention_forward(q, k, v, options);
 }
 
 AttentionGrads<double> attention_backward(ConstView<double> q, ConstView<double> k, ConstView<double> v,
                                           const AttentionForward<double>& forward, ConstView<double> grad_out,
                                           const AttentionOptions<double>& options) {
-  AttentionGrads<double> g{Tensor<double>(q.shape()), Tensor<double>(k.shape()), Tensor<double>(v.shape())};
-  attention_backward(q, k, v, forward.out.view(), forward.lse.view(), grad_out, options, g.dq.view(), g.dk.view(),
-                     g.dv.view());
-  return g;
+  return attnlab::attention_backward(q, k, v, forward, grad_out, options);
 }
 
 }  // namespace attnlab::reference

@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-#include "attnlab/engine.hpp"
+#include "attnlab/attention.hpp"
 #include "attnlab/reference.hpp"
 #include "train/dense.hpp"
 
@@ -27,7 +27,7 @@ void attend_forward(const float* q, const float* k, const float* v, float* out, 
                     int64_t N, int64_t dk, int64_t dv, ScalePolicy scale, AttentionStats* stats) {
   const ConstView<float> qv(q, {B, 1, Nq, dk}), kv(k, {B, 1, N, dk}), vv(v, {B, 1, N, dv});
   const TensorView<float> ov(out, {B, 1, Nq, dv}), lv(lse, {B, 1, Nq, 1});
-  const EngineConfig one_thread{1};
+  const ComputeConfig one_thread{1};
   if (stats == nullptr) {
     attention_forward(qv, kv, vv, engine_options(scale), ov, lv, nullptr, one_thread);
     return;
@@ -36,7 +36,7 @@ void attend_forward(const float* q, const float* k, const float* v, float* out, 
   stats->entropy.resize(rows);
   stats->jacobian_fro_sq.resize(rows);
   stats->max_prob.resize(rows);
-  RowDiagnostics diag{TensorView<float>(stats->max_prob.data(), {B, 1, Nq, 1}),
+  RowDiagnostics<float> diag{TensorView<float>(stats->max_prob.data(), {B, 1, Nq, 1}),
                       TensorView<float>(stats->entropy.data(), {B, 1, Nq, 1}),
                       TensorView<float>(stats->jacobian_fro_sq.data(), {B, 1, Nq, 1})};
   attention_forward(qv, kv, vv, engine_options(scale), ov, lv, &diag, one_thread);
@@ -59,7 +59,7 @@ void attend_backward(const float* q, const float* k, const float* v, const float
                      ConstView<float>(lse, {B, 1, Nq, 1}), ConstView<float>(dout, {B, 1, Nq, dv}),
                      engine_options(scale), TensorView<float>(dq, {B, 1, Nq, dk}),
                      TensorView<float>(dk_, {B, 1, N, dk}), TensorView<float>(dv_, {B, 1, N, dv}),
-                     EngineConfig{1});
+                     ComputeConfig{1});
 }
 
 void attend_backward(const double* q, const double* k, const double* v, const double* out, const double* lse,

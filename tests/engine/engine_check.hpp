@@ -20,7 +20,7 @@
 #include <limits>
 #include <string>
 
-#include "attnlab/engine.hpp"
+#include "attnlab/attention.hpp"
 #include "attnlab/reference.hpp"
 #include "naive_float.hpp"
 
@@ -33,7 +33,7 @@ struct EngineErrors {
 inline const char* kQuantity[5] = {"out", "lse", "dq", "dk", "dv"};
 
 // strided: pass q, k, v and dq through views with permuted, spread layouts.
-inline EngineErrors check_engine_against_reference(const Problem& p0, bool strided, const EngineConfig& config = {}) {
+inline EngineErrors check_engine_against_reference(const Problem& p0, bool strided, const ComputeConfig& config = {}) {
   const Problem p = FloatProblem::rounded(p0);
   const FloatProblem f(p);
   const AttentionOptions<float> opt = p.options<float>(&f.additive_mask);

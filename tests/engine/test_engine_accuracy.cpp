@@ -59,7 +59,7 @@ TEST(EngineAccuracy, ThousandRandomProblemsWithinTwiceNaiveFloat32Error) {
     row_scale += p.scale.depends_on_n();
     // One thread: tiny problems would spend their time in OpenMP start-up; thread counts are
     // covered by the determinism test.
-    const auto e = al::test::check_engine_against_reference(p, use_strides, al::EngineConfig{1});
+    const auto e = al::test::check_engine_against_reference(p, use_strides, al::ComputeConfig{1});
     for (int x = 0; x < 5; ++x) {
       if (e.naive[x] > 0) worst_ratio[x] = std::max(worst_ratio[x], e.engine[x] / e.naive[x]);
       if (e.autograd[x] > 0) worst_autograd[x] = std::max(worst_autograd[x], e.engine[x] / e.autograd[x]);

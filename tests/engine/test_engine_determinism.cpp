@@ -6,7 +6,7 @@
 #include <cstring>
 #include <random>
 
-#include "attnlab/engine.hpp"
+#include "attnlab/attention.hpp"
 #include "naive_float.hpp"
 
 namespace al = attnlab;
@@ -48,7 +48,7 @@ TEST(EngineDeterminism, BitwiseIdenticalForOneTwoThreeThreadsAndRepeats) {
     const al::test::FloatProblem fp(p);
     const auto opt = p.options<float>(&fp.additive_mask);
     auto run = [&](int threads) {
-      const al::EngineConfig cfg{threads};
+      const al::ComputeConfig cfg{threads};
       EngineRun r{al::attention_forward(fp.q.view(), fp.k.view(), fp.v.view(), opt, cfg), {}};
       r.g = al::attention_backward(fp.q.view(), fp.k.view(), fp.v.view(), r.f, fp.grad_out.view(), opt, cfg);
       return r;

@@ -10,7 +10,7 @@
 #include <random>
 #include <vector>
 
-#include "attnlab/engine.hpp"
+#include "attnlab/attention.hpp"
 #include "attnlab/reference.hpp"
 #include "attnlab/softmax.hpp"
 #include "naive_float.hpp"
@@ -26,10 +26,10 @@ struct Diag {
 Diag engine_diagnostics(const al::test::Problem& p, const al::test::FloatProblem& fp) {
   Diag d{al::Tensor<float>({p.B, p.Hq, p.Nq, 1}), al::Tensor<float>({p.B, p.Hq, p.Nq, 1}),
          al::Tensor<float>({p.B, p.Hq, p.Nq, 1})};
-  const al::RowDiagnostics rd{d.max_prob.view(), d.entropy.view(), d.fro.view()};
+  const al::RowDiagnostics<float> rd{d.max_prob.view(), d.entropy.view(), d.fro.view()};
   al::Tensor<float> out({p.B, p.Hq, p.Nq, p.dv}), lse({p.B, p.Hq, p.Nq, 1});
   al::attention_forward(fp.q.view(), fp.k.view(), fp.v.view(), p.options<float>(&fp.additive_mask), out.view(),
-                        lse.view(), &rd, al::EngineConfig{1});
+                        lse.view(), &rd, al::ComputeConfig{1});
   return d;
 }
 
@@ -124,8 +124,8 @@ TEST(EngineDiagnostics, NearOneHotRowsKeepTheirTinyJacobian) {
       // The reference's diagnostics, in double, to rounding.
       al::Tensor<double> out({1, 1, 1, 2}), lse({1, 1, 1, 1}), rmax({1, 1, 1, 1}), rent({1, 1, 1, 1}),
           rfro({1, 1, 1, 1});
-      al::reference::attention_forward(p.q.view(), p.k.view(), p.v.view(), p.options(), out.view(), lse.view(),
-                                       {rmax.view(), rent.view(), rfro.view()});
+      const al::RowDiagnostics<double> rd{rmax.view(), rent.view(), rfro.view()};
+      al::reference::attention_forward(p.q.view(), p.k.view(), p.v.view(), p.options(), out.view(), lse.view(), &rd);
       EXPECT_NEAR(rfro(0, 0, 0, 0), fro, 1e-12 * fro);
       EXPECT_NEAR(rent(0, 0, 0, 0), ent, 1e-12 * ent);
       EXPECT_NEAR(rmax(0, 0, 0, 0), 1 / l, 1e-14);
@@ -146,8 +146,8 @@ TEST(ReferenceDiagnostics, MatchTheRowProbabilities) {
     al::Tensor<double> out({p.B, p.Hq, p.Nq, p.dv}), lse({p.B, p.Hq, p.Nq, 1});
     al::Tensor<double> pmax({p.B, p.Hq, p.Nq, 1}, -1.0), ent({p.B, p.Hq, p.Nq, 1}, -1.0),
         fro({p.B, p.Hq, p.Nq, 1}, -1.0);
-    al::reference::attention_forward(p.q.view(), p.k.view(), p.v.view(), p.options(), out.view(), lse.view(),
-                                     {pmax.view(), ent.view(), fro.view()});
+    const al::RowDiagnostics<double> rd{pmax.view(), ent.view(), fro.view()};
+    al::reference::attention_forward(p.q.view(), p.k.view(), p.v.view(), p.options(), out.view(), lse.view(), &rd);
     // The diagnostics leave the forward's results as they were.
     const auto f = al::reference::attention_forward(p.q.view(), p.k.view(), p.v.view(), p.options());
     for (int64_t b = 0; b < p.B; ++b)
@@ -175,7 +175,8 @@ TEST(ReferenceDiagnostics, WrongShapeIsAnError) {
   al::Tensor<double> q({1, 2, 4, 3}), k({1, 2, 5, 3}), v({1, 2, 5, 3}), out({1, 2, 4, 3}), lse({1, 2, 4, 1});
   al::Tensor<double> bad({1, 2, 5, 1});
   try {
-    al::reference::attention_forward(q.view(), k.view(), v.view(), {}, out.view(), lse.view(), {{}, bad.view(), {}});
+    const al::RowDiagnostics<double> rd{{}, bad.view(), {}};
+    al::reference::attention_forward(q.view(), k.view(), v.view(), {}, out.view(), lse.view(), &rd);
     FAIL() << "expected an error";
   } catch (const al::Error& e) {
     EXPECT_STREQ(e.what(), "diagnostics.entropy: shape [1, 2, 5, 1] should be [1, 2, 4, 1]");

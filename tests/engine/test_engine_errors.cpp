@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "attnlab/attention.hpp"
 #include "attnlab/engine.hpp"
 #include "attnlab/reference.hpp"
 #include "engine_check.hpp"
@@ -116,7 +117,7 @@ TEST(EngineErrors, SameMessagesAsTheReference) {
 TEST(EngineErrors, EngineOnlyArguments) {
   const Tensor<float> q({1, 2, 4, 8}), k({1, 1, 6, 8}), v({1, 1, 6, 8});
   Tensor<float> out({1, 2, 4, 8}), lse({1, 2, 4, 1}), bad({1, 2, 5, 1});
-  const al::RowDiagnostics diag{bad.view(), {}, {}};
+  const al::RowDiagnostics<float> diag{bad.view(), {}, {}};
   try {
     al::attention_forward(q.view(), k.view(), v.view(), {}, out.view(), lse.view(), &diag);
     FAIL() << "no error";
@@ -124,7 +125,7 @@ TEST(EngineErrors, EngineOnlyArguments) {
     EXPECT_EQ(std::string(e.what()), "diagnostics.max_prob: shape [1, 2, 5, 1] should be [1, 2, 4, 1]");
   }
   try {
-    al::attention_forward(q.view(), k.view(), v.view(), {}, al::EngineConfig{-1});
+    al::attention_forward(q.view(), k.view(), v.view(), {}, al::ComputeConfig{-1});
     FAIL() << "no error";
   } catch (const al::Error& e) {
     EXPECT_EQ(std::string(e.what()), "engine: threads must be >= 0 (0 = all cores), got -1");
@@ -190,14 +191,14 @@ TEST(EngineErrors, GradientOverflowIsAnErrorNotNaN) {
 }
 
 TEST(EngineTargets, PortableTargetPassesTheAccuracyRule) {
-  const std::string best = al::engine_target();
+  const std::string best = al::engine::target_name();
 #if defined(__x86_64__)
   EXPECT_TRUE(best == "AVX3" || best == "AVX3_DL" || best == "AVX2" || best == "SSE4") << best;
 #endif
   // The portable fallback is EMU128 or, on compilers where Highway considers
   // it broken, SCALAR: both use no SIMD instructions.
   hwy::SetSupportedTargetsForTest(HWY_EMU128 | HWY_SCALAR);
-  const std::string portable = al::engine_target();
+  const std::string portable = al::engine::target_name();
   EXPECT_TRUE(portable == "EMU128" || portable == "SCALAR") << portable;
   for (int n = 0; n < 150 && !::testing::Test::HasFailure(); ++n) {
     std::mt19937_64 rng(5000 + n);
@@ -206,10 +207,10 @@ TEST(EngineTargets, PortableTargetPassesTheAccuracyRule) {
     lim.max_seq = n % 10 == 0 ? 100 : 16;
     const al::test::Problem p = al::test::random_problem(rng, lim);
     SCOPED_TRACE("problem " + std::to_string(n) + ": " + p.describe());
-    al::test::check_engine_against_reference(p, n % 4 == 1, al::EngineConfig{1});
+    al::test::check_engine_against_reference(p, n % 4 == 1, al::ComputeConfig{1});
   }
   hwy::SetSupportedTargetsForTest(0);
-  EXPECT_EQ(al::engine_target(), best);
+  EXPECT_EQ(al::engine::target_name(), best);
 }
 
 // The finiteness check scans rows branch-free on the exponent bits before it

@@ -13,11 +13,11 @@
 #include <string>
 #include <vector>
 
-#include "engine/flash_kernels.hpp"
+#include "engine/testing/kernel_pieces.hpp"
 
 namespace {
 
-namespace eng = attnlab::engine;
+namespace eng = attnlab::engine::testing;
 
 struct ExpError {
   double max_ulp = 0;     // over results ≥ FLT_MIN, in units of the result's ulp
@@ -89,13 +89,13 @@ void ExpectSpecials(const char* target) {
 }
 
 TEST(EngineExp, MaxErrorOnTheSoftmaxRangeBestTarget) {
-  ExpectSpecials(eng::flash_target_name());
-  ExpectBound(eng::flash_target_name(), 7);
+  ExpectSpecials(eng::pieces_target_name());
+  ExpectBound(eng::pieces_target_name(), 7);
 }
 
 TEST(EngineExp, MaxErrorOnTheSoftmaxRangePortableTarget) {
   hwy::SetSupportedTargetsForTest(HWY_EMU128 | HWY_SCALAR);
-  const std::string target = eng::flash_target_name();
+  const std::string target = eng::pieces_target_name();
   ExpectSpecials(target.c_str());
   ExpectBound(target.c_str(), 97);  // the portable target is slow (no SIMD): a sparser sample
   hwy::SetSupportedTargetsForTest(0);

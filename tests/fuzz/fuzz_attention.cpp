@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "attnlab/engine.hpp"
+#include "attnlab/attention.hpp"
 #include "attnlab/reference.hpp"
 
 namespace al = attnlab;

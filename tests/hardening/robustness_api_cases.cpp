@@ -4,7 +4,7 @@
 #include <fmt/format.h>
 #include <limits>
 
-#include "attnlab/engine.hpp"
+#include "attnlab/attention.hpp"
 #include "attnlab/reference.hpp"
 #include "robustness_cases.hpp"
 

@@ -17,6 +17,24 @@ out=$("$work/consumer/consumer")
 echo "$out"
 grep -q "error: k: head dim 4 does not match q's 8" <<< "$out" || { echo "consumer output is wrong" >&2; exit 1; }
 test -x "$work/prefix/bin/attnlab"
+# The installed library is the attention library only (issue 13): it exports nothing of the
+# lab, the training study, .npy I/O or the report, and links neither OpenBLAS, JSON, fmt nor
+# anything of plotting. Its headers are the attention API.
+lib=$(find "$work/prefix" -name 'libattnlab.so' -print -quit)
+[[ -n "$lib" ]] || { echo "no libattnlab.so installed" >&2; exit 1; }
+syms=$(nm -D --defined-only -C "$lib")
+if grep -E 'attnlab::(lab|train|npy|engine::testing)|report|gnuplot|nlohmann|fmt::' <<< "$syms"; then
+  echo "libattnlab.so exports symbols of the applications (above)" >&2; exit 1
+fi
+grep -q 'attnlab::attention_forward' <<< "$syms" || { echo "libattnlab.so does not export attention_forward" >&2; exit 1; }
+if [[ -z "$cxx_flags" ]]; then  # a sanitized build links the sanitizer runtimes too
+  deps=$(ldd "$lib")
+  if grep -E 'blas|json|fmt|gnuplot|torch|python' <<< "$deps"; then
+    echo "libattnlab.so links an application's dependency (above)" >&2; exit 1
+  fi
+fi
+headers=$(ls "$work/prefix/include/attnlab")
+if grep -E '^(lab|train|npy)\.hpp$' <<< "$headers"; then echo "application headers installed (above)" >&2; exit 1; fi
 # The installed program must start without LD_LIBRARY_PATH (install RPATH).
 env -u LD_LIBRARY_PATH "$work/prefix/bin/attnlab" --version
 env -u LD_LIBRARY_PATH "$work/prefix/bin/attnlab" demo > /dev/null

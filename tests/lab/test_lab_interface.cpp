@@ -48,7 +48,9 @@ lab::Result run_toy(const ToyConfig& c, lab::RunContext& ctx) {
   return r;
 }
 
-const lab::ExperimentRegistrar<ToyConfig> reg("test_toy", "a toy", {"C1"}, run_toy, {{"n", "2"}});
+// Registered beside the lab's own experiments, as a program would add one.
+const bool registered =
+    (lab::register_experiment(lab::make_experiment<ToyConfig>("test_toy", "a toy", {"C1"}, run_toy, {{"n", "2"}})), true);
 
 }  // namespace
 

@@ -22,9 +22,12 @@ struct FailingConfig {
   int64_t unused = 0;
   void bind(lab::Params& p) { p.add("unused", unused, "nothing"); }
 };
-const lab::ExperimentRegistrar<FailingConfig> failing_reg(
-    "test_failing", "always fails", {"C3"},
-    [](const FailingConfig&, lab::RunContext&) -> lab::Result { throw attnlab::Error("deliberate failure"); });
+const bool failing_registered = (lab::register_experiment(lab::make_experiment<FailingConfig>(
+                                      "test_failing", "always fails", {"C3"},
+                                      [](const FailingConfig&, lab::RunContext&) -> lab::Result {
+                                        throw attnlab::Error("deliberate failure");
+                                      })),
+                                  true);
 
 fs::path scratch(const std::string& name) {
   const auto p = fs::temp_directory_path() / ("attnlab-report-test-" + std::to_string(::getpid())) / name;

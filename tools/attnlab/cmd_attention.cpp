@@ -17,10 +17,7 @@ struct AttentionCommand {
   void run(AttentionProblem<T>&& p) const {
     AttentionForward<T> f{Tensor<T>({p.q.size(0), p.q.size(1), p.q.size(2), p.v.size(3)}),
                           Tensor<T>({p.q.size(0), p.q.size(1), p.q.size(2), 1})};
-    if constexpr (std::is_same_v<T, float>)
-      attention_forward(p.q.view(), p.k.view(), p.v.view(), p.options, f.out.view(), f.lse.view(), nullptr, p.config);
-    else
-      reference::attention_forward(p.q.view(), p.k.view(), p.v.view(), p.options, f.out.view(), f.lse.view());
+    attention_forward(p.q.view(), p.k.view(), p.v.view(), p.options, f.out.view(), f.lse.view(), nullptr, p.config);
     std::vector<std::pair<std::string, std::string>> outputs{{out, encode_result(f.out, p.rank)}};
     if (!lse.empty()) outputs.emplace_back(lse, encode_result(f.lse, p.rank, /*drop_last=*/true));
     require_distinct(outputs);

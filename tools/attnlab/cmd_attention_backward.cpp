@@ -24,15 +24,9 @@ struct AttentionBackwardCommand {
       throw Error(fmt::format("{}: {} dimensions; expected {} like q", grad_out, rank_of(g), p.rank));
     const Tensor<T> dO = to_tensor<T>(std::move(g));
     AttentionGrads<T> grads{Tensor<T>(p.q.shape()), Tensor<T>(p.k.shape()), Tensor<T>(p.v.shape())};
-    if constexpr (std::is_same_v<T, float>) {
-      const auto f = attention_forward(p.q.view(), p.k.view(), p.v.view(), p.options, p.config);
-      attention_backward(p.q.view(), p.k.view(), p.v.view(), f.out.view(), f.lse.view(), dO.view(), p.options,
-                         grads.dq.view(), grads.dk.view(), grads.dv.view(), p.config);
-    } else {
-      const auto f = reference::attention_forward(p.q.view(), p.k.view(), p.v.view(), p.options);
-      reference::attention_backward(p.q.view(), p.k.view(), p.v.view(), f.out.view(), f.lse.view(), dO.view(),
-                                    p.options, grads.dq.view(), grads.dk.view(), grads.dv.view());
-    }
+    const auto f = attention_forward(p.q.view(), p.k.view(), p.v.view(), p.options, p.config);
+    attention_backward(p.q.view(), p.k.view(), p.v.view(), f.out.view(), f.lse.view(), dO.view(), p.options,
+                       grads.dq.view(), grads.dk.view(), grads.dv.view(), p.config);
     const std::vector<std::pair<std::string, std::string>> outputs{{dq, encode_result(grads.dq, p.rank)},
                                                                    {dk, encode_result(grads.dk, p.rank)},
                                                                    {dv, encode_result(grads.dv, p.rank)}};

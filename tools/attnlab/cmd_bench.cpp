@@ -24,10 +24,11 @@
 #include <thread>
 #include <vector>
 
+#include "attnlab/attention.hpp"
 #include "attnlab/engine.hpp"
 #include "attnlab/error.hpp"
-#include "bench/peak_flops.hpp"
-#include "bench/peers/peers.hpp"
+#include "peak_flops.hpp"
+#include "peers/peers.hpp"
 #include "command.hpp"
 
 namespace {
@@ -86,7 +87,7 @@ class EnginePeer final : public ab::Peer {
   al::Shape shape() const { return {s_.B, s_.H, s_.N, s_.D}; }
   al::ConstView<float> view(const float* p) const { return {p, shape()}; }
   ab::PeerShape s_;
-  al::EngineConfig cfg_;
+  al::ComputeConfig cfg_;
   al::AttentionOptions<float> opt_;
   al::Tensor<float> lse_;
   al::ConstView<float> q_, k_, v_, out_;
@@ -204,7 +205,7 @@ void run_bench(const BenchArgs& a) {
   const double per_head = static_cast<double>(a.seq) * static_cast<double>(a.seq) * static_cast<double>(a.dim) *
                           static_cast<double>(a.batch * a.heads) * (a.causal ? 0.5 : 1.0);
   fmt::print("attnlab bench: batch {} heads {} seq {} dim {}{} | {} threads | {} | engine target {}\n", a.batch,
-             a.heads, a.seq, a.dim, a.causal ? " causal" : "", threads, cpu_name(), al::engine_target());
+             a.heads, a.seq, a.dim, a.causal ? " causal" : "", threads, cpu_name(), al::engine::target_name());
   fmt::print("measured FMA peak on {} threads (best of before and after the timings): {:.1f} GFLOP/s wall-clock, "
              "{:.1f} over CPU time ({}) | load average "
              "{:.2f} {:.2f} {:.2f} | median of {}\n",

@@ -4,7 +4,7 @@
 
 #include <fmt/format.h>
 
-#include "bench/peak_flops.hpp"
+#include "peak_flops.hpp"
 #include "command.hpp"
 
 namespace {

@@ -16,10 +16,9 @@
 #include <vector>
 
 #include "attnlab/attention_options.hpp"
-#include "attnlab/engine.hpp"
+#include "attnlab/attention.hpp"
 #include "attnlab/error.hpp"
 #include "attnlab/npy.hpp"
-#include "attnlab/reference.hpp"
 #include "attnlab/tensor.hpp"
 
 namespace attnlab::cli {
@@ -71,7 +70,7 @@ struct AttentionProblem {
   Tensor<uint8_t> bool_mask;  // one of the masks, possibly broadcast views over it
   Tensor<T> additive_mask;
   AttentionOptions<T> options;
-  EngineConfig config;
+  ComputeConfig config;
 };
 
 inline void require_rank(const npy::Array& a, const std::string& path, const char* name) {

@@ -7,9 +7,11 @@
 #include <fmt/format.h>
 #include <map>
 
+#include "attnlab/attention.hpp"
 #include "attnlab/engine.hpp"
 #include "attnlab/train.hpp"
 #include "lab/lab_util.hpp"
+#include "lab/experiments.hpp"
 
 namespace attnlab::lab {
 namespace {
@@ -366,7 +368,7 @@ Result run_train(const TrainExperimentConfig& c, RunContext& ctx) {
       "1 inv_sqrt_d, 2 inv_d, 3 qknorm. steps_to_threshold is empty (NaN) when a run never reached the threshold.");
   for (auto& line : steps_table_text(study, cells)) r.notes.push_back(std::move(line));
   r.notes.push_back(fmt::format("train: {} runs in {:.1f} s on {} threads (engine: {})", study.runs.size(),
-                                study.seconds, config.threads, engine_target()));
+                                study.seconds, config.threads, engine::target_name()));
 
   // C8's verdicts: one per optimiser on the first task and init of the sweep (the
   // headline: associative recall, unit init); the other settings' verdicts are
@@ -403,9 +405,11 @@ Result run_train(const TrainExperimentConfig& c, RunContext& ctx) {
   return r;
 }
 
-const ExperimentRegistrar<TrainExperimentConfig> reg(
-    "train", "Train a small attention model with each scale policy, optimiser and d_k: does learning slow without 1/√d_k?",
-    {"C8"}, run_train, {{"full", "false"}});
-
 }  // namespace
+
+Experiment train_experiment() {
+  return make_experiment<TrainExperimentConfig>("train", "Train a small attention model with each scale policy, optimiser and d_k: does learning slow without 1/√d_k?",
+    {"C8"}, run_train, {{"full", "false"}});
+}
+
 }  // namespace attnlab::lab

@@ -2,8 +2,8 @@
 // The lab: experiments that measure the claims of ../shared/CLAIMS.md (C1–C12)
 // and return numbers, figures (as data) and verdicts.
 //
-// An experiment is registered once, by a file-scope registrar in its own .cpp
-// (the library is shared, so such objects are always constructed at load time):
+// An experiment is one file src/lab/exp_<name>.cpp that returns its description,
+// listed in src/lab/experiments.hpp and registry.cpp:
 //
 //   namespace {
 //   struct MyConfig {
@@ -15,10 +15,13 @@
 //     }
 //   };
 //   attnlab::lab::Result run_mine(const MyConfig& c, attnlab::lab::RunContext& ctx) { ... }
-//   const attnlab::lab::ExperimentRegistrar<MyConfig> reg(
-//       "mine", "one-line summary", {"C1"}, run_mine, /*quick=*/{{"n", "16"}});
+//   }  // namespace
+//   attnlab::lab::Experiment mine_experiment() {
+//     return attnlab::lab::make_experiment<MyConfig>("mine", "one-line summary", {"C1"}, run_mine,
+//                                                    /*quick=*/{{"n", "16"}});
 //   }
 //
+// A program adds its own with register_experiment(make_experiment<Cfg>(...)).
 // It is run with a string→string configuration (the CLI's --set key=value and
 // Python's keyword arguments both become one), which is parsed into the config
 // struct; unknown keys and unparsable values are attnlab::Error naming the key.
@@ -213,44 +216,45 @@ struct Experiment {
   Config quick;  // overrides for a fast run (report --quick and the tests)
 };
 
-// Registered experiments, sorted by name.
+// The lab's experiments (an explicit list in src/lab/registry.cpp) and any registered
+// by the program, sorted by name.
 std::vector<const Experiment*> experiments();
 const Experiment* find_experiment(const std::string& name);  // nullptr if absent
-void register_experiment(Experiment experiment);  // throws Error on a duplicate name
+// Adds an experiment beside the lab's own (a program's or a test's). Throws Error on a duplicate name.
+void register_experiment(Experiment experiment);
 
-// Runs a registered experiment: fills Result's experiment, seed, config, seconds and
+// Runs an experiment: fills Result's experiment, seed, config, seconds and
 // each verdict's experiment. Throws Error for an unknown name or bad configuration.
 Result run(const std::string& name, const Config& config = {}, uint64_t seed = 0,
            const std::function<void(const std::string&)>& progress = {});
 
-// Typed registration: Cfg is a default-constructible struct with `void bind(Params&)`.
+// An experiment from a typed body: Cfg is a default-constructible struct with
+// `void bind(Params&)`; a string configuration is parsed into it before each run.
 template <class Cfg>
-struct ExperimentRegistrar {
-  ExperimentRegistrar(std::string name, std::string summary, std::vector<std::string> claim_ids,
-                      std::function<Result(const Cfg&, RunContext&)> body, Config quick = {}) {
-    Experiment e;
-    e.name = std::move(name);
-    e.summary = std::move(summary);
-    e.claims = std::move(claim_ids);
-    e.quick = std::move(quick);
-    e.parameters = [] {
-      Cfg cfg;
-      Params p;
-      cfg.bind(p);
-      return p.describe();
-    };
-    e.run = [body](const Config& config, RunContext& ctx) {
-      Cfg cfg;
-      Params p;
-      cfg.bind(p);
-      p.apply(config);
-      Result r = body(cfg, ctx);
-      r.config = p.values();
-      return r;
-    };
-    register_experiment(std::move(e));
-  }
-};
+Experiment make_experiment(std::string name, std::string summary, std::vector<std::string> claim_ids,
+                           std::function<Result(const Cfg&, RunContext&)> body, Config quick = {}) {
+  Experiment e;
+  e.name = std::move(name);
+  e.summary = std::move(summary);
+  e.claims = std::move(claim_ids);
+  e.quick = std::move(quick);
+  e.parameters = [] {
+    Cfg cfg;
+    Params p;
+    cfg.bind(p);
+    return p.describe();
+  };
+  e.run = [body](const Config& config, RunContext& ctx) {
+    Cfg cfg;
+    Params p;
+    cfg.bind(p);
+    p.apply(config);
+    Result r = body(cfg, ctx);
+    r.config = p.values();
+    return r;
+  };
+  return e;
+}
 
 // ---- output -----------------------------------------------------------------
 

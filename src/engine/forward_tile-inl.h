@@ -1,0 +1,192 @@
+// Per-target forward of one query tile (FlashAttention-2's inner loop): the online
+// softmax step between the two products, the running diagnostics, and the loop over key
+// tiles. flash_kernels.cpp explains the tiling; this file holds the tile, that TU the
+// parallel loops. Included once per SIMD target (hence the toggle guard).
+#if defined(ATTNLAB_ENGINE_FORWARD_TILE_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef ATTNLAB_ENGINE_FORWARD_TILE_INL_H_
+#undef ATTNLAB_ENGINE_FORWARD_TILE_INL_H_
+#else
+#define ATTNLAB_ENGINE_FORWARD_TILE_INL_H_
+#endif
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "hwy/aligned_allocator.h"
+#include "hwy/highway.h"
+#include "engine/exp-inl.h"
+#include "engine/gemm-inl.h"
+#include "engine/tile_ops-inl.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace attnlab::engine::HWY_NAMESPACE {
+namespace {
+
+// Running per-row diagnostics (see the comment at the top), in double.
+struct RowDiag {
+  double lo = 0, u2 = 0, u3 = 0, h = 0;  // over the non-max elements (h: over all)
+};
+
+// Per-thread buffers of the forward.
+struct ForwardScratch {
+  hwy::AlignedFreeUniquePtr<float[]> s, o;  // S/P tile [Br × Bc], O accumulator [Br × dv_pad]
+  float m[kBr], l[kBr], scale[kBr];
+  int64_t end[kBr];
+  RowDiag diag[kBr];
+  ForwardScratch(const Plan& p)
+      : s(Scratch(kBr * kBc)), o(Scratch(kBr * p.dv_pad)) {}
+};
+
+// Online-softmax update of one row of the tile: turns scores s into
+// probabilities relative to the new running max, rescales the row's O.
+void SoftmaxUpdateRow(float* s, int64_t width, float tile_max, float& m, float& l, float* o_row, int64_t dv_pad,
+                      RowDiag* diag) {
+  const DF df;
+  const size_t L = hn::Lanes(df);
+  const float m_new = std::max(m, tile_max);
+  if (m_new == kNegInf) {  // nothing visible yet: P = 0
+    std::memset(s, 0, sizeof(float) * static_cast<size_t>(width));
+    return;
+  }
+  const float alpha = (m == kNegInf) ? 0.0f : (m == m_new) ? 1.0f : hn::GetLane(ExpNonPositive(df, hn::Set(df, m - m_new)));
+  const VF vm = hn::Set(df, m_new);
+  VF sum = hn::Zero(df);
+  if (diag == nullptr) {
+    for (size_t j = 0; j < static_cast<size_t>(width); j += L) {
+      const VF pj = ExpNonPositive(df, hn::Sub(hn::LoadU(df, s + j), vm));
+      sum = hn::Add(sum, pj);
+      hn::StoreU(pj, df, s + j);
+    }
+  } else {
+    // Sums over the tile's elements below the max (u < 1 strictly) and the
+    // count of elements equal to the max (u = 1); see the comment at the top.
+    VF s1 = hn::Zero(df), s2 = hn::Zero(df), s3 = hn::Zero(df), hs = hn::Zero(df), neq = hn::Zero(df);
+    const VF one = hn::Set(df, 1.0f);
+    for (size_t j = 0; j < static_cast<size_t>(width); j += L) {
+      const VF x = hn::Sub(hn::LoadU(df, s + j), vm);
+      const VF pj = ExpNonPositive(df, x);
+      sum = hn::Add(sum, pj);
+      hn::StoreU(pj, df, s + j);
+      const auto below = hn::Lt(x, hn::Zero(df));
+      const VF pb = hn::IfThenElseZero(below, pj);
+      s1 = hn::Add(s1, pb);
+      const VF p2 = hn::Mul(pb, pb);
+      s2 = hn::Add(s2, p2);
+      s3 = hn::MulAdd(p2, pb, s3);
+      // u·(S − m), with 0·(−inf) for hidden keys avoided
+      hs = hn::Add(hs, hn::IfThenElseZero(hn::Gt(pj, hn::Zero(df)), hn::Mul(pj, x)));
+      neq = hn::Add(neq, hn::IfThenElseZero(hn::Eq(x, hn::Zero(df)), one));
+    }
+    const double t1 = hn::GetLane(hn::SumOfLanes(df, s1)), t2 = hn::GetLane(hn::SumOfLanes(df, s2)),
+                 t3 = hn::GetLane(hn::SumOfLanes(df, s3)), th = hn::GetLane(hn::SumOfLanes(df, hs)),
+                 n_eq = hn::GetLane(hn::SumOfLanes(df, neq));
+    RowDiag& g = *diag;
+    if (tile_max > m) {  // the max moved into this tile: one of its n_eq maxima is "the" max
+      const double a = alpha, had = (m == kNegInf) ? 0.0 : 1.0;
+      // Σ u (S − m) rescaled to the new max; 1 + lo is the old Σ u.
+      g.h = (m == kNegInf) ? 0.0 : a * (g.h + (1.0 + g.lo) * (static_cast<double>(m) - m_new));
+      g.lo = a * (g.lo + had) + t1 + (n_eq - 1);
+      g.u2 = a * a * (g.u2 + had) + t2 + (n_eq - 1);
+      g.u3 = a * a * a * (g.u3 + had) + t3 + (n_eq - 1);
+    } else {  // ties with the current max count as "others"
+      g.lo += t1 + n_eq;
+      g.u2 += t2 + n_eq;
+      g.u3 += t3 + n_eq;
+    }
+    g.h += th;
+  }
+  const float tile_sum = hn::GetLane(hn::SumOfLanes(df, sum));
+  l = l * alpha + tile_sum;
+  if (alpha != 1.0f) {
+    const VF va = hn::Set(df, alpha);
+    for (size_t c = 0; c < static_cast<size_t>(dv_pad); c += L)
+      hn::StoreU(hn::Mul(hn::LoadU(df, o_row + c), va), df, o_row + c);
+  }
+  m = m_new;
+}
+
+// Resets the running state of query rows [i0, i0 + rows) before their first key
+// tile: m = −inf, l = 0, O = 0, no diagnostics yet; each row's scale and key_end.
+void BeginQueryTile(const Plan& p, int64_t b, int64_t h, int64_t i0, int64_t rows, ForwardScratch& w) {
+  std::memset(w.o.get(), 0, sizeof(float) * static_cast<size_t>(rows * p.dv_pad));
+  for (int64_t r = 0; r < rows; ++r) {
+    w.m[r] = kNegInf;
+    w.l[r] = 0.0f;
+    w.scale[r] = p.scale(b, h, i0 + r);
+    w.end[r] = p.key_end(b, i0 + r);
+    w.diag[r] = RowDiag{};
+  }
+}
+
+// The online-softmax step between the two products: the tile's raw scores in
+// w.s become probabilities, and each row's m, l, O (and diagnostics) are updated.
+void SoftmaxTile(const Plan& p, int64_t b, int64_t h, int64_t i0, int64_t rows, int64_t j0, int64_t nc,
+                 ForwardScratch& w, bool diag) {
+  const int64_t width = TileWidth(nc);
+  float* s = w.s.get();
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t limit = std::clamp<int64_t>(w.end[r] - j0, 0, nc);
+    const float tile_max = MaskRow(p, b, h, i0 + r, j0, limit, width, w.scale[r], 0.0f, s + r * kBc);
+    SoftmaxUpdateRow(s + r * kBc, width, tile_max, w.m[r], w.l[r], w.o.get() + r * p.dv_pad, p.dv_pad,
+                     diag ? &w.diag[r] : nullptr);
+  }
+}
+
+void ForwardQueryTile(const Plan& p, int64_t b, int64_t h, int64_t qt, const float* kt_head, const float* v_head,
+                      ForwardScratch& w, TensorView<float> out, TensorView<float> lse, const RowDiagnostics<float>* diag) {
+  const auto& dm = p.dims;
+  const int64_t i0 = qt * kBr, rows = std::min(kBr, dm.Nq - i0);
+  // Q is the A operand of S = Q Kᵀ (read by scalar broadcasts): any strides do.
+  const float* q_tile = p.q.row(b, h, i0);
+  const size_t q_rs = static_cast<size_t>(p.q.stride(kSeq)), q_ks = static_cast<size_t>(p.q.stride(kDim));
+  BeginQueryTile(p, b, h, i0, rows, w);
+  for (int64_t t = 0; t < p.n_ktiles; ++t) {
+    const int64_t j0 = t * kBc, nc = std::min(kBc, dm.Nk - j0);
+    if (p.tile_hidden(b, i0 + rows, j0)) break;  // and every later tile
+    if (p.tile_masked_out(b, h, i0, i0 + rows, j0, j0 + nc)) continue;
+    float* s = w.s.get();
+    const int64_t width = TileWidth(nc);
+    Gemm(rows, width, dm.d, q_tile, q_rs, q_ks, kt_head + t * dm.d * kBc, width, s, kBc, false);
+    SoftmaxTile(p, b, h, i0, rows, j0, nc, w, diag != nullptr);
+    Gemm(rows, p.dv_pad, nc, s, kBc, 1, v_head + j0 * p.dv_pad, p.dv_pad, w.o.get(), p.dv_pad, true);
+  }
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t i = i0 + r;
+    float* orow = out.row(b, h, i);
+    const int64_t st = out.stride(kDim);
+    const float* acc = w.o.get() + r * p.dv_pad;
+    // A score that overflowed float (|scale·q·k| > 3.4e38, or inf − inf inside the
+    // dot product) leaves m = +inf or NaN, or l = NaN. Such a row has no answer in
+    // float32: it gets L = NaN, which flash_forward's caller turns into an Error
+    // (exceptions cannot leave the parallel region).
+    const bool overflow = std::isnan(w.m[r]) || w.m[r] == std::numeric_limits<float>::infinity() ||
+                          std::isnan(w.l[r]);
+    const bool empty = overflow || w.m[r] == kNegInf || !(w.l[r] > 0.0f);
+    const float inv = empty ? 0.0f : 1.0f / w.l[r];
+    for (int64_t c = 0; c < dm.dv; ++c) orow[c * st] = empty ? 0.0f : acc[c] * inv;
+    lse(b, h, i, 0) = overflow ? std::numeric_limits<float>::quiet_NaN()
+                      : empty  ? kNegInf
+                               : w.m[r] + std::log(w.l[r]);
+    if (diag == nullptr) continue;
+    float pmax = 0, ent = 0, fro = 0;
+    if (!empty) {
+      const RowDiag& g = w.diag[r];
+      const double l = 1.0 + g.lo, pm = 1.0 / l, eps = g.lo / l, e2 = g.u2 / (l * l), e3 = g.u3 / (l * l * l);
+      pmax = static_cast<float>(pm);
+      ent = static_cast<float>(std::log1p(g.lo) - g.h / l);  // log1p: near one-hot, 1 + lo rounds to 1
+      fro = static_cast<float>(pm * pm * eps * eps + 2 * pm * pm * e2 + (e2 - 2 * e3) + e2 * e2);
+    }
+    if (diag->max_prob.present()) diag->max_prob(b, h, i, 0) = pmax;
+    if (diag->entropy.present()) diag->entropy(b, h, i, 0) = ent;
+    if (diag->jacobian_fro_sq.present()) diag->jacobian_fro_sq(b, h, i, 0) = fro;
+  }
+}
+
+
+}  // namespace
+}  // namespace attnlab::engine::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#endif  // ATTNLAB_ENGINE_FORWARD_TILE_INL_H_

@@ -1,0 +1,23 @@
+#pragma once
+// Pieces of the engine's kernels, callable one at a time, for the microbenchmarks
+// (bench/micro/) and the kernel tests (tests/engine/): never part of libattnlab.
+// Built into the testing library attnlab_internals from the same per-target code
+// (the -inl.h files) as the kernels themselves, so what is measured is what runs.
+#include <cstddef>
+#include <cstdint>
+
+namespace attnlab::engine::testing {
+
+// The register-blocked product C (+)= A·B (gemm-inl.h; N a multiple of 16).
+void gemm_piece(size_t M, size_t N, size_t K, const float* A, size_t a_rs, size_t a_ks, const float* B,
+                size_t b_rs, float* C, size_t c_rs, bool accumulate);
+// exp over n floats in place, n a multiple of 16 (exp-inl.h: the kernel's own exp for x ≤ 0).
+void exp_piece(float* x, size_t n);
+// The forward's softmax step (forward_tile-inl.h), `steps` times: the scores s
+// [rows × kBc, nc used] become probabilities with the running max and sum updated
+// (s gets the last result). An unmasked tile of a problem with head dims 64.
+void softmax_piece(float* s, int64_t rows, int64_t nc, int64_t steps);
+// The SIMD target these pieces were dispatched to (the same as the engine's).
+const char* pieces_target_name();
+
+}  // namespace attnlab::engine::testing
