@@ -3,8 +3,6 @@
 // by the fused kernels in flash_kernels.cpp.
 #include "attnlab/engine.hpp"
 
-#include <cmath>
-#include <limits>
 #include <fmt/format.h>
 #include <omp.h>
 
@@ -28,31 +26,12 @@ void attention_forward(ConstView<float> q, ConstView<float> k, ConstView<float> 
   if (diagnostics != nullptr) detail::check_diagnostics(*diagnostics, dims);
   const Plan plan(dims, q, k, v, options, resolve_threads(config));
   flash_forward(plan, out, lse, diagnostics);
-  // The kernel marks rows whose scores overflowed float32 with L = NaN. (With the
-  // input check off, NaN inputs give NaN there too: the caller opted out.)
+  // With the input check off, NaN inputs make NaN scores too: the caller opted out of both checks.
   if (!options.check_finite) return;
-  for (int64_t b = 0; b < dims.B; ++b)
-    for (int64_t h = 0; h < dims.Hq; ++h)
-      for (int64_t i = 0; i < dims.Nq; ++i) {
-        const float L = lse(b, h, i, 0);
-        // A row the kernel found empty must really have no visible key with a
-        // finite mask value. Otherwise its scores were NaN in float (q·k overflowed
-        // and met a zero scale: 0·inf), which SIMD max ignores. Checked here, off
-        // the hot loop, and only for rows reported empty.
-        bool overflow = std::isnan(L);
-        if (L == -std::numeric_limits<float>::infinity()) {
-          const int64_t end = detail::key_end(dims, options, b, i);
-          const uint8_t* bm = detail::mask_row(options.bool_mask, b, h, i);
-          const float* am = detail::mask_row(options.additive_mask, b, h, i);
-          for (int64_t j = 0; j < end && !overflow; ++j)
-            overflow = (bm == nullptr || bm[j * options.bool_mask.stride(kDim)] != 0) &&
-                       (am == nullptr || am[j * options.additive_mask.stride(kDim)] != -INFINITY);
-        }
-        if (overflow)
-          throw Error(fmt::format("attention: scores of row [{}, {}, {}] overflow float32 (|scale·q·k| > 3.4e38); "
-                                  "scale the inputs down or use the double-precision reference",
-                                  b, h, i));
-      }
+  if (const int64_t row = plan.overflowed_rows.first(); row != RowErrorLog::kNone)
+    throw Error(fmt::format("attention: scores of row [{}, {}, {}] overflow float32 (|scale·q·k| > 3.4e38); "
+                            "scale the inputs down or use the double-precision reference",
+                            row / (dims.Hq * dims.Nq), row / dims.Nq % dims.Hq, row % dims.Nq));
   detail::check_result_finite<float>(out, "out");
 }
 

@@ -34,6 +34,7 @@ struct ForwardScratch {
   hwy::AlignedFreeUniquePtr<float[]> s, o;  // S/P tile [Br × Bc], O accumulator [Br × dv_pad]
   float m[kBr], l[kBr], scale[kBr];
   int64_t end[kBr];
+  bool nan_score[kBr];  // a visible score was NaN (see SoftmaxTile)
   RowDiag diag[kBr];
   ForwardScratch(const Plan& p)
       : s(Scratch(kBr * kBc)), o(Scratch(kBr * p.dv_pad)) {}
@@ -117,6 +118,7 @@ void BeginQueryTile(const Plan& p, int64_t b, int64_t h, int64_t i0, int64_t row
     w.scale[r] = p.scale(b, h, i0 + r);
     w.end[r] = p.key_end(b, i0 + r);
     w.diag[r] = RowDiag{};
+    w.nan_score[r] = false;
   }
 }
 
@@ -129,6 +131,11 @@ void SoftmaxTile(const Plan& p, int64_t b, int64_t h, int64_t i0, int64_t rows, 
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t limit = std::clamp<int64_t>(w.end[r] - j0, 0, nc);
     const float tile_max = MaskRow(p, b, h, i0 + r, j0, limit, width, w.scale[r], 0.0f, s + r * kBc);
+    // A NaN score (0 · ∞, ∞ − ∞ in a dot product) is skipped by SIMD max. Beside finite
+    // scores it still poisons l (exp(NaN) = NaN); a tile of nothing but NaN and hidden
+    // keys leaves the max at −inf and would pass for masked, so only then look for it.
+    if (tile_max == kNegInf && !w.nan_score[r])
+      for (int64_t j = 0; j < limit; ++j) w.nan_score[r] |= std::isnan(s[r * kBc + j]);
     SoftmaxUpdateRow(s + r * kBc, width, tile_max, w.m[r], w.l[r], w.o.get() + r * p.dv_pad, p.dv_pad,
                      diag ? &w.diag[r] : nullptr);
   }
@@ -158,11 +165,12 @@ void ForwardQueryTile(const Plan& p, int64_t b, int64_t h, int64_t qt, const flo
     const int64_t st = out.stride(kDim);
     const float* acc = w.o.get() + r * p.dv_pad;
     // A score that overflowed float (|scale·q·k| > 3.4e38, or inf − inf inside the
-    // dot product) leaves m = +inf or NaN, or l = NaN. Such a row has no answer in
-    // float32: it gets L = NaN, which flash_forward's caller turns into an Error
-    // (exceptions cannot leave the parallel region).
+    // dot product) leaves m = +inf or NaN, l = NaN, or a NaN among hidden keys. Such a
+    // row has no answer in float32: it is logged for the entry point to report, and gets
+    // O = 0, L = NaN (what a caller sees only with check_finite off).
     const bool overflow = std::isnan(w.m[r]) || w.m[r] == std::numeric_limits<float>::infinity() ||
-                          std::isnan(w.l[r]);
+                          std::isnan(w.l[r]) || w.nan_score[r];
+    if (overflow) p.overflowed_rows.record((b * dm.Hq + h) * dm.Nq + i);
     const bool empty = overflow || w.m[r] == kNegInf || !(w.l[r] > 0.0f);
     const float inv = empty ? 0.0f : 1.0f / w.l[r];
     for (int64_t c = 0; c < dm.dv; ++c) orow[c * st] = empty ? 0.0f : acc[c] * inv;

@@ -4,7 +4,9 @@
 // key_end and scale). Built by engine.cpp, consumed by the per-target kernels in
 // flash_kernels.cpp. Nothing here allocates per element.
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
+#include <limits>
 
 #include "attnlab/engine.hpp"
 #include "core/attention_checks.hpp"
@@ -22,6 +24,25 @@ inline constexpr int64_t kPad = 16;
 inline int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 inline int64_t ceil_div(int64_t x, int64_t m) { return (x + m - 1) / m; }
 
+// The first query row, in [b, h, i] order, whose scores overflowed float32 during a
+// kernel (|scale·q·k| > 3.4e38, or ∞ − ∞ inside a dot product). Kernels record rows
+// from any thread; the entry point reads the smallest after the parallel region and
+// turns it into an Error (exceptions cannot leave an OpenMP region). The smallest
+// index, not the first to arrive, so the message is the same for any thread count.
+class RowErrorLog {
+ public:
+  static constexpr int64_t kNone = std::numeric_limits<int64_t>::max();
+  void record(int64_t flat_row) {
+    int64_t seen = first_.load(std::memory_order_relaxed);
+    while (flat_row < seen && !first_.compare_exchange_weak(seen, flat_row, std::memory_order_relaxed)) {
+    }
+  }
+  int64_t first() const { return first_.load(std::memory_order_relaxed); }
+
+ private:
+  std::atomic<int64_t> first_{kNone};
+};
+
 struct Plan {
   detail::AttentionDims dims;
   ConstView<float> q, k, v;
@@ -31,6 +52,7 @@ struct Plan {
   int64_t n_qtiles = 0, n_ktiles = 0;
   float fixed_scale = 0;          // the scale when it does not depend on the row
   bool row_scales = false;        // true for the log-n policies: scale_i per row
+  mutable RowErrorLog overflowed_rows;  // written by the kernels (the Plan is const there)
 
   Plan(const detail::AttentionDims& dm, ConstView<float> q_, ConstView<float> k_, ConstView<float> v_,
        const AttentionOptions<float>& opt, int threads_)
