@@ -79,8 +79,16 @@ struct RowDiagnostics {
 // How a call runs (never what it computes: results are bitwise identical for any value).
 struct ComputeConfig {
   // OpenMP threads for the engine; 0 = OpenMP's default (all cores). The reference is serial.
+  // At most kMaxThreads (check_threads): far more makes libgomp crash while creating them.
   int threads = 0;
 };
+
+// The largest thread count accepted anywhere (API, CLI, Python): more threads than
+// any machine has cores gain nothing, and tens of thousands crash libgomp.
+inline constexpr int kMaxThreads = 1024;
+
+// Throws Error unless 0 <= threads <= kMaxThreads; `what` names the argument in the message.
+ATTNLAB_API void check_threads(int threads, const char* what = "threads");
 
 ATTNLAB_API const char* to_string(Causal causal);
 ATTNLAB_API Causal parse_causal(const char* text);  // "none" | "top_left" | "bottom_right"; throws Error

@@ -14,4 +14,11 @@ class ATTNLAB_API Error : public std::invalid_argument {
   explicit Error(const std::string& message) : std::invalid_argument(message) {}
 };
 
+// A working buffer could not be allocated: an Error (the call is too large for this
+// machine) whose message names the size. Python raises it as MemoryError.
+class ATTNLAB_API OutOfMemory : public Error {
+ public:
+  explicit OutOfMemory(const std::string& message) : Error(message) {}
+};
+
 }  // namespace attnlab

@@ -110,7 +110,7 @@ void run_backward(ConstView<T> q, ConstView<T> k, ConstView<T> v, ConstView<T> o
 }
 
 void require_threads(int threads) {
-  if (threads < 0) throw Error(fmt::format("threads: {} is negative (0 = all cores)", threads));
+  check_threads(threads);  // the library's rule, before any array is converted
 }
 
 // ---- scaled_dot_product_attention ------------------------------------------------

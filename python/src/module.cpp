@@ -10,10 +10,13 @@
 PYBIND11_MODULE(_attnlab, m) {
   namespace py = pybind11;
   m.doc() = attnlab::python::docs::module;
-  // attnlab::Error is bad input: ValueError, with the library's message unchanged.
+  // attnlab::Error is bad input: ValueError, with the library's message unchanged;
+  // attnlab::OutOfMemory (a buffer too large for this machine) is MemoryError.
   py::register_exception_translator([](std::exception_ptr p) {
     try {
       if (p) std::rethrow_exception(p);
+    } catch (const attnlab::OutOfMemory& e) {
+      PyErr_SetString(PyExc_MemoryError, e.what());
     } catch (const attnlab::Error& e) {
       PyErr_SetString(PyExc_ValueError, e.what());
     }

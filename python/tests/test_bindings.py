@@ -185,3 +185,20 @@ def test_ranks_two_to_four_round_trip_through_forward_and_backward(rng, shape):
     # The same numbers as the 4-D call.
     q4, k4, v4 = (x.reshape((1,) * (4 - len(shape)) + shape) for x in (q, k, v))
     np.testing.assert_array_equal(attnlab.attention_forward(q4, k4, v4)[0].reshape(shape), out)
+
+
+# Issue 18 (reliability): crashes and unvalidated numbers, each as a clear error.
+def test_a_huge_thread_count_is_an_error_not_a_crash():
+    q = np.ones((1, 1, 4, 8), np.float32)
+    for threads in (99999, 65536, attnlab.__dict__.get("MAX_THREADS", 1024) + 1):
+        with pytest.raises(ValueError, match="threads"):
+            attnlab.attention_forward(q, q, q, threads=threads)
+    attnlab.attention_forward(q, q, q, threads=1024)  # the bound itself runs
+
+
+def test_the_softmax_derivatives_reject_non_finite_input_like_softmax():
+    s = np.array([0.5, np.nan, 0.5])
+    for f in (lambda: attnlab.softmax_jacobian(s), lambda: attnlab.softmax_vjp(s, np.ones(3)),
+              lambda: attnlab.softmax_vjp(np.full(3, 1 / 3), np.array([1.0, np.inf, 0.0]))):
+        with pytest.raises(ValueError, match="non-finite"):
+            f()

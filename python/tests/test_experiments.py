@@ -46,3 +46,10 @@ def test_values_become_the_lab_text():
     assert experiments._as_text("k", np.array([16, 64])) == "16,64"
     assert experiments._as_text("k", (0.5, 2)) == "0.5,2"
     assert experiments._as_text("k", np.float32(0.25)) == "0.25"
+
+
+def test_integer_parameters_are_bounded_before_any_narrowing():
+    # Once 4294967297 became a 1-point grid (past the "at least 2" check), 2147483648 a crash.
+    for grid in (2**32 + 1, 2**31, -(2**40)):
+        with pytest.raises(ValueError, match="grid"):
+            experiments.run("saturation", quick=True, grid=grid)

@@ -25,4 +25,9 @@ Causal parse_causal(const char* text) {
   throw Error(fmt::format("causal: unknown alignment '{}' (expected none, top_left or bottom_right)", text));
 }
 
+void check_threads(int threads, const char* what) {
+  if (threads < 0 || threads > kMaxThreads)
+    throw Error(fmt::format("{}: {} is outside [0, {}] (0 = all cores)", what, threads, kMaxThreads));
+}
+
 }  // namespace attnlab

@@ -15,6 +15,8 @@ ScalePolicy ScalePolicy::fixed(double value) {
 
 ScalePolicy ScalePolicy::scalable_softmax(double s) {
   if (!std::isfinite(s)) throw Error(fmt::format("scale: ssmax parameter s = {} is not finite", s));
+  // s scales log n / sqrt(d): zero or negative would flatten or invert attention, not sharpen it.
+  if (!(s > 0)) throw Error(fmt::format("scale: ssmax parameter s = {} must be positive", s));
   return ScalePolicy(Kind::scalable_softmax, s);
 }
 
@@ -48,6 +50,9 @@ namespace {
 bool parse_double(std::string_view text, double& out) {
   const char* end = text.data() + text.size();
   auto [ptr, ec] = std::from_chars(text.data(), end, out);
+  // A number beyond double's range (1e-400, 1e400) is a number: say so, not "unknown policy".
+  if (ec == std::errc::result_out_of_range && ptr == end)
+    throw Error(fmt::format("scale: {} is outside the range of a double (about 2.2e-308 to 1.8e308)", text));
   return ec == std::errc() && ptr == end;
 }
 }  // namespace

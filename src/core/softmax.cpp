@@ -26,6 +26,16 @@ void require_logits(std::span<const T> x, const char* fn) {
       throw Error(fmt::format("{}: input {} at index {} (only finite values and -inf are allowed)", fn, x[i], i));
 }
 
+// Every function of the maths API validates its input: logits by require_logits,
+// probabilities and upstream gradients by require_finite (a NaN in is an error, as it
+// is for softmax, never a NaN out).
+template <class T>
+void require_finite(std::span<const T> x, const char* what, const char* fn) {
+  for (size_t i = 0; i < x.size(); ++i)
+    if (!std::isfinite(x[i]))
+      throw Error(fmt::format("{}: {} has the non-finite value {} at index {}", fn, what, x[i], i));
+}
+
 // max and Σ exp(x − max); max = −inf when every entry is −inf.
 template <class T>
 std::pair<Acc, Acc> max_and_sum(std::span<const T> x) {
@@ -75,6 +85,7 @@ template <class T>
 void softmax_jacobian(std::span<const T> s, std::span<T> jacobian) {
   const size_t n = s.size();
   require_same_size<T>(jacobian, n * n, "jacobian", "softmax_jacobian");
+  require_finite(s, "s", "softmax_jacobian");
   for (size_t i = 0; i < n; ++i)
     for (size_t j = 0; j < n; ++j)
       jacobian[i * n + j] = static_cast<T>(static_cast<Acc>(s[i]) * ((i == j ? 1.0 : 0.0) - static_cast<Acc>(s[j])));
@@ -84,6 +95,8 @@ template <class T>
 void softmax_vjp(std::span<const T> s, std::span<const T> g, std::span<T> grad_x) {
   require_same_size<T>(g, s.size(), "g", "softmax_vjp");
   require_same_size<T>(grad_x, s.size(), "grad_x", "softmax_vjp");
+  require_finite(s, "s", "softmax_vjp");
+  require_finite(g, "g", "softmax_vjp");
   Acc dot = 0;
   for (size_t i = 0; i < s.size(); ++i) dot += static_cast<Acc>(g[i]) * s[i];
   for (size_t i = 0; i < s.size(); ++i) grad_x[i] = static_cast<T>(s[i] * (static_cast<Acc>(g[i]) - dot));
@@ -93,6 +106,8 @@ template <class T>
 void softmax_jvp(std::span<const T> s, std::span<const T> v, std::span<T> jv) {
   require_same_size<T>(v, s.size(), "v", "softmax_jvp");
   require_same_size<T>(jv, s.size(), "jv", "softmax_jvp");
+  require_finite(s, "s", "softmax_jvp");
+  require_finite(v, "v", "softmax_jvp");
   softmax_vjp(s, v, jv);  // J is symmetric, so J v = Jᵀ v
 }
 
@@ -139,6 +154,7 @@ T softmax_cross_entropy(std::span<const T> logits, std::span<const T> target, st
 
 template <class T>
 T entropy(std::span<const T> s) {
+  require_finite(s, "s", "entropy");
   Acc h = 0;
   for (T p : s)
     if (p > 0) h -= static_cast<Acc>(p) * std::log(static_cast<Acc>(p));
@@ -181,6 +197,7 @@ OneHotSplit<T> split(std::span<const T> s) {
 
 template <class T>
 T jacobian_trace(std::span<const T> s) {
+  require_finite(s, "s", "jacobian_trace");
   // tr J = Σ s_i (1 − s_i) = 1 − ‖s‖₂² for a probability vector.
   const auto sp = split(s);
   Acc tr = 0;
@@ -190,6 +207,7 @@ T jacobian_trace(std::span<const T> s) {
 
 template <class T>
 T jacobian_frobenius_sq(std::span<const T> s) {
+  require_finite(s, "s", "jacobian_frobenius_sq");
   // ‖J‖_F² = Σ_i s_i²(1 − s_i)² + Σ_i s_i² Σ_{j≠i} s_j²  (diagonal + off-diagonal terms)
   //        = ‖s‖₂² − 2‖s‖₃³ + ‖s‖₂⁴ for a probability vector.
   const auto sp = split(s);

@@ -3,6 +3,7 @@
 // by the fused kernels in flash_kernels.cpp.
 #include "attnlab/engine.hpp"
 
+#include <new>
 #include <fmt/format.h>
 #include <omp.h>
 
@@ -13,8 +14,19 @@ namespace attnlab::engine {
 namespace {
 
 int resolve_threads(const ComputeConfig& config) {
-  if (config.threads < 0) throw Error(fmt::format("engine: threads must be >= 0 (0 = all cores), got {}", config.threads));
+  check_threads(config.threads, "engine: threads");
   return config.threads == 0 ? omp_get_max_threads() : config.threads;
+}
+
+// The kernels' own buffers (std::vector, new[]) throw std::bad_alloc: report it as the
+// scratch does, an OutOfMemory error, never a bare bad_alloc or an abort.
+template <class F>
+void out_of_memory_as_error(F&& f) {
+  try {
+    f();
+  } catch (const std::bad_alloc&) {
+    throw OutOfMemory("attention: out of memory allocating the engine's working buffers");
+  }
 }
 
 }  // namespace
@@ -25,7 +37,7 @@ void attention_forward(ConstView<float> q, ConstView<float> k, ConstView<float> 
   const auto dims = detail::check_forward_args(q, k, v, options, out, lse);
   if (diagnostics != nullptr) detail::check_diagnostics(*diagnostics, dims);
   const Plan plan(dims, q, k, v, options, resolve_threads(config));
-  flash_forward(plan, out, lse, diagnostics);
+  out_of_memory_as_error([&] { flash_forward(plan, out, lse, diagnostics); });
   // With the input check off, NaN inputs make NaN scores too: the caller opted out of both checks.
   if (!options.check_finite) return;
   if (const int64_t row = plan.overflowed_rows.first(); row != RowErrorLog::kNone)
@@ -41,7 +53,7 @@ void attention_backward(ConstView<float> q, ConstView<float> k, ConstView<float>
                         const ComputeConfig& config) {
   const auto dims = detail::check_backward_args(q, k, v, out, lse, grad_out, options, dq, dk, dv);
   const Plan plan(dims, q, k, v, options, resolve_threads(config));
-  flash_backward(plan, out, lse, grad_out, dq, dk, dv);
+  out_of_memory_as_error([&] { flash_backward(plan, out, lse, grad_out, dq, dk, dv); });
   // Finite inputs can still overflow float in dO·v or dS·k: say so, never return NaN.
   if (options.check_finite) detail::check_result_finite<float>(dq, "dq");
   if (options.check_finite) detail::check_result_finite<float>(dk, "dk");

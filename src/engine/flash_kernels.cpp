@@ -148,18 +148,21 @@ void ForwardImpl(const Plan& p, TensorView<float> out, TensorView<float> lse, co
       PackRows(p.v, b, hk, j0, nc, dm.dv, p.dv_pad, vrows);  // O += P V reads rows < nc only
     }
     const int64_t n_items = nkv * group * p.n_qtiles;
+    ScratchFailure failure;
 #pragma omp parallel num_threads(p.threads)
     {
-      ForwardScratch w(p);
+      std::optional<ForwardScratch> w = failure.make<ForwardScratch>(p);
 #pragma omp for schedule(dynamic, 1)
       for (int64_t it = 0; it < n_items; ++it) {
+        if (!w) continue;  // this thread has no scratch: the call fails after the region
         const int64_t kvl = it / (group * p.n_qtiles), rest = it % (group * p.n_qtiles);
         const int64_t g = rest / p.n_qtiles, qt = rest % p.n_qtiles;
         const int64_t b = (kv0 + kvl) / dm.Hkv, hk = (kv0 + kvl) % dm.Hkv, h = hk * group + g;
         const float* head = base + kvl * per_head;
-        ForwardQueryTile(p, b, h, qt, head, head + kt_floats, w, out, lse, diag);
+        ForwardQueryTile(p, b, h, qt, head, head + kt_floats, *w, out, lse, diag);
       }
     }
+    failure.rethrow();
   }
 }
 
@@ -335,16 +338,20 @@ void BackwardImpl(const Plan& p, ConstView<float> out, ConstView<float> lse, Con
   // Pass 2: key tiles handed out in increasing order (see "Determinism and dQ").
   const int64_t n_items = dm.B * dm.Hkv * p.n_ktiles;
   std::atomic<int64_t> next{0};
+  ScratchFailure failure;
 #pragma omp parallel num_threads(p.threads)
   {
-    BackwardScratch w(p);
-    for (;;) {
+    // A thread without scratch takes no key tile: the others take them all in
+    // order, so no dq wait is on a tile nobody runs (see "Determinism and dQ").
+    std::optional<BackwardScratch> w = failure.make<BackwardScratch>(p);
+    while (w) {
       const int64_t it = next.fetch_add(1, std::memory_order_relaxed);
       if (it >= n_items) break;
       const int64_t bh = it / p.n_ktiles, t = it % p.n_ktiles;
-      BackwardKeyTile(args, bh / dm.Hkv, bh % dm.Hkv, t, w);
+      BackwardKeyTile(args, bh / dm.Hkv, bh % dm.Hkv, t, *w);
     }
   }
+  failure.rethrow();
   // Key rows past every tile (none) and heads: dk/dv rows are all written by
   // their key tile. Nothing else to do.
 }

@@ -9,10 +9,17 @@
 #define ATTNLAB_ENGINE_TILE_OPS_INL_H_
 #endif
 
+#include <fmt/format.h>
+
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <optional>
+#include <string>
+
+#include "attnlab/error.hpp"
 
 #include "hwy/aligned_allocator.h"
 #include "hwy/highway.h"
@@ -34,11 +41,37 @@ int64_t TileWidth(int64_t nc) {
   return std::min(kBc, (nc + L - 1) / L * L);
 }
 
+// A working buffer of n floats. Out of memory is an OutOfMemory error naming the size,
+// never an abort. Inside a parallel region the caller must catch it (ScratchGuard):
+// an exception may not leave an OpenMP region.
 hwy::AlignedFreeUniquePtr<float[]> Scratch(int64_t n) {
-  auto p = hwy::AllocateAligned<float>(static_cast<size_t>(std::max<int64_t>(n, 1)));
-  HWY_ASSERT(p);
+  const size_t count = static_cast<size_t>(std::max<int64_t>(n, 1));
+  auto p = hwy::AllocateAligned<float>(count);
+  if (!p)
+    throw OutOfMemory(fmt::format("attention: out of memory allocating a working buffer of {} bytes ({:.1f} MiB)",
+                                  count * sizeof(float), static_cast<double>(count * sizeof(float)) / (1 << 20)));
   return p;
 }
+
+// Per-thread scratch built inside an OpenMP region: a thread whose allocation failed
+// records the error and skips its share of the work; rethrow() after the region.
+struct ScratchFailure {
+  std::atomic<bool> failed{false};
+  std::string message;
+  template <class S>
+  std::optional<S> make(const Plan& p) {
+    try {
+      return std::optional<S>(std::in_place, p);
+    } catch (const std::exception& e) {
+#pragma omp critical(attnlab_scratch_failure)
+      if (!failed.exchange(true)) message = e.what();
+      return std::nullopt;
+    }
+  }
+  void rethrow() const {
+    if (failed.load()) throw OutOfMemory(message);
+  }
+};
 
 // dst[r · dst_stride + c] = src row r, element c, for r < rows, c < cols;
 // zero for c in [cols, padded_cols). Rows come from a strided view.

@@ -4,10 +4,7 @@
 // must equal what the shape and dtype promise.
 #include "attnlab/npy.hpp"
 
-#include <fcntl.h>
-#include <unistd.h>
-
-#include <atomic>
+#include <algorithm>
 #include <bit>
 #include <cerrno>
 #include <cstdio>
@@ -15,7 +12,7 @@
 #include <filesystem>
 #include <fmt/format.h>
 #include <fstream>
-#include <optional>
+#include <new>
 
 #include "attnlab/error.hpp"
 
@@ -224,36 +221,6 @@ std::string encode_impl(std::span<const T> values, std::span<const int64_t> shap
 
 std::string errno_text() { return std::strerror(errno); }
 
-std::string temporary_name(const std::string& path) {
-  static std::atomic<unsigned> counter{0};
-  return fmt::format("{}.tmp.{}.{}", path, static_cast<long>(::getpid()), counter++);
-}
-
-// Creates `path` (which must not exist) holding `bytes`. Returns why it failed, or
-// nothing; on failure the partial file is removed.
-std::optional<std::string> write_new_file(const std::string& path, const std::string& bytes) {
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-  if (fd < 0) return errno_text();
-  size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t w = ::write(fd, bytes.data() + done, bytes.size() - done);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) {
-      const std::string why = w < 0 ? errno_text() : "short write";
-      ::close(fd);
-      ::unlink(path.c_str());
-      return why;
-    }
-    done += static_cast<size_t>(w);
-  }
-  if (::close(fd) != 0) {
-    const std::string why = errno_text();
-    ::unlink(path.c_str());
-    return why;
-  }
-  return std::nullopt;
-}
-
 }  // namespace
 
 const char* to_string(DType dtype) {
@@ -271,7 +238,18 @@ int64_t Array::numel() const {
   return n;
 }
 
-Array parse(std::span<const unsigned char> bytes, const std::string& name) {
+namespace {
+
+// What the header of a file of `total` bytes, starting with `bytes`, declares; checks that the
+// data it promises is exactly what the file holds. `bytes` must hold the whole header.
+struct Layout {
+  Descr descr;
+  std::vector<int64_t> shape;
+  int64_t n = 0;
+  size_t data_offset = 0;
+};
+
+Layout parse_layout(std::span<const unsigned char> bytes, size_t total, const std::string& name) {
   if (bytes.size() < 10 || std::memcmp(bytes.data(), kMagic, 6) != 0)
     fail(name, bytes.size() < 6 ? "not a .npy file (too short)" : "not a .npy file (no \\x93NUMPY magic)");
   const unsigned major = bytes[6], minor = bytes[7];
@@ -297,8 +275,8 @@ Array parse(std::span<const unsigned char> bytes, const std::string& name) {
   if (header.fortran_order)
     fail(name, "Fortran-order arrays are not supported (save a C-order array: np.save(f, np.ascontiguousarray(a)))");
 
-  Array a;
-  a.dtype = descr.dtype;
+  Layout a;
+  a.descr = descr;
   a.shape = header.shape;
   int64_t n = 1;
   for (int64_t s : a.shape) {
@@ -307,22 +285,39 @@ Array parse(std::span<const unsigned char> bytes, const std::string& name) {
     n *= s;
   }
   const size_t data_bytes = static_cast<size_t>(n) * descr.item;
-  const size_t present = bytes.size() - offset - header_len;
+  const size_t present = total - offset - header_len;
   if (present < data_bytes)
     fail(name, fmt::format("truncated .npy file ({} data bytes for shape {}, {} present)", data_bytes,
                            fmt::format("({})", fmt::join(a.shape, ", ")), present));
   if (present > data_bytes)
     fail(name, fmt::format("corrupt .npy file ({} bytes after the data)", present - data_bytes));
-  const unsigned char* data = bytes.data() + offset + header_len;
+  a.n = n;
+  a.data_offset = offset + header_len;
+  return a;
+}
+
+Array decode_array(const Layout& layout, const unsigned char* data) {
+  Array a;
+  a.dtype = layout.descr.dtype;
+  a.shape = layout.shape;
+  const int64_t n = layout.n;
+  const bool swap = layout.descr.swap;
   switch (a.dtype) {
-    case DType::float32: a.f32 = decode<float>(data, n, descr.swap); break;
-    case DType::float64: a.f64 = decode<double>(data, n, descr.swap); break;
+    case DType::float32: a.f32 = decode<float>(data, n, swap); break;
+    case DType::float64: a.f64 = decode<double>(data, n, swap); break;
     case DType::boolean:
       a.b8.resize(static_cast<size_t>(n));
       for (int64_t i = 0; i < n; ++i) a.b8[static_cast<size_t>(i)] = data[i] != 0;
       break;
   }
   return a;
+}
+
+}  // namespace
+
+Array parse(std::span<const unsigned char> bytes, const std::string& name) {
+  const Layout layout = parse_layout(bytes, bytes.size(), name);
+  return decode_array(layout, bytes.data() + layout.data_offset);
 }
 
 Array load(const std::string& path) {
@@ -334,10 +329,23 @@ Array load(const std::string& path) {
   if (ec) fail(path, "cannot read: " + ec.message());
   std::ifstream in(path, std::ios::binary);
   if (!in) fail(path, "cannot open: " + errno_text());
-  std::vector<unsigned char> bytes(static_cast<size_t>(size));
-  if (size > 0 && !in.read(reinterpret_cast<char*>(bytes.data()), static_cast<std::streamsize>(size)))
+  // The header first, and the file's size checked against what it declares, before
+  // the data is read: a huge file (sparse, or a valid header followed by gigabytes)
+  // is an error naming it, not an allocation of its size.
+  std::vector<unsigned char> head(static_cast<size_t>(std::min<std::uintmax_t>(size, 12 + kMaxHeaderBytes)));
+  if (!head.empty() && !in.read(reinterpret_cast<char*>(head.data()), static_cast<std::streamsize>(head.size())))
     fail(path, "cannot read: the file ended early");
-  return parse(bytes, path);
+  const Layout layout = parse_layout(head, static_cast<size_t>(size), path);
+  const size_t data_bytes = static_cast<size_t>(size) - layout.data_offset;
+  try {
+    std::vector<unsigned char> data(data_bytes);
+    in.seekg(static_cast<std::streamoff>(layout.data_offset));
+    if (!data.empty() && !in.read(reinterpret_cast<char*>(data.data()), static_cast<std::streamsize>(data.size())))
+      fail(path, "cannot read: the file ended early");
+    return decode_array(layout, data.data());
+  } catch (const std::bad_alloc&) {
+    fail(path, fmt::format("cannot read: out of memory for its {} bytes of data", data_bytes));
+  }
 }
 
 std::string encode(std::span<const float> values, std::span<const int64_t> shape) {
@@ -345,35 +353,6 @@ std::string encode(std::span<const float> values, std::span<const int64_t> shape
 }
 std::string encode(std::span<const double> values, std::span<const int64_t> shape) {
   return encode_impl(values, shape, "f8");
-}
-
-void write_file_atomically(const std::string& path, const std::string& bytes) {
-  write_files_atomically({{path, bytes}});
-}
-
-void write_files_atomically(const std::vector<std::pair<std::string, std::string>>& path_and_bytes) {
-  // A rename can still fail after others succeeded; rule out the one failure that is
-  // foreseeable (a directory in the way) before anything is written.
-  for (const auto& [path, bytes] : path_and_bytes) {
-    std::error_code ec;
-    if (std::filesystem::is_directory(path, ec)) fail(path, "cannot write: is a directory (no output file was changed)");
-  }
-  std::vector<std::string> temps;  // written so far, one per output
-  for (const auto& [path, bytes] : path_and_bytes) {
-    temps.push_back(temporary_name(path));
-    if (const auto why = write_new_file(temps.back(), bytes)) {
-      temps.pop_back();
-      for (const auto& t : temps) ::unlink(t.c_str());
-      fail(path, fmt::format("cannot write: {} (no output file was changed)", *why));
-    }
-  }
-  for (size_t i = 0; i < temps.size(); ++i) {
-    if (std::rename(temps[i].c_str(), path_and_bytes[i].first.c_str()) != 0) {
-      const std::string why = errno_text();
-      for (size_t j = i; j < temps.size(); ++j) ::unlink(temps[j].c_str());
-      fail(path_and_bytes[i].first, fmt::format("cannot replace: {}", why));
-    }
-  }
 }
 
 }  // namespace attnlab::npy

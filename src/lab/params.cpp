@@ -17,6 +17,8 @@ std::string trim(const std::string& s) {
   return s.substr(b, e - b + 1);
 }
 
+constexpr long long kMaxIntParameter = 1LL << 24;
+
 int64_t parse_int(const std::string& key, const std::string& text) {
   const std::string t = trim(text);
   errno = 0;
@@ -24,6 +26,12 @@ int64_t parse_int(const std::string& key, const std::string& text) {
   const long long v = std::strtoll(t.c_str(), &end, 10);
   if (t.empty() || end != t.c_str() + t.size() || errno == ERANGE)
     throw Error(fmt::format("{}: '{}' is not an integer", key, text));
+  // Every integer parameter is a count or a size, and experiments narrow some to int
+  // or multiply two: bound them here, in the type parsed, so that no later cast can
+  // truncate a value past its check (grid=4294967297 became a 1-point grid).
+  if (v < -kMaxIntParameter || v > kMaxIntParameter)
+    throw Error(fmt::format("{}: {} is outside [-{}, {}] (2^24, the bound of every integer parameter)", key, text,
+                            kMaxIntParameter, kMaxIntParameter));
   return v;
 }
 

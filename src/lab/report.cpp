@@ -9,6 +9,7 @@
 #include <csignal>
 #include <unistd.h>
 
+#include "attnlab/atomic_files.hpp"
 #include "attnlab/lab.hpp"
 #include "lab/json_io.hpp"
 
@@ -218,6 +219,8 @@ ReportSummary write_report(const ReportOptions& o) {
     if (o.progress) o.progress(m);
   };
   if (o.out.empty()) throw Error("report: empty output directory");
+  // Before any work: only an output directory attnlab wrote may be replaced.
+  io::check_replaceable_directory(o.out, "report: --out");
   if (!plotting_available()) throw Error("report: gnuplot with the pngcairo terminal is not available (install gnuplot-nox)");
   std::vector<const Experiment*> todo;
   if (o.only.empty()) {
@@ -240,6 +243,7 @@ ReportSummary write_report(const ReportOptions& o) {
   fs::remove_all(tmp, ec);
   fs::create_directories(tmp, ec);
   if (ec) throw Error("report: cannot create " + tmp.string() + ": " + ec.message());
+  io::mark_output_directory(tmp.string());
 
   try {
     std::vector<Result> results;
@@ -304,7 +308,8 @@ ReportSummary write_report(const ReportOptions& o) {
     // Swap in: move any earlier report aside, rename the new one into place, then delete the old one.
     const fs::path old = parent / fmt::format(".{}.old-{}", stem, getpid());
     fs::remove_all(old, ec);
-    const bool had_old = fs::exists(out);
+    io::check_replaceable_directory(o.out, "report: --out");  // again: the run took a while
+    const bool had_old = fs::exists(fs::symlink_status(out));
     if (had_old) {
       fs::rename(out, old, ec);
       if (ec) throw Error("report: cannot move the earlier " + out.string() + " aside: " + ec.message());

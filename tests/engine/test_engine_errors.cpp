@@ -128,8 +128,11 @@ TEST(EngineErrors, EngineOnlyArguments) {
     al::attention_forward(q.view(), k.view(), v.view(), {}, al::ComputeConfig{-1});
     FAIL() << "no error";
   } catch (const al::Error& e) {
-    EXPECT_EQ(std::string(e.what()), "engine: threads must be >= 0 (0 = all cores), got -1");
+    EXPECT_EQ(std::string(e.what()), "engine: threads: -1 is outside [0, 1024] (0 = all cores)");
   }
+  // Tens of thousands of threads once crashed inside libgomp: now the same rule's error.
+  for (int threads : {al::kMaxThreads + 1, 65536, 99999})
+    EXPECT_THROW(al::attention_forward(q.view(), k.view(), v.view(), {}, al::ComputeConfig{threads}), al::Error);
 }
 
 TEST(EngineErrors, ScoresBeyondFloatRangeAreAnErrorNotAMaskedRow) {

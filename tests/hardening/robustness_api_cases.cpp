@@ -6,6 +6,7 @@
 
 #include "attnlab/attention.hpp"
 #include "attnlab/reference.hpp"
+#include "attnlab/softmax.hpp"
 #include "robustness_cases.hpp"
 
 namespace attnlab::robustness {
@@ -185,6 +186,34 @@ std::vector<Case> api_cases() {
                  const ConstView<double> rep(kv.data(), {1, 1, 4, 4}, {0, 0, 0, 1});
                  const auto f = reference::attention_forward(q, rep, rep);
                  return describe(f.out, f.lse) + " (a view may repeat input elements)";
+               }});
+  // Issue 18: a thread count that crashed libgomp, and NaN into the softmax derivatives.
+  c.push_back({"thread count beyond the bound", "engine, threads = 99999", [] {
+                 Tensor<float> q({1, 1, 4, 4}, 0.5f);
+                 try {
+                   attention_forward(q, q, q, {}, ComputeConfig{99999});
+                 } catch (const Error& e) {
+                   return std::string("error: ") + e.what();
+                 }
+                 return std::string("result: accepted (wrong)");
+               }});
+  c.push_back({"NaN into the softmax derivatives", "softmax_jacobian, softmax_vjp of s = (0.5, NaN, 0.5)", [] {
+                 const std::vector<double> s{0.5, std::numeric_limits<double>::quiet_NaN(), 0.5};
+                 std::vector<double> j(9), g(3, 1.0), gx(3);
+                 std::string out;
+                 try {
+                   softmax_jacobian<double>(s, j);
+                   out = "result: accepted (wrong)";
+                 } catch (const Error& e) {
+                   out = std::string("error: ") + e.what();
+                 }
+                 try {
+                   softmax_vjp<double>(s, g, gx);
+                   out += " / result: accepted (wrong)";
+                 } catch (const Error& e) {
+                   out += std::string(" / error: ") + e.what();
+                 }
+                 return out;
                }});
   return c;
 }

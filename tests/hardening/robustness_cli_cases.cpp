@@ -1,6 +1,7 @@
 // The command line's hostile inputs: bad flags, unreadable, corrupt or
 // mistyped .npy files, wrong ranks. Each case runs the real `attnlab` binary
 // and records its exit status and first line of stderr.
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 #include <unistd.h>
@@ -87,6 +88,12 @@ void prepare_files() {
   write_bytes(d / "fortran.npy", npy_raw("<f4", true, "(1, 2, 4, 8)", 256));
   write_bytes(d / "int32.npy", npy_raw("<i4", false, "(1, 2, 4, 8)", 256));
   write_bytes(d / "huge_shape.npy", npy_raw("<f4", false, "(100000, 100000, 100000, 100000)", 16));
+  // Outputs that are not attnlab's to replace.
+  fs::remove(d / "fifo");
+  ::mkfifo((d / "fifo").c_str(), 0666);
+  fs::create_directories(d / "precious");
+  write_bytes(d / "precious" / "thesis.tex", "x");
+  write_bytes(d / "notes.txt", "x");
   write_bytes(d / "nan.npy", [] {
     std::vector<float> v(64, 0.5f);
     v[5] = std::numeric_limits<float>::quiet_NaN();
@@ -127,6 +134,26 @@ std::vector<Case> cli_cases() {
   add("NaN in an input file", "attention --q nan.npy ...", "attention --q nan.npy --k kv.npy --v kv.npy --out o.npy");
   add("output into a missing directory", "attention ... --out no/such/dir/o.npy",
       "attention " + qkv + " --out no/such/dir/o.npy");
+  // Issue 18: outputs that are not attnlab's, one file for two outputs, unbounded numbers.
+  add("output is a FIFO (or a device node)", "attention ... --out fifo", "attention " + qkv + " --out fifo");
+  add("output is a directory", "attention ... --out precious", "attention " + qkv + " --out precious");
+  add("one file for two outputs", "attention-backward ... --dq dq.npy --dk ./dq.npy",
+      "attention-backward " + qkv + " --grad-out q.npy --dq dq.npy --dk ./dq.npy --dv dv.npy");
+  add("output over an input", "attention --q q.npy ... --out q.npy", "attention " + qkv + " --out q.npy");
+  add("report into a directory attnlab did not write", "report --quick --only saturation --out precious",
+      "report --quick --only saturation --out precious");
+  add("run into a regular file", "run saturation --quick --out notes.txt", "run saturation --quick --out notes.txt");
+  add("threads beyond the bound", "attention ... --threads 99999", "attention " + qkv + " --out o.npy --threads 99999");
+  add("threads beyond the bound: bench", "bench --threads 65536", "bench --threads 65536");
+  add("integer parameter beyond 32 bits", "run saturation --quick --set grid=4294967297",
+      "run saturation --quick --set grid=4294967297 --out runs");
+  add("bad flag: scale beyond double's range", "attention ... --scale 1e-400",
+      "attention " + qkv + " --out o.npy --scale 1e-400");
+  add("bad flag: negative ssmax parameter", "attention ... --scale ssmax:-1",
+      "attention " + qkv + " --out o.npy --scale ssmax:-1");
+  add("bad flag: --causal-align without --causal", "attention ... --causal-align bottom_right",
+      "attention " + qkv + " --out o.npy --causal-align bottom_right");
+  add("bench --json into a missing directory", "bench --json nodir/x.json", "bench --json nodir/x.json");
   return c;
 }
 

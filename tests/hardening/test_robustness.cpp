@@ -39,6 +39,13 @@ TEST(Robustness, EveryHostileInputHasADefinedOutcomeAndTheDocSaysSo) {
         "disagree; regenerate with `ATTNLAB_UPDATE_DOCS=1 ctest --test-dir build -R Robustness`).\n"
         "Each API case runs forward and backward through the double reference and the float engine;\n"
         "one line means both did the same, otherwise both answers are shown.\n\n"
+        "Rules that hold everywhere (issue 18): an output file replaces only a regular file (a FIFO, device\n"
+        "node, socket or directory at the path is an error, never written through); a symlink stays a link\n"
+        "and its target is replaced (a dangling one is an error); outputs that are one file, or an output that\n"
+        "is an input, are refused by (device, inode); an output directory is replaced only if it is empty or\n"
+        "carries attnlab's `.attnlab-output` mark; thread counts are in [0, 1024] (API, CLI, Python); integer\n"
+        "experiment parameters are in [-2^24, 2^24]; out of memory is an error naming the size (Python:\n"
+        "MemoryError); a .npy file whose size disagrees with its header is refused before its data is read.\n\n"
         "| input class | example | what attnlab does |\n|---|---|---|\n";
   for (const auto& c : attnlab::robustness::api_cases()) {
     const std::string outcome = c.run();

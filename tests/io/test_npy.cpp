@@ -197,17 +197,17 @@ TEST_F(NpyFiles, FailedWriteLeavesEveryOutputUntouched) {
   npy::save<double>(path("keep.npy"), old, std::vector<int64_t>{1});
   const std::vector<double> now{2.0};
   const std::string enc = npy::encode(std::span<const double>(now), std::vector<int64_t>{1});
-  EXPECT_THROW(npy::write_files_atomically({{path("keep.npy"), enc}, {path("no/such/dir/x.npy"), enc}}), Error);
+  EXPECT_THROW(attnlab::io::write_files_atomically({{path("keep.npy"), enc}, {path("no/such/dir/x.npy"), enc}}), Error);
   EXPECT_EQ(npy::load(path("keep.npy")).f64, old);
   std::filesystem::create_directory(path("a_dir"));
-  EXPECT_THROW(npy::write_files_atomically({{path("keep.npy"), enc}, {path("a_dir"), enc}}), Error);
+  EXPECT_THROW(attnlab::io::write_files_atomically({{path("keep.npy"), enc}, {path("a_dir"), enc}}), Error);
   EXPECT_EQ(npy::load(path("keep.npy")).f64, old);
   std::filesystem::remove(path("a_dir"));
   // No temporary file is left behind.
   int files = 0;
   for (const auto& entry : std::filesystem::directory_iterator(dir_)) files += entry.is_regular_file();
   EXPECT_EQ(files, 1);
-  npy::write_files_atomically({{path("keep.npy"), enc}});
+  attnlab::io::write_files_atomically({{path("keep.npy"), enc}});
   EXPECT_EQ(npy::load(path("keep.npy")).f64, now);
 }
 

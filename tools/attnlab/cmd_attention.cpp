@@ -20,8 +20,7 @@ struct AttentionCommand {
     attention_forward(p.q.view(), p.k.view(), p.v.view(), p.options, f.out.view(), f.lse.view(), nullptr, p.config);
     std::vector<std::pair<std::string, std::string>> outputs{{out, encode_result(f.out, p.rank)}};
     if (!lse.empty()) outputs.emplace_back(lse, encode_result(f.lse, p.rank, /*drop_last=*/true));
-    require_distinct(outputs);
-    npy::write_files_atomically(outputs);
+    io::write_files_atomically(outputs, input_files(flags));
   }
 };
 

@@ -30,8 +30,9 @@ struct AttentionBackwardCommand {
     const std::vector<std::pair<std::string, std::string>> outputs{{dq, encode_result(grads.dq, p.rank)},
                                                                    {dk, encode_result(grads.dk, p.rank)},
                                                                    {dv, encode_result(grads.dv, p.rank)}};
-    require_distinct(outputs);
-    npy::write_files_atomically(outputs);
+    auto inputs = input_files(flags);
+    inputs.push_back(grad_out);
+    io::write_files_atomically(outputs, inputs);
   }
 };
 

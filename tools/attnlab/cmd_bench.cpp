@@ -24,6 +24,7 @@
 #include <thread>
 #include <vector>
 
+#include "attnlab/atomic_files.hpp"
 #include "attnlab/attention.hpp"
 #include "attnlab/engine.hpp"
 #include "attnlab/error.hpp"
@@ -124,7 +125,9 @@ void run_bench(const BenchArgs& a) {
   for (const auto& [name, value] : {std::pair{"--batch", a.batch}, {"--heads", a.heads}, {"--seq", a.seq}, {"--dim", a.dim}})
     if (value < 1) throw al::Error(fmt::format("bench: {} must be at least 1, got {}", name, value));
   if (a.repeats < 1) throw al::Error(fmt::format("bench: --repeats must be at least 1, got {}", a.repeats));
-  if (a.threads < 0) throw al::Error(fmt::format("bench: --threads must be >= 0, got {}", a.threads));
+  al::check_threads(a.threads, "bench: --threads");  // the library's rule, for every implementation
+  // A --json target that cannot be written is an error now, not after the benchmark.
+  if (!a.json.empty()) al::io::check_output_path(a.json);
   const int threads = a.threads > 0 ? a.threads : omp_get_max_threads();
   const ab::PeerShape shape{a.batch, a.heads, a.seq, a.dim, a.causal};
   if (shape.numel() > (int64_t{1} << 31)) throw al::Error("bench: B·H·N·D must stay below 2^31 elements");
@@ -233,17 +236,7 @@ void run_bench(const BenchArgs& a) {
   }
   if (!a.json.empty()) {
     const nlohmann::json doc = {{"peak_gflops", peak.gflops}, {"threads", threads}, {"results", results}};
-    // Write beside the target, then rename: a failed run never leaves a half file.
-    const std::string tmp = a.json + ".tmp";
-    {
-      std::ofstream f(tmp);
-      if (!f) throw al::Error(fmt::format("bench: cannot write {} (via {})", a.json, tmp));
-      f << doc.dump(2) << "\n";
-      if (!f.flush()) throw al::Error(fmt::format("bench: cannot write {} (via {})", a.json, tmp));
-    }
-    std::error_code ec;
-    std::filesystem::rename(tmp, a.json, ec);
-    if (ec) throw al::Error(fmt::format("bench: cannot write {}: {}", a.json, ec.message()));
+    al::io::write_file_atomically(a.json, doc.dump(2) + "\n");
     fmt::print("wrote {}\n", a.json);
   }
 }

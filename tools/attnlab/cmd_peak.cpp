@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "attnlab/attention_options.hpp"
 #include "peak_flops.hpp"
 #include "command.hpp"
 
@@ -15,6 +16,7 @@ struct PeakArgs {
 };
 
 void run_peak(const PeakArgs& a) {
+  attnlab::check_threads(a.threads, "peak: --threads");
   const int all = a.threads > 0 ? a.threads : omp_get_max_threads();
   const auto one = attnlab::bench::measure_peak(1, a.seconds);
   const auto many = attnlab::bench::measure_peak(all, a.seconds);

@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 
+#include "attnlab/atomic_files.hpp"
 #include "attnlab/lab.hpp"
 #include "command.hpp"
 #include "lab_print.hpp"
@@ -56,12 +57,15 @@ void write_atomically(const attnlab::lab::Result& r, const std::filesystem::path
   const fs::path old = parent / fmt::format(".{}.old-{}", out.filename().string(), getpid());
   fs::remove_all(tmp, ec);
   try {
+    fs::create_directories(tmp);
+    attnlab::io::mark_output_directory(tmp.string());
     attnlab::lab::write_result(r, tmp);
   } catch (...) {
     fs::remove_all(tmp, ec);
     throw;
   }
-  const bool had_old = fs::exists(out);
+  attnlab::io::check_replaceable_directory(out_arg.string(), "--out");  // again: the run took a while
+  const bool had_old = fs::exists(fs::symlink_status(out));
   if (had_old) fs::rename(out, old, ec);
   if (ec) throw attnlab::Error("--out: cannot replace " + out.string() + ": " + ec.message());
   fs::rename(tmp, out, ec);
@@ -79,15 +83,14 @@ void run_experiment(const attnlab::lab::Experiment& e, const RunOptions& o) {
   if (o.quick) config = e.quick;
   for (const auto& [k, v] : parse_sets(o.sets)) config[k] = v;
   for (const auto& [k, v] : o.direct) config[k] = v;
+  const std::string out_dir = o.out.empty() ? "lab-runs/" + e.name : o.out;
+  // Before the run: where its results go must be free to replace, and --json writable.
+  attnlab::io::check_replaceable_directory(out_dir, "--out");
+  if (!o.json.empty()) attnlab::io::check_output_path(o.json);
   const attnlab::lab::Result r = attnlab::lab::run(e.name, config, o.seed, attnlab::cli::stderr_progress(e.name));
-  const std::string out = o.out.empty() ? "lab-runs/" + e.name : o.out;
+  const std::string& out = out_dir;
   write_atomically(r, out);
-  if (!o.json.empty()) {
-    std::ofstream f(o.json);
-    if (!f) throw attnlab::Error("--json: cannot write " + o.json);
-    f << attnlab::lab::to_json(r, true) << "\n";
-    if (!f.flush()) throw attnlab::Error("--json: error while writing " + o.json);
-  }
+  if (!o.json.empty()) attnlab::io::write_file_atomically(o.json, attnlab::lab::to_json(r, true) + "\n");
   for (const auto& note : r.notes) fmt::print("{}\n", note);
   attnlab::cli::print_verdicts(r.verdicts);
   fmt::print("\n{}: {:.1f} s; {} tables in {}/data, {} figures in {}/figures\n", e.name, r.seconds, r.tables.size(), out,

@@ -10,7 +10,6 @@
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
-#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -18,6 +17,7 @@
 #include "attnlab/attention_options.hpp"
 #include "attnlab/attention.hpp"
 #include "attnlab/error.hpp"
+#include "attnlab/atomic_files.hpp"
 #include "attnlab/npy.hpp"
 #include "attnlab/tensor.hpp"
 
@@ -28,7 +28,7 @@ struct AttentionFlags {
   std::string q, k, v, mask;
   std::string scale = "inv_sqrt_d";
   bool causal = false;
-  std::string causal_align = "top_left";
+  std::string causal_align;  // empty: top_left; given without --causal, an error (it would do nothing)
   int threads = 0;
 
   void add_to(CLI::App& app) {
@@ -40,9 +40,9 @@ struct AttentionFlags {
                    "a number, or inv_sqrt_d (default), none, inv_d, entropy_invariant, ssmax, ssmax:S");
     app.add_flag("--causal", causal, "causal masking (PyTorch's is_causal: query i sees keys j <= i)");
     app.add_option("--causal-align", causal_align,
-                   "top_left (PyTorch) or bottom_right (FlashAttention-2: the last query sees every key)")
+                   "with --causal: top_left (PyTorch; the default) or bottom_right (FlashAttention-2: the last query sees every key)")
         ->check(CLI::IsMember({"top_left", "bottom_right"}));
-    app.add_option("--threads", threads, "engine threads for float32 (0 = all cores)")->check(CLI::Range(0, 4096));
+    app.add_option("--threads", threads, "engine threads for float32 (0 = all cores)")->check(CLI::Range(0, kMaxThreads));
   }
 };
 
@@ -103,7 +103,9 @@ AttentionProblem<T> make_problem(const AttentionFlags& f, npy::Array&& q, npy::A
   p.k = to_tensor<T>(std::move(k));
   p.v = to_tensor<T>(std::move(v));
   p.options.scale = ScalePolicy::parse(f.scale);
-  p.options.causal = f.causal ? parse_causal(f.causal_align.c_str()) : Causal::none;
+  if (!f.causal && !f.causal_align.empty())
+    throw Error("--causal-align: given without --causal (it says how causal masking aligns; add --causal)");
+  p.options.causal = f.causal ? parse_causal(f.causal_align.empty() ? "top_left" : f.causal_align.c_str()) : Causal::none;
   p.config.threads = f.threads;
   if (!f.mask.empty()) {
     npy::Array m = npy::load(f.mask);
@@ -153,11 +155,8 @@ std::string encode_result(const Tensor<T>& t, int rank, bool drop_last = false) 
   return npy::encode(std::span<const T>(t.storage()), shape);
 }
 
-// Output paths must differ from each other (inputs may be overwritten: they are read first).
-inline void require_distinct(const std::vector<std::pair<std::string, std::string>>& outputs) {
-  std::set<std::string> seen;
-  for (const auto& [path, bytes] : outputs)
-    if (!seen.insert(path).second) throw Error(fmt::format("{}: given for two outputs", path));
-}
+// The input files of a run (q, k, v, mask): an output that is one of them is refused
+// (atomic_files.hpp), so that a run never overwrites what it read.
+inline std::vector<std::string> input_files(const AttentionFlags& f) { return {f.q, f.k, f.v, f.mask}; }
 
 }  // namespace attnlab::cli

@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "attnlab/atomic_files.hpp"
+
 namespace attnlab::npy {
 
 enum class DType { float32, float64, boolean };
@@ -36,17 +38,9 @@ Array load(const std::string& path);
 std::string encode(std::span<const float> values, std::span<const int64_t> shape);
 std::string encode(std::span<const double> values, std::span<const int64_t> shape);
 
-// Writes `bytes` to `path` through a temporary file in the same directory and a
-// rename, so that `path` is either its old content or the complete new one.
-void write_file_atomically(const std::string& path, const std::string& bytes);
-
-// Writes several files so that none is replaced unless all were written: every
-// temporary file is written first, then all are renamed. Throws attnlab::Error.
-void write_files_atomically(const std::vector<std::pair<std::string, std::string>>& path_and_bytes);
-
 template <class T>
 void save(const std::string& path, std::span<const T> values, std::span<const int64_t> shape) {
-  write_file_atomically(path, encode(values, shape));
+  io::write_file_atomically(path, encode(values, shape));  // see atomic_files.hpp
 }
 
 }  // namespace attnlab::npy
