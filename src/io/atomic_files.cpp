@@ -189,6 +189,27 @@ void mark_output_directory(const std::string& dir) {
                         "This directory was written by attnlab; attnlab may replace it as a whole.\n");
 }
 
+namespace {
+
+// An output directory from an attnlab older than the marker: it holds nothing but what a
+// report or a run writes (data/, figures/, index.html, <name>.json), and some of it. Such a
+// directory is replaced (and marked) as before; one file of anyone else's keeps it safe.
+bool written_before_the_marker(const std::string& dir) {
+  std::error_code ec;
+  bool any = false;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    const bool ours_dir = (name == "data" || name == "figures") && entry.is_directory(ec) && !entry.is_symlink(ec);
+    const bool ours_file = (name == "index.html" || entry.path().extension() == ".json") &&
+                           entry.is_regular_file(ec) && !entry.is_symlink(ec);
+    if (!ours_dir && !ours_file) return false;
+    any = true;
+  }
+  return any && !ec;
+}
+
+}  // namespace
+
 void check_replaceable_directory(const std::string& dir, const std::string& what) {
   struct stat st {};
   if (::lstat(dir.c_str(), &st) != 0) {
@@ -204,8 +225,8 @@ void check_replaceable_directory(const std::string& dir, const std::string& what
                           S_ISREG(st.st_mode) ? "a regular file" : kind_of(st.st_mode)));
   std::error_code ec;
   if (fs::is_empty(dir, ec) && !ec) return;
-  if (!fs::is_regular_file(fs::path(dir) / kOutputDirMarker, ec))
-    throw Error(fmt::format("{} {}: is a directory attnlab did not write (no {} in it); it would be replaced whole, so "
+  if (fs::is_regular_file(fs::path(dir) / kOutputDirMarker, ec) || written_before_the_marker(dir)) return;
+  throw Error(fmt::format("{} {}: is a directory attnlab did not write (no {} in it); it would be replaced whole, so "
                           "choose another --out or remove it yourself (nothing was changed)",
                           what, dir, kOutputDirMarker));
 }

@@ -122,6 +122,16 @@ TEST_F(AtomicFiles, OnlyAMarkedOrEmptyDirectoryMayBeReplaced) {
   write("ours/x.csv", "x");
   io::mark_output_directory(path("ours"));
   EXPECT_NO_THROW(io::check_replaceable_directory(path("ours"), "--out"));
+  // A report from before the marker: nothing in it but what attnlab writes.
+  fs::create_directories(path("old-report/data"));
+  fs::create_directory(path("old-report/figures"));
+  write("old-report/index.html", "x");
+  write("old-report/report.json", "{}");
+  EXPECT_NO_THROW(io::check_replaceable_directory(path("old-report"), "--out"));
+  // ... and one file of anyone else's in it keeps it safe.
+  write("old-report/notes.txt", "mine");
+  EXPECT_NE(message_of([&] { io::check_replaceable_directory(path("old-report"), "--out"); }).find("did not write"),
+            std::string::npos);
 }
 
 TEST_F(AtomicFiles, ANpyFileMuchLargerThanItsHeaderSaysIsRefusedUnread) {
