@@ -43,7 +43,8 @@ TEST(Robustness, EveryHostileInputHasADefinedOutcomeAndTheDocSaysSo) {
         "node, socket or directory at the path is an error, never written through); a symlink stays a link\n"
         "and its target is replaced (a dangling one is an error); outputs that are one file, or an output that\n"
         "is an input, are refused by (device, inode); an output directory is replaced only if it is empty or\n"
-        "carries attnlab's `.attnlab-output` mark; thread counts are in [0, 1024] (API, CLI, Python); integer\n"
+        "carries attnlab's `.attnlab-output` mark (or, from an attnlab older than the mark, holds nothing but\n"
+        "data/, figures/, index.html and *.json); thread counts are in [0, 1024] (API, CLI, Python); integer\n"
         "experiment parameters are in [-2^24, 2^24]; out of memory is an error naming the size (Python:\n"
         "MemoryError); a .npy file whose size disagrees with its header is refused before its data is read.\n\n"
         "| input class | example | what attnlab does |\n|---|---|---|\n";
