@@ -131,10 +131,11 @@ void SoftmaxTile(const Plan& p, int64_t b, int64_t h, int64_t i0, int64_t rows, 
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t limit = std::clamp<int64_t>(w.end[r] - j0, 0, nc);
     const float tile_max = MaskRow(p, b, h, i0 + r, j0, limit, width, w.scale[r], 0.0f, s + r * kBc);
-    // A NaN score (0 · ∞, ∞ − ∞ in a dot product) is skipped by SIMD max. Beside finite
-    // scores it still poisons l (exp(NaN) = NaN); a tile of nothing but NaN and hidden
-    // keys leaves the max at −inf and would pass for masked, so only then look for it.
-    if (tile_max == kNegInf && !w.nan_score[r])
+    // A NaN score (0 · ∞, ∞ − ∞ in a dot product, or a NaN input with the check off) may
+    // be skipped by SIMD max or become the max. Beside finite scores it still poisons l
+    // (exp(NaN) = NaN); a tile of nothing but NaN and hidden keys gives a max of −inf or
+    // NaN and would pass for masked, so only then look for it.
+    if (!(tile_max > kNegInf) && !w.nan_score[r])
       for (int64_t j = 0; j < limit; ++j) w.nan_score[r] |= std::isnan(s[r * kBc + j]);
     SoftmaxUpdateRow(s + r * kBc, width, tile_max, w.m[r], w.l[r], w.o.get() + r * p.dv_pad, p.dv_pad,
                      diag ? &w.diag[r] : nullptr);
@@ -167,18 +168,20 @@ void ForwardQueryTile(const Plan& p, int64_t b, int64_t h, int64_t qt, const flo
     // A score that overflowed float (|scale·q·k| > 3.4e38, or inf − inf inside the
     // dot product) leaves m = +inf or NaN, l = NaN, or a NaN among hidden keys. Such a
     // row has no answer in float32: it is logged for the entry point to report, and gets
-    // O = 0, L = NaN (what a caller sees only with check_finite off).
+    // O = L = NaN (what a caller sees only with check_finite off: NaN in, NaN out, as the
+    // reference).
     const bool overflow = std::isnan(w.m[r]) || w.m[r] == std::numeric_limits<float>::infinity() ||
                           std::isnan(w.l[r]) || w.nan_score[r];
     if (overflow) p.overflowed_rows.record((b * dm.Hq + h) * dm.Nq + i);
     const bool empty = overflow || w.m[r] == kNegInf || !(w.l[r] > 0.0f);
     const float inv = empty ? 0.0f : 1.0f / w.l[r];
-    for (int64_t c = 0; c < dm.dv; ++c) orow[c * st] = empty ? 0.0f : acc[c] * inv;
+    const float fill = overflow ? std::numeric_limits<float>::quiet_NaN() : 0.0f;  // NaN in, NaN out
+    for (int64_t c = 0; c < dm.dv; ++c) orow[c * st] = empty ? fill : acc[c] * inv;
     lse(b, h, i, 0) = overflow ? std::numeric_limits<float>::quiet_NaN()
                       : empty  ? kNegInf
                                : w.m[r] + std::log(w.l[r]);
     if (diag == nullptr) continue;
-    float pmax = 0, ent = 0, fro = 0;
+    float pmax = fill, ent = fill, fro = fill;
     if (!empty) {
       const RowDiag& g = w.diag[r];
       const double l = 1.0 + g.lo, pm = 1.0 / l, eps = g.lo / l, e2 = g.u2 / (l * l), e3 = g.u3 / (l * l * l);

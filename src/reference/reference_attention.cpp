@@ -30,6 +30,7 @@ double dot(const double* a, int64_t sa, const double* b, int64_t sb, int64_t n) 
 struct RowScores {
   std::vector<double> S;  // [Nk]
   double scale = 0;       // scale_i, which may depend on the row's visible-key count
+  bool poisoned = false;  // a visible score was NaN or ±inf, with check_finite off: NaN out
 };
 
 void compute_row_scores(ConstView<double> q, ConstView<double> k, const AttentionOptions<double>& opt,
@@ -41,12 +42,18 @@ void compute_row_scores(ConstView<double> q, ConstView<double> k, const Attentio
   const int64_t bm_st = opt.bool_mask.stride(kDim), am_st = opt.additive_mask.stride(kDim);
   row.scale = opt.scale(dims.d, detail::visible_keys(dims, opt, b, h, i));
   row.S.assign(static_cast<size_t>(dims.Nk), kNegInf);
+  row.poisoned = false;
   const double* qi = q.row(b, h, i);
   for (int64_t j = 0; j < end; ++j) {
     if (bm != nullptr && bm[j * bm_st] == 0) continue;
     double s = row.scale * dot(qi, q.stride(kDim), k.row(b, hk, j), k.stride(kDim), dims.d);
     // Finite inputs can still overflow the dot product (|q|,|k| ~ 1e160); a
     // +inf or NaN score has no softmax, so it is an error rather than a NaN output.
+    // With check_finite off the caller takes NaN in, NaN out: the row's O and L become NaN.
+    if (!std::isfinite(s) && !opt.check_finite) {
+      row.poisoned = true;
+      return;
+    }
     if (!std::isfinite(s))
       throw Error(fmt::format("attention: score of q[{}, {}, {}] and k[{}, {}, {}] overflows to {} (inputs too large)",
                               b, h, i, b, hk, j, s));
@@ -99,6 +106,15 @@ void forward(ConstView<double> q, ConstView<double> k, ConstView<double> v, cons
         double m = kNegInf;
         for (double s : row.S) m = std::max(m, s);
         for (int64_t c = 0; c < dims.dv; ++c) out(b, h, i, c) = 0.0;
+        if (row.poisoned) {  // check_finite off and a NaN/inf score: NaN out (the engine does the same)
+          constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+          for (int64_t c = 0; c < dims.dv; ++c) out(b, h, i, c) = kNaN;
+          lse(b, h, i, 0) = kNaN;
+          if (diag != nullptr)
+            for (auto* d : {&diag->max_prob, &diag->entropy, &diag->jacobian_fro_sq})
+              if (d->present()) (*d)(b, h, i, 0) = kNaN;
+          continue;
+        }
         if (m == kNegInf) {  // fully masked row: O = 0, L = −inf
           lse(b, h, i, 0) = kNegInf;
           if (diag != nullptr) write_diagnostics(b, h, i, m);

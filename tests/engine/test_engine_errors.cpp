@@ -161,6 +161,30 @@ TEST(EngineErrors, ScoresBeyondFloatRangeAreAnErrorNotAMaskedRow) {
   EXPECT_EQ(g.dv(0, 0, 0, 0), 1.0f);
 }
 
+TEST(EngineErrors, UncheckedNaNInputGivesNaNRowsInBothImplementations) {
+  // With check_finite off the contract is NaN in, NaN out, the same in the engine and the
+  // reference. The engine used to return O = 0, L = −inf (a row that looks fully masked)
+  // where the reference raised.
+  auto nan_rows = [](auto zero) {
+    using T = decltype(zero);
+    Tensor<T> q({1, 1, 3, 4}, T(0.5)), k({1, 1, 5, 4}, T(0.25)), v({1, 1, 5, 2}, T(1));
+    q(0, 0, 1, 2) = std::numeric_limits<T>::quiet_NaN();  // row 1 only
+    al::AttentionOptions<T> off;
+    off.check_finite = false;
+    const auto f = al::attention_forward(q.view(), k.view(), v.view(), off);
+    for (int64_t i = 0; i < 3; ++i) {
+      const bool nan_row = i == 1;
+      EXPECT_EQ(std::isnan(f.lse(0, 0, i, 0)), nan_row) << "row " << i << " lse " << f.lse(0, 0, i, 0);
+      for (int64_t c = 0; c < 2; ++c) {
+        EXPECT_EQ(std::isnan(f.out(0, 0, i, c)), nan_row) << "row " << i << " out " << f.out(0, 0, i, c);
+        if (!nan_row) EXPECT_NEAR(f.out(0, 0, i, c), 1.0, 1e-6);
+      }
+    }
+  };
+  nan_rows(0.0f);  // the engine
+  nan_rows(0.0);   // the reference
+}
+
 TEST(EngineErrors, ZeroScaleTimesOverflowedScoreIsAnErrorNotAnEmptyRow) {
   // Found by fuzzing: one visible key, so SSMax's scale s·ln(1) = 0, while q·k
   // overflows float: 0·inf = NaN, which SIMD max skips, so the row looked empty

@@ -46,7 +46,10 @@ TEST(Robustness, EveryHostileInputHasADefinedOutcomeAndTheDocSaysSo) {
         "carries attnlab's `.attnlab-output` mark (or, from an attnlab older than the mark, holds nothing but\n"
         "data/, figures/, index.html and *.json); thread counts are in [0, 1024] (API, CLI, Python); integer\n"
         "experiment parameters are in [-2^24, 2^24]; out of memory is an error naming the size (Python:\n"
-        "MemoryError); a .npy file whose size disagrees with its header is refused before its data is read.\n\n"
+        "MemoryError); a .npy file whose size disagrees with its header is refused before its data is read.\n"
+        "With `check_finite` off (the caller has checked), a NaN or inf input gives NaN in the rows it\n"
+        "reaches (O and L), in the engine and the reference alike: NaN in, NaN out, never a row that looks\n"
+        "fully masked (EngineErrors.UncheckedNaNInputGivesNaNRowsInBothImplementations).\n\n"
         "| input class | example | what attnlab does |\n|---|---|---|\n";
   for (const auto& c : attnlab::robustness::api_cases()) {
     const std::string outcome = c.run();
