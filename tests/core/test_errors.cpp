@@ -4,6 +4,7 @@
 #include <cmath>
 #include <string>
 
+#include "attnlab/attention.hpp"
 #include "attnlab/reference.hpp"
 
 namespace al = attnlab;
@@ -156,5 +157,36 @@ TEST(Errors, BackwardRejectsALseThatIsNaNOrPlusInfinity) {
   } catch (const al::Error& e) {
     EXPECT_MESSAGE(std::string(e.what()),
                    "lse: value inf at [0, 0, 1, 0] (a log-sum-exp is finite, or -inf for a fully masked row)");
+  }
+}
+
+TEST(Errors, BackwardRefusesAnLseOfMinusInfOnARowThatSeesAKey) {
+  // −inf means "fully masked": trusted blindly it turned a visible row's gradients into
+  // zeros without a word (issue 18). Both implementations share the check.
+  Tensor<double> q({1, 1, 2, 4}, 0.5), k({1, 1, 3, 4}, 0.25), v({1, 1, 3, 4}, 1.0), dout({1, 1, 2, 4}, 1.0);
+  std::vector<int64_t> lengths{0};  // every row fully masked by padding
+  al::AttentionOptions<double> padded;
+  padded.key_lengths = lengths;
+  auto f = al::reference::attention_forward(q.view(), k.view(), v.view(), padded);
+  EXPECT_NO_THROW(al::reference::attention_backward(q.view(), k.view(), v.view(), f, dout.view(), padded));
+  f = al::reference::attention_forward(q.view(), k.view(), v.view());
+  f.lse(0, 0, 1, 0) = -INFINITY;
+  const std::string want =
+      "lse: -inf at [0, 0, 1, 0], but that row sees a key (-inf is only for a fully masked row; pass the "
+      "forward's lse)";
+  try {
+    al::reference::attention_backward(q.view(), k.view(), v.view(), f, dout.view());
+    ADD_FAILURE() << "no error";
+  } catch (const al::Error& e) {
+    EXPECT_EQ(std::string(e.what()), want);
+  }
+  Tensor<float> qf({1, 1, 2, 4}, 0.5f), kf({1, 1, 3, 4}, 0.25f), vf({1, 1, 3, 4}, 1.0f), dof({1, 1, 2, 4}, 1.0f);
+  auto ff = al::attention_forward(qf.view(), kf.view(), vf.view());
+  ff.lse(0, 0, 1, 0) = -INFINITY;
+  try {
+    al::attention_backward(qf.view(), kf.view(), vf.view(), ff, dof.view());
+    ADD_FAILURE() << "no error from the engine";
+  } catch (const al::Error& e) {
+    EXPECT_EQ(std::string(e.what()), want);
   }
 }

@@ -49,7 +49,8 @@ TEST(Robustness, EveryHostileInputHasADefinedOutcomeAndTheDocSaysSo) {
         "MemoryError); a .npy file whose size disagrees with its header is refused before its data is read.\n"
         "With `check_finite` off (the caller has checked), a NaN or inf input gives NaN in the rows it\n"
         "reaches (O and L), in the engine and the reference alike: NaN in, NaN out, never a row that looks\n"
-        "fully masked (EngineErrors.UncheckedNaNInputGivesNaNRowsInBothImplementations).\n\n"
+        "fully masked (EngineErrors.UncheckedNaNInputGivesNaNRowsInBothImplementations). The backward\n"
+        "refuses an lse of NaN or +inf, and -inf on a row that sees a key (it would give zero gradients).\n\n"
         "| input class | example | what attnlab does |\n|---|---|---|\n";
   for (const auto& c : attnlab::robustness::api_cases()) {
     const std::string outcome = c.run();
