@@ -27,7 +27,16 @@ ScalePolicy parse_scale(const py::object& scale) {
                                             py::hasattr(scale, "__float__")))
     throw py::type_error(fmt::format("scale: expected None, a number or a policy name, got {}",
                                      py::str(py::type::of(scale)).cast<std::string>()));
-  return ScalePolicy::fixed(scale.cast<double>());
+  // Through Python's float(): NumPy scalars and anything with __float__ convert, and an
+  // int too large for a double (10**400) is an error that says so, not pybind's cast failure.
+  double value = 0;
+  try {
+    value = py::float_(scale).cast<double>();
+  } catch (const py::error_already_set& e) {
+    throw Error(fmt::format("scale: {} cannot be a double ({})", py::repr(scale).cast<std::string>().substr(0, 40),
+                            e.what()));
+  }
+  return ScalePolicy::fixed(value);
 }
 
 Causal parse_causal_arg(const py::object& causal) {
@@ -40,9 +49,19 @@ Causal parse_causal_arg(const py::object& causal) {
 std::vector<int64_t> parse_key_lengths(const py::object& lengths) {
   if (lengths.is_none()) return {};
   const py::array a = as_array(lengths);
+  // An empty list becomes a float64 array: say what is wrong with it, not its dtype.
+  if (a.size() == 0)
+    throw Error("key_lengths: empty; give one length per batch entry (or None for no padding)");
   if (a.dtype().kind() != 'i' && a.dtype().kind() != 'u')
     throw py::type_error(fmt::format("key_lengths: dtype {} is not an integer type", dtype_name(a)));
   if (a.ndim() != 1) throw Error(fmt::format("key_lengths: {} dimensions; expected 1 (one length per batch)", a.ndim()));
+  // Unsigned values past int64's range would wrap to negative numbers in the cast below.
+  if (a.dtype().kind() == 'u') {
+    const auto big = py::module_::import("numpy").attr("asarray")(a, "uint64").cast<py::array_t<uint64_t>>();
+    for (py::ssize_t b = 0; b < big.size(); ++b)
+      if (big.data()[b] > static_cast<uint64_t>(INT64_MAX))
+        throw Error(fmt::format("key_lengths: value {} for batch {} is too large", big.data()[b], b));
+  }
   const auto ints = py::module_::import("numpy").attr("asarray")(a, "int64").cast<py::array_t<int64_t>>();
   return std::vector<int64_t>(ints.data(), ints.data() + ints.size());
 }

@@ -202,3 +202,18 @@ def test_the_softmax_derivatives_reject_non_finite_input_like_softmax():
               lambda: attnlab.softmax_vjp(np.full(3, 1 / 3), np.array([1.0, np.inf, 0.0]))):
         with pytest.raises(ValueError, match="non-finite"):
             f()
+
+
+def test_unclear_messages_now_name_the_problem():
+    # Issue 18: these gave "dtype float64", a wrapped -1, or pybind's "Unable to cast".
+    q = np.ones((1, 1, 2, 4), np.float32)
+    with pytest.raises(ValueError, match=r"key_lengths: empty; give one length per batch entry"):
+        attnlab.attention_forward(q, q, q, key_lengths=[])
+    with pytest.raises(ValueError, match=r"key_lengths: value 9223372036854775813 for batch 0 is too large"):
+        attnlab.attention_forward(q, q, q, key_lengths=np.array([2**63 + 5], np.uint64))
+    with pytest.raises(ValueError, match=r"scale: 1000000000.* cannot be a double \(OverflowError"):
+        attnlab.attention_forward(q, q, q, scale=10**400)
+    # NumPy scalars are numbers like any other.
+    a, _ = attnlab.attention_forward(q, q, q, scale=np.float32(0.5))
+    b, _ = attnlab.attention_forward(q, q, q, scale=0.5)
+    np.testing.assert_array_equal(a, b)
