@@ -16,6 +16,7 @@
 // −inf) is "fully masked": its output is 0, its L is −inf and it passes back
 // zero gradients. Never NaN.
 #include <cstdint>
+#include <functional>
 #include <span>
 
 #include "attnlab/export.hpp"
@@ -81,6 +82,10 @@ struct ComputeConfig {
   // OpenMP threads for the engine; 0 = OpenMP's default (all cores). The reference is serial.
   // At most kMaxThreads (check_threads): far more makes libgomp crash while creating them.
   int threads = 0;
+  // Asked, now and then, whether to stop: between tiles by the engine (on the calling
+  // thread, at most every 10 ms), between rows by the reference. Returning true ends the
+  // call with attnlab::Interrupted. Empty: never asked. Python's bindings poll for Ctrl-C here.
+  std::function<bool()> interrupt;
 };
 
 // The largest thread count accepted anywhere (API, CLI, Python): more threads than

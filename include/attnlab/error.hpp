@@ -21,4 +21,11 @@ class ATTNLAB_API OutOfMemory : public Error {
   explicit OutOfMemory(const std::string& message) : Error(message) {}
 };
 
+// The caller's ComputeConfig::interrupt asked the call to stop (Python: Ctrl-C). The
+// outputs hold partial results; attnlab's own programs never return them.
+class ATTNLAB_API Interrupted : public Error {
+ public:
+  explicit Interrupted(const std::string& message) : Error(message) {}
+};
+
 }  // namespace attnlab

@@ -20,13 +20,14 @@ namespace attnlab::reference {
 // (same definitions as the engine's). Throws attnlab::Error on bad arguments.
 ATTNLAB_API void attention_forward(ConstView<double> q, ConstView<double> k, ConstView<double> v,
                                    const AttentionOptions<double>& options, TensorView<double> out,
-                                   TensorView<double> lse, const RowDiagnostics<double>* diagnostics = nullptr);
+                                   TensorView<double> lse, const RowDiagnostics<double>* diagnostics = nullptr,
+                                   const ComputeConfig& config = {});  // serial: only its interrupt
 
 // Given the forward's out and lse, and dO, writes dq, dk, dv (overwritten, not accumulated).
 ATTNLAB_API void attention_backward(ConstView<double> q, ConstView<double> k, ConstView<double> v,
                                     ConstView<double> out, ConstView<double> lse, ConstView<double> grad_out,
                                     const AttentionOptions<double>& options, TensorView<double> dq,
-                                    TensorView<double> dk, TensorView<double> dv);
+                                    TensorView<double> dk, TensorView<double> dv, const ComputeConfig& config = {});
 
 // Allocating conveniences (the tests' oracle calls).
 ATTNLAB_API AttentionForward<double> attention_forward(ConstView<double> q, ConstView<double> k,

@@ -2,6 +2,8 @@
 // float32 calls go to the fused engine (attnlab/engine.hpp), float64 calls to the
 // double-precision reference (attnlab/reference.hpp). Arrays are read in place
 // (see ndarray.hpp); the GIL is released while the kernels run.
+#include <memory>
+
 #include <fmt/format.h>
 #include <pybind11/stl.h>
 
@@ -111,6 +113,30 @@ struct DiagnosticOutputs {
   Output<T> max_prob, entropy, jacobian_fro_sq;
 };
 
+// Runs a computation with the GIL released, and Ctrl-C working: the library asks the
+// poll below between tiles (at most every 10 ms), which runs Python's signal handlers.
+// Whatever a handler raised (KeyboardInterrupt by default) stops the call and is raised
+// here, after the GIL is back; the outputs are fresh arrays the caller never sees.
+template <class F>
+void run_interruptible(int threads, F&& compute) {
+  std::shared_ptr<py::error_already_set> raised;
+  ComputeConfig config;
+  config.threads = threads;
+  config.interrupt = [&raised] {
+    py::gil_scoped_acquire gil;
+    if (PyErr_CheckSignals() == 0) return false;
+    raised = std::make_shared<py::error_already_set>();  // takes the pending exception
+    return true;
+  };
+  try {
+    py::gil_scoped_release release;
+    compute(config);
+  } catch (const Interrupted&) {
+    if (raised) throw py::error_already_set(*raised);
+    throw;
+  }
+}
+
 // One call for either precision: attnlab::attention_forward routes float to the
 // engine and double to the reference.
 template <class T>
@@ -118,14 +144,18 @@ void run_forward(ConstView<T> q, ConstView<T> k, ConstView<T> v, const Attention
                  TensorView<T> lse, DiagnosticOutputs<T>* diag, int threads) {
   RowDiagnostics<T> rd;
   if (diag != nullptr) rd = {diag->max_prob.view, diag->entropy.view, diag->jacobian_fro_sq.view};
-  attention_forward(q, k, v, o, out, lse, diag != nullptr ? &rd : nullptr, ComputeConfig{threads});
+  run_interruptible(threads, [&](const ComputeConfig& config) {
+    attention_forward(q, k, v, o, out, lse, diag != nullptr ? &rd : nullptr, config);
+  });
 }
 
 template <class T>
 void run_backward(ConstView<T> q, ConstView<T> k, ConstView<T> v, ConstView<T> out, ConstView<T> lse,
                   ConstView<T> dout, const AttentionOptions<T>& o, TensorView<T> dq, TensorView<T> dk,
                   TensorView<T> dv, int threads) {
-  attention_backward(q, k, v, out, lse, dout, o, dq, dk, dv, ComputeConfig{threads});
+  run_interruptible(threads, [&](const ComputeConfig& config) {
+    attention_backward(q, k, v, out, lse, dout, o, dq, dk, dv, config);
+  });
 }
 
 void require_threads(int threads) {
@@ -168,10 +198,7 @@ py::array sdpa(py::array qa, py::array ka, py::array va, const py::object& attn_
   const Shape out_shape{B, H, Nq, dv};
   auto out = make_output<T>(out_shape, trailing_shape(out_shape, rank));
   Tensor<T> lse({B, H, Nq, 1});  // [B, H, Nq, 1] needed by the kernel, not returned
-  {
-    py::gil_scoped_release release;
-    run_forward<T>(q.view, k.view, v.view, o, out.view, lse.view(), nullptr, 0);
-  }
+  run_forward<T>(q.view, k.view, v.view, o, out.view, lse.view(), nullptr, 0);
   return std::move(out.array);
 }
 
@@ -242,10 +269,7 @@ py::tuple forward(py::array qa, py::array ka, py::array va, const py::object& at
   if (diagnostics)
     diag = DiagnosticOutputs<T>{make_output<T>(row_shape, lse_py_shape), make_output<T>(row_shape, lse_py_shape),
                                 make_output<T>(row_shape, lse_py_shape)};
-  {
-    py::gil_scoped_release release;
-    run_forward<T>(in.q.view, in.k.view, in.v.view, o, out.view, lse.view, diag ? &*diag : nullptr, threads);
-  }
+  run_forward<T>(in.q.view, in.k.view, in.v.view, o, out.view, lse.view, diag ? &*diag : nullptr, threads);
   if (!diagnostics) return py::make_tuple(std::move(out.array), std::move(lse.array));
   py::dict d;
   d["max_prob"] = std::move(diag->max_prob.array);
@@ -268,11 +292,8 @@ py::tuple backward(py::array qa, py::array ka, py::array va, py::array oa, py::a
   auto dq = make_output<T>(in.q.view.shape(), trailing_shape(in.q.view.shape(), in.rank));
   auto dk = make_output<T>(in.k.view.shape(), trailing_shape(in.k.view.shape(), in.rank));
   auto dv = make_output<T>(in.v.view.shape(), trailing_shape(in.v.view.shape(), in.rank));
-  {
-    py::gil_scoped_release release;
-    run_backward<T>(in.q.view, in.k.view, in.v.view, out.view, lse.view, grad_out.view, o, dq.view, dk.view, dv.view,
-                 threads);
-  }
+  run_backward<T>(in.q.view, in.k.view, in.v.view, out.view, lse.view, grad_out.view, o, dq.view, dk.view, dv.view,
+                  threads);
   return py::make_tuple(std::move(dq.array), std::move(dk.array), std::move(dv.array));
 }
 

@@ -217,3 +217,31 @@ def test_unclear_messages_now_name_the_problem():
     a, _ = attnlab.attention_forward(q, q, q, scale=np.float32(0.5))
     b, _ = attnlab.attention_forward(q, q, q, scale=0.5)
     np.testing.assert_array_equal(a, b)
+
+
+class _Stop(Exception):
+    pass
+
+
+@pytest.mark.parametrize("dtype,shape", [(np.float64, (1, 3, 4096, 64)), (np.float32, (1, 8, 16384, 64))])
+def test_a_signal_stops_a_long_call_promptly(dtype, shape):
+    # Issue 18: Ctrl-C waited for the whole call (8 s for a long float64 one). The library
+    # polls between tiles (engine) and rows (reference); the binding runs Python's signal
+    # handlers there and raises what they raise. A handler of our own, not KeyboardInterrupt,
+    # so that a late signal cannot stop pytest itself.
+    import os
+    import signal
+
+    q = np.full(shape, 0.01, dtype)
+    old = signal.signal(signal.SIGINT, lambda *_: (_ for _ in ()).throw(_Stop()))
+    timer = threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGINT))
+    try:
+        t0 = time.perf_counter()
+        timer.start()
+        with pytest.raises(_Stop):
+            attnlab.attention_forward(q, q, q, threads=1)
+        elapsed = time.perf_counter() - t0
+    finally:
+        timer.cancel()
+        signal.signal(signal.SIGINT, old)
+    assert elapsed < 1.0, f"stopped only after {elapsed:.2f} s (the whole call takes over 3 s)"

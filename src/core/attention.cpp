@@ -15,8 +15,8 @@ void attention_forward(ConstView<float> q, ConstView<float> k, ConstView<float> 
 
 void attention_forward(ConstView<double> q, ConstView<double> k, ConstView<double> v,
                        const AttentionOptions<double>& options, TensorView<double> out, TensorView<double> lse,
-                       const RowDiagnostics<double>* diagnostics, const ComputeConfig& /*serial*/) {
-  reference::attention_forward(q, k, v, options, out, lse, diagnostics);
+                       const RowDiagnostics<double>* diagnostics, const ComputeConfig& config) {
+  reference::attention_forward(q, k, v, options, out, lse, diagnostics, config);
 }
 
 void attention_backward(ConstView<float> q, ConstView<float> k, ConstView<float> v, ConstView<float> out,
@@ -29,8 +29,8 @@ void attention_backward(ConstView<float> q, ConstView<float> k, ConstView<float>
 void attention_backward(ConstView<double> q, ConstView<double> k, ConstView<double> v, ConstView<double> out,
                         ConstView<double> lse, ConstView<double> grad_out, const AttentionOptions<double>& options,
                         TensorView<double> dq, TensorView<double> dk, TensorView<double> dv,
-                        const ComputeConfig& /*serial*/) {
-  reference::attention_backward(q, k, v, out, lse, grad_out, options, dq, dk, dv);
+                        const ComputeConfig& config) {
+  reference::attention_backward(q, k, v, out, lse, grad_out, options, dq, dk, dv, config);
 }
 
 namespace {

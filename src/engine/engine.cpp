@@ -29,6 +29,10 @@ void out_of_memory_as_error(F&& f) {
   }
 }
 
+void throw_if_interrupted(const Plan& plan) {
+  if (plan.stop.stopped()) throw Interrupted("attention: interrupted by the caller (ComputeConfig::interrupt)");
+}
+
 }  // namespace
 
 void attention_forward(ConstView<float> q, ConstView<float> k, ConstView<float> v,
@@ -36,8 +40,9 @@ void attention_forward(ConstView<float> q, ConstView<float> k, ConstView<float> 
                        const RowDiagnostics<float>* diagnostics, const ComputeConfig& config) {
   const auto dims = detail::check_forward_args(q, k, v, options, out, lse);
   if (diagnostics != nullptr) detail::check_diagnostics(*diagnostics, dims);
-  const Plan plan(dims, q, k, v, options, resolve_threads(config));
+  const Plan plan(dims, q, k, v, options, resolve_threads(config), &config.interrupt);
   out_of_memory_as_error([&] { flash_forward(plan, out, lse, diagnostics); });
+  throw_if_interrupted(plan);
   // With the input check off, NaN inputs make NaN scores too: the caller opted out of both checks.
   if (!options.check_finite) return;
   if (const int64_t row = plan.overflowed_rows.first(); row != RowErrorLog::kNone)
@@ -52,8 +57,9 @@ void attention_backward(ConstView<float> q, ConstView<float> k, ConstView<float>
                         TensorView<float> dq, TensorView<float> dk, TensorView<float> dv,
                         const ComputeConfig& config) {
   const auto dims = detail::check_backward_args(q, k, v, out, lse, grad_out, options, dq, dk, dv);
-  const Plan plan(dims, q, k, v, options, resolve_threads(config));
+  const Plan plan(dims, q, k, v, options, resolve_threads(config), &config.interrupt);
   out_of_memory_as_error([&] { flash_backward(plan, out, lse, grad_out, dq, dk, dv); });
+  throw_if_interrupted(plan);
   // Finite inputs can still overflow float in dO·v or dS·k: say so, never return NaN.
   if (options.check_finite) detail::check_result_finite<float>(dq, "dq");
   if (options.check_finite) detail::check_result_finite<float>(dk, "dk");

@@ -133,7 +133,7 @@ void ForwardImpl(const Plan& p, TensorView<float> out, TensorView<float> lse, co
   auto packed = Scratch(heads_per_batch * per_head);
   const int64_t group = dm.group();
 
-  for (int64_t kv0 = 0; kv0 < n_kv; kv0 += heads_per_batch) {
+  for (int64_t kv0 = 0; kv0 < n_kv && !p.stop.stopped(); kv0 += heads_per_batch) {
     const int64_t nkv = std::min(heads_per_batch, n_kv - kv0);
     float* const base = packed.get();
     const int64_t n_pack = nkv * p.n_ktiles;
@@ -154,7 +154,7 @@ void ForwardImpl(const Plan& p, TensorView<float> out, TensorView<float> lse, co
       std::optional<ForwardScratch> w = failure.make<ForwardScratch>(p);
 #pragma omp for schedule(dynamic, 1)
       for (int64_t it = 0; it < n_items; ++it) {
-        if (!w) continue;  // this thread has no scratch: the call fails after the region
+        if (!w || p.stop()) continue;  // no scratch, or asked to stop: the call fails after the region
         const int64_t kvl = it / (group * p.n_qtiles), rest = it % (group * p.n_qtiles);
         const int64_t g = rest / p.n_qtiles, qt = rest % p.n_qtiles;
         const int64_t b = (kv0 + kvl) / dm.Hkv, hk = (kv0 + kvl) % dm.Hkv, h = hk * group + g;
@@ -344,7 +344,7 @@ void BackwardImpl(const Plan& p, ConstView<float> out, ConstView<float> lse, Con
     // A thread without scratch takes no key tile: the others take them all in
     // order, so no dq wait is on a tile nobody runs (see "Determinism and dQ").
     std::optional<BackwardScratch> w = failure.make<BackwardScratch>(p);
-    while (w) {
+    while (w && !p.stop()) {
       const int64_t it = next.fetch_add(1, std::memory_order_relaxed);
       if (it >= n_items) break;
       const int64_t bh = it / p.n_ktiles, t = it % p.n_ktiles;

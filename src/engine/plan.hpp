@@ -5,11 +5,15 @@
 // flash_kernels.cpp. Nothing here allocates per element.
 #include <algorithm>
 #include <atomic>
+#include <functional>
 #include <cstdint>
 #include <limits>
 
+#include <omp.h>
+
 #include "attnlab/engine.hpp"
 #include "core/attention_checks.hpp"
+#include "core/interrupt_poll.hpp"
 
 namespace attnlab::engine {
 
@@ -43,6 +47,26 @@ class RowErrorLog {
   std::atomic<int64_t> first_{kNone};
 };
 
+// Whether the call should stop: the caller's interrupt, asked on the calling thread (OpenMP's
+// thread 0, through InterruptPoll's 10 ms rate), the answer shared with every thread. Work
+// already under way finishes; no new tile starts. (The backward's ordered dQ waits stay
+// safe: a tile only waits for tiles handed out before it, and those were all started.)
+class StopRequest {
+ public:
+  explicit StopRequest(const std::function<bool()>* interrupt) : poll_(interrupt) {}
+  bool operator()() const {
+    if (stopped_.load(std::memory_order_relaxed)) return true;
+    if (omp_get_thread_num() != 0 || !poll_.ask()) return false;
+    stopped_.store(true, std::memory_order_relaxed);
+    return true;
+  }
+  bool stopped() const { return stopped_.load(std::memory_order_relaxed); }
+
+ private:
+  mutable detail::InterruptPoll poll_;  // thread 0 only
+  mutable std::atomic<bool> stopped_{false};
+};
+
 struct Plan {
   detail::AttentionDims dims;
   ConstView<float> q, k, v;
@@ -53,10 +77,11 @@ struct Plan {
   float fixed_scale = 0;          // the scale when it does not depend on the row
   bool row_scales = false;        // true for the log-n policies: scale_i per row
   mutable RowErrorLog overflowed_rows;  // written by the kernels (the Plan is const there)
+  StopRequest stop{nullptr};            // the caller's interrupt (ComputeConfig::interrupt)
 
   Plan(const detail::AttentionDims& dm, ConstView<float> q_, ConstView<float> k_, ConstView<float> v_,
-       const AttentionOptions<float>& opt, int threads_)
-      : dims(dm), q(q_), k(k_), v(v_), options(&opt), threads(threads_) {
+       const AttentionOptions<float>& opt, int threads_, const std::function<bool()>* interrupt = nullptr)
+      : dims(dm), q(q_), k(k_), v(v_), options(&opt), threads(threads_), stop(interrupt) {
     d_pad = round_up(dims.d, kPad);
     dv_pad = round_up(dims.dv, kPad);
     n_qtiles = ceil_div(dims.Nq, kBr);

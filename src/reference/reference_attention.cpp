@@ -13,6 +13,7 @@
 #include "attnlab/attention.hpp"
 #include "attnlab/softmax.hpp"
 #include "core/attention_checks.hpp"
+#include "core/interrupt_poll.hpp"
 
 namespace attnlab::reference {
 namespace {
@@ -64,7 +65,9 @@ void compute_row_scores(ConstView<double> q, ConstView<double> k, const Attentio
 
 // The forward, row by row; diagnostics, when given, from each row's probabilities.
 void forward(ConstView<double> q, ConstView<double> k, ConstView<double> v, const AttentionOptions<double>& options,
-             TensorView<double> out, TensorView<double> lse, const RowDiagnostics<double>* diag) {
+             TensorView<double> out, TensorView<double> lse, const RowDiagnostics<double>* diag,
+             const ComputeConfig& config) {
+  detail::InterruptPoll interrupted(&config.interrupt);
   const AttentionDims dims = detail::check_forward_args(q, k, v, options, out, lse);
   if (diag != nullptr) detail::check_diagnostics(*diag, dims);
   RowScores row;
@@ -102,6 +105,7 @@ void forward(ConstView<double> q, ConstView<double> k, ConstView<double> v, cons
     for (int64_t h = 0; h < dims.Hq; ++h) {
       const int64_t hk = h / dims.group();
       for (int64_t i = 0; i < dims.Nq; ++i) {
+        if (interrupted.ask()) throw Interrupted("attention: interrupted by the caller (ComputeConfig::interrupt)");
         compute_row_scores(q, k, options, dims, b, h, i, row);
         double m = kNegInf;
         for (double s : row.S) m = std::max(m, s);
@@ -139,14 +143,16 @@ void forward(ConstView<double> q, ConstView<double> k, ConstView<double> v, cons
 
 void attention_forward(ConstView<double> q, ConstView<double> k, ConstView<double> v,
                        const AttentionOptions<double>& options, TensorView<double> out, TensorView<double> lse,
-                       const RowDiagnostics<double>* diagnostics) {
-  forward(q, k, v, options, out, lse, diagnostics);
+                       const RowDiagnostics<double>* diagnostics, const ComputeConfig& config) {
+  forward(q, k, v, options, out, lse, diagnostics, config);
 }
 
 void attention_backward(ConstView<double> q, ConstView<double> k, ConstView<double> v, ConstView<double> out,
                         ConstView<double> lse, ConstView<double> grad_out, const AttentionOptions<double>& options,
-                        TensorView<double> dq, TensorView<double> dk, TensorView<double> dv) {
+                        TensorView<double> dq, TensorView<double> dk, TensorView<double> dv,
+                        const ComputeConfig& config) {
   const AttentionDims dims = detail::check_backward_args(q, k, v, out, lse, grad_out, options, dq, dk, dv);
+  detail::InterruptPoll interrupted(&config.interrupt);
   for (int64_t b = 0; b < dims.B; ++b) {
     for (int64_t h = 0; h < dims.Hq; ++h)
       for (int64_t i = 0; i < dims.Nq; ++i)
@@ -162,6 +168,7 @@ void attention_backward(ConstView<double> q, ConstView<double> k, ConstView<doub
     for (int64_t h = 0; h < dims.Hq; ++h) {
       const int64_t hk = h / dims.group();  // heads sharing this K/V head add into the same dK, dV
       for (int64_t i = 0; i < dims.Nq; ++i) {
+        if (interrupted.ask()) throw Interrupted("attention: interrupted by the caller (ComputeConfig::interrupt)");
         const double L = lse(b, h, i, 0);
         if (L == kNegInf) continue;  // fully masked row: no gradient flows
         compute_row_scores(q, k, options, dims, b, h, i, row);

@@ -287,3 +287,29 @@ TEST(EngineErrors, EveryNonFiniteValueIsFoundAtEveryPosition) {
   ExpectEveryNonFiniteFound<float>();
   ExpectEveryNonFiniteFound<double>();
 }
+
+TEST(EngineErrors, AnInterruptStopsForwardAndBackwardInBothImplementations) {
+  // ComputeConfig::interrupt (Python's Ctrl-C): asked between tiles (engine, on the calling
+  // thread) or rows (reference); true ends the call with Interrupted. The backward stops
+  // taking key tiles; the ordered dQ waits must not deadlock when it does (2 threads).
+  auto check = [](auto zero) {
+    using T = decltype(zero);
+    Tensor<T> q({1, 2, 700, 16}, T(0.1)), k({1, 2, 900, 16}, T(0.2)), v({1, 2, 900, 16}, T(0.3));
+    const auto f = al::attention_forward(q.view(), k.view(), v.view());
+    const Tensor<T> dout(f.out.shape(), T(1));
+    al::ComputeConfig stop_now;
+    stop_now.threads = 2;
+    int asked = 0;
+    stop_now.interrupt = [&asked] { return ++asked >= 1; };
+    EXPECT_THROW(al::attention_forward(q.view(), k.view(), v.view(), {}, stop_now), al::Interrupted);
+    EXPECT_GE(asked, 1);
+    EXPECT_THROW(al::attention_backward(q.view(), k.view(), v.view(), f, dout.view(), {}, stop_now), al::Interrupted);
+    al::ComputeConfig never;
+    never.threads = 2;
+    never.interrupt = [] { return false; };
+    const auto g = al::attention_forward(q.view(), k.view(), v.view(), {}, never);
+    EXPECT_EQ(g.out.storage(), f.out.storage());  // asking changes nothing
+  };
+  check(0.0f);  // the engine
+  check(0.0);   // the reference
+}

@@ -50,7 +50,9 @@ TEST(Robustness, EveryHostileInputHasADefinedOutcomeAndTheDocSaysSo) {
         "With `check_finite` off (the caller has checked), a NaN or inf input gives NaN in the rows it\n"
         "reaches (O and L), in the engine and the reference alike: NaN in, NaN out, never a row that looks\n"
         "fully masked (EngineErrors.UncheckedNaNInputGivesNaNRowsInBothImplementations). The backward\n"
-        "refuses an lse of NaN or +inf, and -inf on a row that sees a key (it would give zero gradients).\n\n"
+        "refuses an lse of NaN or +inf, and -inf on a row that sees a key (it would give zero gradients).\n"
+        "Ctrl-C in Python stops a call within about 10 ms of work (ComputeConfig::interrupt, polled between\n"
+        "tiles and rows) and raises KeyboardInterrupt; the call's outputs are discarded.\n\n"
         "| input class | example | what attnlab does |\n|---|---|---|\n";
   for (const auto& c : attnlab::robustness::api_cases()) {
     const std::string outcome = c.run();
