@@ -245,3 +245,23 @@ def test_a_signal_stops_a_long_call_promptly(dtype, shape):
         timer.cancel()
         signal.signal(signal.SIGINT, old)
     assert elapsed < 1.0, f"stopped only after {elapsed:.2f} s (the whole call takes over 3 s)"
+
+
+def test_tiny_head_dims_do_not_multiply_memory(tmp_path):
+    # Issue 18: with d = dv = 1 the engine padded V rows to 16 floats and packed them
+    # whole: a 64 MB key array raised peak memory by 1087 MB. Now a head past the pack
+    # budget copies V per key tile. Measured in a fresh process (ru_maxrss is a peak).
+    import subprocess
+
+    script = tmp_path / "peak.py"
+    script.write_text(
+        "import resource, numpy as np, attnlab\n"
+        "k = np.ones((1, 1, 1 << 22, 1), np.float32)  # 16 MB\n"
+        "q = np.ones((1, 1, 64, 1), np.float32)\n"
+        "before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+        "attnlab.attention_forward(q, k, k, threads=2)\n"
+        "print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024)\n"
+    )
+    grown_mb = float(subprocess.run([sys.executable, str(script)], check=True, capture_output=True,
+                                    text=True).stdout)
+    assert grown_mb < 48, f"peak grew by {grown_mb:.0f} MB for a 16 MB key array (was ~270 MB)"

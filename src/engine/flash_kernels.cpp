@@ -125,10 +125,15 @@ void ForwardImpl(const Plan& p, TensorView<float> out, TensorView<float> lse, co
   const auto& dm = p.dims;
   // Kᵀ tiles [n_ktiles][d][Bc], the last one [d][TileWidth] (PackTransposed)
   const int64_t kt_floats = dm.d * ((p.n_ktiles - 1) * kBc + TileWidth(dm.Nk - (p.n_ktiles - 1) * kBc));
-  const int64_t v_floats = dm.Nk * p.dv_pad;  // V rows [Nk][dv_pad]
+  constexpr int64_t kPackBudget = (int64_t{64} << 20) / static_cast<int64_t>(sizeof(float));
+  // V rows [Nk][dv_pad], packed once per head, unless one head alone would pass the budget:
+  // then each query tile copies its key tile's V rows into its scratch (a plain copy of
+  // Bc·dv per Br·Bc·(d + dv) FMAs, under 1 %). Rows padded to 16 floats make V 16× larger
+  // at dv = 1: a 64 MB V would have cost 1 GB packed.
+  const bool v_per_tile = kt_floats + dm.Nk * p.dv_pad > kPackBudget;
+  const int64_t v_floats = v_per_tile ? 0 : dm.Nk * p.dv_pad;
   const int64_t per_head = std::max<int64_t>(kt_floats + v_floats, 1);
   const int64_t n_kv = dm.B * dm.Hkv;
-  constexpr int64_t kPackBudget = (int64_t{64} << 20) / static_cast<int64_t>(sizeof(float));
   const int64_t heads_per_batch = std::clamp<int64_t>(kPackBudget / per_head, 1, n_kv);
   auto packed = Scratch(heads_per_batch * per_head);
   const int64_t group = dm.group();
@@ -144,6 +149,7 @@ void ForwardImpl(const Plan& p, TensorView<float> out, TensorView<float> lse, co
       const int64_t j0 = t * kBc, nc = std::min(kBc, dm.Nk - j0);
       float* head = base + kvl * per_head;
       PackTransposed(p.k, b, hk, j0, nc, dm.d, head + t * dm.d * kBc);
+      if (v_per_tile) continue;
       float* vrows = head + kt_floats + j0 * p.dv_pad;
       PackRows(p.v, b, hk, j0, nc, dm.dv, p.dv_pad, vrows);  // O += P V reads rows < nc only
     }
@@ -159,7 +165,7 @@ void ForwardImpl(const Plan& p, TensorView<float> out, TensorView<float> lse, co
         const int64_t g = rest / p.n_qtiles, qt = rest % p.n_qtiles;
         const int64_t b = (kv0 + kvl) / dm.Hkv, hk = (kv0 + kvl) % dm.Hkv, h = hk * group + g;
         const float* head = base + kvl * per_head;
-        ForwardQueryTile(p, b, h, qt, head, head + kt_floats, *w, out, lse, diag);
+        ForwardQueryTile(p, b, h, qt, head, v_per_tile ? nullptr : head + kt_floats, *w, out, lse, diag);
       }
     }
     failure.rethrow();

@@ -32,12 +32,13 @@ struct RowDiag {
 // Per-thread buffers of the forward.
 struct ForwardScratch {
   hwy::AlignedFreeUniquePtr<float[]> s, o;  // S/P tile [Br × Bc], O accumulator [Br × dv_pad]
+  hwy::AlignedFreeUniquePtr<float[]> v;     // one key tile's V rows [Bc × dv_pad], when V is not packed whole
   float m[kBr], l[kBr], scale[kBr];
   int64_t end[kBr];
   bool nan_score[kBr];  // a visible score was NaN (see SoftmaxTile)
   RowDiag diag[kBr];
   ForwardScratch(const Plan& p)
-      : s(Scratch(kBr * kBc)), o(Scratch(kBr * p.dv_pad)) {}
+      : s(Scratch(kBr * kBc)), o(Scratch(kBr * p.dv_pad)), v(Scratch(kBc * p.dv_pad)) {}
 };
 
 // Online-softmax update of one row of the tile: turns scores s into
@@ -142,6 +143,7 @@ void SoftmaxTile(const Plan& p, int64_t b, int64_t h, int64_t i0, int64_t rows, 
   }
 }
 
+// v_head: the head's packed V rows [Nk][dv_pad], or nullptr to copy each key tile's rows here.
 void ForwardQueryTile(const Plan& p, int64_t b, int64_t h, int64_t qt, const float* kt_head, const float* v_head,
                       ForwardScratch& w, TensorView<float> out, TensorView<float> lse, const RowDiagnostics<float>* diag) {
   const auto& dm = p.dims;
@@ -158,7 +160,12 @@ void ForwardQueryTile(const Plan& p, int64_t b, int64_t h, int64_t qt, const flo
     const int64_t width = TileWidth(nc);
     Gemm(rows, width, dm.d, q_tile, q_rs, q_ks, kt_head + t * dm.d * kBc, width, s, kBc, false);
     SoftmaxTile(p, b, h, i0, rows, j0, nc, w, diag != nullptr);
-    Gemm(rows, p.dv_pad, nc, s, kBc, 1, v_head + j0 * p.dv_pad, p.dv_pad, w.o.get(), p.dv_pad, true);
+    const float* v_rows = w.v.get();
+    if (v_head != nullptr)
+      v_rows = v_head + j0 * p.dv_pad;
+    else  // V not packed whole (see ForwardImpl): this tile's rows only
+      PackRows(p.v, b, h / dm.group(), j0, nc, dm.dv, p.dv_pad, w.v.get());
+    Gemm(rows, p.dv_pad, nc, s, kBc, 1, v_rows, p.dv_pad, w.o.get(), p.dv_pad, true);
   }
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t i = i0 + r;

@@ -313,3 +313,30 @@ TEST(EngineErrors, AnInterruptStopsForwardAndBackwardInBothImplementations) {
   check(0.0f);  // the engine
   check(0.0);   // the reference
 }
+
+TEST(EngineMemory, AHeadTooLargeToPackHasItsVCopiedPerTileAndStaysExact) {
+  // dv = 1 rows are padded to 16 floats when V is packed, so a head of 2^20 keys would
+  // pack 64 MB of V for 4 MB of input (issue 18: a 64 MB key array cost 1 GB). Past the
+  // pack budget V is copied per key tile instead; the answer must not change.
+  const int64_t nk = int64_t{1} << 20;
+  Tensor<double> q({1, 1, 3, 1}), k({1, 1, nk, 1}), v({1, 1, nk, 1});
+  for (int64_t j = 0; j < nk; ++j) {
+    k(0, 0, j, 0) = std::sin(0.001 * static_cast<double>(j));
+    v(0, 0, j, 0) = std::cos(0.003 * static_cast<double>(j));
+  }
+  for (int64_t i = 0; i < 3; ++i) q(0, 0, i, 0) = 2.0 * static_cast<double>(i) - 1.5;
+  Tensor<float> qf({1, 1, 3, 1}), kf({1, 1, nk, 1}), vf({1, 1, nk, 1});
+  for (int64_t j = 0; j < nk; ++j) kf(0, 0, j, 0) = static_cast<float>(k(0, 0, j, 0));
+  for (int64_t j = 0; j < nk; ++j) vf(0, 0, j, 0) = static_cast<float>(v(0, 0, j, 0));
+  for (int64_t i = 0; i < 3; ++i) qf(0, 0, i, 0) = static_cast<float>(q(0, 0, i, 0));
+  al::AttentionOptions<float> causal_f;
+  causal_f.causal = al::Causal::bottom_right;
+  al::AttentionOptions<double> causal_d;
+  causal_d.causal = al::Causal::bottom_right;
+  const auto ref = al::attention_forward(q.view(), k.view(), v.view(), causal_d);
+  const auto eng = al::attention_forward(qf.view(), kf.view(), vf.view(), causal_f);
+  for (int64_t i = 0; i < 3; ++i) {
+    EXPECT_NEAR(eng.out(0, 0, i, 0), ref.out(0, 0, i, 0), 1e-5) << "row " << i;
+    EXPECT_NEAR(eng.lse(0, 0, i, 0), ref.lse(0, 0, i, 0), 1e-4) << "row " << i;
+  }
+}

@@ -52,7 +52,8 @@ TEST(Robustness, EveryHostileInputHasADefinedOutcomeAndTheDocSaysSo) {
         "fully masked (EngineErrors.UncheckedNaNInputGivesNaNRowsInBothImplementations). The backward\n"
         "refuses an lse of NaN or +inf, and -inf on a row that sees a key (it would give zero gradients).\n"
         "Ctrl-C in Python stops a call within about 10 ms of work (ComputeConfig::interrupt, polled between\n"
-        "tiles and rows) and raises KeyboardInterrupt; the call's outputs are discarded.\n\n"
+        "tiles and rows) and raises KeyboardInterrupt; the call's outputs are discarded. The engine's\n"
+        "working memory stays within a small multiple of its inputs for any head dims (tiny d included).\n\n"
         "| input class | example | what attnlab does |\n|---|---|---|\n";
   for (const auto& c : attnlab::robustness::api_cases()) {
     const std::string outcome = c.run();
