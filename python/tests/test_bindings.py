@@ -265,3 +265,27 @@ def test_tiny_head_dims_do_not_multiply_memory(tmp_path):
     grown_mb = float(subprocess.run([sys.executable, str(script)], check=True, capture_output=True,
                                     text=True).stdout)
     assert grown_mb < 48, f"peak grew by {grown_mb:.0f} MB for a 16 MB key array (was ~270 MB)"
+
+
+def test_out_of_memory_is_memory_error_not_an_abort(tmp_path):
+    # Issue 18: with `ulimit -v`, a float32 call whose scratch could not be allocated died
+    # with "Abort ... Assert p". In a fresh process whose address space is capped 16 MB
+    # above what it uses, the engine's 64 MB pack cannot be had: MemoryError naming the size.
+    import subprocess
+
+    script = tmp_path / "oom.py"
+    script.write_text(
+        "import resource, numpy as np, attnlab\n"
+        "q = np.ones((1, 1, 64, 64), np.float32)\n"
+        "k = np.ones((1, 1, 131072, 64), np.float32)\n"
+        "vm_kb = next(int(l.split()[1]) for l in open('/proc/self/status') if l.startswith('VmSize:'))\n"
+        "resource.setrlimit(resource.RLIMIT_AS, ((vm_kb + 16 * 1024) * 1024, resource.getrlimit(resource.RLIMIT_AS)[1]))\n"
+        "try:\n"
+        "    attnlab.attention_forward(q, k, k, threads=1)\n"
+        "    print('no error')\n"
+        "except MemoryError as e:\n"
+        "    print('MemoryError:', e)\n"
+    )
+    run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    assert "MemoryError: attention: out of memory allocating a working buffer of 67108864 bytes" in run.stdout, run.stdout
