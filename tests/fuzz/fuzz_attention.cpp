@@ -80,7 +80,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     case 0: opt.scale = al::ScalePolicy::none(); break;
     case 1: opt.scale = al::ScalePolicy::inv_d(); break;
     case 2: opt.scale = al::ScalePolicy::entropy_invariant(); break;
-    case 3: opt.scale = al::ScalePolicy::scalable_softmax(in.ConsumeFloatingPointInRange<double>(-2, 2)); break;
+    case 3: {
+      // s ≤ 0 is refused (issue 18: ssmax:-1 was accepted); the refusal must be an Error.
+      const double s = in.ConsumeFloatingPointInRange<double>(-2, 2);
+      try {
+        opt.scale = al::ScalePolicy::scalable_softmax(s);
+      } catch (const al::Error&) {
+        if (s > 0) std::abort();  // a valid s must be accepted
+        return 0;
+      }
+      break;
+    }
     case 4: opt.scale = al::ScalePolicy::fixed(in.ConsumeFloatingPointInRange<double>(-1e6, 1e6)); break;
     default: break;
   }

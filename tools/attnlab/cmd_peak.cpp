@@ -33,7 +33,7 @@ const attnlab::cli::Registrar reg("peak", "Measure this machine's float32 FMA pe
                                   [](CLI::App& sub) {
                                     static PeakArgs a;
                                     sub.add_option("--threads", a.threads, "threads for the second line (0: all cores)")
-                                        ->check(CLI::Range(0, 4096));
+                                        ->check(CLI::Range(0, attnlab::kMaxThreads));
                                     sub.add_option("--seconds", a.seconds, "duration of each trial")
                                         ->check(CLI::Range(0.01, 10.0));
                                     sub.callback([] { run_peak(a); });
