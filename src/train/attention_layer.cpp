@@ -1,9 +1,9 @@
 #include "train/attention_layer.hpp"
 
 #include <cmath>
+#include <type_traits>
 
 #include "attnlab/attention.hpp"
-#include "attnlab/reference.hpp"
 #include "train/dense.hpp"
 
 namespace attnlab::train {
@@ -12,66 +12,51 @@ namespace {
 // Added under the square root of the qk-norm so that a zero row cannot divide by zero.
 constexpr double kNormEps = 1e-12;
 
-AttentionOptions<float> engine_options(ScalePolicy scale) {
-  AttentionOptions<float> o;
+// The policy the attention applies: the configured one, or the learned temperature under qk-norm.
+template <class T>
+AttentionOptions<T> attention_options(ScalePolicy scale) {
+  AttentionOptions<T> o;
   o.scale = scale;
   // The trainer checks the loss for NaN/inf itself (a non-finite q, k or v
-  // always reaches it), so the engine's extra pass over the inputs is skipped.
+  // always reaches it), so the extra pass over the inputs is skipped. The
+  // gradient checks (double) never feed non-finite values.
   o.check_finite = false;
   return o;
 }
 
-// The attention itself: float goes through the engine (the thing under study),
-// double through the exact reference (used by the gradient checks).
-void attend_forward(const float* q, const float* k, const float* v, float* out, float* lse, int64_t B, int64_t Nq,
-                    int64_t N, int64_t dk, int64_t dv, ScalePolicy scale, AttentionStats* stats) {
-  const ConstView<float> qv(q, {B, 1, Nq, dk}), kv(k, {B, 1, N, dk}), vv(v, {B, 1, N, dv});
-  const TensorView<float> ov(out, {B, 1, Nq, dv}), lv(lse, {B, 1, Nq, 1});
+// The attention itself, through the front door (attnlab/attention.hpp): float runs
+// on the engine (the thing under study), double on the exact reference (used by
+// the gradient checks). One thread: the study spreads runs, not rows, over cores.
+template <class T>
+void attend_forward(const T* q, const T* k, const T* v, T* out, T* lse, int64_t B, int64_t Nq, int64_t N, int64_t dk,
+                    int64_t dv, ScalePolicy scale, AttentionStats* stats) {
+  const ConstView<T> qv(q, {B, 1, Nq, dk}), kv(k, {B, 1, N, dk}), vv(v, {B, 1, N, dv});
+  const TensorView<T> ov(out, {B, 1, Nq, dv}), lv(lse, {B, 1, Nq, 1});
   const ComputeConfig one_thread{1};
-  if (stats == nullptr) {
-    attention_forward(qv, kv, vv, engine_options(scale), ov, lv, nullptr, one_thread);
-    return;
+  // Diagnostics are float's (AttentionStats holds floats): only the float model is evaluated.
+  if constexpr (std::is_same_v<T, float>) {
+    if (stats != nullptr) {
+      const auto rows = static_cast<size_t>(B * Nq);
+      stats->entropy.resize(rows);
+      stats->jacobian_fro_sq.resize(rows);
+      stats->max_prob.resize(rows);
+      const RowDiagnostics<float> diag{TensorView<float>(stats->max_prob.data(), {B, 1, Nq, 1}),
+                                       TensorView<float>(stats->entropy.data(), {B, 1, Nq, 1}),
+                                       TensorView<float>(stats->jacobian_fro_sq.data(), {B, 1, Nq, 1})};
+      attention_forward(qv, kv, vv, attention_options<T>(scale), ov, lv, &diag, one_thread);
+      return;
+    }
   }
-  const auto rows = static_cast<size_t>(B * Nq);
-  stats->entropy.resize(rows);
-  stats->jacobian_fro_sq.resize(rows);
-  stats->max_prob.resize(rows);
-  RowDiagnostics<float> diag{TensorView<float>(stats->max_prob.data(), {B, 1, Nq, 1}),
-                      TensorView<float>(stats->entropy.data(), {B, 1, Nq, 1}),
-                      TensorView<float>(stats->jacobian_fro_sq.data(), {B, 1, Nq, 1})};
-  attention_forward(qv, kv, vv, engine_options(scale), ov, lv, &diag, one_thread);
+  attention_forward(qv, kv, vv, attention_options<T>(scale), ov, lv, nullptr, one_thread);
 }
 
-void attend_forward(const double* q, const double* k, const double* v, double* out, double* lse, int64_t B,
-                    int64_t Nq, int64_t N, int64_t dk, int64_t dv, ScalePolicy scale, AttentionStats*) {
-  AttentionOptions<double> o;
-  o.scale = scale;
-  reference::attention_forward(ConstView<double>(q, {B, 1, Nq, dk}), ConstView<double>(k, {B, 1, N, dk}),
-                               ConstView<double>(v, {B, 1, N, dv}), o, TensorView<double>(out, {B, 1, Nq, dv}),
-                               TensorView<double>(lse, {B, 1, Nq, 1}));
-}
-
-void attend_backward(const float* q, const float* k, const float* v, const float* out, const float* lse,
-                     const float* dout, float* dq, float* dk_, float* dv_, int64_t B, int64_t Nq, int64_t N,
-                     int64_t dk, int64_t dv, ScalePolicy scale) {
-  attention_backward(ConstView<float>(q, {B, 1, Nq, dk}), ConstView<float>(k, {B, 1, N, dk}),
-                     ConstView<float>(v, {B, 1, N, dv}), ConstView<float>(out, {B, 1, Nq, dv}),
-                     ConstView<float>(lse, {B, 1, Nq, 1}), ConstView<float>(dout, {B, 1, Nq, dv}),
-                     engine_options(scale), TensorView<float>(dq, {B, 1, Nq, dk}),
-                     TensorView<float>(dk_, {B, 1, N, dk}), TensorView<float>(dv_, {B, 1, N, dv}),
-                     ComputeConfig{1});
-}
-
-void attend_backward(const double* q, const double* k, const double* v, const double* out, const double* lse,
-                     const double* dout, double* dq, double* dk_, double* dv_, int64_t B, int64_t Nq, int64_t N,
-                     int64_t dk, int64_t dv, ScalePolicy scale) {
-  AttentionOptions<double> o;
-  o.scale = scale;
-  reference::attention_backward(ConstView<double>(q, {B, 1, Nq, dk}), ConstView<double>(k, {B, 1, N, dk}),
-                                ConstView<double>(v, {B, 1, N, dv}), ConstView<double>(out, {B, 1, Nq, dv}),
-                                ConstView<double>(lse, {B, 1, Nq, 1}), ConstView<double>(dout, {B, 1, Nq, dv}), o,
-                                TensorView<double>(dq, {B, 1, Nq, dk}), TensorView<double>(dk_, {B, 1, N, dk}),
-                                TensorView<double>(dv_, {B, 1, N, dv}));
+template <class T>
+void attend_backward(const T* q, const T* k, const T* v, const T* out, const T* lse, const T* dout, T* dq, T* dk_,
+                     T* dv_, int64_t B, int64_t Nq, int64_t N, int64_t dk, int64_t dv, ScalePolicy scale) {
+  attention_backward(ConstView<T>(q, {B, 1, Nq, dk}), ConstView<T>(k, {B, 1, N, dk}), ConstView<T>(v, {B, 1, N, dv}),
+                     ConstView<T>(out, {B, 1, Nq, dv}), ConstView<T>(lse, {B, 1, Nq, 1}),
+                     ConstView<T>(dout, {B, 1, Nq, dv}), attention_options<T>(scale), TensorView<T>(dq, {B, 1, Nq, dk}),
+                     TensorView<T>(dk_, {B, 1, N, dk}), TensorView<T>(dv_, {B, 1, N, dv}), ComputeConfig{1});
 }
 
 // Rows of x [M, d] divided by their norms: y = x/‖x‖, norms[i] = ‖x_i‖.
@@ -129,20 +114,21 @@ void AttentionLayer<T>::init(std::mt19937_64& rng) {
 }
 
 template <class T>
-double AttentionLayer<T>::scale() const {
-  switch (config_.scale) {
-    case ScaleMode::none: return 1.0;
-    case ScaleMode::inv_sqrt_d: return 1.0 / std::sqrt(static_cast<double>(dk_));
-    case ScaleMode::inv_d: return 1.0 / static_cast<double>(dk_);
-    case ScaleMode::qk_norm_temperature: return std::exp(static_cast<double>(log_temp.value[0]));
-  }
-  return 1.0;
+ScalePolicy AttentionLayer<T>::policy() const {
+  // exp(s) is evaluated in double, as the engine and the reference evaluate the policies.
+  if (config_.scale.qk_norm) return ScalePolicy::fixed(std::exp(static_cast<double>(log_temp.value[0])));
+  return config_.scale.policy;
+}
+
+template <class T>
+double AttentionLayer<T>::scale(int64_t n_keys) const {
+  return policy()(dk_, n_keys);
 }
 
 template <class T>
 std::vector<Param<T>*> AttentionLayer<T>::params() {
   std::vector<Param<T>*> p{&w_q, &w_k, &w_v, &w_o};
-  if (config_.scale == ScaleMode::qk_norm_temperature) p.push_back(&log_temp);
+  if (config_.scale.qk_norm) p.push_back(&log_temp);
   if (ln) {
     p.push_back(&ln->gamma);
     p.push_back(&ln->beta);
@@ -173,14 +159,14 @@ void AttentionLayer<T>::forward(const T* h, T* h_out, int64_t B, int64_t N, Atte
   dense::matmul(a_q_.data(), w_q.value.data(), q_.data(), Mq, D_, dk_, false);
   dense::matmul(a_.data(), w_k.value.data(), k_.data(), M, D_, dk_, false);
   dense::matmul(a_.data(), w_v.value.data(), v_.data(), M, D_, D_, false);
-  const bool qk_norm = config_.scale == ScaleMode::qk_norm_temperature;
+  const bool qk_norm = config_.scale.qk_norm;
   if (qk_norm) {
     normalise_rows(q_, qn_, q_norm_, Mq, dk_);
     normalise_rows(k_, kn_, k_norm_, M, dk_);
   }
   const T* q_in = qk_norm ? qn_.data() : q_.data();
   const T* k_in = qk_norm ? kn_.data() : k_.data();
-  attend_forward(q_in, k_in, v_.data(), o_.data(), lse_.data(), B, Nq_, N, dk_, D_, ScalePolicy::fixed(scale()), stats);
+  attend_forward(q_in, k_in, v_.data(), o_.data(), lse_.data(), B, Nq_, N, dk_, D_, policy(), stats);
   // h' = h + o W_o on the querying rows, h elsewhere.
   std::copy(h, h + M * D_, h_out);
   std::vector<T> update(static_cast<size_t>(Mq * D_));  // [B·Nq, D]
@@ -204,11 +190,11 @@ void AttentionLayer<T>::backward(const T* dh_out, T* dh) {
   dense::matmul_at_b_acc(o_.data(), dupdate.data(), w_o.grad.data(), Mq, D_, D_);
   dense::matmul_a_bt(dupdate.data(), w_o.value.data(), d_o.data(), Mq, D_, D_, false);
   // o = attention(q, k, v)
-  const bool qk_norm = config_.scale == ScaleMode::qk_norm_temperature;
+  const bool qk_norm = config_.scale.qk_norm;
   const T* q_in = qk_norm ? qn_.data() : q_.data();
   const T* k_in = qk_norm ? kn_.data() : k_.data();
   attend_backward(q_in, k_in, v_.data(), o_.data(), lse_.data(), d_o.data(), dq.data(), dk.data(), dv.data(), B_, Nq_,
-                  N_, dk_, D_, ScalePolicy::fixed(scale()));
+                  N_, dk_, D_, policy());
   if (qk_norm) {
     // ∂L/∂q̂_i = t Σ_j dS_ij k̂_j, so Σ_i q̂_i·∂L/∂q̂_i = t Σ_ij dS_ij q̂_i·k̂_j = t ∂L/∂t = ∂L/∂s for t = exp(s).
     double ds = 0;

@@ -4,7 +4,8 @@
 //   q = a W_q, k = a W_k                       [B·N, d_k]
 //   q̂, k̂ = q/‖q‖, k/‖k‖ row-wise (qk-norm only; scale = exp(s), s learned)
 //   v = a W_v                                  [B·N, D]
-//   o = softmax(q kᵀ · scale) v               [B·N, D]  through the engine (float) or the reference (double)
+//   o = softmax(q kᵀ · scale) v               [B·N, D]  attnlab::attention_forward: the engine (float)
+//                                                        or the reference (double), the scale per row from the policy
 //   h' = h + o W_o                             [B·N, D]
 // With last_only, only the last position of each sequence queries (q, o of
 // [B, ·] rows; the attention runs with Nq = 1, Nk = N) and h' = h elsewhere: the
@@ -38,8 +39,11 @@ class AttentionLayer {
   // dh_out [B, N, D] → dh [B, N, D] (overwritten); accumulates parameter gradients.
   void backward(const T* dh_out, T* dh);
 
-  // The scale applied to q·k (q̂·k̂ under qk-norm) in the last forward.
-  double scale() const;
+  // The policy the next forward applies to q·k: the configured one, or the
+  // learned temperature exp(s) as a fixed scale of q̂·k̂ under qk-norm.
+  ScalePolicy policy() const;
+  // That policy's scale for a row that sees n_keys keys.
+  double scale(int64_t n_keys) const;
   std::vector<Param<T>*> params();
 
   Param<T> w_q, w_k;       // [D, d_k]

@@ -4,10 +4,11 @@
 // classifier, forward and backward. Shapes are small (rows = batch·seq ≤ about
 // 512, D = 32, d_k ≤ 1024); the attention itself goes through the engine.
 //
-// Threads: the study trains several runs at once on its own thread pool, and
-// each run calls these from its thread. run_study pins OpenBLAS to one thread
-// while its pool runs (OpenBlasThreadsScope, study.cpp), so that two runs do
-// not each ask OpenBLAS's shared worker pool for every core.
+// Threads: the study trains several runs at once on OpenMP threads, and each run
+// calls these from its thread. OpenBLAS's own thread count is process-wide and
+// left to the program (the attnlab command line sets 1 at start-up, so that two
+// runs do not each ask OpenBLAS's shared worker pool for every core); it changes
+// the speed, not the results (see run_study in attnlab/train.hpp).
 #include <cblas.h>
 
 #include <algorithm>

@@ -15,21 +15,6 @@ TaskKind parse_task(const std::string& text) {
   throw Error("task: unknown task '" + text + "' (expected recall or copy)");
 }
 
-const char* to_string(ScaleMode mode) {
-  switch (mode) {
-    case ScaleMode::none: return "none";
-    case ScaleMode::inv_sqrt_d: return "inv_sqrt_d";
-    case ScaleMode::inv_d: return "inv_d";
-    case ScaleMode::qk_norm_temperature: return "qknorm";
-  }
-  return "?";
-}
-ScaleMode parse_scale_mode(const std::string& text) {
-  for (auto m : {ScaleMode::none, ScaleMode::inv_sqrt_d, ScaleMode::inv_d, ScaleMode::qk_norm_temperature})
-    if (text == to_string(m)) return m;
-  throw Error("scale: unknown policy '" + text + "' (expected none, inv_sqrt_d, inv_d or qknorm)");
-}
-
 const char* to_string(InitMode mode) { return mode == InitMode::unit ? "unit" : "small"; }
 InitMode parse_init_mode(const std::string& text) {
   if (text == "unit") return InitMode::unit;

@@ -1,13 +1,10 @@
-// The sweep d_k × scale policy × optimiser × seed (× task × init), trained on a
-// small pool of threads, with progress and a cost-weighted ETA.
+// The sweep d_k × scale policy × optimiser × seed (× task × init), trained on
+// OpenMP threads, with progress and a cost-weighted ETA.
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <exception>
 #include <mutex>
-#include <thread>
-
-#include <cblas.h>
 
 #include "attnlab/error.hpp"
 #include "attnlab/train.hpp"
@@ -53,7 +50,7 @@ std::vector<RunConfig> expand(const StudyConfig& config) {
     for (InitMode init : config.inits)
       for (OptimizerKind opt : config.optimizers)
         for (int64_t d_k : config.d_ks)
-          for (ScaleMode scale : config.scales)
+          for (const Scaling& scale : config.scales)
             for (int64_t s = 0; s < config.seeds; ++s) {
               RunConfig r = config.base;
               r.task = task;
@@ -70,21 +67,6 @@ std::vector<RunConfig> expand(const StudyConfig& config) {
 }
 
 namespace {
-
-// OpenBLAS's thread count is process-wide: set for the study's duration, then
-// restored, whichever way the study ends.
-class OpenBlasThreadsScope {
- public:
-  explicit OpenBlasThreadsScope(int threads) : previous_(openblas_get_num_threads()) {
-    openblas_set_num_threads(threads);
-  }
-  ~OpenBlasThreadsScope() { openblas_set_num_threads(previous_); }
-  OpenBlasThreadsScope(const OpenBlasThreadsScope&) = delete;
-  OpenBlasThreadsScope& operator=(const OpenBlasThreadsScope&) = delete;
-
- private:
-  int previous_;
-};
 
 // Relative cost of a run: the q/k projections dominate (∝ d_k), the rest ∝ D.
 double cost(const RunConfig& r) {
@@ -104,48 +86,45 @@ StudyResult run_study(const StudyConfig& config, const std::function<void(const 
   for (const auto& r : runs) total_cost += cost(r);
 
   const auto start = std::chrono::steady_clock::now();
-  std::atomic<size_t> next{0};
   std::mutex mutex;  // guards done, done_cost, first_error and the progress callback
   int64_t done = 0;
   double done_cost = 0;
   std::exception_ptr first_error;
-  auto worker = [&] {
-    for (;;) {
-      const size_t i = next.fetch_add(1);
-      if (i >= runs.size()) return;
-      {
-        std::lock_guard lock(mutex);
-        if (first_error) return;
-      }
-      try {
-        result.runs[i] = train_run(runs[i]);
-      } catch (...) {
-        std::lock_guard lock(mutex);
-        if (!first_error) first_error = std::current_exception();
-        return;
-      }
+  std::atomic<bool> failed{false};  // once a run throws, the runs not yet started are skipped
+  const auto n_runs = static_cast<int64_t>(runs.size());
+  // One run per thread at a time, handed out in sweep order as threads come free
+  // (runs differ in cost by 100×). A run's result depends on its configuration
+  // only, so neither the thread count nor the schedule changes the study.
+#pragma omp parallel for num_threads(std::clamp(config.threads, 1, 64)) schedule(dynamic, 1)
+  for (int64_t i = 0; i < n_runs; ++i) {
+    if (failed.load()) continue;
+    const auto u = static_cast<size_t>(i);
+    try {
+      result.runs[u] = train_run(runs[u]);
+    } catch (...) {  // nothing may leave an OpenMP region: rethrown below
       std::lock_guard lock(mutex);
-      ++done;
-      done_cost += cost(runs[i]);
-      if (progress) {
-        StudyProgress p;
-        p.done = done;
-        p.total = static_cast<int64_t>(runs.size());
-        p.elapsed_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-        p.eta_seconds = p.elapsed_seconds * (total_cost - done_cost) / done_cost;
-        p.last = &result.runs[i];
+      if (!first_error) first_error = std::current_exception();
+      failed = true;
+      continue;
+    }
+    std::lock_guard lock(mutex);
+    ++done;
+    done_cost += cost(runs[u]);
+    if (progress && !failed.load()) {
+      StudyProgress p;
+      p.done = done;
+      p.total = n_runs;
+      p.elapsed_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      p.eta_seconds = p.elapsed_seconds * (total_cost - done_cost) / done_cost;
+      p.last = &result.runs[u];
+      try {
         progress(p);
+      } catch (...) {
+        if (!first_error) first_error = std::current_exception();
+        failed = true;
       }
     }
-  };
-  const int n = std::clamp(config.threads, 1, 64);
-  // With several runs in flight, each run's small products go single-threaded
-  // in OpenBLAS (the pool already uses the cores); one run alone may use them all.
-  const OpenBlasThreadsScope blas_threads(n > 1 ? 1 : openblas_get_num_threads());
-  std::vector<std::thread> pool;
-  for (int t = 1; t < n; ++t) pool.emplace_back(worker);
-  worker();
-  for (auto& t : pool) t.join();
+  }
   if (first_error) std::rethrow_exception(first_error);
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return result;

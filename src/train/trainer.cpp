@@ -82,7 +82,7 @@ RunResult train_run(const RunConfig& config) {
     p.step = step;
     p.train_loss = loss_count > 0 ? loss_sum / static_cast<double>(loss_count) : kNaN;
     p.grad_qk = grad_qk;
-    p.temperature = model.layers().front().scale();
+    p.temperature = model.layers().front().scale(sequence_length(config.task));
     const Evaluation e = evaluate(model, eval);
     p.eval_loss = e.loss;
     p.eval_accuracy = e.accuracy;

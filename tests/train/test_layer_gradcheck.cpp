@@ -44,7 +44,7 @@ TEST(LayerNormGradcheck, InputGammaBeta) {
 }
 
 struct LayerCase {
-  ScaleMode scale;
+  Scaling scale;
   bool layernorm;
   InitMode init;
   bool last_only = false;
@@ -64,7 +64,7 @@ TEST_P(AttentionLayerGradcheck, InputAndEveryParameter) {
   AttentionLayer<double> layer("layer", config);
   std::mt19937_64 rng(11);
   layer.init(rng);
-  if (c.scale == ScaleMode::qk_norm_temperature) layer.log_temp.value[0] = 0.7;  // off its init value
+  if (c.scale == Scaling::qk_norm_temperature()) layer.log_temp.value[0] = 0.7;  // off its init value
   std::vector<double> h = normal_vector(B * N * D, 12), out(h.size()), dh(h.size());
   const std::vector<double> w = normal_vector(h.size(), 13);
   auto loss = [&] {
@@ -83,26 +83,28 @@ TEST_P(AttentionLayerGradcheck, InputAndEveryParameter) {
 
 INSTANTIATE_TEST_SUITE_P(
     Policies, AttentionLayerGradcheck,
-    ::testing::Values(LayerCase{ScaleMode::none, true, InitMode::unit}, LayerCase{ScaleMode::none, false, InitMode::unit},
-                      LayerCase{ScaleMode::inv_sqrt_d, true, InitMode::unit},
-                      LayerCase{ScaleMode::inv_d, false, InitMode::small},
-                      LayerCase{ScaleMode::qk_norm_temperature, true, InitMode::unit},
-                      LayerCase{ScaleMode::qk_norm_temperature, false, InitMode::small},
-                      LayerCase{ScaleMode::none, true, InitMode::unit, true},
-                      LayerCase{ScaleMode::qk_norm_temperature, true, InitMode::unit, true}),
+    ::testing::Values(LayerCase{ScalePolicy::none(), true, InitMode::unit}, LayerCase{ScalePolicy::none(), false, InitMode::unit},
+                      LayerCase{ScalePolicy::inv_sqrt_d(), true, InitMode::unit},
+                      LayerCase{ScalePolicy::inv_d(), false, InitMode::small},
+                      // A policy whose scale depends on the row's key count, applied per row by the reference.
+                      LayerCase{ScalePolicy::entropy_invariant(), true, InitMode::unit},
+                      LayerCase{Scaling::qk_norm_temperature(), true, InitMode::unit},
+                      LayerCase{Scaling::qk_norm_temperature(), false, InitMode::small},
+                      LayerCase{ScalePolicy::none(), true, InitMode::unit, true},
+                      LayerCase{Scaling::qk_norm_temperature(), true, InitMode::unit, true}),
     [](const auto& info) {
-      return std::string(to_string(info.param.scale)) + (info.param.layernorm ? "_ln_" : "_noln_") +
+      return info.param.scale.name() + (info.param.layernorm ? "_ln_" : "_noln_") +
              to_string(info.param.init) + (info.param.last_only ? "_last_only" : "");
     });
 
 TEST(AttentionLayer, TemperatureInitMatchesInvSqrtD) {
   ModelConfig config;
   config.d_k = 256;
-  config.scale = ScaleMode::qk_norm_temperature;
+  config.scale = Scaling::qk_norm_temperature();
   AttentionLayer<double> layer("layer", config);
   std::mt19937_64 rng(1);
   layer.init(rng);
-  EXPECT_NEAR(layer.scale(), 16.0, 1e-12);
+  EXPECT_NEAR(layer.scale(9), 16.0, 1e-12);
 }
 
 }  // namespace

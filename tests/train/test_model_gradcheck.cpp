@@ -18,7 +18,7 @@ struct ModelCase {
   TaskKind task;
   int64_t layers;
   bool layernorm;
-  ScaleMode scale;
+  Scaling scale;
 };
 
 TaskConfig small_task(TaskKind kind) {
@@ -62,14 +62,14 @@ TEST_P(ModelGradcheck, EveryParameter) {
 
 INSTANTIATE_TEST_SUITE_P(
     Configs, ModelGradcheck,
-    ::testing::Values(ModelCase{TaskKind::associative_recall, 1, true, ScaleMode::inv_sqrt_d},
-                      ModelCase{TaskKind::associative_recall, 2, true, ScaleMode::none},
-                      ModelCase{TaskKind::associative_recall, 2, false, ScaleMode::qk_norm_temperature},
-                      ModelCase{TaskKind::copy_after_marker, 1, false, ScaleMode::inv_d},
-                      ModelCase{TaskKind::copy_after_marker, 2, true, ScaleMode::qk_norm_temperature}),
+    ::testing::Values(ModelCase{TaskKind::associative_recall, 1, true, ScalePolicy::inv_sqrt_d()},
+                      ModelCase{TaskKind::associative_recall, 2, true, ScalePolicy::none()},
+                      ModelCase{TaskKind::associative_recall, 2, false, Scaling::qk_norm_temperature()},
+                      ModelCase{TaskKind::copy_after_marker, 1, false, ScalePolicy::inv_d()},
+                      ModelCase{TaskKind::copy_after_marker, 2, true, Scaling::qk_norm_temperature()}),
     [](const auto& info) {
       return std::string(to_string(info.param.task)) + "_L" + std::to_string(info.param.layers) +
-             (info.param.layernorm ? "_ln_" : "_noln_") + to_string(info.param.scale);
+             (info.param.layernorm ? "_ln_" : "_noln_") + info.param.scale.name();
     });
 
 // The float model runs attention through the engine (the code under study). Its
@@ -77,7 +77,8 @@ INSTANTIATE_TEST_SUITE_P(
 // parameter's gradient ≤ 1e−3 of that gradient's norm (float32 rounding through a
 // few hundred operations, far below any effect the study reports).
 TEST(FloatModel, MatchesDoubleModel) {
-  for (ScaleMode scale : {ScaleMode::none, ScaleMode::inv_sqrt_d, ScaleMode::qk_norm_temperature}) {
+  for (const Scaling& scale :
+       std::initializer_list<Scaling>{ScalePolicy::none(), ScalePolicy::inv_sqrt_d(), Scaling::qk_norm_temperature()}) {
     ModelCase c{TaskKind::associative_recall, 2, true, scale};
     const TaskConfig task = small_task(c.task);
     ModelConfig mc = small_model(c);
@@ -88,7 +89,7 @@ TEST(FloatModel, MatchesDoubleModel) {
     mf.init(5);
     const Batch batch = make_batch(task, 4, 17);
     const double ld = md.forward(batch).loss, lf = mf.forward(batch).loss;
-    EXPECT_NEAR(lf, ld, 1e-5 * (1 + ld)) << to_string(scale);
+    EXPECT_NEAR(lf, ld, 1e-5 * (1 + ld)) << scale.name();
     md.zero_grad();
     mf.zero_grad();
     md.backward();
@@ -102,14 +103,14 @@ TEST(FloatModel, MatchesDoubleModel) {
         diff += std::pow(pd[k]->grad[i] - pf[k]->grad[i], 2);
         norm += std::pow(pd[k]->grad[i], 2);
       }
-      EXPECT_LE(std::sqrt(diff), 1e-3 * std::sqrt(norm) + 1e-7) << pd[k]->name << " " << to_string(scale);
+      EXPECT_LE(std::sqrt(diff), 1e-3 * std::sqrt(norm) + 1e-7) << pd[k]->name << " " << scale.name();
     }
   }
 }
 
 TEST(Model, StatsComeFromTheEngine) {
   const TaskConfig task = small_task(TaskKind::copy_after_marker);
-  ModelConfig mc = small_model({TaskKind::copy_after_marker, 2, true, ScaleMode::inv_sqrt_d});
+  ModelConfig mc = small_model({TaskKind::copy_after_marker, 2, true, ScalePolicy::inv_sqrt_d()});
   Model<float> m(mc, task);
   m.init(1);
   const Batch batch = make_batch(task, 3, 1);

@@ -1,15 +1,16 @@
 // The study's bookkeeping and the verdict rule, on hand-made results (no training),
-// and a tiny real sweep on two threads.
+// and a tiny real sweep on one and on two threads.
 #include <cblas.h>
 #include <gtest/gtest.h>
 
 #include "attnlab/error.hpp"
 #include "attnlab/train.hpp"
+#include "train/csv.hpp"
 
 namespace attnlab::train {
 namespace {
 
-RunResult fake(OptimizerKind opt, int64_t d_k, ScaleMode scale, uint64_t seed, int64_t steps_to_90, double final_acc) {
+RunResult fake(OptimizerKind opt, int64_t d_k, const Scaling& scale, uint64_t seed, int64_t steps_to_90, double final_acc) {
   RunResult r;
   r.config.optimizer = opt;
   r.config.model.d_k = d_k;
@@ -30,15 +31,15 @@ RunResult fake(OptimizerKind opt, int64_t d_k, ScaleMode scale, uint64_t seed, i
 StudyResult fake_study(int64_t none_steps, double none_acc, int64_t sqrt_steps) {
   StudyResult s;
   s.config.d_ks = {16, 256};
-  s.config.scales = {ScaleMode::none, ScaleMode::inv_sqrt_d};
+  s.config.scales = {ScalePolicy::none(), ScalePolicy::inv_sqrt_d()};
   s.config.optimizers = {OptimizerKind::adam};
   s.config.seeds = 3;
   s.config.base.steps = 400;
   for (int64_t d : s.config.d_ks)
     for (uint64_t seed = 1; seed <= 3; ++seed) {
-      s.runs.push_back(fake(OptimizerKind::adam, d, ScaleMode::none, seed, d == 256 ? none_steps : 100,
+      s.runs.push_back(fake(OptimizerKind::adam, d, ScalePolicy::none(), seed, d == 256 ? none_steps : 100,
                             d == 256 ? none_acc : 1.0));
-      s.runs.push_back(fake(OptimizerKind::adam, d, ScaleMode::inv_sqrt_d, seed, sqrt_steps, 1.0));
+      s.runs.push_back(fake(OptimizerKind::adam, d, ScalePolicy::inv_sqrt_d(), seed, sqrt_steps, 1.0));
     }
   return s;
 }
@@ -49,10 +50,10 @@ TEST(Study, ExpandCoversTheSweepInOrder) {
   const auto runs = expand(c);
   ASSERT_EQ(runs.size(), 4u * 4 * 2 * 3);
   EXPECT_EQ(runs[0].model.d_k, 16);
-  EXPECT_EQ(runs[0].model.scale, ScaleMode::none);
+  EXPECT_EQ(runs[0].model.scale, ScalePolicy::none());
   EXPECT_EQ(runs[0].seed, 1u);
   EXPECT_EQ(runs[2].seed, 3u);
-  EXPECT_EQ(runs[3].model.scale, ScaleMode::inv_sqrt_d);
+  EXPECT_EQ(runs[3].model.scale, ScalePolicy::inv_sqrt_d());
   EXPECT_EQ(runs.back().optimizer, OptimizerKind::sgd);
   c.seeds = 0;
   EXPECT_THROW(expand(c), Error);
@@ -63,7 +64,7 @@ TEST(Study, CellsCensorRunsThatNeverReached) {
   ASSERT_EQ(cells.size(), 4u);
   const auto& none256 = cells[2];
   EXPECT_EQ(none256.d_k, 256);
-  EXPECT_EQ(none256.scale, ScaleMode::none);
+  EXPECT_EQ(none256.scale, ScalePolicy::none());
   EXPECT_EQ(none256.reached, 0);
   EXPECT_TRUE(none256.median_censored);
   EXPECT_EQ(none256.median_steps, 420);
@@ -75,18 +76,18 @@ TEST(Study, CellsCensorRunsThatNeverReached) {
 TEST(Verdict, ConfirmedWhenUnscaledNeverLearns) {
   const auto v = verdicts(fake_study(-1, 0.2, 100));
   ASSERT_EQ(v.size(), 1u);
-  EXPECT_EQ(v[0].status, "confirmed");
-  EXPECT_NE(v[0].summary.find("0/3"), std::string::npos) << v[0].summary;
+  EXPECT_EQ(v[0].outcome, lab::Outcome::confirmed);
+  EXPECT_NE(v[0].measured_text.find("0/3"), std::string::npos) << v[0].measured_text;
 }
 
-TEST(Verdict, ConfirmedWhenUnscaledIsMuchSlower) { EXPECT_EQ(verdicts(fake_study(300, 1.0, 100))[0].status, "confirmed"); }
+TEST(Verdict, ConfirmedWhenUnscaledIsMuchSlower) { EXPECT_EQ(verdicts(fake_study(300, 1.0, 100))[0].outcome, lab::Outcome::confirmed); }
 
-TEST(Verdict, RefutedWhenUnscaledIsAsFast) { EXPECT_EQ(verdicts(fake_study(110, 1.0, 100))[0].status, "refuted"); }
+TEST(Verdict, RefutedWhenUnscaledIsAsFast) { EXPECT_EQ(verdicts(fake_study(110, 1.0, 100))[0].outcome, lab::Outcome::refuted); }
 
-TEST(Verdict, InconclusiveInBetween) { EXPECT_EQ(verdicts(fake_study(130, 1.0, 100))[0].status, "inconclusive"); }
+TEST(Verdict, InconclusiveInBetween) { EXPECT_EQ(verdicts(fake_study(130, 1.0, 100))[0].outcome, lab::Outcome::inconclusive); }
 
 TEST(Verdict, InconclusiveWhenTheBaselineDoesNotLearn) {
-  EXPECT_EQ(verdicts(fake_study(-1, 0.2, -1))[0].status, "inconclusive");
+  EXPECT_EQ(verdicts(fake_study(-1, 0.2, -1))[0].outcome, lab::Outcome::inconclusive);
 }
 
 TEST(Study, CsvTablesHaveOneRowPerRunPointAndCell) {
@@ -100,7 +101,7 @@ TEST(Study, CsvTablesHaveOneRowPerRunPointAndCell) {
 TEST(Study, RunsTinySweepOnThreads) {
   StudyConfig c;
   c.d_ks = {8};
-  c.scales = {ScaleMode::inv_sqrt_d, ScaleMode::none};
+  c.scales = {ScalePolicy::inv_sqrt_d(), ScalePolicy::none()};
   c.optimizers = {OptimizerKind::adam};
   c.seeds = 2;
   c.base.steps = 10;
@@ -109,21 +110,48 @@ TEST(Study, RunsTinySweepOnThreads) {
   c.base.warmup = 2;
   c.threads = 2;
   int64_t calls = 0;
-  // The study pins OpenBLAS to one thread while its own pool runs, and must put
-  // the process-wide setting back afterwards.
-  openblas_set_num_threads(2);
+  // OpenBLAS's thread count is the program's to set: the study leaves it alone.
+  const int blas_threads = openblas_get_num_threads();
   const StudyResult r = run_study(c, [&](const StudyProgress& p) {
     ++calls;
     EXPECT_EQ(p.total, 4);
     EXPECT_GE(p.eta_seconds, 0.0);
-    EXPECT_EQ(openblas_get_num_threads(), 1);
+    EXPECT_EQ(openblas_get_num_threads(), blas_threads);
   });
-  EXPECT_EQ(openblas_get_num_threads(), 2);
+  EXPECT_EQ(openblas_get_num_threads(), blas_threads);
   EXPECT_EQ(calls, 4);
   ASSERT_EQ(r.runs.size(), 4u);
   EXPECT_EQ(r.runs[1].config.seed, 2u);
-  EXPECT_EQ(r.runs[2].config.model.scale, ScaleMode::none);
+  EXPECT_EQ(r.runs[2].config.model.scale, ScalePolicy::none());
   EXPECT_EQ(r.runs[3].curve.back().step, 10);
+
+  // The same study on one thread: the same numbers, bit for bit (seconds aside).
+  c.threads = 1;
+  const StudyResult one = run_study(c);
+  ASSERT_EQ(one.runs.size(), r.runs.size());
+  for (size_t i = 0; i < r.runs.size(); ++i) {
+    ASSERT_EQ(one.runs[i].curve.size(), r.runs[i].curve.size());
+    for (size_t k = 0; k < r.runs[i].curve.size(); ++k) {
+      EXPECT_EQ(one.runs[i].curve[k].eval_loss, r.runs[i].curve[k].eval_loss);
+      EXPECT_EQ(one.runs[i].curve[k].entropy, r.runs[i].curve[k].entropy);
+    }
+  }
+  EXPECT_EQ(curves_csv(one), curves_csv(r));
+  EXPECT_EQ(cells_csv(summarise(one)), cells_csv(summarise(r)));
+}
+
+TEST(Study, ProgressErrorsReachTheCaller) {
+  StudyConfig c;
+  c.d_ks = {8};
+  c.scales = {ScalePolicy::inv_sqrt_d()};
+  c.optimizers = {OptimizerKind::adam};
+  c.seeds = 3;
+  c.base.steps = 2;
+  c.base.eval_every = 1;
+  c.base.eval_examples = 8;
+  c.base.warmup = 0;
+  c.threads = 2;
+  EXPECT_THROW(run_study(c, [](const StudyProgress&) { throw Error("stop"); }), Error);
 }
 
 }  // namespace

@@ -3,8 +3,9 @@
 // 1/√d_k scale? A small attention model is trained in C++ with analytic
 // gradients (attention through attnlab::attention_forward/backward, float32) on
 // synthetic tasks generated from a seed, over a sweep of d_k × scale policy ×
-// optimiser × seed. Everything here returns plain data; the lab's experiment
-// `train` (src/train/train_experiment.cpp) turns it into tables, figures and verdicts.
+// optimiser × seed. Everything here returns plain data and the lab's verdicts
+// (attnlab/lab.hpp) on C8; the lab's experiment `train` (src/lab/exp_train.cpp)
+// turns the data into tables and figures.
 //
 // The model (docs/training.md):
 //   tokens x[B, N] → h_i = E[x_i] + F[x_{i−1}]            (token-shift embedding, [B·N, D])
@@ -15,6 +16,9 @@
 #include <functional>
 #include <string>
 #include <vector>
+
+#include "attnlab/lab.hpp"
+#include "attnlab/scale.hpp"
 
 namespace attnlab::train {
 
@@ -54,18 +58,22 @@ void validate(const TaskConfig& task);        // throws attnlab::Error naming th
 Batch make_batch(const TaskConfig& task, int64_t batch, uint64_t seed);
 
 // ---- model -------------------------------------------------------------------
-// How q·k is scaled before the softmax.
-enum class ScaleMode {
-  none,        // 1
-  inv_sqrt_d,  // 1/√d_k
-  inv_d,       // 1/d_k
-  // q and k rows normalised to unit length, scale = exp(s) with s a learned
-  // scalar per layer (ScalePolicy::fixed(exp(s)) in the engine); s starts at
-  // log √d_k so that the logits' spread at init matches 1/√d_k's.
-  qk_norm_temperature,
+// How q·k is scaled before the softmax: one of the library's scale policies
+// (attnlab/scale.hpp; the engine applies it per row, so the log-n policies work
+// too), or qk-norm: q and k rows normalised to unit length and scaled by exp(s),
+// s a learned scalar per layer that starts at log √d_k so that the logits'
+// spread at init matches 1/√d_k's. qk-norm changes the model (a normalisation
+// and a parameter), not only the factor, which is why it is not a ScalePolicy.
+struct Scaling {
+  ScalePolicy policy;    // ignored under qk_norm
+  bool qk_norm = false;
+
+  Scaling(ScalePolicy p = {}) : policy(p) {}  // NOLINT: a policy is a scaling
+  static Scaling qk_norm_temperature();
+  std::string name() const;                        // policy.name(), or "qknorm"
+  static Scaling parse(const std::string& text);   // "qknorm" or what ScalePolicy::parse reads; throws attnlab::Error
+  friend bool operator==(const Scaling& a, const Scaling& b);
 };
-const char* to_string(ScaleMode mode);
-ScaleMode parse_scale_mode(const std::string& text);  // "none" | "inv_sqrt_d" | "inv_d" | "qknorm"
 
 // Initialisation of W_q and W_k (everything else is fixed, see docs/training.md).
 enum class InitMode {
@@ -80,7 +88,7 @@ struct ModelConfig {
   int64_t d_k = 64;       // width of q and k
   int64_t n_layers = 1;   // 1 or 2 attention layers
   bool layernorm = true;  // pre-LN in every block and before the classifier
-  ScaleMode scale = ScaleMode::inv_sqrt_d;
+  Scaling scale = ScalePolicy::inv_sqrt_d();
   InitMode init = InitMode::unit;
 };
 
@@ -117,7 +125,7 @@ struct CurvePoint {
   double jacobian_fro = 0;     // mean over rows of ‖diag(p) − p pᵀ‖_F
   double max_prob = 0;         // mean largest attention probability
   double grad_qk = 0;          // ‖(∂L/∂W_q, ∂L/∂W_k)‖ of the last training step (all layers); NaN at step 0
-  double temperature = 0;      // exp(s) of layer 1 under qk_norm_temperature, else the fixed scale
+  double temperature = 0;      // exp(s) of layer 1 under qk-norm, else the policy's scale for a full row
 };
 
 struct RunResult {
@@ -127,18 +135,22 @@ struct RunResult {
   double final_accuracy = 0, final_loss = 0;
   bool diverged = false;            // loss became NaN/inf: training stopped there
   double seconds = 0;
+
+  // The first evaluation after training started (∂L/∂W is not defined at step 0);
+  // nullptr if the run stopped before it.
+  const CurvePoint* first_trained_point() const { return curve.size() > 1 ? &curve[1] : nullptr; }
 };
 
-// Trains one model. Single-threaded (EngineConfig{threads = 1}) so that runs
-// can be spread over cores. Throws attnlab::Error for invalid configurations.
+// Trains one model on the calling thread (the engine with ComputeConfig{threads = 1}),
+// so that runs can be spread over cores. Throws attnlab::Error for invalid configurations.
 RunResult train_run(const RunConfig& config);
 
 // ---- the study ---------------------------------------------------------------------
 struct StudyConfig {
   std::vector<TaskConfig> tasks{TaskConfig{}};
   std::vector<int64_t> d_ks{16, 64, 256, 1024};
-  std::vector<ScaleMode> scales{ScaleMode::none, ScaleMode::inv_sqrt_d, ScaleMode::inv_d,
-                                ScaleMode::qk_norm_temperature};
+  std::vector<Scaling> scales{ScalePolicy::none(), ScalePolicy::inv_sqrt_d(), ScalePolicy::inv_d(),
+                              Scaling::qk_norm_temperature()};
   std::vector<OptimizerKind> optimizers{OptimizerKind::adam, OptimizerKind::sgd};
   std::vector<InitMode> inits{InitMode::unit};
   int64_t seeds = 3;           // seeds first_seed .. first_seed + seeds − 1
@@ -146,7 +158,7 @@ struct StudyConfig {
   double adam_lr = 0, sgd_lr = 0;  // peak learning rates; 0 = default_lr
   RunConfig base;              // everything else (model width, steps, batch, lr per optimiser via lr = 0);
                                // base.task, base.model.{d_k, scale, init}, base.optimizer and base.seed are overridden
-  int threads = 2;             // runs trained in parallel
+  int threads = 2;             // runs trained in parallel (OpenMP threads); the results do not depend on it
 };
 
 // Quick: the report's default (≤ 30 s on 2 cores). Full: the whole sweep of issue 5.
@@ -167,6 +179,14 @@ struct StudyResult {
 
 // The runs of the sweep, in sweep order, not yet trained.
 std::vector<RunConfig> expand(const StudyConfig& config);
+// Trains the runs on config.threads OpenMP threads, one run per thread at a time.
+// Each run is a function of its configuration alone, so the result is the same for
+// any thread count and machine. The dense products call OpenBLAS from each of those
+// threads; OpenBLAS's own thread count is process-wide and left to the program (the
+// attnlab command line sets it to 1 at start-up, tools/attnlab/main.cpp): it changes
+// the speed only, since OpenBLAS splits a product over rows and columns, never over
+// the summed dimension. `progress` is called after each run, from the thread that
+// trained it, one call at a time.
 StudyResult run_study(const StudyConfig& config,
                       const std::function<void(const StudyProgress&)>& progress = {});
 
@@ -176,7 +196,7 @@ struct CellSummary {
   InitMode init = InitMode::unit;
   OptimizerKind optimizer = OptimizerKind::adam;
   int64_t d_k = 0;
-  ScaleMode scale = ScaleMode::inv_sqrt_d;
+  Scaling scale;
   int64_t runs = 0, reached = 0;      // runs, and runs that reached the threshold
   double median_steps = 0;            // median steps to threshold; runs that never reached it count as
                                       // steps + eval_every (censored), so the median is censored when
@@ -190,21 +210,10 @@ struct CellSummary {
 };
 std::vector<CellSummary> summarise(const StudyResult& study);
 
-struct Verdict {
-  std::string claim = "C8";
-  TaskKind task = TaskKind::associative_recall;
-  OptimizerKind optimizer = OptimizerKind::adam;
-  InitMode init = InitMode::unit;
-  std::string status;   // "confirmed" | "refuted" | "inconclusive"
-  std::string summary;  // the numbers that decided it, in one paragraph
-};
-// One verdict per (task, init, optimiser): unscaled against 1/√d_k at the largest d_k of the sweep.
-// Rules in docs/training.md ("Verdict rule").
-std::vector<Verdict> verdicts(const StudyResult& study);
-
-// CSV tables: runs (one row per run), curves (one row per evaluation point), cells (CellSummary).
-std::string runs_csv(const StudyResult& study);
-std::string curves_csv(const StudyResult& study);
-std::string cells_csv(const std::vector<CellSummary>& cells);
+// C8's verdicts, one per (task, init, optimiser): unscaled against 1/√d_k at the
+// largest d_k of the sweep. Rules in docs/training.md ("Verdict rule"). Those of
+// the sweep's first task and init are the headline; the others are supplementary.
+// `figure` is left empty: the figures are the experiment's.
+std::vector<lab::Verdict> verdicts(const StudyResult& study);
 
 }  // namespace attnlab::train

@@ -1,0 +1,35 @@
+// The study's scaling axis: a library scale policy, or qk-norm with a learned temperature.
+#include <string>
+
+#include "attnlab/error.hpp"
+#include "attnlab/train.hpp"
+
+namespace attnlab::train {
+
+namespace {
+constexpr const char* kQkNormName = "qknorm";
+}  // namespace
+
+Scaling Scaling::qk_norm_temperature() {
+  Scaling s;
+  s.qk_norm = true;
+  return s;
+}
+
+std::string Scaling::name() const { return qk_norm ? kQkNormName : policy.name(); }
+
+Scaling Scaling::parse(const std::string& text) {
+  if (text == kQkNormName) return qk_norm_temperature();
+  try {
+    return ScalePolicy::parse(text);
+  } catch (const Error& e) {
+    throw Error(std::string(e.what()) + "; or qknorm (qk-norm with a learned temperature)");
+  }
+}
+
+bool operator==(const Scaling& a, const Scaling& b) {
+  if (a.qk_norm || b.qk_norm) return a.qk_norm == b.qk_norm;
+  return a.policy.kind() == b.policy.kind() && a.policy.parameter() == b.policy.parameter();
+}
+
+}  // namespace attnlab::train

@@ -1,0 +1,108 @@
+// C8's verdict rule (docs/training.md, "Verdict rule"): at the largest d_k of the
+// sweep, unscaled attention against 1/√d_k, one lab verdict per (task, init, optimiser).
+#include <algorithm>
+#include <fmt/format.h>
+#include <string>
+
+#include "attnlab/train.hpp"
+
+namespace attnlab::train {
+namespace {
+
+std::string fmt_steps(const CellSummary& c) {
+  return c.median_censored ? fmt::format(">{:.0f}", c.median_steps - 1) : fmt::format("{:.0f}", c.median_steps);
+}
+
+// The outcome by the rule, and the numbers that decided it in one paragraph.
+struct Decision {
+  lab::Outcome outcome = lab::Outcome::inconclusive;
+  std::string summary;
+};
+
+Decision decide(const StudyResult& study, const CellSummary& none, const CellSummary& sqrt, int64_t d_max,
+                OptimizerKind opt, InitMode init, const std::string& trend) {
+  const std::string numbers = fmt::format(
+      "At d_k = {}, {} with {} init: unscaled reached 90% in {}/{} runs (median steps {}), 1/sqrt(d_k) in {}/{} "
+      "(median {}); mean final accuracy {:.3f} vs {:.3f}. Attention entropy at init {:.3f} vs {:.3f} nats, "
+      "mean ||J||_F at init {:.4f} vs {:.4f}; ||dL/dW_qk|| after the first steps {:.3g} vs {:.3g}. "
+      "Unscaled median steps by d_k: {}.",
+      d_max, to_string(opt), to_string(init), none.reached, none.runs, fmt_steps(none), sqrt.reached, sqrt.runs,
+      fmt_steps(sqrt), none.mean_final_accuracy, sqrt.mean_final_accuracy, none.mean_entropy_start,
+      sqrt.mean_entropy_start, none.mean_jacobian_start, sqrt.mean_jacobian_start, none.mean_grad_qk_first,
+      sqrt.mean_grad_qk_first, trend);
+  // The baseline must learn, else nothing can be said.
+  if (3 * sqrt.reached < 2 * sqrt.runs)
+    return {lab::Outcome::inconclusive,
+            fmt::format("The 1/sqrt(d_k) baseline itself reached 90% in only {}/{} runs within {} steps. {}",
+                        sqrt.reached, sqrt.runs, study.config.base.steps, numbers)};
+  if (none.reached < sqrt.reached || none.median_steps >= 1.5 * sqrt.median_steps ||
+      none.mean_final_accuracy < sqrt.mean_final_accuracy - 0.1)
+    return {lab::Outcome::confirmed, "Unscaled attention learns more slowly or not at all. " + numbers};
+  if (none.reached == none.runs && none.median_steps <= 1.2 * sqrt.median_steps)
+    return {lab::Outcome::refuted,
+            fmt::format("Unscaled attention trains as fast as 1/sqrt(d_k) at d_k = {}{}. {}", d_max,
+                        opt == OptimizerKind::adam ? " (Adam divides each update by the gradient's running RMS, so a "
+                                                     "smaller gradient does not mean a smaller step)"
+                                                   : "",
+                        numbers)};
+  return {lab::Outcome::inconclusive,
+          "Unscaled attention is slower, but by less than the 1.5x margin of the rule. " + numbers};
+}
+
+}  // namespace
+
+std::vector<lab::Verdict> verdicts(const StudyResult& study) {
+  const auto cells = summarise(study);
+  const StudyConfig& config = study.config;
+  std::vector<lab::Verdict> out;
+  if (config.d_ks.empty()) return out;
+  const int64_t d_max = *std::max_element(config.d_ks.begin(), config.d_ks.end());
+  auto find = [&](TaskKind t, InitMode i, OptimizerKind o, int64_t d, const Scaling& s) -> const CellSummary* {
+    for (const auto& c : cells)
+      if (c.task == t && c.init == i && c.optimizer == o && c.d_k == d && c.scale == s) return &c;
+    return nullptr;
+  };
+  for (const auto& task : config.tasks)
+    for (InitMode init : config.inits)
+      for (OptimizerKind opt : config.optimizers) {
+        // The headline: the sweep's first task and init (associative recall, unit init in
+        // the presets); the other settings are shown but left out of C8's overall verdict.
+        const bool headline = task.kind == config.tasks.front().kind && init == config.inits.front();
+        lab::Verdict v = lab::make_verdict("C8");
+        v.supplementary = !headline;
+        v.title += fmt::format(" ({}{})", opt == OptimizerKind::adam ? "Adam" : "SGD with momentum",
+                               headline ? "" : fmt::format("; {} task, {} init", to_string(task.kind), to_string(init)));
+        v.theory_text =
+            fmt::format("without 1/sqrt(d_k), at d_k = {} the model needs more steps to reach {:.0f}% (or never does)",
+                        d_max, 100 * config.base.threshold);
+        v.tolerance = 1.5;
+        v.method = fmt::format(
+            "{} task, {} init, {}, {} seeds per cell. Confirmed if, at the largest d_k, unscaled runs reach {:.0f}% in "
+            "fewer seeds than 1/sqrt(d_k), or need >= 1.5x its median steps (runs that never reach count as the budget "
+            "+ one evaluation), or end >= 0.1 below its mean final accuracy; refuted if every unscaled run reaches it "
+            "within 1.2x the median; inconclusive otherwise, or if 1/sqrt(d_k) itself reaches it in fewer than 2/3 of "
+            "the seeds. `measured` is the ratio of median steps (unscaled / 1/sqrt(d_k)).",
+            to_string(task.kind), to_string(init), to_string(opt), config.seeds, 100 * config.base.threshold);
+        const CellSummary* none = find(task.kind, init, opt, d_max, ScalePolicy::none());
+        const CellSummary* sqrt = find(task.kind, init, opt, d_max, ScalePolicy::inv_sqrt_d());
+        v.measured = (none ? none->median_steps : lab::kNaN) / (sqrt ? sqrt->median_steps : lab::kNaN);
+        if (none == nullptr || sqrt == nullptr) {
+          v.outcome = lab::Outcome::inconclusive;
+          v.measured_text = "the sweep lacks the unscaled or the 1/sqrt(d_k) cell at the largest d_k";
+          out.push_back(std::move(v));
+          continue;
+        }
+        // The trend of the unscaled runs over d_k, for the summary.
+        std::string trend;
+        for (int64_t d : config.d_ks)
+          if (const CellSummary* c = find(task.kind, init, opt, d, ScalePolicy::none()))
+            trend += fmt::format("{}{}: {} ({}/{})", trend.empty() ? "" : ", ", d, fmt_steps(*c), c->reached, c->runs);
+        Decision decision = decide(study, *none, *sqrt, d_max, opt, init, trend);
+        v.outcome = decision.outcome;
+        v.measured_text = std::move(decision.summary);
+        out.push_back(std::move(v));
+      }
+  return out;
+}
+
+}  // namespace attnlab::train
