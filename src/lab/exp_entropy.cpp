@@ -117,14 +117,7 @@ Result run_entropy(const EntropyConfig& c, RunContext& ctx) {
   util::require_positive("d_k", c.d_k);
   util::require_positive("queries", c.queries);
   util::require_positive("alpha_samples", c.alpha_samples);
-  std::vector<ScalePolicy> policies;
-  for (const auto& name : c.policies) {
-    try {
-      policies.push_back(ScalePolicy::parse(name));
-    } catch (const Error& e) {
-      throw Error(std::string("policies: ") + e.what());
-    }
-  }
+  const std::vector<ScalePolicy> policies = util::parse_policies("policies", c.policies);
   size_t base = policies.size();
   for (size_t i = 0; i < policies.size(); ++i)
     if (policies[i].kind() == ScalePolicy::Kind::inv_sqrt_d) base = i;

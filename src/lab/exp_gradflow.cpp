@@ -169,14 +169,7 @@ Result run_gradflow(const GradflowConfig& c, RunContext& ctx) {
     throw Error(fmt::format("table_unscaled: {} values for {} table_dims", c.table_unscaled.size(), c.table_dims.size()));
   if (c.dims.size() < 2) throw Error("dims: need at least 2 to see a trend");
   if (c.upstream != "unit_dp" && c.upstream != "unit") throw Error("upstream: '" + c.upstream + "' is not unit_dp or unit");
-  std::vector<ScalePolicy> policies;
-  for (const auto& name : c.policies) {
-    try {
-      policies.push_back(ScalePolicy::parse(name));
-    } catch (const Error& e) {
-      throw Error(std::string("policies: ") + e.what());
-    }
-  }
+  const std::vector<ScalePolicy> policies = util::parse_policies("policies", c.policies);
   const auto find_policy = [&](const std::string& key, const std::string& name) {
     for (size_t i = 0; i < c.policies.size(); ++i)
       if (c.policies[i] == name) return i;
