@@ -1,4 +1,4 @@
-// Register-blocked float32 microkernel shared by the five products of
+// Register-blocked float32 microkernel shared by the six products of
 // FlashAttention (S = Q Kᵀ, O += P V, dV += Pᵀ dO, dP = dO Vᵀ, dK += dSᵀ Q,
 // dQ = dS K). Per-target code: included by flash_kernels.cpp once per SIMD
 // target through hwy/foreach_target.h, hence the toggle guard.
@@ -12,10 +12,12 @@
 //
 // The block kernel keeps an R × NV tile of C in registers (R rows, NV vectors
 // of columns) and, for each k, loads NV vectors of B row k and broadcasts R
-// scalars of A column k: R·NV independent FMA chains per 2 loads + R
-// broadcasts. With 32 vector registers (AVX-512) R = 4, NV = 4 gives 16
-// accumulators, enough to cover the FMA latency (4 cycles) times the FMA issue
-// rate; with 16 registers (AVX2, SSE, EMU128) NV = 2 gives 8 accumulators.
+// scalars of A column k: R·NV independent FMA chains per NV loads + R
+// broadcasts. With 32 vector registers (AVX-512) R = 6, NV = 4 gives 24
+// accumulators (plus 4 B vectors and a broadcast: 29 registers), more than the
+// FMA latency (4 cycles) times the FMA issue rate (2 per cycle); with 16
+// registers (AVX2, SSE, EMU128) R = 4, NV = 2 gives 8 accumulators (plus 2 B
+// vectors and a broadcast: 11 registers).
 #if defined(ATTNLAB_ENGINE_GEMM_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef ATTNLAB_ENGINE_GEMM_INL_H_
 #undef ATTNLAB_ENGINE_GEMM_INL_H_

@@ -132,54 +132,52 @@ Result run_additive(const AdditiveConfig& c, RunContext& ctx) {
     };
     std::vector<Draw> draws(static_cast<size_t>(n_draws));
     std::vector<double> draw_consistency(static_cast<size_t>(n_draws), 0.0);
-    util::parallel_chunks(n_draws, util::lab_threads(), [&](int, int64_t w0, int64_t w1) {
-      for (int64_t wi = w0; wi < w1; ++wi) {
-        auto g = util::rng(ctx.seed, fmt::format("additive/{}/{}", d, wi));
-        std::normal_distribution<double> normal(0, 1);
-        const auto w = ScoreWeights::init(d, da, c.init, g);
-        std::vector<std::vector<double>> H(static_cast<size_t>(c.keys), std::vector<double>(static_cast<size_t>(d)));
-        std::vector<std::vector<double>> S(static_cast<size_t>(c.queries), std::vector<double>(static_cast<size_t>(d)));
-        for (auto* set : {&H, &S})
-          for (auto& x : *set)
-            for (auto& e : x) e = normal(g);
-        Draw& out = draws[static_cast<size_t>(wi)];
-        // The projections W₁h_j and W₂s_i once per vector, then every pair in O(d_a).
-        auto project = [&](const std::vector<double>& W, const std::vector<double>& x) {
-          std::vector<double> u(static_cast<size_t>(da), 0.0);
-          for (int64_t a = 0; a < da; ++a)
-            for (int64_t i = 0; i < d; ++i) u[static_cast<size_t>(a)] += W[static_cast<size_t>(a * d + i)] * x[static_cast<size_t>(i)];
-          return u;
-        };
-        std::vector<std::vector<double>> U1, U2;
-        for (const auto& h : H) U1.push_back(project(w.W1, h));
-        for (const auto& s : S) U2.push_back(project(w.W2, s));
-        std::vector<double> row_a(static_cast<size_t>(c.keys)), row_m(row_a.size()), p(row_a.size());
-        int64_t pairs = 0;
-        for (size_t i = 0; i < S.size(); ++i) {
-          for (size_t j = 0; j < H.size(); ++j) {
-            double ea = 0, em = 0;
-            for (size_t a = 0; a < static_cast<size_t>(da); ++a) {
-              ea += w.v[a] * std::tanh(U1[j][a] + U2[i][a]);
-              em += U1[j][a] * U2[i][a];
-            }
-            row_a[j] = ea;
-            row_m[j] = em;
-            out.add.push_back(ea);
-            out.mul.push_back(em);
-            if (pairs++ < c.gradient_pairs) {
-              const double scale = 1 + std::abs(em) + std::abs(ea);
-              draw_consistency[static_cast<size_t>(wi)] = std::max(
-                  {draw_consistency[static_cast<size_t>(wi)], std::abs(additive_score(w, H[j], S[i]) - ea) / scale,
-                   std::abs(multiplicative_score(w, H[j], S[i]) - em) / scale});
-              out.add_grad.push_back(norm(additive_score_backward(w, H[j], S[i], 1.0).dh));
-              out.mul_grad.push_back(norm(multiplicative_score_backward(w, H[j], S[i], 1.0).dh));
-            }
+    util::parallel_for(n_draws, ctx.threads, [&](int64_t wi) {
+      auto g = util::rng(ctx.seed, fmt::format("additive/{}/{}", d, wi));
+      std::normal_distribution<double> normal(0, 1);
+      const auto w = ScoreWeights::init(d, da, c.init, g);
+      std::vector<std::vector<double>> H(static_cast<size_t>(c.keys), std::vector<double>(static_cast<size_t>(d)));
+      std::vector<std::vector<double>> S(static_cast<size_t>(c.queries), std::vector<double>(static_cast<size_t>(d)));
+      for (auto* set : {&H, &S})
+        for (auto& x : *set)
+          for (auto& e : x) e = normal(g);
+      Draw& out = draws[static_cast<size_t>(wi)];
+      // The projections W₁h_j and W₂s_i once per vector, then every pair in O(d_a).
+      auto project = [&](const std::vector<double>& W, const std::vector<double>& x) {
+        std::vector<double> u(static_cast<size_t>(da), 0.0);
+        for (int64_t a = 0; a < da; ++a)
+          for (int64_t i = 0; i < d; ++i) u[static_cast<size_t>(a)] += W[static_cast<size_t>(a * d + i)] * x[static_cast<size_t>(i)];
+        return u;
+      };
+      std::vector<std::vector<double>> U1, U2;
+      for (const auto& h : H) U1.push_back(project(w.W1, h));
+      for (const auto& s : S) U2.push_back(project(w.W2, s));
+      std::vector<double> row_a(static_cast<size_t>(c.keys)), row_m(row_a.size()), p(row_a.size());
+      int64_t pairs = 0;
+      for (size_t i = 0; i < S.size(); ++i) {
+        for (size_t j = 0; j < H.size(); ++j) {
+          double ea = 0, em = 0;
+          for (size_t a = 0; a < static_cast<size_t>(da); ++a) {
+            ea += w.v[a] * std::tanh(U1[j][a] + U2[i][a]);
+            em += U1[j][a] * U2[i][a];
           }
-          softmax<double>(row_a, p);
-          out.add_max.push_back(*std::max_element(p.begin(), p.end()));
-          softmax<double>(row_m, p);
-          out.mul_max.push_back(*std::max_element(p.begin(), p.end()));
+          row_a[j] = ea;
+          row_m[j] = em;
+          out.add.push_back(ea);
+          out.mul.push_back(em);
+          if (pairs++ < c.gradient_pairs) {
+            const double scale = 1 + std::abs(em) + std::abs(ea);
+            draw_consistency[static_cast<size_t>(wi)] = std::max(
+                {draw_consistency[static_cast<size_t>(wi)], std::abs(additive_score(w, H[j], S[i]) - ea) / scale,
+                 std::abs(multiplicative_score(w, H[j], S[i]) - em) / scale});
+            out.add_grad.push_back(norm(additive_score_backward(w, H[j], S[i], 1.0).dh));
+            out.mul_grad.push_back(norm(multiplicative_score_backward(w, H[j], S[i], 1.0).dh));
+          }
         }
+        softmax<double>(row_a, p);
+        out.add_max.push_back(*std::max_element(p.begin(), p.end()));
+        softmax<double>(row_m, p);
+        out.mul_max.push_back(*std::max_element(p.begin(), p.end()));
       }
     });
     for (double x : draw_consistency) consistency = std::max(consistency, x);

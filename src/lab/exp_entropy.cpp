@@ -117,14 +117,7 @@ Result run_entropy(const EntropyConfig& c, RunContext& ctx) {
   util::require_positive("d_k", c.d_k);
   util::require_positive("queries", c.queries);
   util::require_positive("alpha_samples", c.alpha_samples);
-  std::vector<ScalePolicy> policies;
-  for (const auto& name : c.policies) {
-    try {
-      policies.push_back(ScalePolicy::parse(name));
-    } catch (const Error& e) {
-      throw Error(std::string("policies: ") + e.what());
-    }
-  }
+  const std::vector<ScalePolicy> policies = util::parse_policies("policies", c.policies);
   size_t base = policies.size();
   for (size_t i = 0; i < policies.size(); ++i)
     if (policies[i].kind() == ScalePolicy::Kind::inv_sqrt_d) base = i;
@@ -164,36 +157,34 @@ Result run_entropy(const EntropyConfig& c, RunContext& ctx) {
   Table at("alpha_star", {"n", "alpha_star", "alpha_star_p25", "alpha_star_p75", "theory_084_sqrt_ln_n",
                           "mean_field_alpha_star", "first_local_maximum", "draws"});
   std::vector<double> alpha_star(c.ns.size()), alpha_lo(c.ns.size()), alpha_hi(c.ns.size()), first_local(c.ns.size());
-  util::parallel_chunks(static_cast<int64_t>(c.ns.size()), util::lab_threads(), [&](int, int64_t i0, int64_t i1) {
-    for (int64_t i = i0; i < i1; ++i) {
-      const int64_t n = c.ns[static_cast<size_t>(i)];
-      auto g = util::rng(ctx.seed, fmt::format("entropy/alpha/{}", n));
-      std::normal_distribution<double> normal(0, 1);
-      // Per draw of z, the α maximising g(α) (g → 0 at both ends); then the median and quartiles over draws.
-      // (The mean of g over draws has no clean maximum: near-ties of the two largest z keep it on a plateau.)
-      // g can have two humps: one while many keys share the mass (what the mean-field theory
-      // describes) and one when the two largest z split it (at α ≈ 1/gap). A log grid finds the
-      // global maximum and the first local one; golden-section search refines each.
-      std::vector<double> z(static_cast<size_t>(n)), x, p, best, first;
-      const auto grid = util::log_grid(0.05, 100.0, 64);
-      for (int64_t r = 0; r < std::max<int64_t>(32, c.alpha_samples / n); ++r) {
-        for (auto& e : z) e = normal(g);
-        std::vector<double> vals;
-        for (double a : grid) vals.push_back(half_l1(a, z, x, p));
-        auto refine = [&](size_t k) {
-          const double lo = grid[k == 0 ? 0 : k - 1], hi = grid[std::min(k + 1, grid.size() - 1)];
-          return golden_argmax([&](double a) { return half_l1(a, z, x, p); }, lo, hi);
-        };
-        best.push_back(refine(static_cast<size_t>(std::max_element(vals.begin(), vals.end()) - vals.begin())));
-        size_t k = 0;
-        while (k + 1 < vals.size() && vals[k + 1] >= vals[k]) ++k;
-        first.push_back(refine(k));
-      }
-      first_local[static_cast<size_t>(i)] = util::median(first);
-      alpha_star[static_cast<size_t>(i)] = util::median(best);
-      alpha_lo[static_cast<size_t>(i)] = util::quantile(best, 0.25);
-      alpha_hi[static_cast<size_t>(i)] = util::quantile(best, 0.75);
+  util::parallel_for(static_cast<int64_t>(c.ns.size()), ctx.threads, [&](int64_t i) {
+    const int64_t n = c.ns[static_cast<size_t>(i)];
+    auto g = util::rng(ctx.seed, fmt::format("entropy/alpha/{}", n));
+    std::normal_distribution<double> normal(0, 1);
+    // Per draw of z, the α maximising g(α) (g → 0 at both ends); then the median and quartiles over draws.
+    // (The mean of g over draws has no clean maximum: near-ties of the two largest z keep it on a plateau.)
+    // g can have two humps: one while many keys share the mass (what the mean-field theory
+    // describes) and one when the two largest z split it (at α ≈ 1/gap). A log grid finds the
+    // global maximum and the first local one; golden-section search refines each.
+    std::vector<double> z(static_cast<size_t>(n)), x, p, best, first;
+    const auto grid = util::log_grid(0.05, 100.0, 64);
+    for (int64_t r = 0; r < std::max<int64_t>(32, c.alpha_samples / n); ++r) {
+      for (auto& e : z) e = normal(g);
+      std::vector<double> vals;
+      for (double a : grid) vals.push_back(half_l1(a, z, x, p));
+      auto refine = [&](size_t k) {
+        const double lo = grid[k == 0 ? 0 : k - 1], hi = grid[std::min(k + 1, grid.size() - 1)];
+        return golden_argmax([&](double a) { return half_l1(a, z, x, p); }, lo, hi);
+      };
+      best.push_back(refine(static_cast<size_t>(std::max_element(vals.begin(), vals.end()) - vals.begin())));
+      size_t k = 0;
+      while (k + 1 < vals.size() && vals[k + 1] >= vals[k]) ++k;
+      first.push_back(refine(k));
     }
+    first_local[static_cast<size_t>(i)] = util::median(first);
+    alpha_star[static_cast<size_t>(i)] = util::median(best);
+    alpha_lo[static_cast<size_t>(i)] = util::quantile(best, 0.25);
+    alpha_hi[static_cast<size_t>(i)] = util::quantile(best, 0.75);
   });
   // The mean-field theory: Σp² ≈ E[e^{2αz}]/(n E[e^{αz}]²) = e^{α²}/n, so α* maximises α(1 − e^{α²}/n)
   // (i.e. solves α² + ln(1 + 2α²) = ln n); 0.84·√(ln n) approximates that solution.

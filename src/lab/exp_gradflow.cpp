@@ -129,27 +129,25 @@ struct TableEntry {
   double median = 0, log_se = 0;
 };
 TableEntry jacobian_median(const ScalePolicy& policy, int64_t keys, int64_t d, int64_t rows, int64_t groups,
-                           uint64_t seed, const std::string& stream) {
+                           uint64_t seed, const std::string& stream, int threads) {
   const int64_t per_group = std::max<int64_t>(1, rows / groups);
   std::vector<std::vector<double>> values(static_cast<size_t>(groups));
-  util::parallel_chunks(groups, util::lab_threads(), [&](int, int64_t g0, int64_t g1) {
-    for (int64_t gi = g0; gi < g1; ++gi) {
-      auto g = util::rng(seed, fmt::format("{}/{}", stream, gi));
-      std::normal_distribution<double> normal(0, 1);
-      std::vector<double> K(static_cast<size_t>(keys * d)), q(static_cast<size_t>(d)), x(static_cast<size_t>(keys)),
-          p(x.size());
-      for (auto& e : K) e = normal(g);
-      const double scale = policy(d, keys);
-      for (int64_t r = 0; r < per_group; ++r) {
-        for (auto& e : q) e = normal(g);
-        for (int64_t j = 0; j < keys; ++j) {
-          double s = 0;
-          for (int64_t c = 0; c < d; ++c) s += q[static_cast<size_t>(c)] * K[static_cast<size_t>(j * d + c)];
-          x[static_cast<size_t>(j)] = s * scale;
-        }
-        softmax<double>(x, p);
-        values[static_cast<size_t>(gi)].push_back(std::sqrt(jacobian_frobenius_sq<double>(p)));
+  util::parallel_for(groups, threads, [&](int64_t gi) {
+    auto g = util::rng(seed, fmt::format("{}/{}", stream, gi));
+    std::normal_distribution<double> normal(0, 1);
+    std::vector<double> K(static_cast<size_t>(keys * d)), q(static_cast<size_t>(d)), x(static_cast<size_t>(keys)),
+        p(x.size());
+    for (auto& e : K) e = normal(g);
+    const double scale = policy(d, keys);
+    for (int64_t r = 0; r < per_group; ++r) {
+      for (auto& e : q) e = normal(g);
+      for (int64_t j = 0; j < keys; ++j) {
+        double s = 0;
+        for (int64_t c = 0; c < d; ++c) s += q[static_cast<size_t>(c)] * K[static_cast<size_t>(j * d + c)];
+        x[static_cast<size_t>(j)] = s * scale;
       }
+      softmax<double>(x, p);
+      values[static_cast<size_t>(gi)].push_back(std::sqrt(jacobian_frobenius_sq<double>(p)));
     }
   });
   std::vector<double> all, logs;
@@ -171,14 +169,7 @@ Result run_gradflow(const GradflowConfig& c, RunContext& ctx) {
     throw Error(fmt::format("table_unscaled: {} values for {} table_dims", c.table_unscaled.size(), c.table_dims.size()));
   if (c.dims.size() < 2) throw Error("dims: need at least 2 to see a trend");
   if (c.upstream != "unit_dp" && c.upstream != "unit") throw Error("upstream: '" + c.upstream + "' is not unit_dp or unit");
-  std::vector<ScalePolicy> policies;
-  for (const auto& name : c.policies) {
-    try {
-      policies.push_back(ScalePolicy::parse(name));
-    } catch (const Error& e) {
-      throw Error(std::string("policies: ") + e.what());
-    }
-  }
+  const std::vector<ScalePolicy> policies = util::parse_policies("policies", c.policies);
   const auto find_policy = [&](const std::string& key, const std::string& name) {
     for (size_t i = 0; i < c.policies.size(); ++i)
       if (c.policies[i] == name) return i;
@@ -194,13 +185,11 @@ Result run_gradflow(const GradflowConfig& c, RunContext& ctx) {
     ctx.report(fmt::format("policy {} over {} head dims ({} keys)", policies[pi].name(), c.dims.size(), c.n_keys));
     for (int64_t d : c.dims) {
       std::vector<Measure> trials(static_cast<size_t>(c.trials));
-      util::parallel_chunks(c.trials, util::lab_threads(), [&](int, int64_t t0, int64_t t1) {
-        for (int64_t tr = t0; tr < t1; ++tr) {
-          // The same Q, K, V for every policy (stream without the policy name): a paired comparison.
-          auto g = util::rng(ctx.seed, fmt::format("gradflow/{}/{}", d, tr));
-          const double upstream_sigma = c.upstream == "unit" ? 1.0 : 1.0 / std::sqrt(static_cast<double>(d));
-          trials[static_cast<size_t>(tr)] = measure(policies[pi], c.n_keys, d, upstream_sigma, g);
-        }
+      util::parallel_for(c.trials, ctx.threads, [&](int64_t tr) {
+        // The same Q, K, V for every policy (stream without the policy name): a paired comparison.
+        auto g = util::rng(ctx.seed, fmt::format("gradflow/{}/{}", d, tr));
+        const double upstream_sigma = c.upstream == "unit" ? 1.0 : 1.0 / std::sqrt(static_cast<double>(d));
+        trials[static_cast<size_t>(tr)] = measure(policies[pi], c.n_keys, d, upstream_sigma, g);
       });
       Measure m;
       const double T = static_cast<double>(c.trials);
@@ -228,9 +217,9 @@ Result run_gradflow(const GradflowConfig& c, RunContext& ctx) {
   for (size_t i = 0; i < c.table_dims.size(); ++i) {
     const int64_t d = c.table_dims[i];
     const auto u = jacobian_median(ScalePolicy::none(), c.table_keys, d, c.table_rows, c.table_groups, ctx.seed,
-                                   fmt::format("gradflow/table/none/{}", d));
+                                   fmt::format("gradflow/table/none/{}", d), ctx.threads);
     const auto s = jacobian_median(ScalePolicy::inv_sqrt_d(), c.table_keys, d, c.table_rows, c.table_groups, ctx.seed,
-                                   fmt::format("gradflow/table/inv_sqrt_d/{}", d));
+                                   fmt::format("gradflow/table/inv_sqrt_d/{}", d), ctx.threads);
     jt.add_row({static_cast<double>(d), u.median, u.log_se, c.table_unscaled[i], s.median, s.log_se, c.table_scaled});
     worst_table = std::max(worst_table, std::abs(std::log(u.median / c.table_unscaled[i])) / (c.table_z * u.log_se + c.table_rounding));
     worst_table = std::max(worst_table, std::abs(std::log(s.median / c.table_scaled)) / (c.table_z * s.log_se + c.table_rounding));

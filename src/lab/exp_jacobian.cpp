@@ -12,6 +12,7 @@
 
 #include "attnlab/softmax.hpp"
 #include "lab/lab_util.hpp"
+#include "lab/symmetric_eigen.hpp"
 #include "lab/experiments.hpp"
 
 namespace attnlab::lab {

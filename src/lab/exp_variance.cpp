@@ -99,7 +99,7 @@ __attribute__((target_clones("arch=x86-64-v3", "default"))) void block4(const do
   }
 }
 
-Seed004 seed004(int64_t n, int64_t d, int64_t bins, uint64_t seed) {
+Seed004 seed004(int64_t n, int64_t d, int64_t bins, uint64_t seed, int threads) {
   auto g = util::rng(seed, "variance/seed004");
   std::normal_distribution<double> normal(0.0, 1.0);
   const int64_t rows = (n + 3) / 4 * 4;  // padded with zero rows, which are not counted
@@ -108,36 +108,35 @@ Seed004 seed004(int64_t n, int64_t d, int64_t bins, uint64_t seed) {
   for (auto& x : K) x = normal(g);
   const double inv_sqrt_d = 1.0 / std::sqrt(static_cast<double>(d));
   const double lim = 5.0, raw_lim = 5.0 * std::sqrt(static_cast<double>(d));
-  const int tasks = util::lab_threads();
+  // One accumulator per block of kBlock columns, summed in block order afterwards:
+  // the sums do not depend on how many threads shared the blocks.
   struct Acc {
     double sum = 0, sumsq = 0;
     std::vector<double> hist, raw_hist;
   };
-  std::vector<Acc> acc(static_cast<size_t>(tasks));
   const int64_t blocks = (n + kBlock - 1) / kBlock;
-  util::parallel_chunks(blocks, tasks, [&](int task, int64_t b0, int64_t b1) {
-    Acc& a = acc[static_cast<size_t>(task)];
+  std::vector<Acc> acc(static_cast<size_t>(blocks));
+  util::parallel_for(blocks, threads, [&](int64_t b) {
+    Acc& a = acc[static_cast<size_t>(b)];
     a.hist.assign(static_cast<size_t>(bins), 0.0);
     a.raw_hist.assign(static_cast<size_t>(bins), 0.0);
     std::vector<double> out(static_cast<size_t>(4 * kBlock));
-    for (int64_t b = b0; b < b1; ++b) {
-      const int64_t j0 = b * kBlock, width = std::min(kBlock, n - j0);
-      for (int64_t i = 0; i < rows; i += 4) {
-        block4(&Q[static_cast<size_t>(i * d)], d, K.data(), n, j0, width, out.data());
-        for (int64_t r = 0; r < 4 && i + r < n; ++r) {
-          double s = 0, ss = 0;
-          for (int64_t c = 0; c < width; ++c) {
-            const double raw = out[static_cast<size_t>(r * kBlock + c)], x = raw * inv_sqrt_d;
-            s += x;
-            ss += x * x;
-            const int64_t bin = static_cast<int64_t>(std::floor((x + lim) / (2 * lim) * static_cast<double>(bins)));
-            if (bin >= 0 && bin < bins) a.hist[static_cast<size_t>(bin)] += 1;
-            const int64_t rbin = static_cast<int64_t>(std::floor((raw + raw_lim) / (2 * raw_lim) * static_cast<double>(bins)));
-            if (rbin >= 0 && rbin < bins) a.raw_hist[static_cast<size_t>(rbin)] += 1;
-          }
-          a.sum += s;
-          a.sumsq += ss;
+    const int64_t j0 = b * kBlock, width = std::min(kBlock, n - j0);
+    for (int64_t i = 0; i < rows; i += 4) {
+      block4(&Q[static_cast<size_t>(i * d)], d, K.data(), n, j0, width, out.data());
+      for (int64_t r = 0; r < 4 && i + r < n; ++r) {
+        double s = 0, ss = 0;
+        for (int64_t c = 0; c < width; ++c) {
+          const double raw = out[static_cast<size_t>(r * kBlock + c)], x = raw * inv_sqrt_d;
+          s += x;
+          ss += x * x;
+          const int64_t bin = static_cast<int64_t>(std::floor((x + lim) / (2 * lim) * static_cast<double>(bins)));
+          if (bin >= 0 && bin < bins) a.hist[static_cast<size_t>(bin)] += 1;
+          const int64_t rbin = static_cast<int64_t>(std::floor((raw + raw_lim) / (2 * raw_lim) * static_cast<double>(bins)));
+          if (rbin >= 0 && rbin < bins) a.raw_hist[static_cast<size_t>(rbin)] += 1;
         }
+        a.sum += s;
+        a.sumsq += ss;
       }
     }
   });
@@ -147,7 +146,7 @@ Seed004 seed004(int64_t n, int64_t d, int64_t bins, uint64_t seed) {
   for (const auto& a : acc) {
     sum += a.sum;
     sumsq += a.sumsq;
-    for (int64_t b = 0; b < bins && !a.hist.empty(); ++b) {
+    for (int64_t b = 0; b < bins; ++b) {
       hist[static_cast<size_t>(b)] += a.hist[static_cast<size_t>(b)];
       raw_hist[static_cast<size_t>(b)] += a.raw_hist[static_cast<size_t>(b)];
     }
@@ -195,7 +194,6 @@ Result run_variance(const VarianceConfig& c, RunContext& ctx) {
   double worst_z = 0;
   std::string worst_where;
   int settings = 0;
-  const int tasks = util::lab_threads();
   for (size_t di = 0; di < c.distributions.size(); ++di) {
     for (double sigma : c.sigmas) {
       Curve curve{c.distributions[di], sigma, {}, {}, {}, {}, {}, {}, {}};
@@ -204,17 +202,15 @@ Result run_variance(const VarianceConfig& c, RunContext& ctx) {
       for (int64_t d : c.dims) {
         const double theory = static_cast<double>(d) * std::pow(sigma, 4);
         std::vector<Summary> reps(static_cast<size_t>(c.replicates));
-        util::parallel_chunks(c.replicates, tasks, [&](int, int64_t r0, int64_t r1) {
-          for (int64_t r = r0; r < r1; ++r) {
-            auto g = util::rng(ctx.seed, fmt::format("variance/{}/{}/{}/{}", dist.kind, sigma, d, r));
-            std::vector<double> Q(static_cast<size_t>(c.seq * d)), K(Q.size());
-            for (auto& x : Q) x = dist(g);
-            if (c.keys == "same_as_queries")
-              K = Q;
-            else
-              for (auto& x : K) x = dist(g);
-            reps[static_cast<size_t>(r)] = summarise(Q, K, c.seq, d);
-          }
+        util::parallel_for(c.replicates, ctx.threads, [&](int64_t r) {
+          auto g = util::rng(ctx.seed, fmt::format("variance/{}/{}/{}/{}", dist.kind, sigma, d, r));
+          std::vector<double> Q(static_cast<size_t>(c.seq * d)), K(Q.size());
+          for (auto& x : Q) x = dist(g);
+          if (c.keys == "same_as_queries")
+            K = Q;
+          else
+            for (auto& x : K) x = dist(g);
+          reps[static_cast<size_t>(r)] = summarise(Q, K, c.seq, d);
         });
         std::vector<double> means, whole, rows, cols;
         for (const auto& s : reps) {
@@ -283,7 +279,7 @@ Result run_variance(const VarianceConfig& c, RunContext& ctx) {
 
   // Seed 004.
   ctx.report(fmt::format("seed 004: Q {}x{} times K {}x{}", c.seed004_n, c.seed004_d, c.seed004_d, c.seed004_n));
-  const Seed004 s4 = seed004(c.seed004_n, c.seed004_d, c.histogram_bins, ctx.seed);
+  const Seed004 s4 = seed004(c.seed004_n, c.seed004_d, c.histogram_bins, ctx.seed, ctx.threads);
   Table hist("seed004_histogram", {"x_scaled", "density_scaled", "normal_0_1", "x_unscaled", "density_unscaled",
                                    "normal_0_d"});
   for (size_t b = 0; b < s4.centres.size(); ++b)

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "attnlab/lab.hpp"
+#include "attnlab/scale.hpp"
 
 namespace attnlab::lab::util {
 
@@ -105,6 +106,19 @@ inline void require_positive(const std::string& key, double v) {
   if (!(v > 0)) throw Error(key + ": " + std::to_string(v) + " is not positive");
 }
 
+// The scale policies named by a list parameter; a bad name is an Error naming the key.
+inline std::vector<ScalePolicy> parse_policies(const std::string& key, const std::vector<std::string>& names) {
+  std::vector<ScalePolicy> policies;
+  for (const auto& name : names) {
+    try {
+      policies.push_back(ScalePolicy::parse(name));
+    } catch (const Error& e) {
+      throw Error(key + ": " + e.what());
+    }
+  }
+  return policies;
+}
+
 // ---- figures ----------------------------------------------------------------
 inline Series series(std::string label, Style style, std::vector<double> x, std::vector<double> y,
                      std::string color = "") {
@@ -146,39 +160,4 @@ inline std::string colour(size_t i) {
 
 inline Outcome outcome_of(bool ok) { return ok ? Outcome::confirmed : Outcome::refuted; }
 
-}  // namespace attnlab::lab::util
-
-namespace attnlab::lab::util {
-// Eigenvalues of a symmetric n×n matrix (row-major) by cyclic Jacobi rotations:
-// plain and accurate for the small matrices the lab inspects (n ≤ 64).
-inline std::vector<double> symmetric_eigenvalues(std::vector<double> a, size_t n) {
-  for (int sweep = 0; sweep < 100; ++sweep) {
-    double off = 0;
-    for (size_t i = 0; i < n; ++i)
-      for (size_t j = i + 1; j < n; ++j) off += a[i * n + j] * a[i * n + j];
-    if (off < 1e-30) break;
-    for (size_t p = 0; p < n; ++p)
-      for (size_t q = p + 1; q < n; ++q) {
-        const double apq = a[p * n + q];
-        if (std::abs(apq) < 1e-300) continue;
-        const double theta = (a[q * n + q] - a[p * n + p]) / (2 * apq);
-        const double t = (theta >= 0 ? 1.0 : -1.0) / (std::abs(theta) + std::sqrt(theta * theta + 1));
-        const double c = 1 / std::sqrt(t * t + 1), s = t * c;
-        for (size_t k = 0; k < n; ++k) {  // rotate columns p, q
-          const double akp = a[k * n + p], akq = a[k * n + q];
-          a[k * n + p] = c * akp - s * akq;
-          a[k * n + q] = s * akp + c * akq;
-        }
-        for (size_t k = 0; k < n; ++k) {  // rotate rows p, q
-          const double apk = a[p * n + k], aqk = a[q * n + k];
-          a[p * n + k] = c * apk - s * aqk;
-          a[q * n + k] = s * apk + c * aqk;
-        }
-      }
-  }
-  std::vector<double> ev(n);
-  for (size_t i = 0; i < n; ++i) ev[i] = a[i * n + i];
-  std::sort(ev.begin(), ev.end());
-  return ev;
-}
 }  // namespace attnlab::lab::util

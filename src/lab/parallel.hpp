@@ -1,39 +1,38 @@
 #pragma once
-// Static parallel-for over [0, n) on a few std::threads (private to the library).
-// Task t always gets the same indices, so results combined per task in task order
-// are reproducible for a given thread count.
-#include <algorithm>
+// Parallel loops of the lab (private to the library), on OpenMP like the engine.
+//
+// The lab's numbers must not depend on the machine: each index of a loop is one
+// unit of work that writes only its own output slot, and the caller combines the
+// slots in index order afterwards. How many threads run the loop, and which thread
+// gets which index, then changes the speed and never a bit of the result.
+#include <omp.h>
+
 #include <cstdint>
 #include <exception>
-#include <functional>
-#include <thread>
-#include <vector>
 
 namespace attnlab::lab::util {
 
-inline int lab_threads() {
-  const unsigned hc = std::thread::hardware_concurrency();
-  return static_cast<int>(std::clamp(hc == 0 ? 1u : hc, 1u, 8u));
-}
-
-// Calls body(task, begin, end) for `tasks` contiguous chunks of [0, n), concurrently.
-inline void parallel_chunks(int64_t n, int tasks, const std::function<void(int, int64_t, int64_t)>& body) {
-  tasks = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(tasks, n)));
-  std::vector<std::thread> threads;
-  std::vector<std::exception_ptr> errors(static_cast<size_t>(tasks));
-  for (int t = 0; t < tasks; ++t) {
-    const int64_t b = n * t / tasks, e = n * (t + 1) / tasks;
-    threads.emplace_back([&, t, b, e] {
-      try {
-        body(t, b, e);
-      } catch (...) {
-        errors[static_cast<size_t>(t)] = std::current_exception();
+// Calls body(i) for every i in [0, n), on `threads` OpenMP threads (0: OpenMP's
+// default). If bodies throw, the exception of the lowest index is rethrown, so the
+// error a caller sees does not depend on the thread count either.
+template <class Body>
+void parallel_for(int64_t n, int threads, const Body& body) {
+  std::exception_ptr error;
+  int64_t error_index = n;
+  const int team = threads > 0 ? threads : omp_get_max_threads();
+#pragma omp parallel for schedule(dynamic, 1) num_threads(team)
+  for (int64_t i = 0; i < n; ++i) {
+    try {
+      body(i);
+    } catch (...) {
+#pragma omp critical(attnlab_lab_parallel_error)
+      if (i < error_index) {
+        error_index = i;
+        error = std::current_exception();
       }
-    });
+    }
   }
-  for (auto& th : threads) th.join();
-  for (auto& e : errors)
-    if (e) std::rethrow_exception(e);
+  if (error) std::rethrow_exception(error);
 }
 
 }  // namespace attnlab::lab::util

@@ -49,6 +49,32 @@ Outcome aggregate(const std::vector<Verdict>& all) {
   return inconclusive ? Outcome::inconclusive : Outcome::confirmed;
 }
 
+// What theory predicts or what was measured, for every check on a claim: each check's own
+// words (else its number), passed through `escape` and joined by `separator`.
+enum class Side { theory, measured };
+std::string joined_texts(const std::vector<Verdict>& vs, Side side, const std::string& separator,
+                         std::string (*escape)(const std::string&)) {
+  std::string out;
+  for (const auto& v : vs) {
+    const std::string& text = side == Side::theory ? v.theory_text : v.measured_text;
+    const double value = side == Side::theory ? v.theory : v.measured;
+    out += (out.empty() ? "" : separator) + escape(text.empty() ? number(value) : text);
+  }
+  return out;
+}
+std::string verbatim(const std::string& s) { return s; }
+
+// Why a claim has no verdict: the registered experiments that would measure it (not run
+// in this report), or none yet.
+std::string pending_reason(const ClaimInfo& info) {
+  std::string measuring;
+  for (const Experiment* e : experiments())
+    for (const auto& id : e->claims)
+      if (id == info.id) measuring += (measuring.empty() ? "" : ", ") + ("<code>" + html(e->name) + "</code>");
+  if (measuring.empty()) return "No experiment in this build measures " + info.id + " yet";
+  return "No experiment run for this report measures " + info.id + " (" + measuring + " would; it was not run)";
+}
+
 const Figure* find_figure(const std::vector<Result>& results, const std::string& experiment, const std::string& name) {
   for (const auto& r : results)
     if (r.experiment == experiment)
@@ -75,25 +101,6 @@ figure img { max-width: 100%; border: 1px solid #ddd; }
 code { background: #f3f3f3; padding: 0 0.25em; }
 )";
 
-// After load, a small script records in the DOM whether every figure decoded
-// (naturalWidth > 0) and how many claims show a verdict: the headless-browser test reads it.
-const char* kCheckScript = R"(
-<script>
-window.addEventListener('load', function () {
-  var imgs = Array.prototype.slice.call(document.querySelectorAll('img'));
-  var broken = imgs.filter(function (i) { return !(i.complete && i.naturalWidth > 0); }).map(function (i) { return i.getAttribute('src'); });
-  var shown = document.querySelectorAll('section.claim .verdict').length;
-  var c = document.getElementById('page-check');
-  c.setAttribute('data-images', String(imgs.length));
-  c.setAttribute('data-loaded', String(imgs.length - broken.length));
-  c.setAttribute('data-broken', broken.join(' '));
-  c.setAttribute('data-claims', String(document.querySelectorAll('section.claim').length));
-  c.setAttribute('data-verdicts', String(shown));
-  c.setAttribute('data-done', 'yes');
-});
-</script>
-)";
-
 std::string build_html(const ReportOptions& o, const std::vector<Result>& results,
                        const std::vector<std::pair<ClaimInfo, std::vector<Verdict>>>& per_claim, double seconds) {
   std::ostringstream h;
@@ -111,11 +118,8 @@ std::string build_html(const ReportOptions& o, const std::vector<Result>& result
   h << "<table class=\"summary\">\n<tr><th>id</th><th>claim</th><th>verdict</th><th>theory</th><th>measured</th></tr>\n";
   for (const auto& [info, vs] : per_claim) {
     const Outcome out = aggregate(vs);
-    std::string theory, measured;
-    for (const auto& v : vs) {
-      theory += (theory.empty() ? "" : "<br>") + html(v.theory_text.empty() ? number(v.theory) : v.theory_text);
-      measured += (measured.empty() ? "" : "<br>") + html(v.measured_text.empty() ? number(v.measured) : v.measured_text);
-    }
+    std::string theory = joined_texts(vs, Side::theory, "<br>", html),
+                measured = joined_texts(vs, Side::measured, "<br>", html);
     if (vs.empty()) theory = measured = "—";
     h << "<tr><td><a href=\"#" << info.id << "\">" << info.id << "</a></td><td>" << html(info.title) << "</td><td><span class=\"verdict "
       << to_string(out) << "\">" << to_string(out) << "</span></td><td>" << theory << "</td><td>" << measured << "</td></tr>\n";
@@ -130,10 +134,7 @@ std::string build_html(const ReportOptions& o, const std::vector<Result>& result
     for (size_t i = 0; i < info.seeds.size(); ++i) h << (i ? ", " : "") << "seed " << info.seeds[i];
     h << "</p>\n";
     if (vs.empty()) {
-      h << "<p>No experiment in this build measures " << info.id << " yet"
-        << (info.id == "C8" ? " (it comes from the <code>train</code> experiment, which trains a model with and "
-                              "without the scale)" : "")
-        << ": the verdict is <b>pending</b>.</p>\n";
+      h << "<p>" << pending_reason(info) << ": the verdict is <b>pending</b>.</p>\n";
     }
     std::set<std::string> shown_figures;
     for (const auto& v : vs) {
@@ -183,7 +184,7 @@ std::string build_html(const ReportOptions& o, const std::vector<Result>& result
   h << "<p class=\"method\">Each figure's gnuplot script is kept beside it (<code>figures/*.gp</code>); "
     << "<code>report.json</code> holds every verdict. Reproduce with <code>attnlab report --seed " << o.seed
     << (o.quick ? " --quick" : "") << "</code>.</p>\n</section>\n";
-  h << "<div id=\"page-check\" hidden></div>\n" << kCheckScript << "</body>\n</html>\n";
+  h << "</body>\n</html>\n";
   return h.str();
 }
 
@@ -277,11 +278,8 @@ ReportSummary write_report(const ReportOptions& o) {
       const Outcome outcome = aggregate(vs);
       nlohmann::json cj{{"id", info.id}, {"title", info.title}, {"statement", info.statement}, {"seeds", info.seeds},
                         {"verdict", to_string(outcome)}};
-      std::string theory, measured;
-      for (const auto& v : vs) {
-        theory += (theory.empty() ? "" : " | ") + (v.theory_text.empty() ? number(v.theory) : v.theory_text);
-        measured += (measured.empty() ? "" : " | ") + (v.measured_text.empty() ? number(v.measured) : v.measured_text);
-      }
+      const std::string theory = joined_texts(vs, Side::theory, " | ", verbatim),
+                        measured = joined_texts(vs, Side::measured, " | ", verbatim);
       cj["theory"] = vs.empty() ? nlohmann::json(nullptr) : nlohmann::json(theory);
       cj["measured"] = vs.empty() ? nlohmann::json(nullptr) : nlohmann::json(measured);
       cj["figure"] = nlohmann::json(nullptr);

@@ -102,6 +102,10 @@ TEST(Report, WritesEveryPartWithPendingClaims) {
   EXPECT_EQ(verdict["C10"], "confirmed");
   EXPECT_EQ(verdict["C8"], "pending");
   EXPECT_EQ(verdict["C1"], "pending");
+  // A pending claim's reason comes from the registry (which experiment would measure it), not from its id.
+  const std::string page = read(out / "index.html");
+  EXPECT_NE(page.find("measures C8 (<code>train</code> would; it was not run)"), std::string::npos);
+  EXPECT_EQ(page.find("page-check"), std::string::npos) << "the browser test's hook belongs in the test";
   for (const auto& c : j["claims"])
     if (c["id"] == "C3") EXPECT_EQ(c["figure"], "figures/saturation_curves.png");
   ASSERT_EQ(s.claims.size(), 12u);
@@ -152,6 +156,26 @@ TEST(Report, RecoversFromAnInterruptedRun) {
   fs::remove_all(out.parent_path());
 }
 
+// After load, records in a hidden div whether every figure decoded (naturalWidth > 0)
+// and how many claims show a verdict; --dump-dom then shows the div.
+const char* kCheckScript = R"(<script>
+window.addEventListener('load', function () {
+  var imgs = Array.prototype.slice.call(document.querySelectorAll('img'));
+  var broken = imgs.filter(function (i) { return !(i.complete && i.naturalWidth > 0); }).map(function (i) { return i.getAttribute('src'); });
+  var c = document.createElement('div');
+  c.setAttribute('id', 'page-check');
+  c.setAttribute('hidden', '');
+  c.setAttribute('data-images', String(imgs.length));
+  c.setAttribute('data-loaded', String(imgs.length - broken.length));
+  c.setAttribute('data-broken', broken.join(' '));
+  c.setAttribute('data-claims', String(document.querySelectorAll('section.claim').length));
+  c.setAttribute('data-verdicts', String(document.querySelectorAll('section.claim .verdict').length));
+  c.setAttribute('data-done', 'yes');
+  document.body.appendChild(c);
+});
+</script>
+)";
+
 TEST(Report, OpensInHeadlessChromiumWithEveryFigureAndVerdict) {
   if (!lab::plotting_available()) GTEST_SKIP() << "gnuplot with the pngcairo terminal is not installed";
   const std::string chromium = find_chromium();
@@ -164,11 +188,19 @@ TEST(Report, OpensInHeadlessChromiumWithEveryFigureAndVerdict) {
   o.quick = true;
   o.only = real_experiments();
   lab::write_report(o);
+  // The check runs from a copy of the page beside it (same relative figure paths) with
+  // the script added: the product's index.html carries no test hook.
+  std::string page = read(out / "index.html");
+  const auto body_end = page.rfind("</body>");
+  ASSERT_NE(body_end, std::string::npos);
+  page.insert(body_end, kCheckScript);
+  const auto checked = out / "index-check.html";
+  std::ofstream(checked) << page;
   const auto profile = out.parent_path() / "chromium-profile";
   const std::string flags = " --headless --no-sandbox --disable-gpu --disable-quic --no-first-run "
                             "--disable-background-networking --disable-component-update --disable-sync "
                             "--user-data-dir='" + profile.string() + "' ";
-  const std::string url = "'file://" + (out / "index.html").string() + "'";
+  const std::string url = "'file://" + checked.string() + "'";
   const std::string dom =
       run_capture("timeout 120 '" + chromium + "'" + flags + "--virtual-time-budget=10000 --dump-dom " + url + " 2>/dev/null");
   std::smatch m;

@@ -200,6 +200,9 @@ const ClaimInfo& claim(const std::string& id);  // throws Error for an unknown i
 
 struct RunContext {
   uint64_t seed = 0;
+  // OpenMP threads for the experiment's loops (0: OpenMP's default). Only the speed
+  // depends on it: results are bitwise identical for any thread count.
+  int threads = 0;
   // Progress messages ("gradflow: d_k 1024 (5/9)"); may be empty. Called from the running thread.
   std::function<void(const std::string&)> progress;
   void report(const std::string& message) const {

@@ -9,41 +9,13 @@
 #include <vector>
 
 #include "attnlab/softmax.hpp"
+#include "lab/symmetric_eigen.hpp"  // the lab's solver (src/lab), shared with exp_jacobian
 
 namespace al = attnlab;
 
 namespace {
 
-// Eigenvalues of a symmetric matrix by cyclic Jacobi rotations (exact enough for n ≤ 40).
-std::vector<double> symmetric_eigenvalues(std::vector<double> a, size_t n) {
-  for (int sweep = 0; sweep < 100; ++sweep) {
-    double off = 0;
-    for (size_t p = 0; p < n; ++p)
-      for (size_t q = p + 1; q < n; ++q) off += a[p * n + q] * a[p * n + q];
-    if (off < 1e-30) break;
-    for (size_t p = 0; p < n; ++p)
-      for (size_t q = p + 1; q < n; ++q) {
-        const double apq = a[p * n + q];
-        if (std::abs(apq) < 1e-300) continue;
-        const double theta = (a[q * n + q] - a[p * n + p]) / (2 * apq);
-        const double t = (theta >= 0 ? 1 : -1) / (std::abs(theta) + std::sqrt(theta * theta + 1));
-        const double c = 1 / std::sqrt(t * t + 1), s = t * c;
-        for (size_t k = 0; k < n; ++k) {  // columns p, q
-          const double akp = a[k * n + p], akq = a[k * n + q];
-          a[k * n + p] = c * akp - s * akq;
-          a[k * n + q] = s * akp + c * akq;
-        }
-        for (size_t k = 0; k < n; ++k) {  // rows p, q
-          const double apk = a[p * n + k], aqk = a[q * n + k];
-          a[p * n + k] = c * apk - s * aqk;
-          a[q * n + k] = s * apk + c * aqk;
-        }
-      }
-  }
-  std::vector<double> ev(n);
-  for (size_t i = 0; i < n; ++i) ev[i] = a[i * n + i];
-  return ev;
-}
+using attnlab::lab::util::symmetric_eigenvalues;
 
 std::vector<double> random_probs(std::mt19937_64& rng, size_t n, double scale) {
   std::normal_distribution<double> d(0, scale);
