@@ -138,7 +138,9 @@ void ForwardImpl(const Plan& p, TensorView<float> out, TensorView<float> lse, co
   auto packed = Scratch(heads_per_batch * per_head);
   const int64_t group = dm.group();
 
-  for (int64_t kv0 = 0; kv0 < n_kv && !p.stop.stopped(); kv0 += heads_per_batch) {
+  // p.stop() here runs on the calling thread, outside the parallel regions: an interrupt
+  // is asked at least once per batch even if other threads take every tile.
+  for (int64_t kv0 = 0; kv0 < n_kv && !p.stop(); kv0 += heads_per_batch) {
     const int64_t nkv = std::min(heads_per_batch, n_kv - kv0);
     float* const base = packed.get();
     const int64_t n_pack = nkv * p.n_ktiles;
@@ -341,6 +343,7 @@ void BackwardImpl(const Plan& p, ConstView<float> out, ConstView<float> lse, Con
   std::unique_ptr<std::atomic<int64_t>[]> counters(new std::atomic<int64_t>[static_cast<size_t>(n_counters)]);
   for (int64_t c = 0; c < n_counters; ++c) counters[c].store(0, std::memory_order_relaxed);
   const BackwardArgs args{&p, lse, grad_out, dq, dk, dv, D.data(), scale.data(), counters.get()};
+  if (p.stop()) return;  // asked on the calling thread (see ForwardImpl)
   // Pass 2: key tiles handed out in increasing order (see "Determinism and dQ").
   const int64_t n_items = dm.B * dm.Hkv * p.n_ktiles;
   std::atomic<int64_t> next{0};

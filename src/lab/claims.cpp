@@ -1,4 +1,4 @@
-// The catalogue of claims, transcribed from ../shared/CLAIMS.md.
+// The catalogue of claims, transcribed from docs/claims.md.
 #include "attnlab/lab.hpp"
 
 namespace attnlab::lab {

@@ -1,5 +1,5 @@
 #pragma once
-// The lab: experiments that measure the claims of ../shared/CLAIMS.md (C1–C12)
+// The lab: experiments that measure the claims of docs/claims.md (C1–C12)
 // and return numbers, figures (as data) and verdicts.
 //
 // An experiment is one file src/lab/exp_<name>.cpp that returns its description,
