@@ -247,23 +247,28 @@ def test_a_signal_stops_a_long_call_promptly(dtype, shape):
     assert elapsed < 1.0, f"stopped only after {elapsed:.2f} s (the whole call takes over 3 s)"
 
 
+def _run_fresh(tmp_path, code):
+    """Runs `code` in a fresh interpreter (a peak RSS, an address-space cap) and returns its stdout."""
+    import subprocess
+
+    script = tmp_path / "fresh.py"
+    script.write_text(code)
+    run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    return run.stdout
+
+
 def test_tiny_head_dims_do_not_multiply_memory(tmp_path):
     # Issue 18: with d = dv = 1 the engine padded V rows to 16 floats and packed them
     # whole: a 64 MB key array raised peak memory by 1087 MB. Now a head past the pack
     # budget copies V per key tile. Measured in a fresh process (ru_maxrss is a peak).
-    import subprocess
-
-    script = tmp_path / "peak.py"
-    script.write_text(
+    grown_mb = float(_run_fresh(tmp_path,
         "import resource, numpy as np, attnlab\n"
         "k = np.ones((1, 1, 1 << 22, 1), np.float32)  # 16 MB\n"
         "q = np.ones((1, 1, 64, 1), np.float32)\n"
         "before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
         "attnlab.attention_forward(q, k, k, threads=2)\n"
-        "print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024)\n"
-    )
-    grown_mb = float(subprocess.run([sys.executable, str(script)], check=True, capture_output=True,
-                                    text=True).stdout)
+        "print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024)\n"))
     assert grown_mb < 48, f"peak grew by {grown_mb:.0f} MB for a 16 MB key array (was ~270 MB)"
 
 
@@ -271,10 +276,7 @@ def test_out_of_memory_is_memory_error_not_an_abort(tmp_path):
     # Issue 18: with `ulimit -v`, a float32 call whose scratch could not be allocated died
     # with "Abort ... Assert p". In a fresh process whose address space is capped 16 MB
     # above what it uses, the engine's 64 MB pack cannot be had: MemoryError naming the size.
-    import subprocess
-
-    script = tmp_path / "oom.py"
-    script.write_text(
+    out = _run_fresh(tmp_path,
         "import resource, numpy as np, attnlab\n"
         "q = np.ones((1, 1, 64, 64), np.float32)\n"
         "k = np.ones((1, 1, 131072, 64), np.float32)\n"
@@ -284,8 +286,5 @@ def test_out_of_memory_is_memory_error_not_an_abort(tmp_path):
         "    attnlab.attention_forward(q, k, k, threads=1)\n"
         "    print('no error')\n"
         "except MemoryError as e:\n"
-        "    print('MemoryError:', e)\n"
-    )
-    run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True)
-    assert run.returncode == 0, run.stderr
-    assert "MemoryError: attention: out of memory allocating a working buffer of 67108864 bytes" in run.stdout, run.stdout
+        "    print('MemoryError:', e)\n")
+    assert "MemoryError: attention: out of memory allocating a working buffer of 67108864 bytes" in out, out
