@@ -220,20 +220,6 @@ AttentionDims check_forward_args(ConstView<T> q, ConstView<T> k, ConstView<T> v,
   return d;
 }
 
-// True if row i of (b, h) has a visible key whose additive mask value (if any) is not −inf:
-// a row whose forward L cannot be −inf.
-template <class T>
-bool row_sees_a_key(const AttentionDims& d, const AttentionOptions<T>& options, int64_t b, int64_t h, int64_t i) {
-  const int64_t end = key_end(d, options, b, i);
-  const uint8_t* bm = mask_row(options.bool_mask, b, h, i);
-  const T* am = mask_row(options.additive_mask, b, h, i);
-  for (int64_t j = 0; j < end; ++j)
-    if ((bm == nullptr || bm[j * options.bool_mask.stride(kDim)] != 0) &&
-        (am == nullptr || am[j * options.additive_mask.stride(kDim)] != -INFINITY))
-      return true;
-  return false;
-}
-
 template <class T>
 AttentionDims check_backward_args(ConstView<T> q, ConstView<T> k, ConstView<T> v, ConstView<T> out, ConstView<T> lse,
                                   ConstView<T> grad_out, const AttentionOptions<T>& options, TensorView<T> dq,
@@ -275,7 +261,7 @@ AttentionDims check_backward_args(ConstView<T> q, ConstView<T> k, ConstView<T> v
                                   "fully masked row)", L, b, h, i));
         // −inf says "no key visible": it would pass back zero gradients without a word, so
         // it must be true. Checked only on such rows (rare), against the visibility rules.
-        if (L == -INFINITY && row_sees_a_key(d, options, b, h, i))
+        if (L == -INFINITY && has_unmasked_key(d, options, b, h, i))
           throw Error(fmt::format("lse: -inf at [{}, {}, {}, 0], but that row sees a key (-inf is only for a fully "
                                   "masked row; pass the forward's lse)", b, h, i));
       }

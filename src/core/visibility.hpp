@@ -5,6 +5,7 @@
 // causality and key padding leave, [0, key_end), and the boolean mask (if any) allows it.
 // (An additive −inf removes a key from the softmax too, but as a score, not here.)
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 
 #include "attnlab/attention_options.hpp"
@@ -49,6 +50,21 @@ inline int64_t visible_keys(const AttentionDims& dims, const AttentionOptions<T>
   int64_t n = 0;
   for (int64_t j = 0; j < end; ++j) n += bm[j * st] != 0;
   return n;
+}
+
+// True if row i of (b, h) sees a key whose additive mask value (if any) is not −inf: a
+// row whose forward L cannot be −inf (the backward checks a given lse against it).
+template <class T>
+inline bool has_unmasked_key(const AttentionDims& dims, const AttentionOptions<T>& options, int64_t b, int64_t h,
+                             int64_t i) {
+  const int64_t end = key_end(dims, options, b, i);
+  const uint8_t* bm = mask_row(options.bool_mask, b, h, i);
+  const T* am = mask_row(options.additive_mask, b, h, i);
+  for (int64_t j = 0; j < end; ++j)
+    if ((bm == nullptr || bm[j * options.bool_mask.stride(kDim)] != 0) &&
+        (am == nullptr || am[j * options.additive_mask.stride(kDim)] != -INFINITY))
+      return true;
+  return false;
 }
 
 }  // namespace attnlab::detail
