@@ -2,6 +2,7 @@
 // _attnlab.lab_experiments() describes them, _attnlab.lab_run() runs one with a
 // string→string configuration and returns its result as plain Python data, each
 // table a dict of NumPy arrays (one float64 array per column).
+#include <cblas.h>
 #include <pybind11/stl.h>
 
 #include <string>
@@ -57,10 +58,28 @@ py::dict to_python(const lab::Verdict& v) {
   return d;
 }
 
+// OpenBLAS's thread count is process-wide, so the program sets it, as the command line
+// does at start-up (tools/attnlab/main.cpp): the training study calls OpenBLAS from each of
+// its own OpenMP threads, and OpenBLAS's threads on top of those made `train --quick` 12×
+// slower from Python (174 s against 14 s). A Python process may use the same OpenBLAS
+// through NumPy, so the count is 1 for the run only and restored after. Speed only: results
+// do not depend on it.
+class OneBlasThreadDuringRun {
+ public:
+  OneBlasThreadDuringRun() : saved_(openblas_get_num_threads()) { openblas_set_num_threads(1); }
+  ~OneBlasThreadDuringRun() { openblas_set_num_threads(saved_); }
+  OneBlasThreadDuringRun(const OneBlasThreadDuringRun&) = delete;
+  OneBlasThreadDuringRun& operator=(const OneBlasThreadDuringRun&) = delete;
+
+ private:
+  int saved_;
+};
+
 py::dict lab_run(const std::string& name, const lab::Config& config, uint64_t seed) {
   lab::Result r;
   {
     py::gil_scoped_release release;  // experiments run for seconds; other threads may go on
+    const OneBlasThreadDuringRun one_blas_thread;
     r = lab::run(name, config, seed);
   }
   py::dict tables;

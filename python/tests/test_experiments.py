@@ -53,3 +53,18 @@ def test_integer_parameters_are_bounded_before_any_narrowing():
     for grid in (2**32 + 1, 2**31, -(2**40)):
         with pytest.raises(ValueError, match="grid"):
             experiments.run("saturation", quick=True, grid=grid)
+
+
+def test_a_lab_run_leaves_the_openblas_thread_count_as_it_was():
+    # lab_run sets OpenBLAS to one thread while an experiment runs (the training study
+    # calls it from its own threads) and must give NumPy's users their setting back.
+    import ctypes
+
+    blas = ctypes.CDLL("libopenblas.so.0")  # the copy the extension already loaded: one process-wide count
+    before = blas.openblas_get_num_threads()
+    try:
+        blas.openblas_set_num_threads(2)
+        experiments.run("saturation", quick=True, grid=5)
+        assert blas.openblas_get_num_threads() == 2
+    finally:
+        blas.openblas_set_num_threads(before)

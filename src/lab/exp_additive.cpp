@@ -109,21 +109,30 @@ double norm(const std::vector<double>& v) {
   return std::sqrt(s);
 }
 
-Result run_additive(const AdditiveConfig& c, RunContext& ctx) {
+void validate(const AdditiveConfig& c) {
   util::require_positive("dims", c.dims);
   if (c.d_a < 0) throw Error("d_a: must be ≥ 0 (0 = d_k)");
   if (c.queries < 1 || c.keys < 2) throw Error("queries, keys: need ≥ 1 query and ≥ 2 keys");
   util::require_positive("weight_samples", c.weight_samples);
   util::require_positive("gradient_pairs", c.gradient_pairs);
   if (c.init != "xavier" && c.init != "standard_normal") throw Error("init: '" + c.init + "' is not xavier or standard_normal");
-  Result result;
-  const double grad_error = gradient_check(ctx.seed);
+}
 
-  Table t("additive", {"d_k", "d_a", "additive_std", "additive_theory_std", "multiplicative_std",
-                       "multiplicative_theory_std", "additive_grad_h", "multiplicative_grad_h", "additive_max_prob",
-                       "multiplicative_max_prob", "additive_rel_se", "multiplicative_rel_se"});
-  ctx.report(fmt::format("{} sizes, {}×{} (s, h) pairs per weight draw", c.dims.size(), c.queries, c.keys));
+// ---- measure ------------------------------------------------------------------
+
+// Per d_k: the spread of both scores over random (h, s) pairs and weight draws, beside
+// theory; the gradient reaching h; the largest probability of a softmax over the keys.
+struct Scores {
+  Table table{"additive", {"d_k", "d_a", "additive_std", "additive_theory_std", "multiplicative_std",
+                           "multiplicative_theory_std", "additive_grad_h", "multiplicative_grad_h",
+                           "additive_max_prob", "multiplicative_max_prob", "additive_rel_se",
+                           "multiplicative_rel_se"}};
   double consistency = 0;  // fast path (projections computed once) vs the per-pair forward functions
+};
+
+Scores measure_scores(const AdditiveConfig& c, RunContext& ctx) {
+  Scores scores;
+  ctx.report(fmt::format("{} sizes, {}×{} (s, h) pairs per weight draw", c.dims.size(), c.queries, c.keys));
   for (int64_t d : c.dims) {
     const int64_t da = c.d_a == 0 ? d : c.d_a;
     const int64_t n_draws = std::max<int64_t>(2, c.weight_samples / d);
@@ -180,7 +189,7 @@ Result run_additive(const AdditiveConfig& c, RunContext& ctx) {
         out.mul_max.push_back(*std::max_element(p.begin(), p.end()));
       }
     });
-    for (double x : draw_consistency) consistency = std::max(consistency, x);
+    for (double x : draw_consistency) scores.consistency = std::max(scores.consistency, x);
     // Relative standard error of each measured std, from the spread of the per-draw stds
     // (weights and inputs both vary between draws).
     auto rel_se = [&](std::vector<double> Draw::*scores) {
@@ -201,12 +210,16 @@ Result run_additive(const AdditiveConfig& c, RunContext& ctx) {
     // the same formulas with the N(0,1) variances.
     const double add_theory = std::sqrt(dad * var_v * mean_tanh_sq(var_u));
     const double mul_theory = std::sqrt(dad) * var_u / 2;
-    t.add_row({dd, dad, std::sqrt(util::variance(all.add)), add_theory, std::sqrt(util::variance(all.mul)), mul_theory,
+    scores.table.add_row({dd, dad, std::sqrt(util::variance(all.add)), add_theory, std::sqrt(util::variance(all.mul)), mul_theory,
                util::median(all.add_grad), util::median(all.mul_grad), util::mean(all.add_max), util::mean(all.mul_max),
                add_se, mul_se});
   }
-  result.tables.push_back(t);
+  return scores;
+}
 
+// ---- figures ------------------------------------------------------------------
+
+Figure figure_scores(const AdditiveConfig& c, const Table& t) {
   const auto xs = t.column("d_k");
   Figure f;
   f.name = "additive_vs_multiplicative";
@@ -237,8 +250,13 @@ Result run_additive(const AdditiveConfig& c, RunContext& ctx) {
   pm.legend_position = "top left";
   for (auto* p : {&ps, &pg, &pm}) p->x_tics = xs;
   f.panels = {ps, pg, pm};
-  result.figures.push_back(f);
+  return f;
+}
 
+// ---- verdicts -----------------------------------------------------------------
+
+Verdict verdict_c9(const AdditiveConfig& c, const Table& t, double grad_error, double consistency) {
+  const auto xs = t.column("d_k");
   // Agreement with theory within ratio_tolerance, or 4 standard errors when sampling noise is larger
   // (few weight draws in a quick run); worst_* are in units of that allowance.
   double worst_add = 0, worst_mul = 0, worst_add_in = 0, worst_mul_in = 0;
@@ -279,8 +297,19 @@ Result run_additive(const AdditiveConfig& c, RunContext& ctx) {
   v.outcome = util::outcome_of(std::abs(add_slope) <= add_allow && std::abs(mul_slope - 0.5) <= mul_allow &&
                                worst_add_in <= 1 && worst_mul_in <= 1 &&
                                grad_error <= c.gradcheck_tolerance && consistency <= 1e-9);
-  v.figure = f.name;
-  result.verdicts.push_back(v);
+  v.figure = "additive_vs_multiplicative";
+  return v;
+}
+
+Result run_additive(const AdditiveConfig& c, RunContext& ctx) {
+  validate(c);
+  const double grad_error = gradient_check(ctx.seed);
+  const Scores scores = measure_scores(c, ctx);
+
+  Result result;
+  result.tables = {scores.table};
+  result.figures = {figure_scores(c, scores.table)};
+  result.verdicts = {verdict_c9(c, scores.table, grad_error, scores.consistency)};
   return result;
 }
 

@@ -56,21 +56,27 @@ double norm(const std::vector<double>& v) {
   return std::sqrt(s);
 }
 
-Result run_classifier(const ClassifierConfig& c, RunContext& ctx) {
+void validate(const ClassifierConfig& c) {
   if (c.classes < 2) throw Error("classes: need at least 2");
   util::require_positive("trials", c.trials);
   if (!(c.a_min > 0 && c.a_max > c.a_min)) throw Error("a_min, a_max: need 0 < a_min < a_max");
   if (c.grid < 2) throw Error("grid: need at least 2 points");
   if (c.loss != "cross_entropy" && c.loss != "softmax_mse")
     throw Error("loss: '" + c.loss + "' is not cross_entropy or softmax_mse");
-  Result result;
-  auto g = util::rng(ctx.seed, "classifier");
+}
+
+// ---- measure ------------------------------------------------------------------
+
+// One random logit direction u, a unit upstream gradient for attention's J g, and two targets.
+struct Trial {
+  std::vector<double> u, upstream;
+  int64_t right, wrong;  // target = argmax u, and a random other class
+};
+
+std::vector<Trial> make_trials(const ClassifierConfig& c, uint64_t seed) {
+  auto g = util::rng(seed, "classifier");
   std::normal_distribution<double> normal(0, 1);
   const size_t n = static_cast<size_t>(c.classes);
-  struct Trial {
-    std::vector<double> u, upstream;
-    int64_t right, wrong;  // target = argmax u, and a random other class
-  };
   std::vector<Trial> trials(static_cast<size_t>(c.trials));
   for (auto& t : trials) {
     t.u.resize(n);
@@ -82,11 +88,16 @@ Result run_classifier(const ClassifierConfig& c, RunContext& ctx) {
     t.right = std::max_element(t.u.begin(), t.u.end()) - t.u.begin();
     t.wrong = (t.right + 1 + std::uniform_int_distribution<int64_t>(0, c.classes - 2)(g)) % c.classes;
   }
+  return trials;
+}
+
+// Per scale a of the logits a·u: the gradient norms at the logits (median and 5–95 %).
+Table measure_gradients(const ClassifierConfig& c, const std::vector<Trial>& trials, RunContext& ctx) {
   ctx.report(fmt::format("{} scales × {} trials", c.grid, c.trials));
+  const size_t n = static_cast<size_t>(c.classes);
   Table t("classifier", {"a", "wrong_median", "wrong_p05", "wrong_p95", "right_median", "right_p05", "right_p95",
                          "attention_median", "attention_p05", "attention_p95"});
-  const auto grid = util::log_grid(c.a_min, c.a_max, static_cast<int>(c.grid));
-  for (double a : grid) {
+  for (double a : util::log_grid(c.a_min, c.a_max, static_cast<int>(c.grid))) {
     std::vector<double> wrong, right, att;
     for (const auto& tr : trials) {
       std::vector<double> z(n), p(n), jg(n);
@@ -101,8 +112,13 @@ Result run_classifier(const ClassifierConfig& c, RunContext& ctx) {
                util::quantile(right, 0.05), util::quantile(right, 0.95), util::median(att), util::quantile(att, 0.05),
                util::quantile(att, 0.95)});
   }
-  result.tables.push_back(t);
+  return t;
+}
 
+// ---- figures ------------------------------------------------------------------
+
+Figure figure_gradients(const ClassifierConfig& c, const Table& t) {
+  const auto& grid = t.column("a");
   Figure f;
   f.name = "classifier_gradient";
   f.title = c.loss == "cross_entropy" ? "Softmax + cross-entropy: the gradient at the logits is p − y"
@@ -136,8 +152,12 @@ Result run_classifier(const ClassifierConfig& c, RunContext& ctx) {
     }
     f.panels.push_back(p);
   }
-  result.figures.push_back(f);
+  return f;
+}
 
+// ---- verdicts -----------------------------------------------------------------
+
+Verdict verdict_c10(const ClassifierConfig& c, const Table& t) {
   const double wrong_end = t.column("wrong_median").back(), right_end = t.column("right_median").back();
   const double att_end = t.column("attention_p95").back();
   const double wrong_low = t.column("wrong_p05").back();
@@ -155,8 +175,17 @@ Result run_classifier(const ClassifierConfig& c, RunContext& ctx) {
   v.outcome = util::outcome_of(std::abs(wrong_end - std::sqrt(2.0)) <= c.tolerance &&
                                std::abs(wrong_low - std::sqrt(2.0)) <= c.tolerance && right_end <= c.tolerance &&
                                att_end <= c.tolerance);
-  v.figure = f.name;
-  result.verdicts.push_back(v);
+  v.figure = "classifier_gradient";
+  return v;
+}
+
+Result run_classifier(const ClassifierConfig& c, RunContext& ctx) {
+  validate(c);
+  const std::vector<Trial> trials = make_trials(c, ctx.seed);
+  Result result;
+  result.tables = {measure_gradients(c, trials, ctx)};
+  result.figures = {figure_gradients(c, result.tables[0])};
+  result.verdicts = {verdict_c10(c, result.tables[0])};
   return result;
 }
 

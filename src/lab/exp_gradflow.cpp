@@ -158,7 +158,13 @@ TableEntry jacobian_median(const ScalePolicy& policy, int64_t keys, int64_t d, i
   return {util::median(all), std::sqrt(util::variance(logs) / static_cast<double>(groups))};
 }
 
-Result run_gradflow(const GradflowConfig& c, RunContext& ctx) {
+// The policies to compare; C6 and C7 set `baseline` (no scale) against `remedy` (1/√d).
+struct Policies {
+  std::vector<ScalePolicy> list;
+  size_t base = 0, remedy = 0;
+};
+
+Policies validate(const GradflowConfig& c) {
   util::require_positive("dims", c.dims);
   util::require_positive("table_dims", c.table_dims);
   if (c.n_keys < 2) throw Error("n_keys: need at least 2");
@@ -169,27 +175,40 @@ Result run_gradflow(const GradflowConfig& c, RunContext& ctx) {
     throw Error(fmt::format("table_unscaled: {} values for {} table_dims", c.table_unscaled.size(), c.table_dims.size()));
   if (c.dims.size() < 2) throw Error("dims: need at least 2 to see a trend");
   if (c.upstream != "unit_dp" && c.upstream != "unit") throw Error("upstream: '" + c.upstream + "' is not unit_dp or unit");
-  const std::vector<ScalePolicy> policies = util::parse_policies("policies", c.policies);
+  Policies p;
+  p.list = util::parse_policies("policies", c.policies);
   const auto find_policy = [&](const std::string& key, const std::string& name) {
     for (size_t i = 0; i < c.policies.size(); ++i)
       if (c.policies[i] == name) return i;
     throw Error(key + ": '" + name + "' is not one of the policies");
   };
-  const size_t base = find_policy("baseline", c.baseline), remedy = find_policy("remedy", c.remedy);
+  p.base = find_policy("baseline", c.baseline);
+  p.remedy = find_policy("remedy", c.remedy);
+  return p;
+}
 
-  Result result;
-  Table t("gradflow", {"policy", "d_k", "scale", "norm_dQ", "norm_dK", "norm_dS", "mean_J_fro", "median_J_fro",
-                       "saturated_fraction", "mean_max_prob", "median_row_dQ", "median_row_dK"});
-  std::vector<std::vector<Measure>> by_policy(policies.size());
-  for (size_t pi = 0; pi < policies.size(); ++pi) {
-    ctx.report(fmt::format("policy {} over {} head dims ({} keys)", policies[pi].name(), c.dims.size(), c.n_keys));
+// ---- measure ------------------------------------------------------------------
+
+struct PolicySweep {
+  Table table{"gradflow", {"policy", "d_k", "scale", "norm_dQ", "norm_dK", "norm_dS", "mean_J_fro", "median_J_fro",
+                           "saturated_fraction", "mean_max_prob", "median_row_dQ", "median_row_dK"}};
+  std::vector<std::vector<Measure>> by_policy;  // [policy][d_k], averaged over trials
+};
+
+// Every policy at every d_k, on the same random problems (a paired comparison).
+PolicySweep measure_policies(const GradflowConfig& c, const Policies& policies, RunContext& ctx) {
+  PolicySweep sweep;
+  sweep.by_policy.resize(policies.list.size());
+  for (size_t pi = 0; pi < policies.list.size(); ++pi) {
+    const ScalePolicy& policy = policies.list[pi];
+    ctx.report(fmt::format("policy {} over {} head dims ({} keys)", policy.name(), c.dims.size(), c.n_keys));
     for (int64_t d : c.dims) {
       std::vector<Measure> trials(static_cast<size_t>(c.trials));
       util::parallel_for(c.trials, ctx.threads, [&](int64_t tr) {
         // The same Q, K, V for every policy (stream without the policy name): a paired comparison.
         auto g = util::rng(ctx.seed, fmt::format("gradflow/{}/{}", d, tr));
         const double upstream_sigma = c.upstream == "unit" ? 1.0 : 1.0 / std::sqrt(static_cast<double>(d));
-        trials[static_cast<size_t>(tr)] = measure(policies[pi], c.n_keys, d, upstream_sigma, g);
+        trials[static_cast<size_t>(tr)] = measure(policy, c.n_keys, d, upstream_sigma, g);
       });
       Measure m;
       const double T = static_cast<double>(c.trials);
@@ -198,42 +217,48 @@ Result run_gradflow(const GradflowConfig& c, RunContext& ctx) {
         m.j_median += x.j_median / T, m.saturated += x.saturated / T, m.max_prob += x.max_prob / T;
         m.dq_row += x.dq_row / T, m.dk_row += x.dk_row / T;
       }
-      by_policy[pi].push_back(m);
-      t.add_row({static_cast<double>(pi), static_cast<double>(d), policies[pi](d, c.n_keys), m.dq, m.dk, m.ds, m.j_mean,
-                 m.j_median, m.saturated, m.max_prob, m.dq_row, m.dk_row});
+      sweep.by_policy[pi].push_back(m);
+      sweep.table.add_row({static_cast<double>(pi), static_cast<double>(d), policy(d, c.n_keys), m.dq, m.dk, m.ds,
+                           m.j_mean, m.j_median, m.saturated, m.max_prob, m.dq_row, m.dk_row});
     }
   }
-  result.tables.push_back(t);
-  std::string legend;
-  for (size_t i = 0; i < c.policies.size(); ++i) legend += fmt::format("{}{} = {}", i ? ", " : "", i, policies[i].name());
-  result.notes.push_back("gradflow.csv: policy " + legend);
+  return sweep;
+}
 
-  // The issue's table.
+// The issue's table of median ‖J‖_F, measured beside the values it quotes.
+struct IssueTable {
+  Table table{"jacobian_median_table", {"d_k", "unscaled_median", "unscaled_log_se", "unscaled_expected",
+                                        "scaled_median", "scaled_log_se", "scaled_expected"}};
+  double worst = 0;  // largest |log ratio| / allowance
+  std::string text;
+};
+
+IssueTable measure_issue_table(const GradflowConfig& c, RunContext& ctx) {
   ctx.report(fmt::format("median ‖J‖_F table: {} keys, {} rows per entry", c.table_keys, c.table_rows));
-  Table jt("jacobian_median_table", {"d_k", "unscaled_median", "unscaled_log_se", "unscaled_expected",
-                                     "scaled_median", "scaled_log_se", "scaled_expected"});
-  double worst_table = 0;  // largest |log ratio| / allowance
-  std::string table_text;
+  IssueTable t;
   for (size_t i = 0; i < c.table_dims.size(); ++i) {
     const int64_t d = c.table_dims[i];
     const auto u = jacobian_median(ScalePolicy::none(), c.table_keys, d, c.table_rows, c.table_groups, ctx.seed,
                                    fmt::format("gradflow/table/none/{}", d), ctx.threads);
     const auto s = jacobian_median(ScalePolicy::inv_sqrt_d(), c.table_keys, d, c.table_rows, c.table_groups, ctx.seed,
                                    fmt::format("gradflow/table/inv_sqrt_d/{}", d), ctx.threads);
-    jt.add_row({static_cast<double>(d), u.median, u.log_se, c.table_unscaled[i], s.median, s.log_se, c.table_scaled});
-    worst_table = std::max(worst_table, std::abs(std::log(u.median / c.table_unscaled[i])) / (c.table_z * u.log_se + c.table_rounding));
-    worst_table = std::max(worst_table, std::abs(std::log(s.median / c.table_scaled)) / (c.table_z * s.log_se + c.table_rounding));
-    table_text += fmt::format("{}d_k {}: {:.3g} (issue {:g}) / {:.3g} (issue ≈{:g})", i ? "; " : "", d, u.median,
-                              c.table_unscaled[i], s.median, c.table_scaled);
+    t.table.add_row({static_cast<double>(d), u.median, u.log_se, c.table_unscaled[i], s.median, s.log_se, c.table_scaled});
+    t.worst = std::max(t.worst, std::abs(std::log(u.median / c.table_unscaled[i])) / (c.table_z * u.log_se + c.table_rounding));
+    t.worst = std::max(t.worst, std::abs(std::log(s.median / c.table_scaled)) / (c.table_z * s.log_se + c.table_rounding));
+    t.text += fmt::format("{}d_k {}: {:.3g} (issue {:g}) / {:.3g} (issue ≈{:g})", i ? "; " : "", d, u.median,
+                          c.table_unscaled[i], s.median, c.table_scaled);
   }
-  result.tables.push_back(jt);
-  result.notes.push_back("median ‖J‖_F, " + std::to_string(c.table_keys) + " keys, unscaled / 1/√d: " + table_text);
+  return t;
+}
 
-  // ---- figures ----
+// ---- figures ------------------------------------------------------------------
+
+Figure figure_gradflow(const GradflowConfig& c, const Policies& policies, const PolicySweep& sweep,
+                       const IssueTable& issue) {
   const auto xs = util::to_double(c.dims);
   auto column = [&](size_t pi, double Measure::*field) {
     std::vector<double> v;
-    for (const auto& m : by_policy[pi]) v.push_back(m.*field);
+    for (const auto& m : sweep.by_policy[pi]) v.push_back(m.*field);
     return v;
   };
   Figure f;
@@ -253,8 +278,8 @@ Result run_gradflow(const GradflowConfig& c, RunContext& ctx) {
   Panel ps = util::panel("all queries: ‖dQ‖_F", "d_k", "‖dQ‖_F", true, true);
   Panel pj = util::panel("median over rows of ‖J‖_F", "d_k", "median ‖J‖_F", true, true);
   Panel pz = util::panel("saturated rows (max p > 0.99)", "d_k", "fraction of rows", true, false);
-  for (size_t pi = 0; pi < policies.size(); ++pi) {
-    const std::string col = util::colour(pi), name = policies[pi].name();
+  for (size_t pi = 0; pi < policies.list.size(); ++pi) {
+    const std::string col = util::colour(pi), name = policies.list[pi].name();
     pq.series.push_back(util::series(name, Style::linespoints, xs, column(pi, &Measure::dq_row), col));
     pk.series.push_back(util::series(name, Style::linespoints, xs, column(pi, &Measure::dk_row), col));
     ps.series.push_back(util::series(name, Style::linespoints, xs, column(pi, &Measure::dq), col));
@@ -270,17 +295,22 @@ Result run_gradflow(const GradflowConfig& c, RunContext& ctx) {
                          "median ‖J‖_F", true, true);
   const auto tx = util::to_double(c.table_dims);
   pt.series.push_back(util::series("unscaled: issue", Style::theory, tx, c.table_unscaled, util::colour(0)));
-  pt.series.push_back(util::series("unscaled: measured", Style::points, tx, jt.column("unscaled_median"), util::colour(0)));
-  pt.series.push_back(util::series("1/√d: issue", Style::theory, tx, jt.column("scaled_expected"), util::colour(1)));
-  pt.series.push_back(util::series("1/√d: measured", Style::points, tx, jt.column("scaled_median"), util::colour(1)));
+  pt.series.push_back(util::series("unscaled: measured", Style::points, tx, issue.table.column("unscaled_median"), util::colour(0)));
+  pt.series.push_back(util::series("1/√d: issue", Style::theory, tx, issue.table.column("scaled_expected"), util::colour(1)));
+  pt.series.push_back(util::series("1/√d: measured", Style::points, tx, issue.table.column("scaled_median"), util::colour(1)));
   pt.x_tics = tx;
   pt.legend_position = "bottom left";
   f.panels = {pq, pk, ps, pj, pz, pt};
-  result.figures.push_back(f);
+  return f;
+}
 
-  // ---- verdicts ----
-  const auto& B = by_policy[base];
-  const auto& R = by_policy[remedy];
+// ---- verdicts -----------------------------------------------------------------
+
+Verdict verdict_c6(const GradflowConfig& c, const Policies& policies, const PolicySweep& sweep,
+                   const IssueTable& issue) {
+  const auto& B = sweep.by_policy[policies.base];
+  const auto& R = sweep.by_policy[policies.remedy];
+  const std::string base_name = policies.list[policies.base].name(), remedy_name = policies.list[policies.remedy].name();
   // The typical row (median over rows): the seeds' argument is about each softmax row saturating.
   const double j_fall = B.front().j_median / B.back().j_median;
   const double dq_fall = B.front().dq_row / B.back().dq_row, dk_fall = B.front().dk_row / B.back().dk_row;
@@ -292,31 +322,34 @@ Result run_gradflow(const GradflowConfig& c, RunContext& ctx) {
   const double remedy_spread = std::max(spread(R, &Measure::dq_row), spread(R, &Measure::dk_row));
   const bool vanishes = j_fall > c.vanish_factor && dq_fall > c.vanish_factor && dk_fall > c.vanish_factor;
   const bool same_order = remedy_spread < c.same_order_factor;
-  const bool table_ok = worst_table <= 1.0;
+  const bool table_ok = issue.worst <= 1.0;
   Verdict v6 = make_verdict("C6");
   v6.theory_text = fmt::format("without scale ‖J‖, ‖dQ‖, ‖dK‖ → 0 as d_k grows; with {} of the same order; the issue's "
-                               "median ‖J‖_F table", policies[remedy].name());
+                               "median ‖J‖_F table", remedy_name);
   v6.theory = c.same_order_factor;
   v6.measured = remedy_spread;
   v6.measured_text = fmt::format("typical row, {}: ‖J‖_F falls {:.3g}×, ‖dQ_i‖ {:.3g}×, ‖dK_j‖ {:.3g}× from d_k {} to "
                                  "{}; {}: max/min over d_k = {:.3g}; total ‖dQ‖_F without scale changes {:.3g}× "
                                  "(few unsaturated rows); table: {} (worst deviation {:.2f} of the allowance)",
-                                 policies[base].name(), j_fall, dq_fall, dk_fall, c.dims.front(), c.dims.back(),
-                                 policies[remedy].name(), remedy_spread, B.back().dq / B.front().dq, table_text,
-                                 worst_table);
+                                 base_name, j_fall, dq_fall, dk_fall, c.dims.front(), c.dims.back(), remedy_name,
+                                 remedy_spread, B.back().dq / B.front().dq, issue.text, issue.worst);
   v6.tolerance = c.same_order_factor;
   v6.method = fmt::format("Per row (median over rows: the typical query and key). Confirmed when, without the scale, "
                           "median ‖J‖_F, ‖dQ_i‖ and ‖dK_j‖ fall by more than {:g}× from "
                           "d_k = {} to {}; with {} their largest/smallest over d_k stays below {:g}; and the "
                           "median ‖J‖_F over {} rows of {} keys matches the issue's table within {:g} standard errors "
                           "of log(median) (+{:g} for rounding).",
-                          c.vanish_factor, c.dims.front(), c.dims.back(), policies[remedy].name(), c.same_order_factor,
+                          c.vanish_factor, c.dims.front(), c.dims.back(), remedy_name, c.same_order_factor,
                           c.table_rows, c.table_keys, c.table_z, c.table_rounding);
   v6.outcome = util::outcome_of(vanishes && same_order && table_ok);
-  v6.figure = f.name;
-  result.verdicts.push_back(v6);
+  v6.figure = "gradflow";
+  return v6;
+}
 
-  // C7: explosion or vanishing? The ratio of gradient norms without/with the scale.
+// C7: explosion or vanishing? The ratio of gradient norms without/with the scale.
+Verdict verdict_c7(const GradflowConfig& c, const Policies& policies, const PolicySweep& sweep) {
+  const auto& B = sweep.by_policy[policies.base];
+  const auto& R = sweep.by_policy[policies.remedy];
   std::vector<double> ratio;
   std::string ratio_text;
   for (size_t i = 0; i < c.dims.size(); ++i) {
@@ -325,7 +358,7 @@ Result run_gradflow(const GradflowConfig& c, RunContext& ctx) {
     ratio.push_back(r);
     ratio_text += fmt::format("{}{}: {:.2g}", i ? ", " : "", c.dims[i], r);
   }
-  const double slope = util::loglog_slope(xs, ratio);
+  const double slope = util::loglog_slope(util::to_double(c.dims), ratio);
   Verdict v7 = make_verdict("C7");
   v7.theory = 0;
   v7.theory_text = "vanishing: ‖grad‖ without scale / ‖grad‖ with it → 0 as d_k grows (explosion would make it ≫ 1)";
@@ -335,7 +368,8 @@ Result run_gradflow(const GradflowConfig& c, RunContext& ctx) {
     total_text += fmt::format("{}{}: {:.2g}", i ? ", " : "", c.dims[i], B[i].dq / R[i].dq);
   v7.measured_text = fmt::format("typical-row ratio ‖(dQ_i, dK_j)‖ {} / {} by d_k: {}; trend d_k^{:.2f}. Total ‖dQ‖_F "
                                  "ratio (carried by the few unsaturated rows): {}",
-                                 policies[base].name(), policies[remedy].name(), ratio_text, slope, total_text);
+                                 policies.list[policies.base].name(), policies.list[policies.remedy].name(), ratio_text,
+                                 slope, total_text);
   v7.tolerance = 1.0;
   v7.method = "On the typical row (median over rows of ‖dQ_i‖ and ‖dK_j‖): vanishing (confirmed) when the ratio "
               "of gradient norms without/with the scale is below 1 at the largest "
@@ -347,8 +381,21 @@ Result run_gradflow(const GradflowConfig& c, RunContext& ctx) {
     v7.outcome = Outcome::refuted;
   else
     v7.outcome = Outcome::inconclusive;
-  v7.figure = f.name;
-  result.verdicts.push_back(v7);
+  v7.figure = "gradflow";
+  return v7;
+}
+
+Result run_gradflow(const GradflowConfig& c, RunContext& ctx) {
+  const Policies policies = validate(c);
+  const PolicySweep sweep = measure_policies(c, policies, ctx);
+  const IssueTable issue = measure_issue_table(c, ctx);
+
+  Result result;
+  result.tables = {sweep.table, issue.table};
+  result.notes.push_back("gradflow.csv: policy " + util::policy_legend(policies.list));
+  result.notes.push_back("median ‖J‖_F, " + std::to_string(c.table_keys) + " keys, unscaled / 1/√d: " + issue.text);
+  result.figures = {figure_gradflow(c, policies, sweep, issue)};
+  result.verdicts = {verdict_c6(c, policies, sweep, issue), verdict_c7(c, policies, sweep)};
   return result;
 }
 

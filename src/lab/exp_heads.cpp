@@ -43,34 +43,47 @@ Tensor<double> slice(ConstView<double> t, int64_t b, int64_t h) {
   return s;
 }
 
-Result run_heads(const HeadsConfig& c, RunContext& ctx) {
+void validate(const HeadsConfig& c) {
   for (auto [k, v] : {std::pair{"batch", c.batch}, {"heads", c.heads}, {"seq", c.seq}, {"d_k", c.d_k}})
     util::require_positive(k, v);
   util::require_positive("sigma_min", c.sigma_min);
   util::require_positive("sigma_max", c.sigma_max);
   if (c.layout != "bhsd" && c.layout != "bshd_strided" && c.layout != "bshd_misread")
     throw Error("layout: '" + c.layout + "' is not bhsd, bshd_strided or bshd_misread");
-  Result result;
+}
+
+// ---- inputs -------------------------------------------------------------------
+
+// σ of head h's q and k, spread linearly from sigma_min (head 0) to sigma_max (the last).
+double sigma_of(const HeadsConfig& c, int64_t h) {
+  return c.heads == 1 ? c.sigma_min
+                      : c.sigma_min + (c.sigma_max - c.sigma_min) * static_cast<double>(h) / static_cast<double>(c.heads - 1);
+}
+
+// The logical tensors [B, H, S, D] (what the per-head computation sees), and the
+// memory handed to the batched call when the layout is not bhsd.
+struct Inputs {
+  Tensor<double> q, k, v, dout;             // [B, H, S, D]
+  std::vector<double> mq, mk, mv, mo;       // [B, S, H, D] copies (layouts other than bhsd)
+};
+
+Inputs make_inputs(const HeadsConfig& c, uint64_t seed) {
   const int64_t B = c.batch, H = c.heads, S = c.seq, D = c.d_k;
   const Shape shape{B, H, S, D};
-  auto sigma_of = [&](int64_t h) {
-    return H == 1 ? c.sigma_min : c.sigma_min + (c.sigma_max - c.sigma_min) * static_cast<double>(h) / static_cast<double>(H - 1);
-  };
-  // The logical tensors [B, H, S, D] (what the per-head computation sees) ...
-  auto g = util::rng(ctx.seed, "heads");
+  auto g = util::rng(seed, "heads");
   std::normal_distribution<double> normal(0, 1);
-  Tensor<double> q(shape), k(shape), v(shape), dout(shape);
+  Inputs in{Tensor<double>(shape), Tensor<double>(shape), Tensor<double>(shape), Tensor<double>(shape), {}, {}, {}, {}};
   for (int64_t b = 0; b < B; ++b)
     for (int64_t h = 0; h < H; ++h)
       for (int64_t i = 0; i < S; ++i)
         for (int64_t d = 0; d < D; ++d) {
-          q(b, h, i, d) = sigma_of(h) * normal(g);
-          k(b, h, i, d) = sigma_of(h) * normal(g);
-          v(b, h, i, d) = normal(g);
-          dout(b, h, i, d) = normal(g);
+          in.q(b, h, i, d) = sigma_of(c, h) * normal(g);
+          in.k(b, h, i, d) = sigma_of(c, h) * normal(g);
+          in.v(b, h, i, d) = normal(g);
+          in.dout(b, h, i, d) = normal(g);
         }
-  // ... and the memory handed to the batched call. BERT implementations often hold
-  // [B, S, H, D] (heads split from the hidden dim); a strided view describes it exactly.
+  // BERT implementations often hold [B, S, H, D] (heads split from the hidden dim); a
+  // strided view describes it exactly.
   auto to_bshd = [&](const Tensor<double>& t) {
     std::vector<double> m(static_cast<size_t>(t.numel()));
     for (int64_t b = 0; b < B; ++b)
@@ -79,113 +92,175 @@ Result run_heads(const HeadsConfig& c, RunContext& ctx) {
           for (int64_t d = 0; d < D; ++d) m[static_cast<size_t>(((b * S + i) * H + h) * D + d)] = t(b, h, i, d);
     return m;
   };
-  std::vector<double> mq, mk, mv, mo;
-  ConstView<double> vq = q.view(), vk = k.view(), vv = v.view(), vo = dout.view();
-  if (c.layout != "bhsd") {
-    mq = to_bshd(q), mk = to_bshd(k), mv = to_bshd(v), mo = to_bshd(dout);
-    const Shape strides = c.layout == "bshd_strided" ? Shape{S * H * D, D, H * D, 1} : contiguous_strides(shape);
-    vq = {mq.data(), shape, strides}, vk = {mk.data(), shape, strides};
-    vv = {mv.data(), shape, strides}, vo = {mo.data(), shape, strides};
-  }
+  if (c.layout != "bhsd") in.mq = to_bshd(in.q), in.mk = to_bshd(in.k), in.mv = to_bshd(in.v), in.mo = to_bshd(in.dout);
+  return in;
+}
 
-  Table t("heads", {"policy", "batch", "head", "sigma", "saturated_fraction", "mean_max_prob", "mean_entropy"});
-  double worst_exact = 0, worst_engine = 0, worst_engine_p = 0, worst_engine_grad = 0;
-  std::vector<std::vector<double>> sat(2), ent(2);  // per policy: per head, averaged over the batch
-  std::vector<Tensor<double>> sample_p(2);
-  const std::vector<ScalePolicy> policies{ScalePolicy::none(), ScalePolicy::inv_sqrt_d()};
-  for (size_t pi = 0; pi < policies.size(); ++pi) {
-    ctx.report(fmt::format("policy {}: batched forward/backward on {} and head by head", policies[pi].name(), attnlab::to_string(shape)));
-    AttentionOptions<double> o;
-    o.scale = policies[pi];
-    const auto f = reference::attention_forward(vq, vk, vv, o);
-    const auto gr = reference::attention_backward(vq, vk, vv, f, vo, o);
-    // Head by head, on slices of the logical tensors.
-    for (int64_t b = 0; b < B; ++b)
-      for (int64_t h = 0; h < H; ++h) {
-        const auto sq = slice(q, b, h), sk = slice(k, b, h), sv = slice(v, b, h), so = slice(dout, b, h);
-        const auto fh = reference::attention_forward(sq, sk, sv, o);
-        const auto gh = reference::attention_backward(sq, sk, sv, fh, so, o);
-        for (int64_t i = 0; i < S; ++i) {
-          worst_exact = std::max(worst_exact, std::abs(fh.lse(0, 0, i, 0) - f.lse(b, h, i, 0)));
-          for (int64_t d = 0; d < D; ++d) {
-            worst_exact = std::max(worst_exact, std::abs(fh.out(0, 0, i, d) - f.out(b, h, i, d)));
-            worst_exact = std::max(worst_exact, std::abs(gh.dq(0, 0, i, d) - gr.dq(b, h, i, d)));
-            worst_exact = std::max(worst_exact, std::abs(gh.dk(0, 0, i, d) - gr.dk(b, h, i, d)));
-            worst_exact = std::max(worst_exact, std::abs(gh.dv(0, 0, i, d) - gr.dv(b, h, i, d)));
-          }
+// Q, K, V, dO as the batched call receives them: the tensors themselves (bhsd), the
+// [B, S, H, D] memory as a strided view (bshd_strided), or that memory misread as
+// contiguous [B, H, S, D] (bshd_misread, where C11 must fail).
+struct Views {
+  ConstView<double> q, k, v, dout;
+};
+
+Views as_passed(const HeadsConfig& c, const Inputs& in) {
+  if (c.layout == "bhsd") return {in.q.view(), in.k.view(), in.v.view(), in.dout.view()};
+  const int64_t H = c.heads, S = c.seq, D = c.d_k;
+  const Shape shape{c.batch, H, S, D};
+  const Shape strides = c.layout == "bshd_strided" ? Shape{S * H * D, D, H * D, 1} : contiguous_strides(shape);
+  return {{in.mq.data(), shape, strides}, {in.mk.data(), shape, strides}, {in.mv.data(), shape, strides},
+          {in.mo.data(), shape, strides}};
+}
+
+Tensor<float> to_float(ConstView<double> t) {
+  Tensor<float> f(t.shape());
+  for (int64_t b = 0; b < t.size(0); ++b)
+    for (int64_t h = 0; h < t.size(1); ++h)
+      for (int64_t i = 0; i < t.size(2); ++i)
+        for (int64_t d = 0; d < t.size(3); ++d) f(b, h, i, d) = static_cast<float>(t(b, h, i, d));
+  return f;
+}
+
+// ---- measure ------------------------------------------------------------------
+
+// Largest |batched − head by head| over out, L, dQ, dK, dV: the reference on [1, 1, S, D]
+// slices of the logical tensors against its batched call.
+double batched_vs_per_head(const Inputs& in, const AttentionForward<double>& f, const AttentionGrads<double>& gr,
+                           const AttentionOptions<double>& o) {
+  double worst = 0;
+  const int64_t B = in.q.size(0), H = in.q.size(1), S = in.q.size(2), D = in.q.size(3);
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < H; ++h) {
+      const auto sq = slice(in.q, b, h), sk = slice(in.k, b, h), sv = slice(in.v, b, h), so = slice(in.dout, b, h);
+      const auto fh = reference::attention_forward(sq, sk, sv, o);
+      const auto gh = reference::attention_backward(sq, sk, sv, fh, so, o);
+      for (int64_t i = 0; i < S; ++i) {
+        worst = std::max(worst, std::abs(fh.lse(0, 0, i, 0) - f.lse(b, h, i, 0)));
+        for (int64_t d = 0; d < D; ++d) {
+          worst = std::max(worst, std::abs(fh.out(0, 0, i, d) - f.out(b, h, i, d)));
+          worst = std::max(worst, std::abs(gh.dq(0, 0, i, d) - gr.dq(b, h, i, d)));
+          worst = std::max(worst, std::abs(gh.dk(0, 0, i, d) - gr.dk(b, h, i, d)));
+          worst = std::max(worst, std::abs(gh.dv(0, 0, i, d) - gr.dv(b, h, i, d)));
         }
-      }
-    // The float engine, batched, with its per-row diagnostics.
-    Tensor<float> fq(shape), fk(shape), fv(shape);
-    for (int64_t b = 0; b < B; ++b)
-      for (int64_t h = 0; h < H; ++h)
-        for (int64_t i = 0; i < S; ++i)
-          for (int64_t d = 0; d < D; ++d) {
-            fq(b, h, i, d) = static_cast<float>(vq(b, h, i, d));
-            fk(b, h, i, d) = static_cast<float>(vk(b, h, i, d));
-            fv(b, h, i, d) = static_cast<float>(vv(b, h, i, d));
-          }
-    Tensor<float> out(shape), lse({B, H, S, 1}), max_prob({B, H, S, 1}), entropy_({B, H, S, 1});
-    RowDiagnostics<float> diag;
-    diag.max_prob = max_prob.view();
-    diag.entropy = entropy_.view();
-    AttentionOptions<float> of;
-    of.scale = policies[pi];
-    attention_forward(fq.view(), fk.view(), fv.view(), of, out.view(), lse.view(), &diag);
-    double out_scale = 0;
-    for (double x : f.out.storage()) out_scale = std::max(out_scale, std::abs(x));
-    // The engine's backward, batched, against the reference's (relative to each gradient's largest entry).
-    {
-      Tensor<float> fo(shape), dq(shape), dk(shape), dv(shape);
-      for (int64_t b = 0; b < B; ++b)
-        for (int64_t h = 0; h < H; ++h)
-          for (int64_t i = 0; i < S; ++i)
-            for (int64_t d = 0; d < D; ++d) fo(b, h, i, d) = static_cast<float>(vo(b, h, i, d));
-      attention_backward(fq.view(), fk.view(), fv.view(), out.view(), lse.view(), fo.view(), of, dq.view(), dk.view(),
-                         dv.view());
-      for (auto [engine, ref] : {std::pair{&dq, &gr.dq}, {&dk, &gr.dk}, {&dv, &gr.dv}}) {
-        double scale = 0, diff = 0;
-        for (double x : ref->storage()) scale = std::max(scale, std::abs(x));
-        for (int64_t e = 0; e < ref->numel(); ++e)
-          diff = std::max(diff, std::abs(static_cast<double>(engine->data()[e]) - ref->data()[e]));
-        worst_engine_grad = std::max(worst_engine_grad, scale > 0 ? diff / scale : diff);
       }
     }
-    // P of the batched double forward, for the per-head statistics and the engine's diagnostics.
-    sat[pi].assign(static_cast<size_t>(H), 0.0);
-    ent[pi].assign(static_cast<size_t>(H), 0.0);
-    sample_p[pi] = Tensor<double>({1, 1, S, S});
-    std::vector<double> p(static_cast<size_t>(S));
-    for (int64_t b = 0; b < B; ++b)
-      for (int64_t h = 0; h < H; ++h) {
-        double saturated = 0, mp_sum = 0, ent_sum = 0;
-        for (int64_t i = 0; i < S; ++i) {
-          for (int64_t d = 0; d < D; ++d)
-            worst_engine = std::max(worst_engine, std::abs(out(b, h, i, d) - f.out(b, h, i, d)) / out_scale);
-          const double scale = policies[pi](D, S);
-          for (int64_t j = 0; j < S; ++j) {
-            double s = 0;
-            for (int64_t d = 0; d < D; ++d) s += vq(b, h, i, d) * vk(b, h, j, d);
-            p[static_cast<size_t>(j)] = std::exp(s * scale - f.lse(b, h, i, 0));
-            if (b == 0 && h == H - 1) sample_p[pi](0, 0, i, j) = p[static_cast<size_t>(j)];
-          }
-          const double mp = *std::max_element(p.begin(), p.end()), e = entropy<double>(p);
-          worst_engine_p = std::max(worst_engine_p, std::abs(mp - max_prob(b, h, i, 0)));
-          worst_engine_p = std::max(worst_engine_p, std::abs(e - entropy_(b, h, i, 0)) / std::max(1.0, e));
-          if (mp > 0.99) saturated += 1;
-          mp_sum += mp;
-          ent_sum += e;
-        }
-        const double Sd = static_cast<double>(S);
-        t.add_row({static_cast<double>(pi), static_cast<double>(b), static_cast<double>(h), sigma_of(h), saturated / Sd,
-                   mp_sum / Sd, ent_sum / Sd});
-        sat[pi][static_cast<size_t>(h)] += saturated / Sd / static_cast<double>(B);
-        ent[pi][static_cast<size_t>(h)] += ent_sum / Sd / static_cast<double>(B);
-      }
-  }
-  result.tables.push_back(t);
-  result.notes.push_back("heads.csv: policy 0 = none, 1 = inv_sqrt_d");
+  return worst;
+}
 
+// The attention rows P of the batched double forward: per row its largest probability
+// and entropy, and the whole matrix of one head (batch 0, the last head) for the figure.
+struct Rows {
+  Tensor<double> max_prob, entropy;  // [B, H, S, 1]
+  Tensor<double> sample_p;           // [1, 1, S, S]
+};
+
+Rows attention_rows(const Views& in, const AttentionForward<double>& f, const ScalePolicy& policy) {
+  const int64_t B = in.q.size(0), H = in.q.size(1), S = in.q.size(2), D = in.q.size(3);
+  Rows r{Tensor<double>({B, H, S, 1}), Tensor<double>({B, H, S, 1}), Tensor<double>({1, 1, S, S})};
+  std::vector<double> p(static_cast<size_t>(S));
+  const double scale = policy(D, S);
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t i = 0; i < S; ++i) {
+        for (int64_t j = 0; j < S; ++j) {
+          double s = 0;
+          for (int64_t d = 0; d < D; ++d) s += in.q(b, h, i, d) * in.k(b, h, j, d);
+          p[static_cast<size_t>(j)] = std::exp(s * scale - f.lse(b, h, i, 0));
+          if (b == 0 && h == H - 1) r.sample_p(0, 0, i, j) = p[static_cast<size_t>(j)];
+        }
+        r.max_prob(b, h, i, 0) = *std::max_element(p.begin(), p.end());
+        r.entropy(b, h, i, 0) = entropy<double>(p);
+      }
+  return r;
+}
+
+// The float engine's batched forward (with its row diagnostics) and backward against the reference.
+struct EngineAgreement {
+  double out = 0;   // max |out − reference| / max |reference out|
+  double grad = 0;  // the same for dQ, dK, dV, each relative to its largest entry
+  double rows = 0;  // max p absolute, entropy relative to max(1, H)
+};
+
+EngineAgreement engine_vs_reference(const Views& in, const AttentionForward<double>& f, const AttentionGrads<double>& gr,
+                                    const Rows& rows, const ScalePolicy& policy) {
+  const Shape shape = in.q.shape();
+  const int64_t B = shape[0], H = shape[1], S = shape[2];
+  Tensor<float> fq = to_float(in.q), fk = to_float(in.k), fv = to_float(in.v);
+  Tensor<float> out(shape), lse({B, H, S, 1}), max_prob({B, H, S, 1}), entropy_({B, H, S, 1});
+  RowDiagnostics<float> diag;
+  diag.max_prob = max_prob.view();
+  diag.entropy = entropy_.view();
+  AttentionOptions<float> of;
+  of.scale = policy;
+  attention_forward(fq.view(), fk.view(), fv.view(), of, out.view(), lse.view(), &diag);
+  EngineAgreement a;
+  double out_scale = 0;
+  for (double x : f.out.storage()) out_scale = std::max(out_scale, std::abs(x));
+  for (int64_t e = 0; e < f.out.numel(); ++e)
+    a.out = std::max(a.out, std::abs(out.data()[e] - f.out.data()[e]) / out_scale);
+  Tensor<float> fo = to_float(in.dout), dq(shape), dk(shape), dv(shape);
+  attention_backward(fq.view(), fk.view(), fv.view(), out.view(), lse.view(), fo.view(), of, dq.view(), dk.view(),
+                     dv.view());
+  for (auto [engine, ref] : {std::pair{&dq, &gr.dq}, {&dk, &gr.dk}, {&dv, &gr.dv}}) {
+    double scale = 0, diff = 0;
+    for (double x : ref->storage()) scale = std::max(scale, std::abs(x));
+    for (int64_t e = 0; e < ref->numel(); ++e)
+      diff = std::max(diff, std::abs(static_cast<double>(engine->data()[e]) - ref->data()[e]));
+    a.grad = std::max(a.grad, scale > 0 ? diff / scale : diff);
+  }
+  for (int64_t e = 0; e < rows.max_prob.numel(); ++e) {
+    const double mp = rows.max_prob.data()[e], h = rows.entropy.data()[e];
+    a.rows = std::max(a.rows, std::abs(mp - max_prob.data()[e]));
+    a.rows = std::max(a.rows, std::abs(h - entropy_.data()[e]) / std::max(1.0, h));
+  }
+  return a;
+}
+
+// Everything measured under one policy.
+struct PolicyMeasure {
+  double exact = 0;          // batched vs head by head (double)
+  EngineAgreement engine;
+  std::vector<double> saturated, entropy;  // per head, averaged over the batch
+  Tensor<double> sample_p;
+};
+
+PolicyMeasure measure_policy(const HeadsConfig& c, const Inputs& in, const Views& views, const ScalePolicy& policy,
+                             double policy_code, Table& table) {
+  AttentionOptions<double> o;
+  o.scale = policy;
+  const auto f = reference::attention_forward(views.q, views.k, views.v, o);
+  const auto gr = reference::attention_backward(views.q, views.k, views.v, f, views.dout, o);
+  PolicyMeasure m;
+  m.exact = batched_vs_per_head(in, f, gr, o);
+  Rows rows = attention_rows(views, f, policy);
+  m.engine = engine_vs_reference(views, f, gr, rows, policy);
+  const int64_t B = c.batch, H = c.heads, S = c.seq;
+  m.saturated.assign(static_cast<size_t>(H), 0.0);
+  m.entropy.assign(static_cast<size_t>(H), 0.0);
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < H; ++h) {
+      double saturated = 0, mp_sum = 0, ent_sum = 0;
+      for (int64_t i = 0; i < S; ++i) {
+        const double mp = rows.max_prob(b, h, i, 0), e = rows.entropy(b, h, i, 0);
+        if (mp > 0.99) saturated += 1;
+        mp_sum += mp;
+        ent_sum += e;
+      }
+      const double Sd = static_cast<double>(S);
+      table.add_row({policy_code, static_cast<double>(b), static_cast<double>(h), sigma_of(c, h), saturated / Sd,
+                     mp_sum / Sd, ent_sum / Sd});
+      m.saturated[static_cast<size_t>(h)] += saturated / Sd / static_cast<double>(B);
+      m.entropy[static_cast<size_t>(h)] += ent_sum / Sd / static_cast<double>(B);
+    }
+  m.sample_p = std::move(rows.sample_p);
+  return m;
+}
+
+// ---- figures ------------------------------------------------------------------
+
+// measured[0] without the scale, measured[1] with 1/√d_k.
+Figure figure_heads(const HeadsConfig& c, const std::vector<PolicyMeasure>& measured) {
+  const int64_t B = c.batch, H = c.heads, S = c.seq, D = c.d_k;
   Figure f;
   f.name = "heads";
   f.title = fmt::format("BERT shapes [batch {}, {} heads, seq {}, d_k {}]: per-head saturation", B, H, S, D);
@@ -201,8 +276,8 @@ Result run_heads(const HeadsConfig& c, RunContext& ctx) {
   for (int64_t h = 0; h < H; ++h) hx.push_back(static_cast<double>(h + 1));
   const std::string head_label = fmt::format("head (σ of q, k from {:g} to {:g})", c.sigma_min, c.sigma_max);
   Panel ps = util::panel("saturated rows per head (max p > 0.99)", head_label, "fraction of rows", false, false);
-  ps.series.push_back(util::series("no scale", Style::linespoints, hx, sat[0], util::colour(1)));
-  ps.series.push_back(util::series("1/√d_k", Style::linespoints, hx, sat[1], util::colour(0)));
+  ps.series.push_back(util::series("no scale", Style::linespoints, hx, measured[0].saturated, util::colour(1)));
+  ps.series.push_back(util::series("1/√d_k", Style::linespoints, hx, measured[1].saturated, util::colour(0)));
   ps.y_min = -0.02;
   ps.y_max = 1.05;
   ps.x_min = 0.5;
@@ -210,8 +285,8 @@ Result run_heads(const HeadsConfig& c, RunContext& ctx) {
   ps.x_tics = hx;
   ps.legend_position = "top left";
   Panel pe = util::panel("mean row entropy per head", head_label, "entropy (nats)", false, false);
-  pe.series.push_back(util::series("no scale", Style::linespoints, hx, ent[0], util::colour(1)));
-  pe.series.push_back(util::series("1/√d_k", Style::linespoints, hx, ent[1], util::colour(0)));
+  pe.series.push_back(util::series("no scale", Style::linespoints, hx, measured[0].entropy, util::colour(1)));
+  pe.series.push_back(util::series("1/√d_k", Style::linespoints, hx, measured[1].entropy, util::colour(0)));
   pe.series.push_back(util::series(fmt::format("uniform: ln {}", S), Style::theory, {0.5, static_cast<double>(H) + 0.5},
                                    {std::log(static_cast<double>(S)), std::log(static_cast<double>(S))}, "#000000"));
   pe.y_min = 0;
@@ -228,15 +303,28 @@ Result run_heads(const HeadsConfig& c, RunContext& ctx) {
     hp.y_label = "query i";
     Heatmap hm;
     hm.rows = hm.cols = S;
-    hm.values = sample_p[pi].storage();
+    hm.values = measured[pi].sample_p.storage();
     hm.symmetric_range = false;
     hm.color_limit = 1.0;  // both panels on the same scale, 0..1
     hm.colorbar_label = "P_ij";
     hp.heatmap = hm;
     f.panels.push_back(hp);
   }
-  result.figures.push_back(f);
+  return f;
+}
 
+// ---- verdicts -----------------------------------------------------------------
+
+Verdict verdict_c11(const HeadsConfig& c, const std::vector<PolicyMeasure>& measured) {
+  double worst_exact = 0, worst_engine = 0, worst_engine_p = 0, worst_engine_grad = 0;
+  for (const auto& m : measured) {
+    worst_exact = std::max(worst_exact, m.exact);
+    worst_engine = std::max(worst_engine, m.engine.out);
+    worst_engine_grad = std::max(worst_engine_grad, m.engine.grad);
+    worst_engine_p = std::max(worst_engine_p, m.engine.rows);
+  }
+  const auto& sat = measured;
+  const Shape shape{c.batch, c.heads, c.seq, c.d_k};
   Verdict vd = make_verdict("C11");
   vd.theory = 0;
   vd.theory_text = "one batched call on [B, H, S, d_k] = the same attention head by head; scores [B, H, S, S]";
@@ -245,20 +333,40 @@ Result run_heads(const HeadsConfig& c, RunContext& ctx) {
                                  "vs reference {:.2g} (out, relative), {:.2g} (dQ, dK, dV, relative), {:.2g} (max p, entropy); no scale saturates "
                                  "{:.0f}–{:.0f} % of rows per head, 1/√d_k {:.0f}–{:.0f} %",
                                  c.layout, worst_exact, worst_engine, worst_engine_grad, worst_engine_p,
-                                 100 * *std::min_element(sat[0].begin(), sat[0].end()),
-                                 100 * *std::max_element(sat[0].begin(), sat[0].end()),
-                                 100 * *std::min_element(sat[1].begin(), sat[1].end()),
-                                 100 * *std::max_element(sat[1].begin(), sat[1].end()));
+                                 100 * *std::min_element(sat[0].saturated.begin(), sat[0].saturated.end()),
+                                 100 * *std::max_element(sat[0].saturated.begin(), sat[0].saturated.end()),
+                                 100 * *std::min_element(sat[1].saturated.begin(), sat[1].saturated.end()),
+                                 100 * *std::max_element(sat[1].saturated.begin(), sat[1].saturated.end()));
   vd.tolerance = c.exact_tolerance;
   vd.method = fmt::format("Q, K, V of shape {} through the double reference in one call (forward and backward) and "
                           "head by head on [1, 1, {}, {}] slices: the largest difference must be ≤ {:g}; the float "
                           "engine's output, gradients and row diagnostics (batched) must agree with the reference "
                           "within {:g} (float rounding of {}-term sums, relative to the largest entry).",
-                          attnlab::to_string(shape), S, D, c.exact_tolerance, c.engine_tolerance, std::max(S, D));
+                          attnlab::to_string(shape), c.seq, c.d_k, c.exact_tolerance, c.engine_tolerance,
+                          std::max(c.seq, c.d_k));
   vd.outcome = util::outcome_of(worst_exact <= c.exact_tolerance && worst_engine <= c.engine_tolerance &&
                                 worst_engine_grad <= c.engine_tolerance && worst_engine_p <= c.engine_tolerance);
-  vd.figure = f.name;
-  result.verdicts.push_back(vd);
+  vd.figure = "heads";
+  return vd;
+}
+
+Result run_heads(const HeadsConfig& c, RunContext& ctx) {
+  validate(c);
+  const Inputs in = make_inputs(c, ctx.seed);
+  const Views views = as_passed(c, in);
+  Table table("heads", {"policy", "batch", "head", "sigma", "saturated_fraction", "mean_max_prob", "mean_entropy"});
+  std::vector<PolicyMeasure> measured;
+  const std::vector<ScalePolicy> policies{ScalePolicy::none(), ScalePolicy::inv_sqrt_d()};
+  for (size_t pi = 0; pi < policies.size(); ++pi) {
+    ctx.report(fmt::format("policy {}: batched forward/backward on {} and head by head", policies[pi].name(),
+                           attnlab::to_string(views.q.shape())));
+    measured.push_back(measure_policy(c, in, views, policies[pi], static_cast<double>(pi), table));
+  }
+  Result result;
+  result.tables = {table};
+  result.notes.push_back("heads.csv: policy 0 = none, 1 = inv_sqrt_d");
+  result.figures = {figure_heads(c, measured)};
+  result.verdicts = {verdict_c11(c, measured)};
   return result;
 }
 

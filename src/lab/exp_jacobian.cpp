@@ -70,7 +70,7 @@ std::vector<double> finite_difference_jacobian(const std::vector<double>& x, dou
   return J;
 }
 
-Result run_jacobian(const JacobianConfig& c, RunContext& ctx) {
+void validate(const JacobianConfig& c) {
   if (c.x.size() < 2) throw Error("x: need at least 2 logits");
   if (c.n < 2) throw Error("n: need at least 2");
   util::require_positive("trials", c.trials);
@@ -78,23 +78,19 @@ Result run_jacobian(const JacobianConfig& c, RunContext& ctx) {
   if (c.formula != "diag_minus_outer" && c.formula != "diag")
     throw Error("formula: '" + c.formula + "' is not diag_minus_outer or diag");
   for (double a : c.scales) util::require_positive("scales", a);
-  Result result;
-  const size_t n = static_cast<size_t>(c.n);
+}
 
-  // ---- heatmaps ----
-  Figure hf;
-  hf.name = "jacobian_heatmaps";
-  std::string xs;
-  for (size_t i = 0; i < c.x.size(); ++i) xs += (i ? ", " : "") + fmt::format("{:g}", c.x[i]);
-  hf.title = fmt::format("Jacobian diag(s) − s sᵀ of s = softmax(a·x), x = ({}), on one colour scale", xs);
-  hf.caption = "Each cell is ∂s_i/∂x_j. At a small scale J is spread over all entries; as a grows s turns one-hot "
-               "and every entry of J collapses towards 0: no gradient passes.";
-  hf.layout_cols = static_cast<int>(c.heatmap_scales.size());
-  hf.width = 480 * hf.layout_cols;
-  hf.height = 470;
-  Table ht("jacobian_heatmaps", {"a", "i", "j", "J_ij", "J_fd_ij"});
-  double common = 0;
-  std::vector<std::vector<double>> Js;
+// ---- measure ------------------------------------------------------------------
+
+// J of softmax(a·x) for seed 001's x at each heatmap scale a, beside finite differences.
+struct Heatmaps {
+  Table table{"jacobian_heatmaps", {"a", "i", "j", "J_ij", "J_fd_ij"}};
+  std::vector<std::vector<double>> J;  // per scale: [n, n] row-major
+  double common = 0;                   // max |J_ij| over every scale: one colour range for all panels
+};
+
+Heatmaps measure_heatmaps(const JacobianConfig& c) {
+  Heatmaps h;
   for (double a : c.heatmap_scales) {
     std::vector<double> ax(c.x.size());
     for (size_t i = 0; i < ax.size(); ++i) ax[i] = a * c.x[i];
@@ -102,37 +98,27 @@ Result run_jacobian(const JacobianConfig& c, RunContext& ctx) {
     const auto Jfd = finite_difference_jacobian(ax, c.fd_step);
     for (size_t i = 0; i < c.x.size(); ++i)
       for (size_t j = 0; j < c.x.size(); ++j)
-        ht.add_row({a, static_cast<double>(i), static_cast<double>(j), J[i * c.x.size() + j], Jfd[i * c.x.size() + j]});
-    for (double v : J) common = std::max(common, std::abs(v));
-    Js.push_back(J);
+        h.table.add_row({a, static_cast<double>(i), static_cast<double>(j), J[i * c.x.size() + j], Jfd[i * c.x.size() + j]});
+    for (double v : J) h.common = std::max(h.common, std::abs(v));
+    h.J.push_back(J);
   }
-  for (size_t k = 0; k < c.heatmap_scales.size(); ++k) {
-    double fro = 0;
-    for (double v : Js[k]) fro += v * v;
-    Panel p;
-    p.title = fmt::format("a = {:g}: ‖J‖_F = {:.3g}", c.heatmap_scales[k], std::sqrt(fro));
-    p.x_label = "j (input x_j)";
-    p.y_label = "i (output s_i)";
-    Heatmap h;
-    h.rows = h.cols = static_cast<int64_t>(c.x.size());
-    h.values = Js[k];
-    h.colorbar_label = "∂s_i/∂x_j";
-    h.annotate = c.x.size() <= 8;
-    h.color_limit = common;
-    p.heatmap = h;
-    hf.panels.push_back(p);
-  }
-  result.tables.push_back(ht);
-  result.figures.push_back(hf);
+  return h;
+}
 
-  // ---- random checks per scale ----
+// C4's and C5's checks on random (x, g), worst over every trial, per scale and overall.
+struct RandomChecks {
+  Table table{"jacobian_checks", {"a", "fd_error", "symmetry_error", "row_sum_error", "min_eigenvalue",
+                                  "vjp_vs_explicit", "vjp_vs_fd", "median_grad_norm", "median_fro"}};
+  double fd = 0, sym = 0, rows = 0, psd = 0, vjp = 0, vjp_fd = 0;  // worst over scales (psd: −λ_min)
+  std::vector<double> grad_norms, fros;                            // per scale: medians of ‖g_x‖ and ‖J‖_F
+};
+
+RandomChecks measure_random(const JacobianConfig& c, RunContext& ctx) {
   ctx.report(fmt::format("{} scales × {} random (x, g) of length {}", c.scales.size(), c.trials, c.n));
+  const size_t n = static_cast<size_t>(c.n);
   auto g = util::rng(ctx.seed, "jacobian/random");
   std::normal_distribution<double> normal(0, 1);
-  Table t("jacobian_checks", {"a", "fd_error", "symmetry_error", "row_sum_error", "min_eigenvalue", "vjp_vs_explicit",
-                              "vjp_vs_fd", "median_grad_norm", "median_fro"});
-  double worst_fd = 0, worst_sym = 0, worst_rows = 0, worst_psd = 0, worst_vjp = 0, worst_vjp_fd = 0;
-  std::vector<double> grad_norms, fros;
+  RandomChecks r;
   for (double a : c.scales) {
     double fd = 0, sym = 0, rows = 0, min_ev = INFINITY, vjp_err = 0, vjp_fd = 0;
     std::vector<double> norms, frs;
@@ -177,31 +163,76 @@ Result run_jacobian(const JacobianConfig& c, RunContext& ctx) {
       norms.push_back(std::sqrt(gnorm));
       frs.push_back(std::sqrt(fro));
     }
-    t.add_row({a, fd, sym, rows, min_ev, vjp_err, vjp_fd, util::median(norms), util::median(frs)});
-    worst_fd = std::max(worst_fd, fd);
-    worst_sym = std::max(worst_sym, sym);
-    worst_rows = std::max(worst_rows, rows);
-    worst_psd = std::max(worst_psd, -min_ev);
-    worst_vjp = std::max(worst_vjp, vjp_err);
-    worst_vjp_fd = std::max(worst_vjp_fd, vjp_fd);
-    grad_norms.push_back(util::median(norms));
-    fros.push_back(util::median(frs));
+    r.table.add_row({a, fd, sym, rows, min_ev, vjp_err, vjp_fd, util::median(norms), util::median(frs)});
+    r.fd = std::max(r.fd, fd);
+    r.sym = std::max(r.sym, sym);
+    r.rows = std::max(r.rows, rows);
+    r.psd = std::max(r.psd, -min_ev);
+    r.vjp = std::max(r.vjp, vjp_err);
+    r.vjp_fd = std::max(r.vjp_fd, vjp_fd);
+    r.grad_norms.push_back(util::median(norms));
+    r.fros.push_back(util::median(frs));
   }
-  result.tables.push_back(t);
+  return r;
+}
 
-  // One-hot: logits so far apart that s is exactly one-hot in double, and −inf entries.
+// J at one-hot s (and only there): zero for far-apart and −inf logits; tr J > 0 at s = (½, ½).
+struct OneHot {
+  double max_abs = 0;  // max |J_ij| at the one-hot inputs
+  double trace_two = 0;
+};
+
+OneHot measure_one_hot(const JacobianConfig& c) {
+  const size_t n = static_cast<size_t>(c.n);
   std::vector<double> one_hot_x(n, -1e4), neg_inf_x(n, -INFINITY);
   one_hot_x[1] = 0;
   neg_inf_x[0] = 0.5;
-  double one_hot_max = 0;
+  OneHot o;
   for (const auto& x : {one_hot_x, neg_inf_x})
-    for (double v : jacobian_of(softmax_of(x), c.formula)) one_hot_max = std::max(one_hot_max, std::abs(v));
+    for (double v : jacobian_of(softmax_of(x), c.formula)) o.max_abs = std::max(o.max_abs, std::abs(v));
   // Converse: J = 0 only at one-hot. tr J = 1 − ‖s‖², which is > 0 unless s is one-hot.
-  const auto s_two = softmax_of(std::vector<double>{0.0, 0.0});
-  const auto J_two = jacobian_of(s_two, c.formula);
-  const double trace_two = J_two[0] + J_two[3];
+  const auto J_two = jacobian_of(softmax_of(std::vector<double>{0.0, 0.0}), c.formula);
+  o.trace_two = J_two[0] + J_two[3];
+  return o;
+}
 
-  // ---- figure: VJP ----
+// ---- figures ------------------------------------------------------------------
+
+std::string logits_text(const std::vector<double>& x) {
+  std::string xs;
+  for (size_t i = 0; i < x.size(); ++i) xs += (i ? ", " : "") + fmt::format("{:g}", x[i]);
+  return xs;
+}
+
+Figure figure_heatmaps(const JacobianConfig& c, const Heatmaps& h) {
+  Figure hf;
+  hf.name = "jacobian_heatmaps";
+  hf.title = fmt::format("Jacobian diag(s) − s sᵀ of s = softmax(a·x), x = ({}), on one colour scale", logits_text(c.x));
+  hf.caption = "Each cell is ∂s_i/∂x_j. At a small scale J is spread over all entries; as a grows s turns one-hot "
+               "and every entry of J collapses towards 0: no gradient passes.";
+  hf.layout_cols = static_cast<int>(c.heatmap_scales.size());
+  hf.width = 480 * hf.layout_cols;
+  hf.height = 470;
+  for (size_t k = 0; k < c.heatmap_scales.size(); ++k) {
+    double fro = 0;
+    for (double v : h.J[k]) fro += v * v;
+    Panel p;
+    p.title = fmt::format("a = {:g}: ‖J‖_F = {:.3g}", c.heatmap_scales[k], std::sqrt(fro));
+    p.x_label = "j (input x_j)";
+    p.y_label = "i (output s_i)";
+    Heatmap hm;
+    hm.rows = hm.cols = static_cast<int64_t>(c.x.size());
+    hm.values = h.J[k];
+    hm.colorbar_label = "∂s_i/∂x_j";
+    hm.annotate = c.x.size() <= 8;
+    hm.color_limit = h.common;
+    p.heatmap = hm;
+    hf.panels.push_back(p);
+  }
+  return hf;
+}
+
+Figure figure_vjp(const JacobianConfig& c, const RandomChecks& r) {
   Figure vf;
   vf.name = "jacobian_vjp";
   vf.title = "Back-propagation through softmax: g_x = Jᵀ g_s = s ⊙ (g_s − ⟨g_s, s⟩)";
@@ -216,52 +247,68 @@ Result run_jacobian(const JacobianConfig& c, RunContext& ctx) {
     for (auto& e : v) e = std::max(e, 1e-18);
     return v;
   };
-  pe.series.push_back(util::series("VJP vs explicit Jᵀg", Style::linespoints, c.scales, floor_at(t.column("vjp_vs_explicit")), "#0072B2"));
-  pe.series.push_back(util::series("VJP vs finite differences", Style::linespoints, c.scales, floor_at(t.column("vjp_vs_fd")), "#D55E00"));
-  pe.series.push_back(util::series("J vs finite differences", Style::linespoints, c.scales, floor_at(t.column("fd_error")), "#009E73"));
+  pe.series.push_back(util::series("VJP vs explicit Jᵀg", Style::linespoints, c.scales, floor_at(r.table.column("vjp_vs_explicit")), "#0072B2"));
+  pe.series.push_back(util::series("VJP vs finite differences", Style::linespoints, c.scales, floor_at(r.table.column("vjp_vs_fd")), "#D55E00"));
+  pe.series.push_back(util::series("J vs finite differences", Style::linespoints, c.scales, floor_at(r.table.column("fd_error")), "#009E73"));
   pe.series.push_back(util::series(fmt::format("tolerance (finite differences) {:g}", c.fd_tolerance), Style::theory, {c.scales.front(), c.scales.back()}, {c.fd_tolerance, c.fd_tolerance}, "#D55E00"));
   pe.series.push_back(util::series(fmt::format("tolerance (exact) {:g}", c.exact_tolerance), Style::theory, {c.scales.front(), c.scales.back()}, {c.exact_tolerance, c.exact_tolerance}, "#0072B2"));
   pe.y_min = 1e-19;
   pe.y_max = 1e-3;
   pe.legend_position = "top left";
   Panel pg = util::panel("size of the gradient through softmax", "scale a of the logits a·x", "median", true, true);
-  pg.series.push_back(util::series("‖g_x‖ (VJP)", Style::linespoints, c.scales, grad_norms, "#0072B2"));
-  pg.series.push_back(util::series("‖J‖_F", Style::linespoints, c.scales, fros, "#D55E00"));
+  pg.series.push_back(util::series("‖g_x‖ (VJP)", Style::linespoints, c.scales, r.grad_norms, "#0072B2"));
+  pg.series.push_back(util::series("‖J‖_F", Style::linespoints, c.scales, r.fros, "#D55E00"));
   pg.legend_position = "bottom left";
   vf.panels = {pe, pg};
-  result.figures.push_back(vf);
+  return vf;
+}
 
-  // ---- verdicts ----
+// ---- verdicts -----------------------------------------------------------------
+
+Verdict verdict_c4(const JacobianConfig& c, const RandomChecks& r, const OneHot& one_hot) {
   Verdict v4 = make_verdict("C4");
   v4.theory = 0;
   v4.theory_text = "J = diag(s) − s sᵀ: equals the finite-difference Jacobian; symmetric, rows sum to 0, PSD, 0 at one-hot";
-  v4.measured = worst_fd;
+  v4.measured = r.fd;
   v4.measured_text = fmt::format("max |J − J_fd| = {:.2g}; asymmetry {:.2g}; row sums {:.2g}; smallest eigenvalue "
                                  "≥ {:.2g}; max |J| at one-hot {:.2g}; tr J at s = (½, ½) {:.3g}",
-                                 worst_fd, worst_sym, worst_rows, -worst_psd, one_hot_max, trace_two);
+                                 r.fd, r.sym, r.rows, -r.psd, one_hot.max_abs, one_hot.trace_two);
   v4.tolerance = c.fd_tolerance;
   v4.method = fmt::format("{} random x per scale a ∈ [{:g}, {:g}], n = {}: |J − central differences (h = {:g})| ≤ {:g}; "
                           "|J − Jᵀ|, |row sums| and −λ_min ≤ {:g}; J = 0 at exactly one-hot s (far-apart and −inf "
                           "logits) and tr J = 1 − ‖s‖² > 0 otherwise.",
                           c.trials, c.scales.front(), c.scales.back(), c.n, c.fd_step, c.fd_tolerance, c.exact_tolerance);
-  v4.outcome = util::outcome_of(worst_fd <= c.fd_tolerance && worst_sym <= c.exact_tolerance &&
-                                worst_rows <= c.exact_tolerance && worst_psd <= c.exact_tolerance &&
-                                one_hot_max == 0 && trace_two > 0);
-  v4.figure = hf.name;
-  result.verdicts.push_back(v4);
+  v4.outcome = util::outcome_of(r.fd <= c.fd_tolerance && r.sym <= c.exact_tolerance && r.rows <= c.exact_tolerance &&
+                                r.psd <= c.exact_tolerance && one_hot.max_abs == 0 && one_hot.trace_two > 0);
+  v4.figure = "jacobian_heatmaps";
+  return v4;
+}
 
+Verdict verdict_c5(const JacobianConfig& c, const RandomChecks& r) {
   Verdict v5 = make_verdict("C5");
   v5.theory = 0;
   v5.theory_text = "g_x = Jᵀ g_s = s ⊙ (g_s − ⟨g_s, s⟩)";
-  v5.measured = worst_vjp;
-  v5.measured_text = fmt::format("max |VJP − Jᵀg|/max|g| = {:.2g}; vs finite differences {:.2g}", worst_vjp, worst_vjp_fd);
+  v5.measured = r.vjp;
+  v5.measured_text = fmt::format("max |VJP − Jᵀg|/max|g| = {:.2g}; vs finite differences {:.2g}", r.vjp, r.vjp_fd);
   v5.tolerance = c.exact_tolerance;
   v5.method = fmt::format("The library's softmax_vjp against Jᵀg with J formed explicitly (≤ {:g}) and against "
                           "central differences of ⟨g, softmax(x)⟩ (≤ {:g}), for every random (x, g).",
                           c.exact_tolerance, c.fd_tolerance);
-  v5.outcome = util::outcome_of(worst_vjp <= c.exact_tolerance && worst_vjp_fd <= c.fd_tolerance);
-  v5.figure = vf.name;
-  result.verdicts.push_back(v5);
+  v5.outcome = util::outcome_of(r.vjp <= c.exact_tolerance && r.vjp_fd <= c.fd_tolerance);
+  v5.figure = "jacobian_vjp";
+  return v5;
+}
+
+Result run_jacobian(const JacobianConfig& c, RunContext& ctx) {
+  validate(c);
+  const Heatmaps heatmaps = measure_heatmaps(c);
+  const RandomChecks random = measure_random(c, ctx);
+  const OneHot one_hot = measure_one_hot(c);
+
+  Result result;
+  result.tables = {heatmaps.table, random.table};
+  result.figures = {figure_heatmaps(c, heatmaps), figure_vjp(c, random)};
+  result.verdicts = {verdict_c4(c, random, one_hot), verdict_c5(c, random)};
   return result;
 }
 

@@ -47,57 +47,92 @@ Point at_scale(const std::vector<double>& x, double a, std::vector<double>* prob
   return {*std::max_element(s.begin(), s.end()), entropy<double>(s)};
 }
 
-Result run_saturation(const SaturationConfig& c, RunContext& ctx) {
+void validate(const SaturationConfig& c) {
   if (c.x.size() < 2) throw Error("x: need at least 2 logits");
   if (!(c.a_min > 0 && c.a_max > c.a_min)) throw Error("a_min, a_max: need 0 < a_min < a_max");
   if (c.grid < 2) throw Error("grid: need at least 2 points");
   util::require_positive("random_vectors", c.random_vectors);
   if (c.random_length < 2) throw Error("random_length: need at least 2");
   for (double a : c.bar_scales) util::require_positive("bar_scales", a);
-  Result result;
-  const auto grid = util::log_grid(c.a_min, c.a_max, static_cast<int>(c.grid));
-  const double n = static_cast<double>(c.x.size()), nr = static_cast<double>(c.random_length);
+}
 
-  // Seed x over the grid, and random vectors summarised by median and 5–95 % band.
-  Table t("saturation_curve", {"a", "max_prob", "entropy", "random_max_median", "random_max_p05", "random_max_p95",
-                               "random_entropy_median", "random_entropy_p05", "random_entropy_p95"});
+std::string logits_text(const std::vector<double>& x) {
+  std::string xs_text;
+  for (size_t i = 0; i < x.size(); ++i) xs_text += (i ? ", " : "") + fmt::format("{:g}", x[i]);
+  return xs_text;
+}
+
+// ---- measure ------------------------------------------------------------------
+
+// softmax(a·x) over the log grid of a, for seed 001's x and for random vectors.
+struct Curves {
+  Table table{"saturation_curve", {"a", "max_prob", "entropy", "random_max_median", "random_max_p05",
+                                   "random_max_p95", "random_entropy_median", "random_entropy_p05",
+                                   "random_entropy_p95"}};
+  std::vector<double> grid;
+  std::vector<Point> seed_points;               // x along the grid
+  std::vector<std::vector<double>> random_x;    // [random_vectors][random_length]
+  std::vector<double> final_random_max;         // each random x's max s at a_max
+  std::vector<double> first_random_entropy;     // each random x's entropy at a_min
+  bool monotone = true;                          // x's max s never falls and H never rises along the grid
+};
+
+Curves measure_curves(const SaturationConfig& c, RunContext& ctx) {
+  Curves cu;
+  cu.grid = util::log_grid(c.a_min, c.a_max, static_cast<int>(c.grid));
   auto g = util::rng(ctx.seed, "saturation/random");
   std::normal_distribution<double> normal(0, 1);
-  std::vector<std::vector<double>> xs(static_cast<size_t>(c.random_vectors), std::vector<double>(static_cast<size_t>(c.random_length)));
-  for (auto& v : xs)
+  cu.random_x.assign(static_cast<size_t>(c.random_vectors), std::vector<double>(static_cast<size_t>(c.random_length)));
+  for (auto& v : cu.random_x)
     for (auto& e : v) e = normal(g);
-  ctx.report(fmt::format("{} scales × {} random vectors", grid.size(), xs.size()));
-  bool monotone = true;
+  ctx.report(fmt::format("{} scales × {} random vectors", cu.grid.size(), cu.random_x.size()));
   Point prev{0, INFINITY};
-  std::vector<Point> seed_points;
-  std::vector<double> final_random_max, first_random_entropy;
-  for (size_t gi = 0; gi < grid.size(); ++gi) {
-    const double a = grid[gi];
+  for (size_t gi = 0; gi < cu.grid.size(); ++gi) {
+    const double a = cu.grid[gi];
     const Point p = at_scale(c.x, a);
     // Monotone up to rounding: a relative slack of 1e-12.
-    if (p.max_prob < prev.max_prob * (1 - 1e-12) || p.entropy > prev.entropy + 1e-12) monotone = false;
+    if (p.max_prob < prev.max_prob * (1 - 1e-12) || p.entropy > prev.entropy + 1e-12) cu.monotone = false;
     prev = p;
-    seed_points.push_back(p);
+    cu.seed_points.push_back(p);
     std::vector<double> mx, en;
-    for (const auto& v : xs) {
+    for (const auto& v : cu.random_x) {
       const Point r = at_scale(v, a);
       mx.push_back(r.max_prob);
       en.push_back(r.entropy);
     }
-    if (gi + 1 == grid.size()) final_random_max = mx;
-    if (gi == 0) first_random_entropy = en;
-    t.add_row({a, p.max_prob, p.entropy, util::median(mx), util::quantile(mx, 0.05), util::quantile(mx, 0.95),
-               util::median(en), util::quantile(en, 0.05), util::quantile(en, 0.95)});
+    if (gi + 1 == cu.grid.size()) cu.final_random_max = mx;
+    if (gi == 0) cu.first_random_entropy = en;
+    cu.table.add_row({a, p.max_prob, p.entropy, util::median(mx), util::quantile(mx, 0.05), util::quantile(mx, 0.95),
+                      util::median(en), util::quantile(en, 0.05), util::quantile(en, 0.95)});
   }
-  result.tables.push_back(t);
+  return cu;
+}
 
-  // Bars at chosen scales.
-  Table bars("saturation_bars", {"a", "index", "probability"});
+// softmax(a·x) at the few scales drawn as bar charts.
+struct Bars {
+  Table table{"saturation_bars", {"a", "index", "probability"}};
+  std::vector<std::vector<double>> s;  // per bar scale
+  std::vector<Point> points;
+};
+
+Bars measure_bars(const SaturationConfig& c) {
+  Bars b;
+  for (double a : c.bar_scales) {
+    std::vector<double> s;
+    b.points.push_back(at_scale(c.x, a, &s));
+    for (size_t i = 0; i < s.size(); ++i) b.table.add_row({a, static_cast<double>(i + 1), s[i]});
+    b.s.push_back(s);
+  }
+  return b;
+}
+
+// ---- figures ------------------------------------------------------------------
+
+Figure figure_bars(const SaturationConfig& c, const Bars& bars) {
+  const double n = static_cast<double>(c.x.size());
   Figure bf;
   bf.name = "saturation_bars";
-  std::string xs_text;
-  for (size_t i = 0; i < c.x.size(); ++i) xs_text += (i ? ", " : "") + fmt::format("{:g}", c.x[i]);
-  bf.title = fmt::format("softmax(a·x) for x = ({}) at growing scale a", xs_text);
+  bf.title = fmt::format("softmax(a·x) for x = ({}) at growing scale a", logits_text(c.x));
   bf.caption = "Small multiples standing in for seed 000's animation: as a grows the probability mass moves to the "
                "largest logit; the dashed line is the uniform 1/n that a → 0 gives.";
   const int cols = 3;
@@ -105,16 +140,13 @@ Result run_saturation(const SaturationConfig& c, RunContext& ctx) {
   bf.layout_rows = static_cast<int>((c.bar_scales.size() + cols - 1) / cols);
   bf.width = 1200;
   bf.height = 380 * bf.layout_rows;
-  for (double a : c.bar_scales) {
-    std::vector<double> s;
-    const Point p = at_scale(c.x, a, &s);
+  for (size_t k = 0; k < c.bar_scales.size(); ++k) {
+    const std::vector<double>& s = bars.s[k];
+    const Point& p = bars.points[k];
     std::vector<double> idx;
-    for (size_t i = 0; i < s.size(); ++i) {
-      idx.push_back(static_cast<double>(i + 1));
-      bars.add_row({a, static_cast<double>(i + 1), s[i]});
-    }
-    Panel pa = util::panel(fmt::format("a = {:g}: max {:.4f}, H = {:.3f}", a, p.max_prob, p.entropy), "index i",
-                           "s_i");
+    for (size_t i = 0; i < s.size(); ++i) idx.push_back(static_cast<double>(i + 1));
+    Panel pa = util::panel(fmt::format("a = {:g}: max {:.4f}, H = {:.3f}", c.bar_scales[k], p.max_prob, p.entropy),
+                           "index i", "s_i");
     pa.series.push_back(util::series("s_i", Style::bars, idx, s, "#0072B2"));
     pa.series.push_back(util::series("uniform 1/n", Style::theory, {0.5, n + 0.5}, {1 / n, 1 / n}, "#D55E00"));
     pa.y_min = 0;
@@ -125,8 +157,14 @@ Result run_saturation(const SaturationConfig& c, RunContext& ctx) {
     pa.legend_position = "top left";
     bf.panels.push_back(pa);
   }
-  result.tables.push_back(bars);
+  return bf;
+}
 
+Figure figure_curves(const SaturationConfig& c, const Curves& cu) {
+  const double n = static_cast<double>(c.x.size()), nr = static_cast<double>(c.random_length);
+  const auto& grid = cu.grid;
+  const auto& t = cu.table;
+  const std::string xs_text = logits_text(c.x);
   Figure cf;
   cf.name = "saturation_curves";
   cf.title = "softmax(a·x) saturates as the scale a grows";
@@ -140,7 +178,7 @@ Result run_saturation(const SaturationConfig& c, RunContext& ctx) {
   Panel pm = util::panel("largest probability max_i s_i", "scale a", "max_i s_i", true, false);
   Panel pe = util::panel("entropy H(s) (nats)", "scale a", "H(s)", true, false);
   std::vector<double> smax, sent;
-  for (const auto& p : seed_points) smax.push_back(p.max_prob), sent.push_back(p.entropy);
+  for (const auto& p : cu.seed_points) smax.push_back(p.max_prob), sent.push_back(p.entropy);
   pm.series.push_back(util::band("random x: 5–95 %", grid, t.column("random_max_p05"), t.column("random_max_p95"), "#56B4E9"));
   pm.series.push_back(util::series("random x: median", Style::lines, grid, t.column("random_max_median"), "#0072B2"));
   pm.series.push_back(util::series("x = (" + xs_text + ")", Style::points, grid, smax, "#D55E00"));
@@ -159,25 +197,29 @@ Result run_saturation(const SaturationConfig& c, RunContext& ctx) {
   pe.y_min = -0.05;
   pe.legend_position = "bottom left";
   cf.panels = {pm, pe};
-  result.figures.push_back(cf);
-  result.figures.push_back(bf);
+  return cf;
+}
 
-  // Verdict: one-hot at a_max (seed x and every random x), uniform at a_min, monotone between.
-  const Point hi = seed_points.back(), lo = seed_points.front();
+// ---- verdicts -----------------------------------------------------------------
+
+// One-hot at a_max (seed x and every random x), uniform at a_min, monotone between.
+Verdict verdict_c3(const SaturationConfig& c, const Curves& cu) {
+  const double n = static_cast<double>(c.x.size()), nr = static_cast<double>(c.random_length);
+  const Point hi = cu.seed_points.back(), lo = cu.seed_points.front();
   // A random x may have two nearly tied largest logits; theory then bounds how far
   // from one-hot it may still be: 1 − max s ≤ (n − 1)·exp(−a·gap), gap = x_(1) − x_(2).
   double worst_random_one_hot = 0;
   int random_one_hot = 0;
-  for (size_t i = 0; i < xs.size(); ++i) {
-    std::vector<double> sorted = xs[i];
+  for (size_t i = 0; i < cu.random_x.size(); ++i) {
+    std::vector<double> sorted = cu.random_x[i];
     std::sort(sorted.rbegin(), sorted.rend());
     const double bound = (nr - 1) * std::exp(-c.a_max * (sorted[0] - sorted[1]));
-    const double excess = (1 - final_random_max[i]) - bound;
+    const double excess = (1 - cu.final_random_max[i]) - bound;
     worst_random_one_hot = std::max(worst_random_one_hot, excess);
-    if (1 - final_random_max[i] <= c.one_hot_tolerance) ++random_one_hot;
+    if (1 - cu.final_random_max[i] <= c.one_hot_tolerance) ++random_one_hot;
   }
   double worst_random_uniform = 0;
-  for (double h : first_random_entropy) worst_random_uniform = std::max(worst_random_uniform, std::abs(h - std::log(nr)) / std::log(nr));
+  for (double h : cu.first_random_entropy) worst_random_uniform = std::max(worst_random_uniform, std::abs(h - std::log(nr)) / std::log(nr));
   std::vector<double> s_hi;
   at_scale(c.x, c.a_max, &s_hi);
   std::string s_hi_text;
@@ -194,16 +236,27 @@ Result run_saturation(const SaturationConfig& c, RunContext& ctx) {
   v.measured_text = fmt::format("a={:g}: s = ({}), H = {:.2g}; a={:g}: max s·n = {:.4f}, H/ln n = {:.4f}; "
                                 "random x: {}/{} one-hot, all within the gap bound (worst excess {:.2g}); monotone: {}",
                                 c.a_max, s_hi_text, hi.entropy, c.a_min, lo.max_prob * n, lo.entropy / std::log(n),
-                                random_one_hot, xs.size(), worst_random_one_hot, monotone ? "yes" : "no");
+                                random_one_hot, cu.random_x.size(), worst_random_one_hot, cu.monotone ? "yes" : "no");
   v.tolerance = c.one_hot_tolerance;
   v.method = fmt::format("At a = {:g}, 1 − max s and the entropy must be ≤ {:g} for x, and each of {} random x must "
                          "be within the bound 1 − max s ≤ (n − 1)·exp(−a·gap) (gap between its two largest logits); at "
                          "a = {:g}, n·max s and H/ln n must be within {:g} of 1; along the grid max s must not fall "
                          "and H must not rise.",
                          c.a_max, c.one_hot_tolerance, c.random_vectors, c.a_min, c.uniform_tolerance);
-  v.outcome = util::outcome_of(one_hot && uniform && monotone);
-  v.figure = cf.name;
-  result.verdicts.push_back(v);
+  v.outcome = util::outcome_of(one_hot && uniform && cu.monotone);
+  v.figure = "saturation_curves";
+  return v;
+}
+
+Result run_saturation(const SaturationConfig& c, RunContext& ctx) {
+  validate(c);
+  const Curves curves = measure_curves(c, ctx);
+  const Bars bars = measure_bars(c);
+
+  Result result;
+  result.tables = {curves.table, bars.table};
+  result.figures = {figure_curves(c, curves), figure_bars(c, bars)};
+  result.verdicts = {verdict_c3(c, curves)};
   return result;
 }
 

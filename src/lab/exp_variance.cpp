@@ -99,7 +99,7 @@ __attribute__((target_clones("arch=x86-64-v3", "default"))) void block4(const do
   }
 }
 
-Seed004 seed004(int64_t n, int64_t d, int64_t bins, uint64_t seed, int threads) {
+Seed004 measure_seed004(int64_t n, int64_t d, int64_t bins, uint64_t seed, int threads) {
   auto g = util::rng(seed, "variance/seed004");
   std::normal_distribution<double> normal(0.0, 1.0);
   const int64_t rows = (n + 3) / 4 * 4;  // padded with zero rows, which are not counted
@@ -167,7 +167,7 @@ Seed004 seed004(int64_t n, int64_t d, int64_t bins, uint64_t seed, int threads) 
 
 double normal_pdf(double x, double s) { return std::exp(-0.5 * x * x / (s * s)) / (s * std::sqrt(2 * M_PI)); }
 
-Result run_variance(const VarianceConfig& c, RunContext& ctx) {
+void validate(const VarianceConfig& c) {
   util::require_positive("dims", c.dims);
   util::require_positive("seq", c.seq);
   util::require_positive("seed004_n", c.seed004_n);
@@ -179,21 +179,46 @@ Result run_variance(const VarianceConfig& c, RunContext& ctx) {
   for (const auto& d : c.distributions) util::check_distribution("distributions", d);
   if (c.keys != "independent" && c.keys != "same_as_queries")
     throw Error("keys: '" + c.keys + "' is not independent or same_as_queries");
+}
 
-  Result result;
-  Table table("variance_by_dim", {"distribution", "sigma", "d_k", "mean", "var_whole", "var_rows", "var_cols",
+// ---- measure ------------------------------------------------------------------
+
+// Per (distribution, σ): the measured series over d_k, for the figure and the fits.
+struct Curve {
+  std::string dist;
+  double sigma;
+  std::vector<double> d, var, var_scaled, ratio_whole, ratio_rows, ratio_cols, rel_se;
+};
+
+struct VarianceSweep {
+  Table table{"variance_by_dim", {"distribution", "sigma", "d_k", "mean", "var_whole", "var_rows", "var_cols",
                                   "var_whole_se", "theory_var", "var_scaled", "theory_var_scaled", "z_whole",
-                                  "z_rows", "z_cols", "z_mean"});
-  // Per (distribution, σ): the measured series, for the figure and the fits.
-  struct Curve {
-    std::string dist;
-    double sigma;
-    std::vector<double> d, var, var_scaled, ratio_whole, ratio_rows, ratio_cols, rel_se;
-  };
+                                  "z_rows", "z_cols", "z_mean"}};
   std::vector<Curve> curves;
-  double worst_z = 0;
-  std::string worst_where;
-  int settings = 0;
+  double worst_z = 0;       // largest |z| of any mean or variance against theory
+  std::string worst_where;  // the setting where it occurred
+  int settings = 0;         // z-scores compared
+};
+
+// Standard errors from theory, not from the spread of a few replicates (whose t-tails would
+// make a 5σ test flaky). With A = QᵀQ, B = KᵀK (independent Wishart-like matrices, N = seq rows,
+// components of excess kurtosis κ), the whole-matrix variance is tr(AB)/N² and
+//   Var/(d σ⁴)² = (4 + 2κ)/(N d) + (2 + (2 + 4κ + κ²)/d)/N²,
+// the same to O(1/N²) for the per-row and per-column summaries (row/column means removed);
+// the matrix mean has variance d σ⁴/N². Both are divided by the R replicates averaged.
+struct StandardErrors {
+  double var = 0, mean = 0;
+};
+StandardErrors standard_errors(const std::string& kind, double theory, int64_t seq, int64_t d, int64_t replicates) {
+  const double R = static_cast<double>(replicates);
+  const double kappa = kind == "uniform" ? -1.2 : 0.0, N = static_cast<double>(seq), dd = static_cast<double>(d);
+  const double rel_var = (4 + 2 * kappa) / (N * dd) + (2 + (2 + 4 * kappa + kappa * kappa) / dd) / (N * N);
+  return {theory * std::sqrt(rel_var / R), std::sqrt(theory / (N * N * R))};
+}
+
+// For each distribution, σ and d_k: `replicates` draws of Q, K [seq, d_k], S = Q Kᵀ summarised.
+VarianceSweep measure_sweep(const VarianceConfig& c, RunContext& ctx) {
+  VarianceSweep sweep;
   for (size_t di = 0; di < c.distributions.size(); ++di) {
     for (double sigma : c.sigmas) {
       Curve curve{c.distributions[di], sigma, {}, {}, {}, {}, {}, {}, {}};
@@ -219,77 +244,75 @@ Result run_variance(const VarianceConfig& c, RunContext& ctx) {
           rows.push_back(s.var_rows);
           cols.push_back(s.var_cols);
         }
-        const double R = static_cast<double>(c.replicates);
-        // Standard errors from theory, not from the spread of a few replicates (whose t-tails would
-        // make a 5σ test flaky). With A = QᵀQ, B = KᵀK (independent Wishart-like matrices, N = seq rows,
-        // components of excess kurtosis κ), the whole-matrix variance is tr(AB)/N² and
-        //   Var/(d σ⁴)² = (4 + 2κ)/(N d) + (2 + (2 + 4κ + κ²)/d)/N²,
-        // the same to O(1/N²) for the per-row and per-column summaries (row/column means removed);
-        // the matrix mean has variance d σ⁴/N². Both are divided by the R replicates averaged.
-        const double kappa = dist.kind == "uniform" ? -1.2 : 0.0, N = static_cast<double>(c.seq), dd = static_cast<double>(d);
-        const double rel_var = (4 + 2 * kappa) / (N * dd) + (2 + (2 + 4 * kappa + kappa * kappa) / dd) / (N * N);
-        const double se_var = theory * std::sqrt(rel_var / R), se_mean = std::sqrt(theory / (N * N * R));
-        auto z = [&](const std::vector<double>& v, double expected, double se) { return (util::mean(v) - expected) / se; };
-        const double zw = z(whole, theory, se_var), zr = z(rows, theory, se_var), zc = z(cols, theory, se_var),
-                     zm = z(means, 0.0, se_mean);
+        const StandardErrors se = standard_errors(dist.kind, theory, c.seq, d, c.replicates);
+        auto z = [&](const std::vector<double>& v, double expected, double err) { return (util::mean(v) - expected) / err; };
+        const double zw = z(whole, theory, se.var), zr = z(rows, theory, se.var), zc = z(cols, theory, se.var),
+                     zm = z(means, 0.0, se.mean);
         for (double zz : {zw, zr, zc, zm}) {
-          ++settings;
-          if (std::abs(zz) > worst_z) {
-            worst_z = std::abs(zz);
-            worst_where = fmt::format("{} σ={} d_k={}", dist.kind, sigma, d);
+          ++sweep.settings;
+          if (std::abs(zz) > sweep.worst_z) {
+            sweep.worst_z = std::abs(zz);
+            sweep.worst_where = fmt::format("{} σ={} d_k={}", dist.kind, sigma, d);
           }
         }
         const double var = util::mean(whole);
         const double var_scaled = var / std::pow(static_cast<double>(d), 2 * c.scale_exponent);
-        table.add_row({static_cast<double>(di), sigma, static_cast<double>(d), util::mean(means), var, util::mean(rows),
-                       util::mean(cols), se_var, theory, var_scaled,
-                       std::pow(sigma, 4), zw, zr, zc, zm});
+        sweep.table.add_row({static_cast<double>(di), sigma, static_cast<double>(d), util::mean(means), var,
+                             util::mean(rows), util::mean(cols), se.var, theory, var_scaled, std::pow(sigma, 4), zw,
+                             zr, zc, zm});
         curve.d.push_back(static_cast<double>(d));
-        curve.rel_se.push_back(se_var / theory);
+        curve.rel_se.push_back(se.var / theory);
         curve.var.push_back(var);
         curve.var_scaled.push_back(var_scaled);
         curve.ratio_whole.push_back(var / theory);
         curve.ratio_rows.push_back(util::mean(rows) / theory);
         curve.ratio_cols.push_back(util::mean(cols) / theory);
       }
-      curves.push_back(curve);
+      sweep.curves.push_back(curve);
     }
   }
-  result.tables.push_back(table);
-  result.notes.push_back("variance_by_dim.csv: distribution 0 = " + c.distributions.front() +
-                         (c.distributions.size() > 1 ? ", 1 = " + c.distributions[1] : std::string()));
+  return sweep;
+}
 
-  // Fitted powers of d_k: unscaled (theory 1) and scaled (theory 0), worst over curves.
-  // A curve's fitted power must be within slope_tolerance, or 4 standard errors of the fit when
-  // sampling noise is larger (small seq, few replicates).
-  double worst_slope = 1, worst_scaled_slope = 0, slope_ref = NAN;
+// Fitted powers of d_k: unscaled (theory 1) and scaled (theory 0), worst over curves.
+// A curve's fitted power must be within slope_tolerance, or 4 standard errors of the fit when
+// sampling noise is larger (small seq, few replicates).
+struct PowerFits {
+  double worst_slope = 1, worst_scaled_slope = 0;
+  double slope_ref = NAN;  // gaussian σ = 1 (the seeds' case), or the worst if absent
   bool slopes_ok = true, scaled_slopes_ok = true;
-  double slope_allowance = c.slope_tolerance;
+  double slope_allowance = 0;
+};
+PowerFits fit_powers(const VarianceConfig& c, const std::vector<Curve>& curves) {
+  PowerFits f;
+  f.slope_allowance = c.slope_tolerance;
   for (const auto& cu : curves) {
     const double s = util::loglog_slope(cu.d, cu.var), ss = util::loglog_slope(cu.d, cu.var_scaled);
     const double allowance = std::max(c.slope_tolerance, 4 * util::loglog_slope_se(cu.d, cu.rel_se));
-    slope_allowance = std::max(slope_allowance, allowance);
-    slopes_ok = slopes_ok && std::abs(s - 1) <= allowance;
-    scaled_slopes_ok = scaled_slopes_ok && std::abs(ss) <= allowance;
-    if (cu.dist == "gaussian" && cu.sigma == 1.0) slope_ref = s;
-    if (!(std::abs(s - 1) <= std::abs(worst_slope - 1))) worst_slope = s;  // NaN counts as worst
-    if (!(std::abs(ss) <= std::abs(worst_scaled_slope))) worst_scaled_slope = ss;
+    f.slope_allowance = std::max(f.slope_allowance, allowance);
+    f.slopes_ok = f.slopes_ok && std::abs(s - 1) <= allowance;
+    f.scaled_slopes_ok = f.scaled_slopes_ok && std::abs(ss) <= allowance;
+    if (cu.dist == "gaussian" && cu.sigma == 1.0) f.slope_ref = s;
+    if (!(std::abs(s - 1) <= std::abs(f.worst_slope - 1))) f.worst_slope = s;  // NaN counts as worst
+    if (!(std::abs(ss) <= std::abs(f.worst_scaled_slope))) f.worst_scaled_slope = ss;
   }
-  if (std::isnan(slope_ref)) slope_ref = worst_slope;
+  if (std::isnan(f.slope_ref)) f.slope_ref = f.worst_slope;
+  return f;
+}
 
-  // Seed 004.
-  ctx.report(fmt::format("seed 004: Q {}x{} times K {}x{}", c.seed004_n, c.seed004_d, c.seed004_d, c.seed004_n));
-  const Seed004 s4 = seed004(c.seed004_n, c.seed004_d, c.histogram_bins, ctx.seed, ctx.threads);
+// Seed 004's histogram table: measured densities beside N(0, 1) and N(0, d).
+Table seed004_table(const VarianceConfig& c, const Seed004& s4) {
   Table hist("seed004_histogram", {"x_scaled", "density_scaled", "normal_0_1", "x_unscaled", "density_unscaled",
                                    "normal_0_d"});
   for (size_t b = 0; b < s4.centres.size(); ++b)
     hist.add_row({s4.centres[b], s4.density[b], normal_pdf(s4.centres[b], 1.0), s4.raw_centres[b], s4.raw_density[b],
                   normal_pdf(s4.raw_centres[b], std::sqrt(static_cast<double>(c.seed004_d)))});
-  result.tables.push_back(hist);
-  result.notes.push_back(fmt::format("seed 004: QKᵀ/√{} over {}² entries: mean {:.5f}, std {:.5f} (unscaled std {:.4f})",
-                                     c.seed004_d, c.seed004_n, s4.mean, s4.std, s4.raw_std));
+  return hist;
+}
 
-  // ---- figures ----
+// ---- figures ------------------------------------------------------------------
+
+Figure figure_variance(const VarianceConfig& c, const std::vector<Curve>& curves) {
   Figure fig;
   fig.name = "variance_vs_dk";
   fig.title = "Var(q·k) against d_k: measured (points) and theory (dashed)";
@@ -341,8 +364,10 @@ Result run_variance(const VarianceConfig& c, RunContext& ctx) {
   right.y_max = 1.6;
   mid.y_max = 1e3;
   fig.panels = {left, mid, right};
-  result.figures.push_back(fig);
+  return fig;
+}
 
+Figure figure_seed004(const VarianceConfig& c, const Seed004& s4, const Table& hist) {
   Figure hf;
   hf.name = "seed004_histogram";
   hf.title = fmt::format("Seed 004: Q {}×{} and K {}×{} from N(0,1)", c.seed004_n, c.seed004_d, c.seed004_d, c.seed004_n);
@@ -364,40 +389,63 @@ Result run_variance(const VarianceConfig& c, RunContext& ctx) {
   h1.y_min = 0;
   h1.x_min = h2.x_min = std::nullopt;
   hf.panels = {h1, h2};
-  result.figures.push_back(hf);
+  return hf;
+}
 
-  // ---- verdicts ----
+// ---- verdicts -----------------------------------------------------------------
+
+Verdict verdict_c1(const VarianceConfig& c, const VarianceSweep& sweep, const PowerFits& fits) {
   Verdict c1 = make_verdict("C1");
   c1.theory = 1.0;
   c1.theory_text = "Var(q·k) = d_k σ⁴: power of d_k = 1, mean 0";
-  c1.measured = worst_slope;
+  c1.measured = fits.worst_slope;
   c1.measured_text = fmt::format("fitted power {:.4f} (gaussian σ=1: {:.4f}); worst |z| {:.2f} over {} settings ({})",
-                                 worst_slope, slope_ref, worst_z, settings, worst_where);
+                                 fits.worst_slope, fits.slope_ref, sweep.worst_z, sweep.settings, sweep.worst_where);
   c1.method = fmt::format("For every distribution, σ and d_k, the mean and the variance of Q Kᵀ (whole matrix, per row, "
                           "per column; averaged over {} replicates of {}×{}) are compared with 0 and d_k σ⁴ in standard "
                           "errors from theory (Var/(d_k σ⁴)² = (4 + 2κ)/(N d_k) + O(1/N²), κ the excess kurtosis; "
                           "|z| ≤ {}), and the power of d_k fitted on log–log axes must be 1 ± {}.",
                           c.replicates, c.seq, c.seq, c.z_max, c.slope_tolerance);
-  c1.tolerance = slope_allowance;
-  c1.outcome = util::outcome_of(slopes_ok && worst_z <= c.z_max);
-  c1.figure = fig.name;
-  result.verdicts.push_back(c1);
+  c1.tolerance = fits.slope_allowance;
+  c1.outcome = util::outcome_of(fits.slopes_ok && sweep.worst_z <= c.z_max);
+  c1.figure = "variance_vs_dk";
+  return c1;
+}
 
+Verdict verdict_c2(const VarianceConfig& c, const Seed004& s4, const PowerFits& fits) {
   Verdict c2 = make_verdict("C2");
   c2.theory = 1.0;
   c2.theory_text = "std of QKᵀ/√d = 1, mean 0; Var(q·k/√d_k) = σ⁴ (power of d_k = 0)";
   c2.measured = s4.std;
   c2.measured_text = fmt::format("seed 004: mean {:.5f}, std {:.5f}; fitted power of d_k after the scale {:+.4f}",
-                                 s4.mean, s4.std, worst_scaled_slope);
+                                 s4.mean, s4.std, fits.worst_scaled_slope);
   c2.tolerance = c.seed004_tolerance;
   c2.method = fmt::format("Seed 004's experiment run as written: |mean| and |std − 1| of all {}² entries of QKᵀ/√{} "
                           "must be ≤ {}; and the power of d_k in Var(q·k/d_k^{}) fitted over every distribution and σ "
                           "must be 0 ± {} (or ± 4 standard errors of the fit, if larger).",
                           c.seed004_n, c.seed004_d, c.seed004_tolerance, c.scale_exponent, c.slope_tolerance);
   c2.outcome = util::outcome_of(std::abs(s4.mean) <= c.seed004_tolerance && std::abs(s4.std - 1) <= c.seed004_tolerance &&
-                                scaled_slopes_ok);
-  c2.figure = hf.name;
-  result.verdicts.push_back(c2);
+                                fits.scaled_slopes_ok);
+  c2.figure = "seed004_histogram";
+  return c2;
+}
+
+Result run_variance(const VarianceConfig& c, RunContext& ctx) {
+  validate(c);
+  Result result;
+  VarianceSweep sweep = measure_sweep(c, ctx);
+  const PowerFits fits = fit_powers(c, sweep.curves);
+  ctx.report(fmt::format("seed 004: Q {}x{} times K {}x{}", c.seed004_n, c.seed004_d, c.seed004_d, c.seed004_n));
+  const Seed004 s4 = measure_seed004(c.seed004_n, c.seed004_d, c.histogram_bins, ctx.seed, ctx.threads);
+  const Table hist = seed004_table(c, s4);
+
+  result.tables = {sweep.table, hist};
+  result.notes.push_back("variance_by_dim.csv: distribution 0 = " + c.distributions.front() +
+                         (c.distributions.size() > 1 ? ", 1 = " + c.distributions[1] : std::string()));
+  result.notes.push_back(fmt::format("seed 004: QKᵀ/√{} over {}² entries: mean {:.5f}, std {:.5f} (unscaled std {:.4f})",
+                                     c.seed004_d, c.seed004_n, s4.mean, s4.std, s4.raw_std));
+  result.figures = {figure_variance(c, sweep.curves), figure_seed004(c, s4, hist)};
+  result.verdicts = {verdict_c1(c, sweep, fits), verdict_c2(c, s4, fits)};
   return result;
 }
 

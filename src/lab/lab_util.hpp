@@ -119,6 +119,14 @@ inline std::vector<ScalePolicy> parse_policies(const std::string& key, const std
   return policies;
 }
 
+// "0 = none, 1 = inv_sqrt_d, ...": what the policy codes of a CSV column mean.
+inline std::string policy_legend(const std::vector<ScalePolicy>& policies) {
+  std::string legend;
+  for (size_t i = 0; i < policies.size(); ++i)
+    legend += (i ? ", " : "") + std::to_string(i) + " = " + policies[i].name();
+  return legend;
+}
+
 // ---- figures ----------------------------------------------------------------
 inline Series series(std::string label, Style style, std::vector<double> x, std::vector<double> y,
                      std::string color = "") {

@@ -101,20 +101,29 @@ figure img { max-width: 100%; border: 1px solid #ddd; }
 code { background: #f3f3f3; padding: 0 0.25em; }
 )";
 
-std::string build_html(const ReportOptions& o, const std::vector<Result>& results,
-                       const std::vector<std::pair<ClaimInfo, std::vector<Verdict>>>& per_claim, double seconds) {
+using ClaimVerdicts = std::vector<std::pair<ClaimInfo, std::vector<Verdict>>>;
+
+// How to reproduce a check: `attnlab run EXPERIMENT --seed N [--quick]`.
+std::string rerun_command(const ReportOptions& o, const std::string& experiment) {
+  return "attnlab run " + html(experiment) + " --seed " + std::to_string(o.seed) + (o.quick ? " --quick" : "");
+}
+
+std::string page_head() {
+  return std::string("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n") +
+         "<title>attnlab report: why attention divides by √d_k</title>\n<style>" + kStyle + "</style>\n</head>\n<body>\n";
+}
+
+// The title, what the page is, and one row per claim: verdict, theory, measured.
+std::string summary_section(const ReportOptions& o, const ClaimVerdicts& per_claim, double seconds) {
   std::ostringstream h;
   const std::time_t now = std::time(nullptr);
   char stamp[64];
   std::strftime(stamp, sizeof stamp, "%Y-%m-%d %H:%M UTC", std::gmtime(&now));
-  h << "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
-    << "<title>attnlab report: why attention divides by √d_k</title>\n<style>" << kStyle << "</style>\n</head>\n<body>\n";
   h << "<h1>Why attention divides by √d<sub>k</sub>: every claim, measured</h1>\n";
   h << "<p class=\"sub\">attnlab report, seed " << o.seed << (o.quick ? ", quick configuration" : "") << ", generated "
     << stamp << " in " << fmt::format("{:.1f}", seconds) << " s. Each claim of the source articles (seeds 000–004, "
     << "numbered in CLAIMS.md) is set against a measurement: the number theory predicts, the number measured, and a "
     << "verdict computed from them.</p>\n";
-  // Summary table.
   h << "<table class=\"summary\">\n<tr><th>id</th><th>claim</th><th>verdict</th><th>theory</th><th>measured</th></tr>\n";
   for (const auto& [info, vs] : per_claim) {
     const Outcome out = aggregate(vs);
@@ -125,43 +134,59 @@ std::string build_html(const ReportOptions& o, const std::vector<Result>& result
       << to_string(out) << "\">" << to_string(out) << "</span></td><td>" << theory << "</td><td>" << measured << "</td></tr>\n";
   }
   h << "</table>\n";
+  return h.str();
+}
 
-  for (const auto& [info, vs] : per_claim) {
-    const Outcome out = aggregate(vs);
-    h << "<section class=\"claim\" id=\"" << info.id << "\">\n<h2>" << info.id << ". " << html(info.title)
-      << " <span class=\"verdict " << to_string(out) << "\">" << to_string(out) << "</span></h2>\n";
-    h << "<p class=\"statement\">" << html(info.statement) << "</p>\n<p class=\"seeds\">Source: ";
-    for (size_t i = 0; i < info.seeds.size(); ++i) h << (i ? ", " : "") << "seed " << info.seeds[i];
-    h << "</p>\n";
-    if (vs.empty()) {
-      h << "<p>" << pending_reason(info) << ": the verdict is <b>pending</b>.</p>\n";
+std::string figure_html(const std::string& name, const Figure* f) {
+  std::string h = "<figure><img src=\"figures/" + html(name) + ".png\" alt=\"" + html(f ? f->title : name) + "\">";
+  if (f && !f->caption.empty()) h += "<figcaption class=\"caption\">" + html(f->caption) + "</figcaption>";
+  return h + "</figure>\n";
+}
+
+// One check on a claim: theory, measured, tolerance, how judged, its verdict.
+std::string check_table(const ReportOptions& o, const ClaimInfo& info, const Verdict& v) {
+  std::ostringstream h;
+  h << "<table>\n";
+  if (v.title != info.title || v.supplementary)
+    h << "<tr><th colspan=\"2\">" << (v.supplementary ? "Supplementary check (not counted in the claim's verdict): " : "")
+      << html(v.title) << "</th></tr>\n";
+  h << "<tr><th style=\"width:9em\">theory</th><td>" << html(v.theory_text) << (std::isfinite(v.theory) ? " (" + number(v.theory) + ")" : "") << "</td></tr>\n";
+  h << "<tr><th>measured</th><td>" << html(v.measured_text) << (std::isfinite(v.measured) ? " (" + number(v.measured) + ")" : "") << "</td></tr>\n";
+  h << "<tr><th>tolerance</th><td>" << number(v.tolerance) << "</td></tr>\n";
+  h << "<tr><th>how judged</th><td class=\"method\">" << html(v.method) << "</td></tr>\n";
+  h << "<tr><th>verdict</th><td><span class=\"verdict " << to_string(v.outcome) << "\">" << to_string(v.outcome)
+    << "</span> &nbsp;experiment <code>" << html(v.experiment) << "</code> (<code>" << rerun_command(o, v.experiment)
+    << "</code>)</td></tr>\n";
+  h << "</table>\n";
+  return h.str();
+}
+
+// A claim: statement, sources, each figure its checks name (once), and each check.
+std::string claim_section(const ReportOptions& o, const std::vector<Result>& results, const ClaimInfo& info,
+                          const std::vector<Verdict>& vs) {
+  std::ostringstream h;
+  const Outcome out = aggregate(vs);
+  h << "<section class=\"claim\" id=\"" << info.id << "\">\n<h2>" << info.id << ". " << html(info.title)
+    << " <span class=\"verdict " << to_string(out) << "\">" << to_string(out) << "</span></h2>\n";
+  h << "<p class=\"statement\">" << html(info.statement) << "</p>\n<p class=\"seeds\">Source: ";
+  for (size_t i = 0; i < info.seeds.size(); ++i) h << (i ? ", " : "") << "seed " << info.seeds[i];
+  h << "</p>\n";
+  if (vs.empty()) h << "<p>" << pending_reason(info) << ": the verdict is <b>pending</b>.</p>\n";
+  std::set<std::string> shown_figures;
+  for (const auto& v : vs) {
+    if (!v.figure.empty() && !shown_figures.count(v.figure)) {
+      shown_figures.insert(v.figure);
+      h << figure_html(v.figure, find_figure(results, v.experiment, v.figure));
     }
-    std::set<std::string> shown_figures;
-    for (const auto& v : vs) {
-      if (!v.figure.empty() && !shown_figures.count(v.figure)) {
-        shown_figures.insert(v.figure);
-        const Figure* f = find_figure(results, v.experiment, v.figure);
-        h << "<figure><img src=\"figures/" << html(v.figure) << ".png\" alt=\"" << html(f ? f->title : v.figure) << "\">";
-        if (f && !f->caption.empty()) h << "<figcaption class=\"caption\">" << html(f->caption) << "</figcaption>";
-        h << "</figure>\n";
-      }
-      h << "<table>\n";
-      if (v.title != info.title || v.supplementary)
-        h << "<tr><th colspan=\"2\">" << (v.supplementary ? "Supplementary check (not counted in the claim's verdict): " : "")
-          << html(v.title) << "</th></tr>\n";
-      h << "<tr><th style=\"width:9em\">theory</th><td>" << html(v.theory_text) << (std::isfinite(v.theory) ? " (" + number(v.theory) + ")" : "") << "</td></tr>\n";
-      h << "<tr><th>measured</th><td>" << html(v.measured_text) << (std::isfinite(v.measured) ? " (" + number(v.measured) + ")" : "") << "</td></tr>\n";
-      h << "<tr><th>tolerance</th><td>" << number(v.tolerance) << "</td></tr>\n";
-      h << "<tr><th>how judged</th><td class=\"method\">" << html(v.method) << "</td></tr>\n";
-      h << "<tr><th>verdict</th><td><span class=\"verdict " << to_string(v.outcome) << "\">" << to_string(v.outcome)
-        << "</span> &nbsp;experiment <code>" << html(v.experiment) << "</code> (<code>attnlab run " << html(v.experiment)
-        << " --seed " << o.seed << (o.quick ? " --quick" : "") << "</code>)</td></tr>\n";
-      h << "</table>\n";
-    }
-    h << "</section>\n";
+    h << check_table(o, info, v);
   }
+  h << "</section>\n";
+  return h.str();
+}
 
-  // Other figures (not attached to a verdict) and the data.
+// Every experiment's time, figures, data and configuration; the figures no check names.
+std::string experiments_section(const ReportOptions& o, const std::vector<Result>& results) {
+  std::ostringstream h;
   h << "<section class=\"experiments\"><h2>Experiments, figures and data</h2>\n<table>\n<tr><th>experiment</th><th>time</th><th>figures</th><th>data (CSV)</th><th>configuration</th></tr>\n";
   for (const auto& r : results) {
     h << "<tr><td><code>" << html(r.experiment) << "</code></td><td>" << fmt::format("{:.1f} s", r.seconds) << "</td><td>";
@@ -184,8 +209,14 @@ std::string build_html(const ReportOptions& o, const std::vector<Result>& result
   h << "<p class=\"method\">Each figure's gnuplot script is kept beside it (<code>figures/*.gp</code>); "
     << "<code>report.json</code> holds every verdict. Reproduce with <code>attnlab report --seed " << o.seed
     << (o.quick ? " --quick" : "") << "</code>.</p>\n</section>\n";
-  h << "</body>\n</html>\n";
   return h.str();
+}
+
+std::string build_html(const ReportOptions& o, const std::vector<Result>& results, const ClaimVerdicts& per_claim,
+                       double seconds) {
+  std::string page = page_head() + summary_section(o, per_claim, seconds);
+  for (const auto& [info, vs] : per_claim) page += claim_section(o, results, info, vs);
+  return page + experiments_section(o, results) + "</body>\n</html>\n";
 }
 
 // An interrupted run (killed, Ctrl-C) may leave its hidden work directories next to OUT:

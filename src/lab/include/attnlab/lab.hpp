@@ -14,7 +14,15 @@
 //       p.add("dims", dims, "head dims, comma-separated");
 //     }
 //   };
-//   attnlab::lab::Result run_mine(const MyConfig& c, attnlab::lab::RunContext& ctx) { ... }
+//   attnlab::lab::Result run_mine(const MyConfig& c, attnlab::lab::RunContext& ctx) {
+//     validate(c);                                  // bad parameters: attnlab::Error naming the key
+//     const Measured m = measure_mine(c, ctx);      // the numbers (and the tables)
+//     attnlab::lab::Result r;
+//     r.tables = {m.table};
+//     r.figures = {figure_mine(c, m)};              // figures as data
+//     r.verdicts = {verdict_c1(c, m)};              // each verdict computed from the measurement
+//     return r;
+//   }
 //   }  // namespace
 //   attnlab::lab::Experiment mine_experiment() {
 //     return attnlab::lab::make_experiment<MyConfig>("mine", "one-line summary", {"C1"}, run_mine,
