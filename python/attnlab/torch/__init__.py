@@ -75,8 +75,10 @@ def _check_dropout(dropout_p) -> None:
                                   "evaluation), or use the plain torch formula for training with dropout")
 
 
-def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, *,
-                                 scale=None, enable_gqa=False):
+def scaled_dot_product_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                                 attn_mask: torch.Tensor | None = None, dropout_p: float = 0.0,
+                                 is_causal: bool = False, *, scale: float | None = None,
+                                 enable_gqa: bool = False) -> torch.Tensor:
     """torch 2.x's `torch.nn.functional.scaled_dot_product_attention`, computed by attnlab.
 
     query (..., Hq, L, E), key (..., H, S, E), value (..., H, S, Ev) -> (..., Hq, L, Ev).
@@ -101,8 +103,11 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     return out.reshape(ops.out_shape)
 
 
-def attention(query, key, value, attn_mask=None, *, causal=False, scale=None, key_lengths=None,
-              diagnostics=False, return_lse=False, check_finite=True, threads=None, dropout_p=0.0, **options):
+def attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+              attn_mask: torch.Tensor | None = None, *, causal: bool | str = False,
+              scale: float | str | None = None, key_lengths=None, diagnostics: bool = False,
+              return_lse: bool = False, check_finite: bool = True, threads: int | None = None,
+              dropout_p: float = 0.0, **options):
     """Attention with attnlab's options, differentiable in query, key, value and a float mask.
 
     query [..., Hq, Nq, E], key [..., Hkv, Nk, E], value [..., Hkv, Nk, Ev], all of one rank
