@@ -4,6 +4,9 @@ BUILD_DIR ?= build
 PREFIX    ?= /usr/local
 JOBS      ?= $(shell nproc)
 CMAKE_ARGS ?=
+# ccache when installed: the Python wheel's build (setup.py, ctest python.wheel_install)
+# compiles the same files with the same commands, and then takes them from the cache.
+CCACHE_ARG := $(if $(shell command -v ccache),-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 
 .PHONY: all deps configure build demo test test-release install python asan fuzz clean
 
@@ -13,7 +16,7 @@ deps:
 	@scripts/install-deps
 
 $(BUILD_DIR)/CMakeCache.txt: | deps
-	cmake -S . -B $(BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=Release $(CMAKE_ARGS)
+	cmake -S . -B $(BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=Release $(CCACHE_ARG) $(CMAKE_ARGS)
 
 configure: deps $(BUILD_DIR)/CMakeCache.txt
 

@@ -1,11 +1,13 @@
 """attnlab: scaled dot-product attention over NumPy arrays, with PyTorch's signature.
 
 float32 arrays run on attnlab's float32 engine, float64 arrays on its double-precision
-reference. See docs/python.md.
+reference. For torch tensors, differentiable: `import attnlab.torch` (this package never
+imports torch itself). See docs/python.md.
 """
 
 from . import experiments
 from ._attnlab import (
+    __version__,  # CMakeLists.txt's project VERSION, compiled into the extension
     attention_backward,
     attention_forward,
     engine_target,
@@ -17,8 +19,6 @@ from ._attnlab import (
     softmax_jacobian,
     softmax_vjp,
 )
-
-__version__ = "0.1.0"
 
 __all__ = [
     "attention_backward",

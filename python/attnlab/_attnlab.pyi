@@ -10,6 +10,8 @@ FloatArray = npt.NDArray[np.floating]
 Causal = bool | Literal["none", "top_left", "bottom_right"]
 Scale = float | str | None
 
+__version__: str  # CMakeLists.txt's project VERSION
+
 class Diagnostics(TypedDict):
     max_prob: FloatArray
     entropy: FloatArray

@@ -12,5 +12,6 @@ def code_blocks(markdown):
 
 def test_readme_examples_are_the_files_ctest_runs():
     blocks = code_blocks((ROOT / "README.md").read_text())
-    for example in ("python/examples/quickstart.py", "examples/npy_attention.sh"):
+    for example in ("python/examples/quickstart.py", "python/examples/torch_attention.py",
+                    "examples/npy_attention.sh"):
         assert (ROOT / example).read_text() in blocks, f"README.md does not show {example} as it is"

@@ -1,0 +1,149 @@
+"""attnlab for PyTorch: attention on CPU tensors, differentiable, with torch's signature.
+
+    import attnlab.torch as at
+    out = at.scaled_dot_product_attention(q, k, v, is_causal=True)   # torch 2.x's function
+    out.sum().backward()                                              # attnlab's backward
+
+`scaled_dot_product_attention` follows torch 2.x's `torch.nn.functional` function of that
+name (Debian's torch 1.13 has none): shapes (..., H, L, E) with broadcasting, bool or float
+`attn_mask`, `is_causal` (top-left), `scale`, `enable_gqa`. `attention` is the same
+computation with attnlab's own options: `causal="bottom_right"`, `key_lengths`, scale
+policies, `diagnostics`, the log-sum-exp, `threads`, `check_finite`.
+
+Both run attnlab's fused float32 engine for float32 tensors and its double-precision
+reference for float64, forward and backward (a torch.autograd.Function that keeps O and
+the per-row log-sum-exp, never the N×N probabilities). Tensors are read where they are,
+with their strides; nothing is copied on the way in except where several broadcast batch
+axes must be merged. The GIL is released while attnlab computes. Threads: torch's
+(`torch.get_num_threads()`), unless `threads=` says otherwise.
+
+Differences from torch 2.x, by design: a row that sees no key gives 0 (as torch ≥ 2.5's
+math backend, not NaN as earlier versions), NaN or ±inf in the inputs is a ValueError
+(`attention(..., check_finite=False)` lets NaN through), and only CPU tensors of float32
+and float64 are taken (bf16 and fp16 with the precision issue, 15). Not supported, with an
+error that says so: `dropout_p > 0` (attnlab's dropout is issue 17), double backward, a
+float mask's gradient together with a scale policy that differs from row to row.
+
+Importing attnlab never imports torch: this module is loaded only by `import attnlab.torch`.
+"""
+
+from __future__ import annotations
+
+import numbers
+
+try:
+    import torch
+except ImportError as e:  # `import attnlab` works without torch; this module cannot
+    raise ImportError("attnlab.torch needs PyTorch (Debian: apt-get install python3-torch); "
+                      "attnlab itself works without it, on NumPy arrays") from e
+
+from ._function import Options, attend, key_lengths_array
+from ._shapes import pad_to_rank, sdpa_operands
+from ._tensors import check_float, check_tensor
+
+__all__ = ["attention", "scaled_dot_product_attention"]
+
+
+def _check_inputs(query, key, value, attn_mask) -> None:
+    for name, x in (("query", query), ("key", key), ("value", value)):
+        check_tensor(x, name)
+        check_float(x, name)
+    for name, x in (("key", key), ("value", value)):
+        if x.dtype != query.dtype:
+            raise TypeError(f"{name}: dtype {x.dtype} does not match query's {query.dtype}")
+    if attn_mask is not None:
+        check_tensor(attn_mask, "attn_mask")
+        if attn_mask.dtype != torch.bool and not attn_mask.is_floating_point():
+            raise TypeError(f"attn_mask: dtype {attn_mask.dtype} is not supported (bool: True = attend; "
+                            "or float: added to the scaled scores)")
+
+
+def _mask_in_dtype(mask, dtype):
+    """A float mask in the inputs' dtype (a tracked conversion: its gradient flows back)."""
+    if mask is None or mask.dtype == torch.bool or mask.dtype == dtype:
+        return mask
+    check_float(mask, "attn_mask")
+    return mask.to(dtype)
+
+
+def _check_dropout(dropout_p) -> None:
+    if not isinstance(dropout_p, numbers.Real) or not 0.0 <= dropout_p <= 1.0:
+        raise ValueError(f"dropout_p: {dropout_p!r} is not a probability in [0, 1]")
+    if dropout_p != 0.0:
+        raise NotImplementedError(f"dropout_p={dropout_p}: attnlab has no attention dropout yet (issue 17 adds "
+                                  "it); pass dropout_p=0.0 (e.g. `dropout_p if self.training else 0.0` in "
+                                  "evaluation), or use the plain torch formula for training with dropout")
+
+
+def scaled_dot_product_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                                 attn_mask: torch.Tensor | None = None, dropout_p: float = 0.0,
+                                 is_causal: bool = False, *, scale: float | None = None,
+                                 enable_gqa: bool = False) -> torch.Tensor:
+    """torch 2.x's `torch.nn.functional.scaled_dot_product_attention`, computed by attnlab.
+
+    query (..., Hq, L, E), key (..., H, S, E), value (..., H, S, Ev) -> (..., Hq, L, Ev).
+    Leading axes broadcast; heads broadcast, or with enable_gqa=True Hq is a multiple of H
+    (query head h reads key/value head h // (Hq // H)). attn_mask broadcasts to
+    (..., Hq, L, S): bool attends where True, float is added to the scaled scores (and gets
+    a gradient if it requires one). is_causal: row i sees keys j <= i; not with attn_mask.
+    scale: default 1/sqrt(E). Differentiable in query, key, value and a float mask.
+    """
+    _check_inputs(query, key, value, attn_mask)
+    _check_dropout(dropout_p)
+    if is_causal and attn_mask is not None:
+        raise ValueError("attn_mask: must be None when is_causal=True (as in torch); put the causal mask "
+                         "into attn_mask, or use attnlab.torch.attention(causal=...), which takes both")
+    if scale is not None and (isinstance(scale, bool) or not isinstance(scale, numbers.Real)):
+        raise TypeError(f"scale: expected None or a number, got {type(scale).__name__} "
+                        "(attnlab.torch.attention takes scale policies by name)")
+    ops = sdpa_operands(query, key, value, _mask_in_dtype(attn_mask, query.dtype), enable_gqa)
+    options = Options(causal=bool(is_causal), scale=None if scale is None else float(scale),
+                      threads=torch.get_num_threads())
+    out = attend(ops.q, ops.k, ops.v, ops.mask, options)[0]
+    return out.reshape(ops.out_shape)
+
+
+def attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+              attn_mask: torch.Tensor | None = None, *, causal: bool | str = False,
+              scale: float | str | None = None, key_lengths=None, diagnostics: bool = False,
+              return_lse: bool = False, check_finite: bool = True, threads: int | None = None,
+              dropout_p: float = 0.0, **options):
+    """Attention with attnlab's options, differentiable in query, key, value and a float mask.
+
+    query [..., Hq, Nq, E], key [..., Hkv, Nk, E], value [..., Hkv, Nk, Ev], all of one rank
+    (2 to 4 axes: [N, E], [H, N, E] or [B, H, N, E]); no broadcasting, and Hq may be any
+    multiple of Hkv (grouped-query heads). attn_mask: bool or float, broadcasting to
+    [B, Hq, Nq, Nk]. causal: False, True or "top_left" (row i sees keys j <= i), or
+    "bottom_right" (j <= i + Nk - Nq); combinable with a mask. key_lengths: one length per
+    batch entry (keys at or past it are padding). scale: None (1/sqrt(E)), a number, or a
+    policy name ("inv_sqrt_d", "none", "inv_d", "entropy_invariant", "ssmax", "ssmax:S").
+    threads: default torch.get_num_threads(). check_finite=False lets NaN through.
+    Further keyword options go to attnlab.attention_forward/backward as they are.
+
+    Returns out; (out, lse) with return_lse=True; (out, lse, diagnostics) with
+    diagnostics=True, where diagnostics is a dict of per-row max_prob, entropy and
+    jacobian_fro_sq. lse and the diagnostics are [..., Hq, Nq] and carry no gradient.
+    """
+    _check_inputs(query, key, value, attn_mask)
+    _check_dropout(dropout_p)
+    rank = query.dim()
+    if not 2 <= rank <= 4:
+        raise ValueError(f"query: {rank} dimension(s); expected [N, E], [H, N, E] or [B, H, N, E]")
+    if key.dim() != rank or value.dim() != rank:
+        raise ValueError(f"key, value: ranks {key.dim()} and {value.dim()} must equal query's {rank} "
+                         "(attention does not broadcast; scaled_dot_product_attention does)")
+    opts = Options(causal=causal, scale=scale, key_lengths=key_lengths_array(key_lengths),
+                   check_finite=bool(check_finite),
+                   threads=torch.get_num_threads() if threads is None else threads,
+                   extra=tuple(sorted(options.items())))
+    q, k, v = (pad_to_rank(x, 4) for x in (query, key, value))
+    result = attend(q, k, v, _mask_in_dtype(attn_mask, query.dtype), opts, diagnostics)
+    rows = tuple(query.shape[:-1])  # [..., Hq, Nq]
+    out = result[0].reshape(*rows, value.shape[-1])
+    if not (return_lse or diagnostics):
+        return out
+    lse = result[1].reshape(rows)
+    if not diagnostics:
+        return out, lse
+    names = ("max_prob", "entropy", "jacobian_fro_sq")
+    return out, lse, {name: t.reshape(rows) for name, t in zip(names, result[2:])}
