@@ -392,11 +392,11 @@ Figure mechanism_figure(const StudyResult& s, const std::vector<CellSummary>& ce
   f.name = fmt::format("train_mechanism_{}_{}", to_string(task), to_string(init));
   f.title = "";
   f.caption = fmt::format(
-      "Per policy, mean over {} seeds. Left: the largest attention probability of the classifying position at "
+      "Per scale (orange: none, blue: 1/√d_k, green: 1/d_k, black: qk-norm with a learned temperature), mean over {} "
+      "seeds, each at its own learning rate. Left: the largest attention weight of the classifying position at "
       "initialisation (1 = one-hot: saturated before training starts). Middle: the size of the gradient reaching "
       "W_q and W_k after the first {} steps (log scale). Right: mean held-out accuracy at the end of training. "
-      "Without the scale the attention starts saturated as d_k grows while its gradient is not smaller: the "
-      "failure is saturation.",
+      "Without the scale the attention starts saturated as d_k grows while its gradient is not smaller.",
       s.config.seeds, s.config.base.eval_every);
   f.layout_rows = static_cast<int>(s.config.optimizers.size());
   f.layout_cols = 3;
@@ -430,7 +430,6 @@ Figure mechanism_figure(const StudyResult& s, const std::vector<CellSummary>& ce
     }
     pm.y_min = 0, pm.y_max = 1.05;
     pa.y_min = 0, pa.y_max = 1.05;
-    if (oi == 0) pm.legend_position = "center left";
     f.panels.push_back(std::move(pm));
     f.panels.push_back(std::move(pg));
     f.panels.push_back(std::move(pa));
@@ -468,13 +467,37 @@ Config settings_of(const StudyConfig& s, const std::string& rates) {
 }
 
 // The task, the model and the training, in plain words.
-std::string setup_text(const StudyConfig& s, const std::string& rates) {
+// How many of the study's cells have a tuned rate (the others run at the default).
+size_t tuned_cells(const StudyConfig& s) {
+  size_t n = 0;
+  for (const auto& t : s.tasks)
+    for (InitMode i : s.inits)
+      for (OptimizerKind o : s.optimizers)
+        for (int64_t d : s.d_ks)
+          for (const auto& sc : s.scales)
+            n += std::any_of(s.tuned.begin(), s.tuned.end(), [&](const TunedRate& r) {
+              return r.task == t.kind && r.init == i && r.optimizer == o && r.d_k == d && r.scale == sc.name();
+            });
+  return n;
+}
+
+std::string setup_text(const StudyConfig& s, const std::string& rates, int64_t tuning_seeds) {
+  const size_t cells = s.tasks.size() * s.inits.size() * s.optimizers.size() * s.d_ks.size() * s.scales.size();
+  const size_t tuned = tuned_cells(s);
+  const std::string cached_words =
+      tuned == cells ? std::string("each policy, optimiser and d_k at its own best peak learning rate, as chosen by the "
+                                   "full sweep's tuning (docs/training.md; Adam 3e-4…1e-2, SGD 0.01…1), not re-tuned "
+                                   "in this run")
+      : tuned == 0   ? std::string("the optimiser's default peak learning rate (Adam 3e-3, SGD 0.03): the full sweep "
+                                   "chose no rate for these settings")
+                     : fmt::format("at the rate the full sweep's tuning chose for {} of the {} settings, the "
+                                   "optimiser's default for the others",
+                                   tuned, cells);
   const std::string rate_words =
       rates == "tuned"    ? fmt::format("each policy, optimiser and d_k at its own best peak learning rate, chosen by "
                                         "a tuning sweep on {} other seeds (Adam 3e-4…1e-2, SGD 0.01…1)",
-                                        s.seeds)
-      : rates == "cached" ? "each policy, optimiser and d_k at its own best peak learning rate, as chosen by the full "
-                            "sweep's tuning (docs/training.md; Adam 3e-4…1e-2, SGD 0.01…1); not re-tuned in this run"
+                                        tuning_seeds)
+      : rates == "cached" ? cached_words
                           : "one peak learning rate per optimiser for every policy";
   return fmt::format(
       "The task is associative recall: a sequence k₁ v₁ … k₄ v₄ q of 9 tokens (keys and values from two "
@@ -512,7 +535,7 @@ Result run_train(const TrainExperimentConfig& c, RunContext& ctx) {
   if (rates == "tuned") {
     const StudyConfig tuning = tuning_study(config, c.tuning_seeds, config.first_seed + 500);
     tuning_cells = summarise(run_study(tuning, report("tuning: ")));
-    config.tuned = best_rates(tuning_cells);
+    config.tuned = best_rates(tuning_cells, config.base.threshold);
   }
   const StudyResult study = run_study(config, report(""));
   const auto cells = summarise(study);
@@ -541,7 +564,7 @@ Result run_train(const TrainExperimentConfig& c, RunContext& ctx) {
   r.notes.push_back(fmt::format("train: {} runs in {:.1f} s on {} threads (engine: {})", study.runs.size(),
                                 study.seconds, config.threads, engine::target_name()));
   r.config = settings_of(config, rates);
-  r.setup = setup_text(config, rates);
+  r.setup = setup_text(config, rates, c.tuning_seeds);
 
   // C8's verdicts: one per optimiser on the first task and init of the sweep (the
   // headline), the other settings' supplementary; each shown by its mechanism figure.

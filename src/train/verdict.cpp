@@ -56,9 +56,9 @@ std::string policy_words(OptimizerKind opt) { return opt == OptimizerKind::adam 
 std::string mechanism_words(const CellSummary& none, const CellSummary& sqrt) {
   const double grad_ratio = none.mean_grad_qk_first / sqrt.mean_grad_qk_first;
   const std::string state = fmt::format(
-      "At initialisation its attention put {:.2f} of the weight on one position on average (entropy {:.2f} nats; "
-      "with 1/√d_k: {:.2f}, {:.2f} nats), and the gradient reaching W_q and W_k in the first steps was {:.2g}× the "
-      "scaled model's.",
+      "At initialisation its attention put {:.2f} of the weight on one position on average, entropy {:.2f} nats "
+      "(with 1/√d_k: {:.2f} of the weight, {:.2f} nats), and the gradient reaching W_q and W_k in the first steps "
+      "was {:.2g}× the scaled model's.",
       none.mean_max_prob_start, none.mean_entropy_start, sqrt.mean_max_prob_start, sqrt.mean_entropy_start,
       grad_ratio);
   switch (diagnose(none, sqrt)) {

@@ -1,5 +1,6 @@
 // The study's bookkeeping and the verdict rule, on hand-made results (no training),
 // and a tiny real sweep on one and on two threads.
+#include <algorithm>
 #include <cblas.h>
 #include <gtest/gtest.h>
 
@@ -70,22 +71,28 @@ TEST(Study, LearningRatesAreASweepAxisThenOnePerCell) {
   EXPECT_THROW(expand(c), Error);
 }
 
-TEST(Study, BestRateIsFewestStepsThenAccuracyThenSmallerRate) {
-  auto cell = [](double lr, double steps, double accuracy) {
+TEST(Study, BestRateLearnsAndKeepsItThenIsFastest) {
+  auto cell = [](double lr, double steps, double accuracy, int64_t reached = 3) {
     CellSummary c;
     c.d_k = 64;
     c.scale = ScalePolicy::none();
     c.lr = lr;
+    c.runs = 3;
+    c.reached = reached;
     c.median_steps = steps;
     c.mean_final_accuracy = accuracy;
     return c;
   };
-  EXPECT_EQ(best_rates({cell(0.01, 200, 1), cell(0.003, 120, 1), cell(0.001, 160, 1)}).front().lr, 0.003);
-  EXPECT_EQ(best_rates({cell(0.01, 320, 0.5), cell(0.003, 320, 0.7)}).front().lr, 0.003);  // both censored
-  EXPECT_EQ(best_rates({cell(0.01, 120, 1), cell(0.003, 120, 1)}).front().lr, 0.003);
+  const double t = 0.9;
+  EXPECT_EQ(best_rates({cell(0.01, 200, 1), cell(0.003, 120, 1), cell(0.001, 160, 1)}, t).front().lr, 0.003);
+  // Reaching 90 % fastest and then collapsing loses to a slower rate that keeps it.
+  EXPECT_EQ(best_rates({cell(0.1, 60, 0.36), cell(0.03, 120, 1)}, t).front().lr, 0.03);
+  EXPECT_EQ(best_rates({cell(0.01, 320, 0.5, 0), cell(0.003, 320, 0.7, 0)}, t).front().lr, 0.003);  // both censored
+  EXPECT_EQ(best_rates({cell(0.01, 160, 0.95, 3), cell(0.003, 140, 0.92, 2)}, t).front().lr, 0.01);  // more runs
+  EXPECT_EQ(best_rates({cell(0.01, 120, 1), cell(0.003, 120, 1)}, t).front().lr, 0.003);
   CellSummary other = cell(0.1, 100, 1);
   other.d_k = 256;
-  const auto best = best_rates({cell(0.01, 200, 1), other});
+  const auto best = best_rates({cell(0.01, 200, 1), other}, t);
   ASSERT_EQ(best.size(), 2u);
   EXPECT_EQ(best[1].d_k, 256);
   EXPECT_EQ(best[1].scale, "none");
@@ -113,6 +120,27 @@ TEST(Study, DiagnosisNamesTheMechanism) {
   c.median_censored = false;
   c.median_steps = 140;  // slower than the baseline but within 1.5×
   EXPECT_EQ(diagnose(c, base), Diagnosis::learns);
+}
+
+// The report's quick study runs every cell at a rate the full sweep chose (none at a default).
+TEST(Study, QuickStudyHasATunedRateForEveryCell) {
+  const StudyConfig q = quick_study();
+  for (const auto& task : q.tasks)
+    for (InitMode init : q.inits)
+      for (OptimizerKind opt : q.optimizers)
+        for (int64_t d : q.d_ks)
+          for (const Scaling& sc : q.scales) {
+            bool found = false;
+            for (const auto& t : q.tuned)
+              found = found || (t.task == task.kind && t.init == init && t.optimizer == opt && t.d_k == d &&
+                                t.scale == sc.name());
+            EXPECT_TRUE(found) << to_string(opt) << " d_k " << d << " " << sc.name();
+          }
+  const auto grid_adam = tuning_grid(OptimizerKind::adam), grid_sgd = tuning_grid(OptimizerKind::sgd);
+  for (const auto& t : cached_rates()) {
+    const auto& grid = t.optimizer == OptimizerKind::adam ? grid_adam : grid_sgd;
+    EXPECT_NE(std::find(grid.begin(), grid.end(), t.lr), grid.end()) << t.lr;
+  }
 }
 
 TEST(Study, ExpandCoversTheSweepInOrder) {

@@ -240,9 +240,12 @@ std::vector<CellSummary> summarise(const StudyResult& study);
 // not chosen on the runs that judge it).
 StudyConfig tuning_study(const StudyConfig& config, int64_t seeds, uint64_t first_seed);
 
-// Each cell's best rate among the rates a tuning study tried: the fewest median steps to
-// the threshold (censored), then the higher mean final accuracy, then the smaller rate.
-std::vector<TunedRate> best_rates(const std::vector<CellSummary>& tuning_cells);
+// Each cell's best rate among the rates a tuning study tried: one that learns the task and
+// keeps it (mean final accuracy >= threshold) before one that does not, then the most runs
+// reaching the threshold, the fewest median steps to it (censored), the higher mean final
+// accuracy, the smaller rate. (Fewest steps alone picks rates that reach the threshold
+// fast and then collapse: SGD with 1/sqrt(d_k) at 0.1.)
+std::vector<TunedRate> best_rates(const std::vector<CellSummary>& tuning_cells, double threshold);
 
 // Why a cell failed or trained slowly, measured beside the outcome (docs/training.md, "Mechanism").
 enum class Diagnosis {
