@@ -255,6 +255,7 @@ Figure figure_scores(const AdditiveConfig& c, const Table& t) {
   ps.series.push_back(util::series("multiplicative", Style::points, xs, t.column("multiplicative_std"), util::colour(1)));
   ps.series.push_back(util::series("", Style::theory, xs, t.column("multiplicative_theory_std"), util::colour(1)));
   ps.legend_position = "top left";
+  ps.y_max = 3000;  // room above the curves for the legend
   Panel pg = util::panel("gradient reaching h", "d_k", "median ‖∂e/∂h‖", true, true);
   pg.series.push_back(util::series("additive", Style::linespoints, xs, t.column("additive_grad_h"), util::colour(2)));
   pg.series.push_back(util::series("multiplicative", Style::linespoints, xs, t.column("multiplicative_grad_h"), util::colour(1)));

@@ -148,7 +148,7 @@ Figure figure_gradients(const ClassifierConfig& c, const Table& t) {
     } else {
       p.y_min = 0;
       p.y_max = 2.2;
-      p.legend_position = "top left";
+      p.legend_position = "right center";
     }
     f.panels.push_back(p);
   }

@@ -445,10 +445,11 @@ Verdict verdict_c2(const VarianceConfig& c, const Seed004& s4, const PowerFits& 
                                 fits.scaled_slopes_ok);
   c2.figure = "seed004_histogram";
   c2.plain = fmt::format("Article 004's experiment, run as written ({}² scores of dimension {}): divided by √{}, the "
-                         "scores have mean {:.4f} and standard deviation {:.4f}, against 0 and 1; without the scale "
+                         "scores have mean {} and standard deviation {:.4f}, against 0 and 1; without the scale "
                          "the standard deviation is {:.2f}. Across all sizes the variance after the scale no longer "
                          "grows with d_k (fitted power {:+.3f}).",
-                         c.seed004_n, c.seed004_d, c.seed004_d, s4.mean, s4.std, s4.raw_std, fits.worst_scaled_slope);
+                         c.seed004_n, c.seed004_d, c.seed004_d, util::pretty(s4.mean, 1), s4.std, s4.raw_std,
+                         fits.worst_scaled_slope);
   return c2;
 }
 

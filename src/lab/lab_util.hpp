@@ -102,19 +102,17 @@ inline std::string pretty(double x, int digits = 2) {
   if (!std::isfinite(x)) return x != x ? "—" : (x > 0 ? "∞" : "−∞");
   const double ax = std::abs(x);
   char buf[64];
-  if (ax >= 1e-3 && ax < 1e5) {
+  if (ax >= 1e-3 && ax < 1e4) {
     if (ax >= std::pow(10.0, digits)) std::snprintf(buf, sizeof buf, "%.0f", x);
     else std::snprintf(buf, sizeof buf, "%.*g", digits, x);
     return buf;
   }
   int exponent = static_cast<int>(std::floor(std::log10(ax)));
-  double mantissa = x / std::pow(10.0, exponent);
+  // The mantissa rounded to `digits` significant digits; 9.96 to one digit carries to 10.
+  const double unit = std::pow(10.0, digits - 1);
+  double mantissa = std::round(x / std::pow(10.0, exponent) * unit) / unit;
+  if (std::abs(mantissa) >= 10) ++exponent, mantissa /= 10;
   std::snprintf(buf, sizeof buf, "%.*g", digits, mantissa);
-  if (std::string(buf) == "10" || std::string(buf) == "-10") {  // rounding carried into the next power
-    ++exponent;
-    mantissa /= 10;
-    std::snprintf(buf, sizeof buf, "%.*g", digits, mantissa);
-  }
   static const char* const kSuper[] = {"⁰", "¹", "²", "³", "⁴", "⁵", "⁶", "⁷", "⁸", "⁹"};
   std::string e = exponent < 0 ? "⁻" : "";
   for (char ch : std::to_string(std::abs(exponent))) e += kSuper[ch - '0'];
@@ -229,6 +227,14 @@ inline Panel panel(std::string title, std::string x_label, std::string y_label, 
 // band that spans the panel's y range: the range set on the panel, else its data's, padded.
 // Call it after the panel's series are added.
 inline void shade_x_range(Panel& p, double x_lo, double x_hi, std::string label) {
+  // Within the data's own x range: the band must not widen the axis.
+  double data_lo = INFINITY, data_hi = -INFINITY;
+  for (const auto& se : p.series)
+    for (double x : se.x)
+      if (std::isfinite(x)) data_lo = std::min(data_lo, x), data_hi = std::max(data_hi, x);
+  x_lo = std::max(x_lo, data_lo);
+  x_hi = std::min(x_hi, data_hi);
+  if (!(x_lo < x_hi)) return;
   double lo = INFINITY, hi = -INFINITY;
   for (const auto& se : p.series)
     for (const auto* ys : {&se.y, &se.y_low, &se.y_high})

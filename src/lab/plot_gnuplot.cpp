@@ -145,8 +145,8 @@ void write_panel(std::ostream& g, const Panel& p, int panel_index, double panel_
     }
   }
   // Explicit tic labels, thinned so that neighbouring labels never touch: a label is kept
-  // when it is at least the width of the two half-labels (13-pixel text, ~8 px a digit)
-  // plus a gap away from the last one kept, on an axis of about panel_px − 90 pixels.
+  // when it is at least the width of the two half-labels (13-pixel text, ~11 px a digit)
+  // plus a gap away from the last one kept, on an axis of about panel_px − 110 pixels.
   auto tics = [&](const char* axis, std::vector<double> at, bool log_axis, std::optional<double> lo,
                   std::optional<double> hi, double axis_px) {
     if (at.empty()) return;
@@ -155,22 +155,21 @@ void write_panel(std::ostream& g, const Panel& p, int panel_index, double panel_
       if (log_axis) return (std::log(v) - std::log(a)) / (std::log(b) - std::log(a)) * axis_px;
       return (v - a) / (b - a) * axis_px;
     };
+    auto width = [](double v) { return 5.5 * static_cast<double>(fmt::format("{:g}", v).size()); };  // half a label, px
+    auto apart = [&](double u, double v) { return std::abs(position(v) - position(u)) >= width(u) + width(v) + 12; };
     std::vector<double> kept;
-    double last_px = -1e9;
-    size_t last_len = 0;
-    for (double v : at) {
-      const size_t len = fmt::format("{:g}", v).size();
-      const double x = b > a ? position(v) : 0;
-      if (kept.empty() || x - last_px >= 4.0 * static_cast<double>(len + last_len) + 10) {
-        kept.push_back(v);
-        last_px = x, last_len = len;
-      }
+    for (double v : at)
+      if (kept.empty() || b <= a || apart(kept.back(), v)) kept.push_back(v);
+    // The last tic (the largest value measured) stays, in place of the kept ones too close to it.
+    if (kept.back() != at.back() && b > a) {
+      while (!kept.empty() && !apart(kept.back(), at.back())) kept.pop_back();
+      kept.push_back(at.back());
     }
     g << "set " << axis << "tics (";
     for (size_t i = 0; i < kept.size(); ++i) g << (i ? ", " : "") << quote(fmt::format("{:g}", kept[i])) << " " << num(kept[i]);
     g << ")\n";
   };
-  tics("x", p.x_tics, p.log_x, x_lo, x_hi, std::max(80.0, panel_px - 90));
+  tics("x", p.x_tics, p.log_x, x_lo, x_hi, std::max(80.0, panel_px - 110));
   tics("y", p.y_tics, p.log_y, p.y_min, p.y_max, 1e9);  // vertical: labels stack, no thinning
   range("x", x_lo, x_hi);
   range("y", p.y_min, p.y_max);

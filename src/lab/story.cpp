@@ -212,14 +212,13 @@ std::string step_saturation(const std::vector<Result>& results, const Measured& 
                   claim_link("C3") + ").";
   const Curve bars = curve(find_table(results, "saturation", "saturation_bars"), {}, "a", "probability");
   if (!bars.empty()) {
-    double at1 = 0, at8 = 0;
+    double at1 = 0, at4 = 0;
     for (size_t i = 0; i < bars.x.size(); ++i) {
       if (bars.x[i] == 1) at1 = std::max(at1, bars.y[i]);
-      if (bars.x[i] == 8) at8 = std::max(at8, bars.y[i]);
+      if (bars.x[i] == 4) at4 = std::max(at4, bars.y[i]);
     }
-    if (at1 > 0 && at8 > 0)
-      s += fmt::format(" For x = (1, 1, 2, 4) the largest weight is {} at a = 1 and {} at a = 8.", g3(at1),
-                       fmt::format("{:.5f}", at8));
+    if (at1 > 0 && at4 > 0)
+      s += fmt::format(" For x = (1, 1, 2, 4) the largest weight is {} at a = 1 and {:.4f} at a = 4.", g3(at1), at4);
   }
   s += " We call a row <dfn>saturated</dfn> when its largest weight exceeds 0.99.";
   if (!m.saturated_none.empty()) {
@@ -228,8 +227,9 @@ std::string step_saturation(const std::vector<Result>& results, const Measured& 
       if (std::isfinite(m.saturated_none.at(d)))
         at += fmt::format("{}{} at {}", at.empty() ? "" : ", ", pct(m.saturated_none.at(d)), dk(d));
     const double scaled_max = *std::max_element(m.saturated_scaled.y.begin(), m.saturated_scaled.y.end());
-    s += " For random queries and keys (" + m.gradflow_keys + " keys per query), without the scale " + at + " of the rows are saturated; with it, " +
-         (scaled_max == 0 ? std::string("none at any size") : pct(scaled_max) + " at most") + ".";
+    s += " For random queries and keys (" + m.gradflow_keys + " keys per query), the share of saturated rows "
+         "without the scale is " + at + "; with the scale it is " +
+         (scaled_max == 0 ? std::string("0 at every size") : pct(scaled_max) + " at most") + ".";
   }
   return s;
 }
