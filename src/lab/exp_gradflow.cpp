@@ -250,7 +250,7 @@ IssueTable measure_issue_table(const GradflowConfig& c, RunContext& ctx) {
     t.table.add_row({static_cast<double>(d), u.median, u.log_se, c.table_unscaled[i], s.median, s.log_se, c.table_scaled});
     t.worst = std::max(t.worst, std::abs(std::log(u.median / c.table_unscaled[i])) / (c.table_z * u.log_se + c.table_rounding));
     t.worst = std::max(t.worst, std::abs(std::log(s.median / c.table_scaled)) / (c.table_z * s.log_se + c.table_rounding));
-    t.text += fmt::format("{}d_k {}: {:.3g} (issue {:g}) / {:.3g} (issue ≈{:g})", i ? "; " : "", d, u.median,
+    t.text += fmt::format("{}d_k {}: {:.3g} (quoted {:g}) / {:.3g} (quoted ≈{:g})", i ? "; " : "", d, u.median,
                           c.table_unscaled[i], s.median, c.table_scaled);
   }
   return t;
