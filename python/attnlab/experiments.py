@@ -26,9 +26,10 @@ class Result:
     seed: int
     config: dict[str, str]  # the full configuration run, defaults included
     tables: dict[str, dict[str, np.ndarray]]  # table name -> column name -> float64 array
-    verdicts: list[dict[str, Any]]  # claim, outcome ('confirmed', 'refuted', ...), measured, method, supplementary, ...
+    verdicts: list[dict[str, Any]]  # claim, outcome ('confirmed', 'refuted', ...), measured, method, plain, ranges, ...
     figures: list[dict[str, str]] = field(default_factory=list)  # name, title, caption (rendered by `attnlab run`)
     notes: list[str] = field(default_factory=list)
+    setup: str = ""  # what was measured and on what, in plain words
     seconds: float = 0.0
 
 

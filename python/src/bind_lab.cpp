@@ -55,6 +55,18 @@ py::dict to_python(const lab::Verdict& v) {
   d["figure"] = v.figure;
   d["experiment"] = v.experiment;
   d["supplementary"] = v.supplementary;  // beside the claim, left out of its overall verdict
+  d["plain"] = v.plain;                  // the finding in plain words
+  py::list ranges;                       // the outcome over each part of the range measured
+  for (const auto& r : v.ranges) {
+    py::dict rd;
+    rd["from"] = r.from;
+    rd["to"] = r.to;
+    rd["outcome"] = std::string(lab::to_string(r.outcome));
+    rd["text"] = r.text;
+    ranges.append(rd);
+  }
+  d["range_variable"] = v.range_variable;
+  d["ranges"] = ranges;
   return d;
 }
 
@@ -110,6 +122,7 @@ py::dict lab_run(const std::string& name, const lab::Config& config, uint64_t se
   d["verdicts"] = verdicts;
   d["figures"] = figures;
   d["notes"] = r.notes;
+  d["setup"] = r.setup;
   d["seconds"] = r.seconds;
   return d;
 }
@@ -122,7 +135,7 @@ void bind_lab(py::module_& m) {
         "The registered experiments: name, summary, claims, parameters (name, default, type, help), quick overrides.");
   m.def("lab_run", &lab_run, "name"_a, "config"_a, "seed"_a = 0,
         "Runs one experiment with a str -> str configuration; returns experiment, seed, config, tables "
-        "({table: {column: ndarray}}), verdicts, figures (name, title, caption), notes, seconds. "
+        "({table: {column: ndarray}}), verdicts, figures (name, title, caption), notes, setup, seconds. "
         "Use attnlab.experiments.run.");
 }
 

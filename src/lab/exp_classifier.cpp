@@ -129,8 +129,8 @@ Figure figure_gradients(const ClassifierConfig& c, const Table& t) {
                           "on a log axis.",
                           c.trials, c.classes);
   f.layout_cols = 2;
-  f.width = 1300;
-  f.height = 520;
+  f.width = 960;
+  f.height = 400;
   const std::string lname = c.loss == "cross_entropy" ? "‖p − y‖" : "‖J·2(p − y)‖";
   for (int log_y = 0; log_y < 2; ++log_y) {
     Panel p = util::panel(log_y ? "log scale" : "linear scale", "logit scale a (confidence)", "gradient norm at the logits", true, log_y == 1);
@@ -148,7 +148,7 @@ Figure figure_gradients(const ClassifierConfig& c, const Table& t) {
     } else {
       p.y_min = 0;
       p.y_max = 2.2;
-      p.legend_position = "top left";
+      p.legend_position = "right center";
     }
     f.panels.push_back(p);
   }
@@ -176,6 +176,15 @@ Verdict verdict_c10(const ClassifierConfig& c, const Table& t) {
                                std::abs(wrong_low - std::sqrt(2.0)) <= c.tolerance && right_end <= c.tolerance &&
                                att_end <= c.tolerance);
   v.figure = "classifier_gradient";
+  v.plain = fmt::format("With {}, a confidently wrong prediction keeps a gradient of {:.6f} at the logits (√2 = "
+                        "1.414214), a confidently right one {}; attention's softmax, which passes back J·g, gives "
+                        "at most {} at the same confidence. {}",
+                        c.loss == "cross_entropy" ? "cross-entropy" : "a squared error on the probabilities", wrong_end,
+                        util::pretty(right_end, 1), util::pretty(att_end, 1),
+                        c.loss == "cross_entropy" ? "The classifier's softmax needs no scale because its loss cancels "
+                                                    "the Jacobian."
+                                                  : "This loss back-propagates through the Jacobian, so a confident "
+                                                    "wrong prediction gets no gradient either.");
   return v;
 }
 

@@ -132,21 +132,23 @@ Figure figure_bars(const SaturationConfig& c, const Bars& bars) {
   const double n = static_cast<double>(c.x.size());
   Figure bf;
   bf.name = "saturation_bars";
-  bf.title = fmt::format("softmax(a·x) for x = ({}) at growing scale a", logits_text(c.x));
-  bf.caption = "Small multiples standing in for seed 000's animation: as a grows the probability mass moves to the "
-               "largest logit; the dashed line is the uniform 1/n that a → 0 gives.";
+  bf.title = "";
+  bf.caption = fmt::format("softmax(a·x) for x = ({}) at growing scale a, the still frames of article 000's "
+                           "animation (the section “Try it” at the top of the page moves a continuously): as a grows "
+                           "the weight moves to the largest logit. Dashed: the uniform 1/n that a → 0 gives.",
+                           logits_text(c.x));
   const int cols = 3;
   bf.layout_cols = cols;
   bf.layout_rows = static_cast<int>((c.bar_scales.size() + cols - 1) / cols);
-  bf.width = 1200;
-  bf.height = 380 * bf.layout_rows;
+  bf.width = 960;
+  bf.height = 300 * bf.layout_rows;
   for (size_t k = 0; k < c.bar_scales.size(); ++k) {
     const std::vector<double>& s = bars.s[k];
     const Point& p = bars.points[k];
     std::vector<double> idx;
     for (size_t i = 0; i < s.size(); ++i) idx.push_back(static_cast<double>(i + 1));
-    Panel pa = util::panel(fmt::format("a = {:g}: max {:.4f}, H = {:.3f}", c.bar_scales[k], p.max_prob, p.entropy),
-                           "index i", "s_i");
+    Panel pa = util::panel(fmt::format("a = {:g}: largest {:.3f}", c.bar_scales[k], p.max_prob), "position i",
+                           "weight s_i");
     pa.series.push_back(util::series("s_i", Style::bars, idx, s, "#0072B2"));
     pa.series.push_back(util::series("uniform 1/n", Style::theory, {0.5, n + 0.5}, {1 / n, 1 / n}, "#D55E00"));
     pa.y_min = 0;
@@ -154,7 +156,7 @@ Figure figure_bars(const SaturationConfig& c, const Bars& bars) {
     pa.x_min = 0.5;
     pa.x_max = n + 0.5;
     pa.x_tics = idx;
-    pa.legend_position = "top left";
+    pa.legend_position = "off";
     bf.panels.push_back(pa);
   }
   return bf;
@@ -167,16 +169,16 @@ Figure figure_curves(const SaturationConfig& c, const Curves& cu) {
   const std::string xs_text = logits_text(c.x);
   Figure cf;
   cf.name = "saturation_curves";
-  cf.title = "softmax(a·x) saturates as the scale a grows";
-  cf.caption = fmt::format("Largest probability (left) and entropy (right) of softmax(a·x) for x = ({}) and for {} random "
-                           "x ~ N(0,1) of length {} (median, 5–95 % band). Dashed: the limits theory gives, uniform as a → 0 "
-                           "and one-hot as a → ∞.",
+  cf.title = "";
+  cf.caption = fmt::format("Largest weight (left) and entropy (right) of softmax(a·x) against the scale a, for x = ({}) "
+                           "and for {} random x of length {} drawn from N(0, 1) (median and 5–95 % band). Dashed: the "
+                           "limits theory gives, uniform as a → 0 and one-hot as a → ∞.",
                            xs_text, c.random_vectors, c.random_length);
   cf.layout_cols = 2;
-  cf.width = 1300;
-  cf.height = 520;
-  Panel pm = util::panel("largest probability max_i s_i", "scale a", "max_i s_i", true, false);
-  Panel pe = util::panel("entropy H(s) (nats)", "scale a", "H(s)", true, false);
+  cf.width = 960;
+  cf.height = 400;
+  Panel pm = util::panel("largest weight", "scale a", "max_i s_i", true, false);
+  Panel pe = util::panel("entropy (nats)", "scale a", "H(s)", true, false);
   std::vector<double> smax, sent;
   for (const auto& p : cu.seed_points) smax.push_back(p.max_prob), sent.push_back(p.entropy);
   pm.series.push_back(util::band("random x: 5–95 %", grid, t.column("random_max_p05"), t.column("random_max_p95"), "#56B4E9"));
@@ -245,6 +247,10 @@ Verdict verdict_c3(const SaturationConfig& c, const Curves& cu) {
                          c.a_max, c.one_hot_tolerance, c.random_vectors, c.a_min, c.uniform_tolerance);
   v.outcome = util::outcome_of(one_hot && uniform && cu.monotone);
   v.figure = "saturation_curves";
+  v.plain = fmt::format("For x = ({}) the largest weight rises steadily with the scale, from {:.3f} at a = {:g} (the "
+                        "uniform 1/{:g}) to {:.6g} at a = {:g}, where the weights are ({}); every one of {} random "
+                        "vectors goes one-hot as fast as the gap between its two largest entries allows.",
+                        logits_text(c.x), lo.max_prob, c.a_min, n, hi.max_prob, c.a_max, s_hi_text, cu.random_x.size());
   return v;
 }
 

@@ -27,6 +27,8 @@ struct TrainExperimentConfig {
   std::vector<std::string> inits;
   int64_t seeds = 0, steps = 0, batch = 0, eval_every = 0, threads = 0;
   int64_t d_model = 0, layers = 0;
+  std::string rates;           // "" = the preset's: cached (quick), tuned (full); or fixed
+  int64_t tuning_seeds = 3;
   double adam_lr = 0, sgd_lr = 0;
   double threshold = 0.9;
   bool layernorm = true;
@@ -45,8 +47,12 @@ struct TrainExperimentConfig {
     p.add("threads", threads, "runs trained in parallel (default 2)");
     p.add("d_model", d_model, "embedding and residual width D (default 32)");
     p.add("layers", layers, "attention blocks, 1 or 2 (default 1)");
-    p.add("adam_lr", adam_lr, "Adam's peak learning rate (default 3e-3)");
-    p.add("sgd_lr", sgd_lr, "SGD's peak learning rate (default 0.03)");
+    p.add("rates", rates, "learning rates: tuned (a tuning sweep on other seeds first, each cell at its best rate; "
+                          "full's default), cached (the rates the full sweep chose; quick's default), fixed (adam_lr, "
+                          "sgd_lr for every cell)");
+    p.add("tuning_seeds", tuning_seeds, "seeds per cell and rate of the tuning sweep (rates=tuned)");
+    p.add("adam_lr", adam_lr, "Adam's peak learning rate for rates=fixed (default 3e-3; setting it implies rates=fixed)");
+    p.add("sgd_lr", sgd_lr, "SGD's peak learning rate for rates=fixed (default 0.03; setting it implies rates=fixed)");
     p.add("threshold", threshold, "held-out accuracy that counts as learnt");
     p.add("layernorm", layernorm, "pre-LN in each block and before the classifier");
   }
@@ -58,6 +64,17 @@ std::vector<E> parse_list(const std::vector<std::string>& names, F parse, const 
   std::vector<E> out;
   for (const auto& n : names) out.push_back(parse(n));
   return out;
+}
+
+// How the learning rates are chosen: the parameter, else fixed if a rate was given, else the preset's.
+std::string rates_mode(const TrainExperimentConfig& c) {
+  if (!c.rates.empty()) {
+    if (c.rates != "tuned" && c.rates != "cached" && c.rates != "fixed")
+      throw Error("rates: '" + c.rates + "' is not tuned, cached or fixed");
+    return c.rates;
+  }
+  if (c.adam_lr > 0 || c.sgd_lr > 0) return "fixed";
+  return c.full ? "tuned" : "cached";
 }
 
 StudyConfig study_of(const TrainExperimentConfig& c, uint64_t seed) {
@@ -95,6 +112,9 @@ StudyConfig study_of(const TrainExperimentConfig& c, uint64_t seed) {
   if (!(c.adam_lr >= 0) || !(c.sgd_lr >= 0)) throw Error("adam_lr, sgd_lr: must be ≥ 0 (0 = default)");
   s.adam_lr = c.adam_lr;
   s.sgd_lr = c.sgd_lr;
+  if (rates_mode(c) == "fixed") s.tuned.clear();
+  if (rates_mode(c) == "cached") s.tuned = cached_rates();
+  util::require_positive("tuning_seeds", c.tuning_seeds);
   if (!(c.threshold > 0 && c.threshold <= 1)) throw Error(fmt::format("threshold: {} is not in (0, 1]", c.threshold));
   s.base.threshold = c.threshold;
   s.base.model.layernorm = c.layernorm;
@@ -121,14 +141,9 @@ double code(const Scaling& s) {
 }
 
 std::string policy_label(const Scaling& s) {
-  if (s.qk_norm) return "qk-norm + learned temperature";
-  switch (s.policy.kind()) {
-    case ScalePolicy::Kind::none: return "none (unscaled)";
-    case ScalePolicy::Kind::inv_sqrt_d: return "1/sqrt(d_k)";
-    case ScalePolicy::Kind::inv_d: return "1/d_k";
-    default: return s.policy.name();
-  }
+  return s.qk_norm ? "qk-norm + learned temperature" : util::policy_label(s.policy);
 }
+std::string policy_colour(const Scaling& s) { return s.qk_norm ? "#000000" : util::policy_colour(s.policy); }
 
 struct Group {  // one (task, init, optimiser)
   TaskKind task;
@@ -176,27 +191,29 @@ Aggregate aggregate(const std::vector<const RunResult*>& runs, F field) {
 Figure learning_curves(const StudyResult& s, const Group& g) {
   Figure f;
   f.name = "train_curves_" + g.tag();
-  f.title = fmt::format("C8: held-out accuracy while training ({} task, {} init, {})", to_string(g.task),
-                        to_string(g.init), to_string(g.opt));
+  f.title = fmt::format("held-out accuracy while training: {} task, {} init, {}", to_string(g.task),
+                        to_string(g.init), g.opt == OptimizerKind::adam ? "Adam" : "SGD");
   f.caption = fmt::format(
-      "Mean over {} seeds (line) and min..max (band) of the held-out accuracy, one panel per d_k. Without the scale "
-      "the curve stays near chance longer as d_k grows if C8 holds.",
+      "Mean over {} seeds (line) and lowest..highest (band) of the held-out accuracy during training, one panel per "
+      "d_k, one colour per scale. Chance is 1/16.",
       s.config.seeds);
-  f.layout_rows = 1;
-  f.layout_cols = static_cast<int>(s.config.d_ks.size());
-  f.width = std::max(900, 380 * f.layout_cols);
-  f.height = 420;
+  const int n = static_cast<int>(s.config.d_ks.size());
+  f.layout_cols = std::min(n, 3);
+  f.layout_rows = (n + 2) / 3;
+  f.width = 960;
+  f.height = 300 * f.layout_rows + 30;
   for (size_t di = 0; di < s.config.d_ks.size(); ++di) {
     const int64_t d = s.config.d_ks[di];
     Panel p = util::panel(fmt::format("d_k = {}", d), "step", "held-out accuracy");
     p.y_min = 0;
     p.y_max = 1.05;
     p.legend_position = di == 0 ? "bottom right" : "off";
+    p.y_label = di % 3 == 0 ? "held-out accuracy" : "";
     for (size_t si = 0; si < s.config.scales.size(); ++si) {
       const Scaling& sc = s.config.scales[si];
       const Aggregate a = aggregate(runs_of(s, g, d, sc), [](const CurvePoint& c) { return c.eval_accuracy; });
-      p.series.push_back(util::band("", a.step, a.lo, a.hi, util::colour(si)));
-      p.series.push_back(util::series(policy_label(sc), Style::lines, a.step, a.mean, util::colour(si)));
+      p.series.push_back(util::band("", a.step, a.lo, a.hi, policy_colour(sc)));
+      p.series.push_back(util::series(policy_label(sc), Style::lines, a.step, a.mean, policy_colour(sc)));
     }
     f.panels.push_back(std::move(p));
   }
@@ -206,7 +223,7 @@ Figure learning_curves(const StudyResult& s, const Group& g) {
 Figure steps_figure(const StudyResult& s, const std::vector<Group>& groups, const std::vector<CellSummary>& cells) {
   Figure f;
   f.name = "train_steps_to_threshold";
-  f.title = fmt::format("C8: steps to {:.0f}% held-out accuracy against d_k", 100 * s.config.base.threshold);
+  f.title = fmt::format("steps to {:.0f}% held-out accuracy against d_k", 100 * s.config.base.threshold);
   const double censor = static_cast<double>(s.config.base.steps + s.config.base.eval_every);
   f.caption = fmt::format(
       "Median over seeds (points) and min..max (band). A run that never reached the threshold within {} steps is "
@@ -214,8 +231,8 @@ Figure steps_figure(const StudyResult& s, const std::vector<Group>& groups, cons
       s.config.base.steps, censor);
   f.layout_cols = static_cast<int>(std::min<size_t>(groups.size(), 2));
   f.layout_rows = static_cast<int>((groups.size() + 1) / 2);
-  f.width = 1000;
-  f.height = 420 * f.layout_rows;
+  f.width = 960;
+  f.height = 340 * f.layout_rows + 30;
   const std::vector<double> xs = util::to_double(s.config.d_ks);
   for (size_t gi = 0; gi < groups.size(); ++gi) {
     const Group& g = groups[gi];
@@ -240,8 +257,8 @@ Figure steps_figure(const StudyResult& s, const std::vector<Group>& groups, cons
         lo.push_back(v.empty() ? kNaN : *std::min_element(v.begin(), v.end()));
         hi.push_back(v.empty() ? kNaN : *std::max_element(v.begin(), v.end()));
       }
-      p.series.push_back(util::band("", xs, lo, hi, util::colour(si)));
-      p.series.push_back(util::series(policy_label(sc), Style::linespoints, xs, med, util::colour(si)));
+      p.series.push_back(util::band("", xs, lo, hi, policy_colour(sc)));
+      p.series.push_back(util::series(policy_label(sc), Style::linespoints, xs, med, policy_colour(sc)));
     }
     p.series.push_back(util::series("budget (never reached)", Style::theory, {xs.front(), xs.back()}, {censor, censor},
                                     "#777777"));
@@ -255,7 +272,7 @@ Figure diagnostics_figure(const StudyResult& s, TaskKind task, InitMode init) {
   const int64_t d_max = *std::max_element(s.config.d_ks.begin(), s.config.d_ks.end());
   Figure f;
   f.name = fmt::format("train_attention_{}_{}", to_string(task), to_string(init));
-  f.title = fmt::format("C8: the attention of the classifying position while training, d_k = {} ({} task, {} init)",
+  f.title = fmt::format("the attention of the classifying position while training, d_k = {} ({} task, {} init)",
                         d_max, to_string(task), to_string(init));
   f.caption =
       "Mean over seeds of the attention entropy (nats) and of ||diag(p) - p p^T||_F of the rows that feed the "
@@ -263,8 +280,8 @@ Figure diagnostics_figure(const StudyResult& s, TaskKind task, InitMode init) {
       "||J||_F near 0 and passes almost no gradient to W_q and W_k.";
   f.layout_rows = static_cast<int>(s.config.optimizers.size());
   f.layout_cols = 2;
-  f.width = 1000;
-  f.height = 380 * f.layout_rows;
+  f.width = 960;
+  f.height = 320 * f.layout_rows + 30;
   for (size_t oi = 0; oi < s.config.optimizers.size(); ++oi) {
     const Group g{task, init, s.config.optimizers[oi]};
     for (int which = 0; which < 2; ++which) {
@@ -277,7 +294,7 @@ Figure diagnostics_figure(const StudyResult& s, TaskKind task, InitMode init) {
         const Aggregate a = aggregate(runs_of(s, g, d_max, sc), [which](const CurvePoint& c) {
           return which == 0 ? c.entropy : c.jacobian_fro;
         });
-        p.series.push_back(util::series(policy_label(sc), Style::lines, a.step, a.mean, util::colour(si)));
+        p.series.push_back(util::series(policy_label(sc), Style::lines, a.step, a.mean, policy_colour(sc)));
       }
       f.panels.push_back(std::move(p));
     }
@@ -285,16 +302,31 @@ Figure diagnostics_figure(const StudyResult& s, TaskKind task, InitMode init) {
   return f;
 }
 
-Table cells_table(const std::vector<CellSummary>& cells) {
-  Table t("train_cells", {"task", "init", "optimizer", "d_k", "scale", "runs", "reached", "median_steps",
-                          "median_censored", "mean_final_accuracy", "min_final_accuracy", "entropy_start",
-                          "entropy_end", "jacobian_fro_start", "jacobian_fro_end", "grad_qk_first", "diverged"});
+double code(Diagnosis d) { return static_cast<double>(d); }
+
+// The 1/√d_k cell beside `cell` (same task, init, optimiser, d_k), or nullptr.
+const CellSummary* baseline_of(const std::vector<CellSummary>& cells, const CellSummary& cell) {
   for (const auto& c : cells)
-    t.add_row({code(c.task), code(c.init), code(c.optimizer), static_cast<double>(c.d_k), code(c.scale),
+    if (c.task == cell.task && c.init == cell.init && c.optimizer == cell.optimizer && c.d_k == cell.d_k &&
+        c.scale == Scaling(ScalePolicy::inv_sqrt_d()))
+      return &c;
+  return nullptr;
+}
+
+Table cells_table(const std::string& name, const std::vector<CellSummary>& cells) {
+  Table t(name, {"task", "init", "optimizer", "d_k", "scale", "lr", "runs", "reached", "median_steps",
+                 "median_censored", "mean_final_accuracy", "min_final_accuracy", "entropy_start", "entropy_end",
+                 "jacobian_fro_start", "jacobian_fro_end", "max_prob_start", "max_prob_end", "grad_qk_first",
+                 "diverged", "diagnosis"});
+  for (const auto& c : cells) {
+    const CellSummary* base = baseline_of(cells, c);
+    t.add_row({code(c.task), code(c.init), code(c.optimizer), static_cast<double>(c.d_k), code(c.scale), c.lr,
                static_cast<double>(c.runs), static_cast<double>(c.reached), c.median_steps,
                c.median_censored ? 1.0 : 0.0, c.mean_final_accuracy, c.min_final_accuracy, c.mean_entropy_start,
-               c.mean_entropy_end, c.mean_jacobian_start, c.mean_jacobian_end, c.mean_grad_qk_first,
-               static_cast<double>(c.diverged)});
+               c.mean_entropy_end, c.mean_jacobian_start, c.mean_jacobian_end, c.mean_max_prob_start,
+               c.mean_max_prob_end, c.mean_grad_qk_first, static_cast<double>(c.diverged),
+               base ? code(diagnose(c, *base)) : kNaN});
+  }
   return t;
 }
 
@@ -305,7 +337,7 @@ Table runs_table(const StudyResult& s) {
   for (const auto& r : s.runs) {
     const auto& c = r.config;
     t.add_row({code(c.task.kind), code(c.model.init), code(c.optimizer), static_cast<double>(c.model.d_k),
-               code(c.model.scale), static_cast<double>(c.seed), c.lr > 0 ? c.lr : default_lr(c.optimizer),
+               code(c.model.scale), static_cast<double>(c.seed), c.lr,
                r.steps_to_threshold >= 0 ? static_cast<double>(r.steps_to_threshold) : kNaN, r.final_accuracy,
                r.final_loss, r.diverged ? 1.0 : 0.0, r.curve.front().entropy, r.curve.front().jacobian_fro,
                r.first_trained_point() ? r.first_trained_point()->grad_qk : kNaN});
@@ -352,25 +384,170 @@ std::vector<std::string> steps_table_text(const StudyResult& s, const std::vecto
   return lines;
 }
 
+// The mechanism beside the outcome, against d_k, one row per optimiser: how concentrated the
+// attention is at initialisation, how large the gradient reaching W_q and W_k is in the first
+// steps, and how far each policy got (C8's own figure).
+Figure mechanism_figure(const StudyResult& s, const std::vector<CellSummary>& cells, TaskKind task, InitMode init) {
+  Figure f;
+  f.name = fmt::format("train_mechanism_{}_{}", to_string(task), to_string(init));
+  f.title = "";
+  f.caption = fmt::format(
+      "Per scale (orange: none, blue: 1/√d_k, green: 1/d_k, black: qk-norm with a learned temperature), mean over {} "
+      "seeds, each at its own learning rate. Left: the largest attention weight of the classifying position at "
+      "initialisation (1 = one-hot: saturated before training starts). Middle: the size of the gradient reaching "
+      "W_q and W_k after the first {} steps (log scale). Right: mean held-out accuracy at the end of training. "
+      "Without the scale the attention starts saturated as d_k grows while its gradient is not smaller.",
+      s.config.seeds, s.config.base.eval_every);
+  f.layout_rows = static_cast<int>(s.config.optimizers.size());
+  f.layout_cols = 3;
+  f.width = 960;
+  f.height = 330 * f.layout_rows;
+  const std::vector<double> xs = util::to_double(s.config.d_ks);
+  for (size_t oi = 0; oi < s.config.optimizers.size(); ++oi) {
+    const OptimizerKind opt = s.config.optimizers[oi];
+    Panel pm = util::panel(fmt::format("{}: max p at init", opt == OptimizerKind::adam ? "Adam" : "SGD"), "d_k",
+                           "mean max p", true, false);
+    Panel pg = util::panel("gradient on W_q, W_k", "d_k", "||dL/dW||", true, true);
+    Panel pa = util::panel("final accuracy", "d_k", "held-out accuracy", true, false);
+    for (size_t si = 0; si < s.config.scales.size(); ++si) {
+      const Scaling& sc = s.config.scales[si];
+      std::vector<double> mp, grad, acc;
+      for (int64_t d : s.config.d_ks) {
+        double m = kNaN, g = kNaN, a = kNaN;
+        for (const auto& c : cells)
+          if (c.task == task && c.init == init && c.optimizer == opt && c.d_k == d && c.scale == sc)
+            m = c.mean_max_prob_start, g = c.mean_grad_qk_first, a = c.mean_final_accuracy;
+        mp.push_back(m), grad.push_back(g), acc.push_back(a);
+      }
+      const std::string label = policy_label(sc);
+      pm.series.push_back(util::series(label, Style::linespoints, xs, mp, policy_colour(sc)));
+      pg.series.push_back(util::series(label, Style::linespoints, xs, grad, policy_colour(sc)));
+      pa.series.push_back(util::series(label, Style::linespoints, xs, acc, policy_colour(sc)));
+    }
+    for (auto* p : {&pm, &pg, &pa}) {
+      p->x_tics = xs;
+      p->legend_position = "off";
+    }
+    pm.y_min = 0, pm.y_max = 1.05;
+    pa.y_min = 0, pa.y_max = 1.05;
+    f.panels.push_back(std::move(pm));
+    f.panels.push_back(std::move(pg));
+    f.panels.push_back(std::move(pa));
+  }
+  return f;
+}
+
+std::string join(const std::vector<std::string>& v) {
+  std::string out;
+  for (const auto& x : v) out += (out.empty() ? "" : ",") + x;
+  return out;
+}
+
+// The settings the study actually ran with (presets resolved), for the report.
+Config settings_of(const StudyConfig& s, const std::string& rates) {
+  std::vector<std::string> tasks, dims, policies, optimizers, inits;
+  for (const auto& t : s.tasks) tasks.push_back(to_string(t.kind));
+  for (int64_t d : s.d_ks) dims.push_back(std::to_string(d));
+  for (const auto& sc : s.scales) policies.push_back(sc.name());
+  for (OptimizerKind o : s.optimizers) optimizers.push_back(to_string(o));
+  for (InitMode i : s.inits) inits.push_back(to_string(i));
+  Config c{{"tasks", join(tasks)}, {"dims", join(dims)}, {"policies", join(policies)},
+           {"optimizers", join(optimizers)}, {"inits", join(inits)}, {"seeds", std::to_string(s.seeds)},
+           {"steps", std::to_string(s.base.steps)}, {"batch", std::to_string(s.base.batch)},
+           {"eval_every", std::to_string(s.base.eval_every)}, {"threads", std::to_string(s.threads)},
+           {"d_model", std::to_string(s.base.model.d_model)}, {"layers", std::to_string(s.base.model.n_layers)},
+           {"rates", rates}};
+  if (rates == "fixed") {
+    c["adam_lr"] = fmt::format("{:g}", s.adam_lr > 0 ? s.adam_lr : default_lr(OptimizerKind::adam));
+    c["sgd_lr"] = fmt::format("{:g}", s.sgd_lr > 0 ? s.sgd_lr : default_lr(OptimizerKind::sgd));
+  } else {
+    c["adam_lr"] = c["sgd_lr"] = "per cell (train_cells.csv, column lr)";
+  }
+  return c;
+}
+
+// The task, the model and the training, in plain words.
+// How many of the study's cells have a tuned rate (the others run at the default).
+size_t tuned_cells(const StudyConfig& s) {
+  size_t n = 0;
+  for (const auto& t : s.tasks)
+    for (InitMode i : s.inits)
+      for (OptimizerKind o : s.optimizers)
+        for (int64_t d : s.d_ks)
+          for (const auto& sc : s.scales)
+            n += std::any_of(s.tuned.begin(), s.tuned.end(), [&](const TunedRate& r) {
+              return r.task == t.kind && r.init == i && r.optimizer == o && r.d_k == d && r.scale == sc.name();
+            });
+  return n;
+}
+
+std::string setup_text(const StudyConfig& s, const std::string& rates, int64_t tuning_seeds) {
+  const size_t cells = s.tasks.size() * s.inits.size() * s.optimizers.size() * s.d_ks.size() * s.scales.size();
+  const size_t tuned = tuned_cells(s);
+  const std::string cached_words =
+      tuned == cells ? std::string("each policy, optimiser and d_k at its own best peak learning rate, as chosen by the "
+                                   "full sweep's tuning (docs/training.md; Adam 3e-4…1e-2, SGD 0.01…1), not re-tuned "
+                                   "in this run")
+      : tuned == 0   ? std::string("the optimiser's default peak learning rate (Adam 3e-3, SGD 0.03): the full sweep "
+                                   "chose no rate for these settings")
+                     : fmt::format("at the rate the full sweep's tuning chose for {} of the {} settings, the "
+                                   "optimiser's default for the others",
+                                   tuned, cells);
+  const std::string rate_words =
+      rates == "tuned"    ? fmt::format("each policy, optimiser and d_k at its own best peak learning rate, chosen by "
+                                        "a tuning sweep on {} other seeds (Adam 3e-4…1e-2, SGD 0.01…1)",
+                                        tuning_seeds)
+      : rates == "cached" ? cached_words
+                          : "one peak learning rate per optimiser for every policy";
+  return fmt::format(
+      "The task is associative recall: a sequence k₁ v₁ … k₄ v₄ q of 9 tokens (keys and values from two "
+      "vocabularies of 16), and the model must output the value that followed the query key q (16 classes, chance "
+      "6%). The model is one attention block: token embeddings (each position also sees the previous token), "
+      "LayerNorm, queries and keys of width d_k, values of width {}, the attention, an output projection and a "
+      "classifier on the last position, trained from scratch with cross-entropy in float32 (attention through "
+      "attnlab's engine). Only d_k and the scale change between runs. Queries and keys start with components of "
+      "variance about 1 (“unit” init, the articles' assumption){}. Training: {} steps of batches of {}, Adam or "
+      "SGD with momentum, warm-up then cosine decay, {}; {} seeds per setting, scored on a fixed held-out set "
+      "every {} steps.",
+      s.base.model.d_model,
+      std::find(s.inits.begin(), s.inits.end(), InitMode::small) != s.inits.end()
+          ? "; the “small” init (variance 1/d_k) is the control"
+          : "",
+      s.base.steps, s.base.batch, rate_words, s.seeds, s.base.eval_every);
+}
+
 Result run_train(const TrainExperimentConfig& c, RunContext& ctx) {
-  const StudyConfig config = study_of(c, ctx.seed);
-  const StudyResult study = run_study(config, [&ctx](const StudyProgress& p) {
-    const auto& rc = p.last->config;
-    ctx.report(fmt::format("{}/{} runs ({} {} {} d_k={} {} seed {}: {}), {:.0f} s elapsed, ETA {:.0f} s", p.done,
-                           p.total, to_string(rc.task.kind), to_string(rc.model.init), to_string(rc.optimizer),
-                           rc.model.d_k, rc.model.scale.name(), rc.seed,
-                           p.last->steps_to_threshold >= 0 ? fmt::format("90% at step {}", p.last->steps_to_threshold)
-                                                           : fmt::format("final acc {:.2f}", p.last->final_accuracy),
-                           p.elapsed_seconds, p.eta_seconds));
-  });
+  StudyConfig config = study_of(c, ctx.seed);
+  const std::string rates = rates_mode(c);
+  auto report = [&ctx](const char* phase) {
+    return [&ctx, phase](const StudyProgress& p) {
+      const auto& rc = p.last->config;
+      ctx.report(fmt::format("{}{}/{} runs ({} {} {} d_k={} {} lr {:g} seed {}: {}), {:.0f} s elapsed, ETA {:.0f} s",
+                             phase, p.done, p.total, to_string(rc.task.kind), to_string(rc.model.init),
+                             to_string(rc.optimizer), rc.model.d_k, rc.model.scale.name(), rc.lr, rc.seed,
+                             p.last->steps_to_threshold >= 0 ? fmt::format("90% at step {}", p.last->steps_to_threshold)
+                                                             : fmt::format("final acc {:.2f}", p.last->final_accuracy),
+                             p.elapsed_seconds, p.eta_seconds));
+    };
+  };
+  Result r;
+  std::vector<CellSummary> tuning_cells;
+  if (rates == "tuned") {
+    const StudyConfig tuning = tuning_study(config, c.tuning_seeds, config.first_seed + 500);
+    tuning_cells = summarise(run_study(tuning, report("tuning: ")));
+    config.tuned = best_rates(tuning_cells, config.base.threshold);
+  }
+  const StudyResult study = run_study(config, report(""));
   const auto cells = summarise(study);
 
-  Result r;
-  r.tables = {cells_table(cells), runs_table(study), curves_table(study)};
+  r.tables = {cells_table("train_cells", cells), runs_table(study), curves_table(study)};
+  if (!tuning_cells.empty()) r.tables.push_back(cells_table("train_tuning", tuning_cells));
   std::vector<Group> groups;
   for (const auto& t : config.tasks)
     for (InitMode i : config.inits)
       for (OptimizerKind o : config.optimizers) groups.push_back({t.kind, i, o});
+  for (const auto& t : config.tasks)
+    for (InitMode i : config.inits) r.figures.push_back(mechanism_figure(study, cells, t.kind, i));
   for (const auto& g : groups) r.figures.push_back(learning_curves(study, g));
   r.figures.push_back(steps_figure(study, groups, cells));
   for (const auto& t : config.tasks)
@@ -378,18 +555,25 @@ Result run_train(const TrainExperimentConfig& c, RunContext& ctx) {
 
   r.notes.push_back(
       "Codes in the train_* tables: task 0 recall, 1 copy; init 0 unit, 1 small; optimizer 0 adam, 1 sgd; scale 0 none, "
-      "1 inv_sqrt_d, 2 inv_d, 3 qknorm. steps_to_threshold is empty (NaN) when a run never reached the threshold.");
+      "1 inv_sqrt_d, 2 inv_d, 3 qknorm; diagnosis 0 learns, 1 saturated at initialisation, 2 saturates during "
+      "training, 3 small gradient, 4 other. steps_to_threshold is empty (NaN) when a run never reached the threshold.");
   if (std::any_of(config.scales.begin(), config.scales.end(), [](const Scaling& sc) { return code(sc) > 3; }))
     r.notes.push_back("Further scale codes: 4 entropy_invariant, 5 ssmax:S, 6 a fixed scale (the policies' names are "
                       "in the steps table below).");
   for (auto& line : steps_table_text(study, cells)) r.notes.push_back(std::move(line));
   r.notes.push_back(fmt::format("train: {} runs in {:.1f} s on {} threads (engine: {})", study.runs.size(),
                                 study.seconds, config.threads, engine::target_name()));
+  r.config = settings_of(config, rates);
+  r.setup = setup_text(config, rates, c.tuning_seeds);
 
   // C8's verdicts: one per optimiser on the first task and init of the sweep (the
-  // headline), the other settings' supplementary; all shown by the steps figure.
+  // headline), the other settings' supplementary; each shown by its mechanism figure.
   for (lab::Verdict& v : verdicts(study)) {
-    v.figure = "train_steps_to_threshold";
+    v.figure = r.figures.front().name;
+    for (const auto& t : config.tasks)
+      for (InitMode i : config.inits)
+        if (v.title.find(fmt::format("{} task, {} init", to_string(t.kind), to_string(i))) != std::string::npos)
+          v.figure = fmt::format("train_mechanism_{}_{}", to_string(t.kind), to_string(i));
     r.verdicts.push_back(std::move(v));
   }
   return r;
@@ -399,7 +583,8 @@ Result run_train(const TrainExperimentConfig& c, RunContext& ctx) {
 
 Experiment train_experiment() {
   return make_experiment<TrainExperimentConfig>("train", "Train a small attention model with each scale policy, optimiser and d_k: does learning slow without 1/√d_k?",
-    {"C8"}, run_train, {{"full", "false"}});
+    // --quick (tests, smoke runs): a few short runs, enough for tables, figures and a verdict, in about a second.
+    {"C8"}, run_train, {{"dims", "16,64"}, {"seeds", "2"}, {"steps", "100"}, {"eval_every", "20"}});
 }
 
 }  // namespace attnlab::lab

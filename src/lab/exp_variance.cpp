@@ -315,21 +315,26 @@ Table seed004_table(const VarianceConfig& c, const Seed004& s4) {
 Figure figure_variance(const VarianceConfig& c, const std::vector<Curve>& curves) {
   Figure fig;
   fig.name = "variance_vs_dk";
-  fig.title = "Var(q·k) against d_k: measured (points) and theory (dashed)";
-  fig.caption = "Left: without a scale the variance of q·k grows as d_k σ⁴ (slope 1 on log–log axes). Middle: after "
-                "dividing by √d_k it stays at σ⁴. Right: measured/theory for every distribution, σ and summary "
-                "(whole matrix, per row, per column); 1 is exact agreement.";
+  fig.title = "";
+  fig.caption = "The variance of the scores q·k against d_k, measured (points) and theory (dashed), for components "
+                "of q and k with standard deviation σ. Left: without a scale it grows as d_k σ⁴ (slope 1 on these "
+                "log–log axes). Middle: divided by √d_k it stays at σ⁴. Right: measured / theory for every "
+                "distribution (normal, uniform), σ and way of summarising the score matrix (all of it, per row, per "
+                "column); 1 is exact agreement, grey the spread sampling alone gives.";
   fig.layout_cols = 3;
-  fig.width = 1500;
-  fig.height = 520;
-  Panel left = util::panel("without scale: Var(q·k)", "d_k", "Var(q·k)", true, true);
-  Panel mid = util::panel(fmt::format("scaled: Var(q·k / d_k^{})", c.scale_exponent), "d_k", "variance", true, true);
-  Panel right = util::panel("measured / theory", "d_k", "Var measured / d_k σ⁴", true, false);
+  fig.width = 960;
+  fig.height = 380;
+  Panel left = util::panel("no scale: Var(q·k)", "d_k", "variance", true, true);
+  Panel mid = util::panel(c.scale_exponent == 0.5 ? std::string("divided by √d_k")
+                                                  : fmt::format("divided by d_k^{}", c.scale_exponent),
+                          "d_k", "variance", true, true);
+  Panel right = util::panel("measured / theory", "d_k", "ratio", true, false);
   left.legend_position = "top left";
-  mid.legend_position = "top left";
-  right.legend_position = "top right";
+  mid.legend_position = "off";
+  right.legend_position = "off";
   std::vector<double> xs = util::to_double(c.dims);
-  left.x_tics = mid.x_tics = right.x_tics = xs;
+  for (size_t i = 0; i < xs.size(); i += xs.size() > 6 ? 2 : 1) left.x_tics.push_back(xs[i]);
+  mid.x_tics = right.x_tics = left.x_tics;
   size_t colour_index = 0;
   for (const auto& cu : curves) {
     if (cu.dist != c.distributions.front()) continue;
@@ -339,8 +344,8 @@ Figure figure_variance(const VarianceConfig& c, const std::vector<Curve>& curves
       th.push_back(d * std::pow(cu.sigma, 4));
       th_scaled.push_back(std::pow(cu.sigma, 4));
     }
-    left.series.push_back(util::series(fmt::format("{} σ={}", cu.dist, cu.sigma), Style::points, cu.d, cu.var, col));
-    left.series.push_back(util::series(fmt::format("d_k σ⁴, σ={}", cu.sigma), Style::theory, cu.d, th, col));
+    left.series.push_back(util::series(fmt::format("σ = {}", cu.sigma), Style::points, cu.d, cu.var, col));
+    left.series.push_back(util::series("", Style::theory, cu.d, th, col));
     mid.series.push_back(util::series(fmt::format("{} σ={}", cu.dist, cu.sigma), Style::points, cu.d, cu.var_scaled, col));
     mid.series.push_back(util::series(fmt::format("σ⁴ = {}", std::pow(cu.sigma, 4)), Style::theory, cu.d, th_scaled, col));
   }
@@ -370,24 +375,32 @@ Figure figure_variance(const VarianceConfig& c, const std::vector<Curve>& curves
 Figure figure_seed004(const VarianceConfig& c, const Seed004& s4, const Table& hist) {
   Figure hf;
   hf.name = "seed004_histogram";
-  hf.title = fmt::format("Seed 004: Q {}×{} and K {}×{} from N(0,1)", c.seed004_n, c.seed004_d, c.seed004_d, c.seed004_n);
-  hf.caption = "Histogram of all entries of Q K (left) and Q K/√d (right), as densities, beside the normal densities "
-               "theory predicts: N(0, d) without the scale, N(0, 1) with it.";
-  hf.layout_cols = 2;
-  hf.width = 1300;
-  hf.height = 520;
-  Panel h1 = util::panel(fmt::format("unscaled Q K: mean {:.3f}, std {:.3f}", s4.mean * std::sqrt(static_cast<double>(c.seed004_d)), s4.raw_std),
+  hf.title = "";
+  hf.caption = fmt::format(
+      "Article 004's experiment: Q of {0}×{1} and K of {1}×{0} drawn from N(0, 1), all {0}² entries of Q K as a "
+      "histogram (density), on the same horizontal axis without the scale (top) and divided by √{1} (bottom), beside "
+      "the normal densities theory predicts: N(0, {1}) and N(0, 1).",
+      c.seed004_n, c.seed004_d);
+  hf.layout_rows = 2;
+  hf.layout_cols = 1;
+  hf.width = 960;
+  hf.height = 560;
+  Panel h1 = util::panel(fmt::format("no scale: mean {:.3f}, standard deviation {:.3f}", s4.mean * std::sqrt(static_cast<double>(c.seed004_d)), s4.raw_std),
                          "score", "density");
   h1.series.push_back(util::series("measured histogram", Style::bars, hist.column("x_unscaled"), hist.column("density_unscaled"), "#56B4E9"));
   h1.series.push_back(util::series(fmt::format("N(0, {}) density", c.seed004_d), Style::theory, hist.column("x_unscaled"), hist.column("normal_0_d"), "#D55E00"));
-  Panel h2 = util::panel(fmt::format("scaled Q K/√{}: mean {:.4f}, std {:.4f}", c.seed004_d, s4.mean, s4.std), "score", "density");
+  Panel h2 = util::panel(fmt::format("divided by √{}: mean {:.4f}, standard deviation {:.4f}", c.seed004_d, s4.mean, s4.std), "score", "density");
   h2.series.push_back(util::series("measured histogram", Style::bars, hist.column("x_scaled"), hist.column("density_scaled"), "#56B4E9"));
   h2.series.push_back(util::series("N(0, 1) density", Style::theory, hist.column("x_scaled"), hist.column("normal_0_1"), "#D55E00"));
   const double ymax = 1.15 * normal_pdf(0, 1.0);
   h2.y_max = ymax;
   h2.y_min = 0;
   h1.y_min = 0;
-  h1.x_min = h2.x_min = std::nullopt;
+  // One horizontal axis for both, so that the two spreads can be compared by eye.
+  const double x_lim = 4.5 * std::sqrt(static_cast<double>(c.seed004_d));
+  h1.x_min = h2.x_min = -x_lim;
+  h1.x_max = h2.x_max = x_lim;
+  h1.legend_position = h2.legend_position = "top right";
   hf.panels = {h1, h2};
   return hf;
 }
@@ -409,6 +422,10 @@ Verdict verdict_c1(const VarianceConfig& c, const VarianceSweep& sweep, const Po
   c1.tolerance = fits.slope_allowance;
   c1.outcome = util::outcome_of(fits.slopes_ok && sweep.worst_z <= c.z_max);
   c1.figure = "variance_vs_dk";
+  c1.plain = fmt::format("The variance of q·k grows in proportion to d_k: the fitted power of d_k is {:.3f} (theory: "
+                         "1), and every measured mean and variance, over {} settings of distribution, σ, d_k and "
+                         "summary, is within {:.1f} standard errors of theory.",
+                         fits.slope_ref, sweep.settings, sweep.worst_z);
   return c1;
 }
 
@@ -417,16 +434,22 @@ Verdict verdict_c2(const VarianceConfig& c, const Seed004& s4, const PowerFits& 
   c2.theory = 1.0;
   c2.theory_text = "std of QKᵀ/√d = 1, mean 0; Var(q·k/√d_k) = σ⁴ (power of d_k = 0)";
   c2.measured = s4.std;
-  c2.measured_text = fmt::format("seed 004: mean {:.5f}, std {:.5f}; fitted power of d_k after the scale {:+.4f}",
+  c2.measured_text = fmt::format("article 004's experiment: mean {:.5f}, std {:.5f}; fitted power of d_k after the scale {:+.4f}",
                                  s4.mean, s4.std, fits.worst_scaled_slope);
   c2.tolerance = c.seed004_tolerance;
-  c2.method = fmt::format("Seed 004's experiment run as written: |mean| and |std − 1| of all {}² entries of QKᵀ/√{} "
+  c2.method = fmt::format("Article 004's experiment run as written: |mean| and |std − 1| of all {}² entries of QKᵀ/√{} "
                           "must be ≤ {}; and the power of d_k in Var(q·k/d_k^{}) fitted over every distribution and σ "
                           "must be 0 ± {} (or ± 4 standard errors of the fit, if larger).",
                           c.seed004_n, c.seed004_d, c.seed004_tolerance, c.scale_exponent, c.slope_tolerance);
   c2.outcome = util::outcome_of(std::abs(s4.mean) <= c.seed004_tolerance && std::abs(s4.std - 1) <= c.seed004_tolerance &&
                                 fits.scaled_slopes_ok);
   c2.figure = "seed004_histogram";
+  c2.plain = fmt::format("Article 004's experiment, run as written ({}² scores of dimension {}): divided by √{}, the "
+                         "scores have mean {} and standard deviation {:.4f}, against 0 and 1; without the scale "
+                         "the standard deviation is {:.2f}. Across all sizes the variance after the scale no longer "
+                         "grows with d_k (fitted power {:+.3f}).",
+                         c.seed004_n, c.seed004_d, c.seed004_d, util::pretty(s4.mean, 1), s4.std, s4.raw_std,
+                         fits.worst_scaled_slope);
   return c2;
 }
 

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <numeric>
 #include <random>
 #include <string>
@@ -94,6 +95,30 @@ inline std::vector<double> log_grid(double lo, double hi, int points) {
 
 inline std::vector<double> to_double(const std::vector<int64_t>& v) { return {v.begin(), v.end()}; }
 
+// A number for a reader: `digits` significant digits, and very small or large ones as
+// 2.5·10⁸ rather than 2.5e+08.
+inline std::string pretty(double x, int digits = 2) {
+  if (x == 0) return "0";
+  if (!std::isfinite(x)) return x != x ? "—" : (x > 0 ? "∞" : "−∞");
+  const double ax = std::abs(x);
+  char buf[64];
+  if (ax >= 1e-3 && ax < 1e4) {
+    if (ax >= std::pow(10.0, digits)) std::snprintf(buf, sizeof buf, "%.0f", x);
+    else std::snprintf(buf, sizeof buf, "%.*g", digits, x);
+    return buf;
+  }
+  int exponent = static_cast<int>(std::floor(std::log10(ax)));
+  // The mantissa rounded to `digits` significant digits; 9.96 to one digit carries to 10.
+  const double unit = std::pow(10.0, digits - 1);
+  double mantissa = std::round(x / std::pow(10.0, exponent) * unit) / unit;
+  if (std::abs(mantissa) >= 10) ++exponent, mantissa /= 10;
+  std::snprintf(buf, sizeof buf, "%.*g", digits, mantissa);
+  static const char* const kSuper[] = {"⁰", "¹", "²", "³", "⁴", "⁵", "⁶", "⁷", "⁸", "⁹"};
+  std::string e = exponent < 0 ? "⁻" : "";
+  for (char ch : std::to_string(std::abs(exponent))) e += kSuper[ch - '0'];
+  return (std::string(buf) == "1" ? std::string() : std::string(buf) + "·") + "10" + e;
+}
+
 inline void require_positive(const std::string& key, const std::vector<int64_t>& v) {
   if (v.empty()) throw Error(key + ": empty list");
   for (int64_t x : v)
@@ -117,6 +142,44 @@ inline std::vector<ScalePolicy> parse_policies(const std::string& key, const std
     }
   }
   return policies;
+}
+
+// A policy as the report's reader should see it (legends, verdict texts): the formula, not
+// the parameter name ("1/√d_k", not "inv_sqrt_d").
+inline std::string policy_label(const ScalePolicy& p) {
+  switch (p.kind()) {
+    case ScalePolicy::Kind::none: return "no scale";
+    case ScalePolicy::Kind::inv_sqrt_d: return "1/√d_k";
+    case ScalePolicy::Kind::inv_d: return "1/d_k";
+    case ScalePolicy::Kind::entropy_invariant: return "log₅₁₂(n)/√d_k";
+    case ScalePolicy::Kind::scalable_softmax: {
+      std::string s = std::to_string(p.parameter());
+      s.erase(s.find_last_not_of('0') + 1);
+      if (!s.empty() && s.back() == '.') s.pop_back();
+      return "SSMax " + s + "·ln(n)/√d_k";
+    }
+    case ScalePolicy::Kind::fixed: {
+      std::string s = std::to_string(p.parameter());
+      s.erase(s.find_last_not_of('0') + 1);
+      if (!s.empty() && s.back() == '.') s.pop_back();
+      return "fixed " + s;
+    }
+  }
+  return p.name();
+}
+
+// One colour per policy on every figure of the report (Okabe–Ito): no scale orange, 1/√d_k
+// blue, 1/d_k green, the log n-aware scales purple and yellow.
+inline std::string policy_colour(const ScalePolicy& p) {
+  switch (p.kind()) {
+    case ScalePolicy::Kind::none: return "#D55E00";
+    case ScalePolicy::Kind::inv_sqrt_d: return "#0072B2";
+    case ScalePolicy::Kind::inv_d: return "#009E73";
+    case ScalePolicy::Kind::entropy_invariant: return "#CC79A7";
+    case ScalePolicy::Kind::scalable_softmax: return "#E69F00";
+    case ScalePolicy::Kind::fixed: return "#56B4E9";
+  }
+  return "#000000";
 }
 
 // "0 = none, 1 = inv_sqrt_d, ...": what the policy codes of a CSV column mean.
@@ -158,6 +221,37 @@ inline Panel panel(std::string title, std::string x_label, std::string y_label, 
   p.log_x = log_x;
   p.log_y = log_y;
   return p;
+}
+
+// Shades x in [x_lo, x_hi] behind a panel's curves (e.g. the head sizes models use), as a
+// band that spans the panel's y range: the range set on the panel, else its data's, padded.
+// Call it after the panel's series are added.
+inline void shade_x_range(Panel& p, double x_lo, double x_hi, std::string label) {
+  // Within the data's own x range: the band must not widen the axis.
+  double data_lo = INFINITY, data_hi = -INFINITY;
+  for (const auto& se : p.series)
+    for (double x : se.x)
+      if (std::isfinite(x)) data_lo = std::min(data_lo, x), data_hi = std::max(data_hi, x);
+  x_lo = std::max(x_lo, data_lo);
+  x_hi = std::min(x_hi, data_hi);
+  if (!(x_lo < x_hi)) return;
+  double lo = INFINITY, hi = -INFINITY;
+  for (const auto& se : p.series)
+    for (const auto* ys : {&se.y, &se.y_low, &se.y_high})
+      for (double y : *ys)
+        if (std::isfinite(y) && (!p.log_y || y > 0)) lo = std::min(lo, y), hi = std::max(hi, y);
+  if (!std::isfinite(lo)) return;
+  if (p.log_y) {
+    lo /= 2, hi *= 2;
+  } else {
+    const double pad = 0.05 * (hi - lo > 0 ? hi - lo : 1);
+    lo -= pad, hi += pad;
+  }
+  if (!p.y_min) p.y_min = lo;
+  if (!p.y_max) p.y_max = hi;
+  Series b = band(std::move(label), {x_lo, x_hi}, {*p.y_min, *p.y_min}, {*p.y_max, *p.y_max}, "#e3e3e3");
+  b.label.clear();  // the caption says what the grey is: a legend entry would crowd the panel
+  p.series.insert(p.series.begin(), std::move(b));
 }
 
 // Okabe–Ito colours by index, for pairing a measured series with its theory line.

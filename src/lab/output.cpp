@@ -23,6 +23,13 @@ void write_csv(const Table& table, const fs::path& file) {
   if (!out) throw Error("error while writing " + file.string());
 }
 
+nlohmann::json ranges_json(const std::vector<RangeOutcome>& ranges) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& r : ranges)
+    out.push_back({{"from", r.from}, {"to", r.to}, {"verdict", to_string(r.outcome)}, {"text", r.text}});
+  return out;
+}
+
 nlohmann::json verdict_json(const Verdict& v) {
   auto num = [](double x) { return std::isfinite(x) ? nlohmann::json(x) : nlohmann::json(nullptr); };
   return {{"id", v.claim},
@@ -38,7 +45,10 @@ nlohmann::json verdict_json(const Verdict& v) {
           {"method", v.method},
           {"figure", v.figure.empty() ? nlohmann::json(nullptr) : nlohmann::json("figures/" + v.figure + ".png")},
           {"experiment", v.experiment},
-          {"supplementary", v.supplementary}};
+          {"supplementary", v.supplementary},
+          {"plain", v.plain},
+          {"range_variable", v.range_variable},
+          {"ranges", ranges_json(v.ranges)}};
 }
 
 nlohmann::json result_json(const Result& r, bool with_tables) {
@@ -46,6 +56,7 @@ nlohmann::json result_json(const Result& r, bool with_tables) {
   j["experiment"] = r.experiment;
   j["seed"] = r.seed;
   j["config"] = r.config;
+  j["setup"] = r.setup;
   j["seconds"] = r.seconds;
   j["verdicts"] = nlohmann::json::array();
   for (const auto& v : r.verdicts) j["verdicts"].push_back(verdict_json(v));

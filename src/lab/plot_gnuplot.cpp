@@ -59,9 +59,9 @@ int run_gnuplot(const fs::path& script, const fs::path& err_file) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
-void write_panel(std::ostream& g, const Panel& p, int panel_index) {
+void write_panel(std::ostream& g, const Panel& p, int panel_index, double panel_px) {
   g << "reset session\n" << "set encoding utf8\n";
-  g << "set title " << quote(p.title) << " noenhanced font \",12\"\n";
+  g << "set title " << quote(p.title) << " noenhanced font \",14\"\n";
   g << "set xlabel " << quote(p.x_label) << " noenhanced\n";
   g << "set ylabel " << quote(p.y_label) << " noenhanced\n";
   g << "set grid lc rgb \"#dddddd\"\n";
@@ -109,7 +109,7 @@ void write_panel(std::ostream& g, const Panel& p, int panel_index) {
     g << "plot $H" << panel_index << " matrix with image";
     if (h.annotate)
       g << ", $H" << panel_index
-        << " matrix using 1:2:(sprintf(\"%.2g\",$3)) with labels font \",9\" tc rgb \"#000000\"";
+        << " matrix using 1:2:(sprintf(\"%.2g\",$3)) with labels font \",12\" tc rgb \"#000000\"";
     g << "\n";
     return;
   }
@@ -130,20 +130,6 @@ void write_panel(std::ostream& g, const Panel& p, int panel_index) {
   };
   if (p.log_x) g << "set logscale x\n" << (decades(true) >= 2 ? "set format x \"10^{%T}\"\n" : "");
   if (p.log_y) g << "set logscale y\n" << (decades(false) >= 2 ? "set format y \"10^{%T}\"\n" : "");
-  auto tics = [&](const char* axis, std::vector<double> at) {
-    if (at.empty()) return;
-    // More than 8 labelled tics collide on a panel: label every other one.
-    while (at.size() > 8) {
-      std::vector<double> half;
-      for (size_t i = 0; i < at.size(); i += 2) half.push_back(at[i]);
-      at = half;
-    }
-    g << "set " << axis << "tics (";
-    for (size_t i = 0; i < at.size(); ++i) g << (i ? ", " : "") << quote(fmt::format("{:g}", at[i])) << " " << num(at[i]);
-    g << ")\n";
-  };
-  tics("x", p.x_tics);
-  tics("y", p.y_tics);
   // On a log x axis gnuplot widens the range to whole decades, which wastes space;
   // fit it to the data with a small margin instead (unless the caller set it).
   std::optional<double> x_lo = p.x_min, x_hi = p.x_max;
@@ -158,17 +144,47 @@ void write_panel(std::ostream& g, const Panel& p, int panel_index) {
       x_hi = hi * margin;
     }
   }
+  // Explicit tic labels, thinned so that neighbouring labels never touch: a label is kept
+  // when it is at least the width of the two half-labels (13-pixel text, ~11 px a digit)
+  // plus a gap away from the last one kept, on an axis of about panel_px − 110 pixels.
+  auto tics = [&](const char* axis, std::vector<double> at, bool log_axis, std::optional<double> lo,
+                  std::optional<double> hi, double axis_px) {
+    if (at.empty()) return;
+    const double a = lo.value_or(at.front()), b = hi.value_or(at.back());
+    auto position = [&](double v) {
+      if (log_axis) return (std::log(v) - std::log(a)) / (std::log(b) - std::log(a)) * axis_px;
+      return (v - a) / (b - a) * axis_px;
+    };
+    auto width = [](double v) { return 5.5 * static_cast<double>(fmt::format("{:g}", v).size()); };  // half a label, px
+    auto apart = [&](double u, double v) { return std::abs(position(v) - position(u)) >= width(u) + width(v) + 12; };
+    std::vector<double> kept;
+    for (double v : at)
+      if (kept.empty() || b <= a || apart(kept.back(), v)) kept.push_back(v);
+    // The last tic (the largest value measured) stays, in place of the kept ones too close to it.
+    if (kept.back() != at.back() && b > a) {
+      while (!kept.empty() && !apart(kept.back(), at.back())) kept.pop_back();
+      kept.push_back(at.back());
+    }
+    g << "set " << axis << "tics (";
+    for (size_t i = 0; i < kept.size(); ++i) g << (i ? ", " : "") << quote(fmt::format("{:g}", kept[i])) << " " << num(kept[i]);
+    g << ")\n";
+  };
+  tics("x", p.x_tics, p.log_x, x_lo, x_hi, std::max(80.0, panel_px - 110));
+  tics("y", p.y_tics, p.log_y, p.y_min, p.y_max, 1e9);  // vertical: labels stack, no thinning
   range("x", x_lo, x_hi);
   range("y", p.y_min, p.y_max);
   if (p.legend_position == "off")
     g << "unset key\n";
   else
-    g << "set key " << p.legend_position << " noenhanced box opaque samplen 3 font \",10\"\n";
+    g << "set key " << p.legend_position << " noenhanced box opaque samplen 2 spacing 1.1 font \",12\"\n";
 
   // Each series becomes a datablock, then one plot command draws them all.
   std::vector<std::string> clauses;
-  int auto_colour = 0;
+  int auto_colour = 0, marker = 0;
   bool any_bars = false;
+  // Marked series get a different marker shape each (circle, square, triangle, diamond, …),
+  // so that two series that coincide still both show.
+  static const int kMarkers[] = {7, 5, 9, 13, 11, 15};
   for (size_t s = 0; s < p.series.size(); ++s) {
     const Series& se = p.series[s];
     const std::string block = fmt::format("$D{}_{}", panel_index, s);
@@ -194,9 +210,11 @@ void write_panel(std::ostream& g, const Panel& p, int panel_index) {
     const std::string lc = " lc rgb " + quote(colour);
     std::string how;
     switch (se.style) {
-      case Style::points: how = "using 1:2 with points pt 7 ps 1.1" + lc; break;
+      case Style::points: how = fmt::format("using 1:2 with points pt {} ps 1.1", kMarkers[marker++ % 6]) + lc; break;
       case Style::lines: how = "using 1:2 with lines lw 2" + lc; break;
-      case Style::linespoints: how = "using 1:2 with linespoints lw 2 pt 7 ps 1.0" + lc; break;
+      case Style::linespoints:
+        how = fmt::format("using 1:2 with linespoints lw 2 pt {} ps 1.0", kMarkers[marker++ % 6]) + lc;
+        break;
       case Style::theory: how = "using 1:2 with lines lw 2.5 dt (8,5)" + lc; break;
       case Style::bars:
         how = "using 1:2 with boxes fs solid 0.55 border lc rgb \"#555555\" fc rgb " + quote(colour);
@@ -246,18 +264,21 @@ void render_figure(const Figure& figure, const fs::path& png) {
   std::ostringstream g;
   g << "# Generated by attnlab: figure '" << figure.name << "'. Re-draw with: gnuplot " << script.filename().string()
     << "\n";
-  g << "set terminal pngcairo size " << figure.width << "," << figure.height
-    << " enhanced font \"DejaVu Sans,11\" background rgb \"white\"\n";
+  // Drawn at twice the figure's size (its size in CSS pixels on the page) with every font,
+  // line and point scaled by 2: sharp on high-density screens, and the 13-pixel text stays
+  // 13 pixels at the size shown (the page sets the image's width and height to the figure's).
+  g << "set terminal pngcairo size " << 2 * figure.width << "," << 2 * figure.height
+    << " enhanced font \"DejaVu Sans,13\" fontscale 2 linewidth 2 pointscale 2 background rgb \"white\"\n";
   g << "set output " << quote(png.filename().string()) << "\n";
   g << "set encoding utf8\n";
   const bool multi = figure.panels.size() > 1 || !figure.title.empty();
   if (multi) {
     g << "set multiplot layout " << figure.layout_rows << "," << figure.layout_cols;
-    if (!figure.title.empty()) g << " title " << quote(figure.title) << " noenhanced font \",14\"";
+    if (!figure.title.empty()) g << " title " << quote(figure.title) << " noenhanced font \",15\"";
     g << "\n";
   }
   for (size_t i = 0; i < figure.panels.size(); ++i) {
-    write_panel(g, figure.panels[i], static_cast<int>(i));
+    write_panel(g, figure.panels[i], static_cast<int>(i), static_cast<double>(figure.width) / figure.layout_cols);
   }
   if (multi) g << "unset multiplot\n";
   g << "set output\n";

@@ -3,8 +3,6 @@
 #include <chrono>
 #include <ctime>
 #include <fmt/format.h>
-#include <set>
-#include <sstream>
 #include <cerrno>
 #include <csignal>
 #include <unistd.h>
@@ -12,211 +10,34 @@
 #include "attnlab/atomic_files.hpp"
 #include "attnlab/lab.hpp"
 #include "lab/json_io.hpp"
+#include "lab/report/assets.hpp"
+#include "lab/report_page.hpp"
 
 namespace attnlab::lab {
 namespace fs = std::filesystem;
 namespace {
 
-std::string html(const std::string& s) {
-  std::string o;
-  for (char c : s) {
-    switch (c) {
-      case '&': o += "&amp;"; break;
-      case '<': o += "&lt;"; break;
-      case '>': o += "&gt;"; break;
-      case '"': o += "&quot;"; break;
-      default: o += c;
-    }
-  }
-  return o;
-}
-
 std::string number(double x) { return std::isfinite(x) ? fmt::format("{:.4g}", x) : std::string("—"); }
 
-// The claim's overall verdict: any refutation wins, then any doubt; supplementary checks
-// count only when nothing else measured the claim.
-Outcome aggregate(const std::vector<Verdict>& all) {
-  std::vector<Verdict> vs;
-  for (const auto& v : all)
-    if (!v.supplementary) vs.push_back(v);
-  if (vs.empty()) vs = all;
-  if (vs.empty()) return Outcome::pending;
-  bool inconclusive = false;
-  for (const auto& v : vs) {
-    if (v.outcome == Outcome::refuted) return Outcome::refuted;
-    if (v.outcome == Outcome::inconclusive || v.outcome == Outcome::pending) inconclusive = true;
-  }
-  return inconclusive ? Outcome::inconclusive : Outcome::confirmed;
-}
-
-// What theory predicts or what was measured, for every check on a claim: each check's own
-// words (else its number), passed through `escape` and joined by `separator`.
+// What theory predicts or what was measured, for every check on a claim, joined by " | "
+// (report.json and the summary the command line prints).
 enum class Side { theory, measured };
-std::string joined_texts(const std::vector<Verdict>& vs, Side side, const std::string& separator,
-                         std::string (*escape)(const std::string&)) {
+std::string joined_texts(const std::vector<Verdict>& vs, Side side) {
   std::string out;
   for (const auto& v : vs) {
     const std::string& text = side == Side::theory ? v.theory_text : v.measured_text;
     const double value = side == Side::theory ? v.theory : v.measured;
-    out += (out.empty() ? "" : separator) + escape(text.empty() ? number(value) : text);
+    out += (out.empty() ? "" : " | ") + (text.empty() ? number(value) : text);
   }
   return out;
 }
-std::string verbatim(const std::string& s) { return s; }
 
-// Why a claim has no verdict: the registered experiments that would measure it (not run
-// in this report), or none yet.
-std::string pending_reason(const ClaimInfo& info) {
-  std::string measuring;
-  for (const Experiment* e : experiments())
-    for (const auto& id : e->claims)
-      if (id == info.id) measuring += (measuring.empty() ? "" : ", ") + ("<code>" + html(e->name) + "</code>");
-  if (measuring.empty()) return "No experiment in this build measures " + info.id + " yet";
-  return "No experiment run for this report measures " + info.id + " (" + measuring + " would; it was not run)";
-}
-
-const Figure* find_figure(const std::vector<Result>& results, const std::string& experiment, const std::string& name) {
-  for (const auto& r : results)
-    if (r.experiment == experiment)
-      for (const auto& f : r.figures)
-        if (f.name == name) return &f;
-  return nullptr;
-}
-
-const char* kStyle = R"(
-body { font-family: "DejaVu Sans", Helvetica, Arial, sans-serif; max-width: 1240px; margin: 2em auto; padding: 0 1em; color: #222; line-height: 1.45; }
-h1 { margin-bottom: 0.2em; }
-.sub { color: #555; margin-top: 0; }
-table { border-collapse: collapse; margin: 0.8em 0; width: 100%; }
-th, td { border: 1px solid #ccc; padding: 0.35em 0.6em; text-align: left; vertical-align: top; font-size: 0.93em; }
-th { background: #f3f3f3; }
-.verdict { display: inline-block; padding: 0.1em 0.6em; border-radius: 0.8em; font-weight: bold; color: white; font-size: 0.9em; }
-.confirmed { background: #1a7f37; } .refuted { background: #cf222e; } .inconclusive { background: #bf8700; } .pending { background: #6e7781; }
-section.claim { border-top: 2px solid #ddd; margin-top: 2.2em; padding-top: 0.6em; }
-section.claim h2 { margin-bottom: 0.2em; }
-.statement { font-size: 1.05em; }
-.seeds, .method, .caption { color: #555; font-size: 0.92em; }
-figure { margin: 1em 0; }
-figure img { max-width: 100%; border: 1px solid #ddd; }
-code { background: #f3f3f3; padding: 0 0.25em; }
-)";
-
-using ClaimVerdicts = std::vector<std::pair<ClaimInfo, std::vector<Verdict>>>;
-
-// How to reproduce a check: `attnlab run EXPERIMENT --seed N [--quick]`.
-std::string rerun_command(const ReportOptions& o, const std::string& experiment) {
-  return "attnlab run " + html(experiment) + " --seed " + std::to_string(o.seed) + (o.quick ? " --quick" : "");
-}
-
-std::string page_head() {
-  return std::string("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n") +
-         "<title>attnlab report: why attention divides by √d_k</title>\n<style>" + kStyle + "</style>\n</head>\n<body>\n";
-}
-
-// The title, what the page is, and one row per claim: verdict, theory, measured.
-std::string summary_section(const ReportOptions& o, const ClaimVerdicts& per_claim, double seconds) {
-  std::ostringstream h;
-  const std::time_t now = std::time(nullptr);
-  char stamp[64];
-  std::strftime(stamp, sizeof stamp, "%Y-%m-%d %H:%M UTC", std::gmtime(&now));
-  h << "<h1>Why attention divides by √d<sub>k</sub>: every claim, measured</h1>\n";
-  h << "<p class=\"sub\">attnlab report, seed " << o.seed << (o.quick ? ", quick configuration" : "") << ", generated "
-    << stamp << " in " << fmt::format("{:.1f}", seconds) << " s. Each claim of the source articles (seeds 000–004, "
-    << "numbered in CLAIMS.md) is set against a measurement: the number theory predicts, the number measured, and a "
-    << "verdict computed from them.</p>\n";
-  h << "<table class=\"summary\">\n<tr><th>id</th><th>claim</th><th>verdict</th><th>theory</th><th>measured</th></tr>\n";
-  for (const auto& [info, vs] : per_claim) {
-    const Outcome out = aggregate(vs);
-    std::string theory = joined_texts(vs, Side::theory, "<br>", html),
-                measured = joined_texts(vs, Side::measured, "<br>", html);
-    if (vs.empty()) theory = measured = "—";
-    h << "<tr><td><a href=\"#" << info.id << "\">" << info.id << "</a></td><td>" << html(info.title) << "</td><td><span class=\"verdict "
-      << to_string(out) << "\">" << to_string(out) << "</span></td><td>" << theory << "</td><td>" << measured << "</td></tr>\n";
-  }
-  h << "</table>\n";
-  return h.str();
-}
-
-std::string figure_html(const std::string& name, const Figure* f) {
-  std::string h = "<figure><img src=\"figures/" + html(name) + ".png\" alt=\"" + html(f ? f->title : name) + "\">";
-  if (f && !f->caption.empty()) h += "<figcaption class=\"caption\">" + html(f->caption) + "</figcaption>";
-  return h + "</figure>\n";
-}
-
-// One check on a claim: theory, measured, tolerance, how judged, its verdict.
-std::string check_table(const ReportOptions& o, const ClaimInfo& info, const Verdict& v) {
-  std::ostringstream h;
-  h << "<table>\n";
-  if (v.title != info.title || v.supplementary)
-    h << "<tr><th colspan=\"2\">" << (v.supplementary ? "Supplementary check (not counted in the claim's verdict): " : "")
-      << html(v.title) << "</th></tr>\n";
-  h << "<tr><th style=\"width:9em\">theory</th><td>" << html(v.theory_text) << (std::isfinite(v.theory) ? " (" + number(v.theory) + ")" : "") << "</td></tr>\n";
-  h << "<tr><th>measured</th><td>" << html(v.measured_text) << (std::isfinite(v.measured) ? " (" + number(v.measured) + ")" : "") << "</td></tr>\n";
-  h << "<tr><th>tolerance</th><td>" << number(v.tolerance) << "</td></tr>\n";
-  h << "<tr><th>how judged</th><td class=\"method\">" << html(v.method) << "</td></tr>\n";
-  h << "<tr><th>verdict</th><td><span class=\"verdict " << to_string(v.outcome) << "\">" << to_string(v.outcome)
-    << "</span> &nbsp;experiment <code>" << html(v.experiment) << "</code> (<code>" << rerun_command(o, v.experiment)
-    << "</code>)</td></tr>\n";
-  h << "</table>\n";
-  return h.str();
-}
-
-// A claim: statement, sources, each figure its checks name (once), and each check.
-std::string claim_section(const ReportOptions& o, const std::vector<Result>& results, const ClaimInfo& info,
-                          const std::vector<Verdict>& vs) {
-  std::ostringstream h;
-  const Outcome out = aggregate(vs);
-  h << "<section class=\"claim\" id=\"" << info.id << "\">\n<h2>" << info.id << ". " << html(info.title)
-    << " <span class=\"verdict " << to_string(out) << "\">" << to_string(out) << "</span></h2>\n";
-  h << "<p class=\"statement\">" << html(info.statement) << "</p>\n<p class=\"seeds\">Source: ";
-  for (size_t i = 0; i < info.seeds.size(); ++i) h << (i ? ", " : "") << "seed " << info.seeds[i];
-  h << "</p>\n";
-  if (vs.empty()) h << "<p>" << pending_reason(info) << ": the verdict is <b>pending</b>.</p>\n";
-  std::set<std::string> shown_figures;
-  for (const auto& v : vs) {
-    if (!v.figure.empty() && !shown_figures.count(v.figure)) {
-      shown_figures.insert(v.figure);
-      h << figure_html(v.figure, find_figure(results, v.experiment, v.figure));
-    }
-    h << check_table(o, info, v);
-  }
-  h << "</section>\n";
-  return h.str();
-}
-
-// Every experiment's time, figures, data and configuration; the figures no check names.
-std::string experiments_section(const ReportOptions& o, const std::vector<Result>& results) {
-  std::ostringstream h;
-  h << "<section class=\"experiments\"><h2>Experiments, figures and data</h2>\n<table>\n<tr><th>experiment</th><th>time</th><th>figures</th><th>data (CSV)</th><th>configuration</th></tr>\n";
-  for (const auto& r : results) {
-    h << "<tr><td><code>" << html(r.experiment) << "</code></td><td>" << fmt::format("{:.1f} s", r.seconds) << "</td><td>";
-    for (const auto& f : r.figures) h << "<a href=\"figures/" << html(f.name) << ".png\">" << html(f.name) << "</a><br>";
-    h << "</td><td>";
-    for (const auto& t : r.tables) h << "<a href=\"data/" << html(t.name) << ".csv\">" << html(t.name) << ".csv</a><br>";
-    h << "</td><td style=\"font-size:0.8em\">";
-    for (const auto& [k, v] : r.config) h << html(k) << "=" << html(v) << " ";
-    h << "</td></tr>\n";
-  }
-  h << "</table>\n";
-  for (const auto& r : results)
-    for (const auto& f : r.figures) {
-      bool attached = false;
-      for (const auto& v : r.verdicts) attached = attached || v.figure == f.name;
-      if (attached) continue;
-      h << "<figure><img src=\"figures/" << html(f.name) << ".png\" alt=\"" << html(f.title) << "\"><figcaption class=\"caption\">"
-        << html(f.caption) << "</figcaption></figure>\n";
-    }
-  h << "<p class=\"method\">Each figure's gnuplot script is kept beside it (<code>figures/*.gp</code>); "
-    << "<code>report.json</code> holds every verdict. Reproduce with <code>attnlab report --seed " << o.seed
-    << (o.quick ? " --quick" : "") << "</code>.</p>\n</section>\n";
-  return h.str();
-}
-
-std::string build_html(const ReportOptions& o, const std::vector<Result>& results, const ClaimVerdicts& per_claim,
-                       double seconds) {
-  std::string page = page_head() + summary_section(o, per_claim, seconds);
-  for (const auto& [info, vs] : per_claim) page += claim_section(o, results, info, vs);
-  return page + experiments_section(o, results) + "</body>\n</html>\n";
+// The page's script, style sheet and plotting library (with its licence), into OUT/assets/.
+void write_assets(const fs::path& dir) {
+  std::error_code ec;
+  fs::create_directories(dir / "assets", ec);
+  if (ec) throw Error("report: cannot create " + (dir / "assets").string() + ": " + ec.message());
+  for (const assets::Asset* a : assets::kAll) write_text_file(dir / "assets" / a->file, std::string(a->bytes));
 }
 
 // An interrupted run (killed, Ctrl-C) may leave its hidden work directories next to OUT:
@@ -289,14 +110,17 @@ ReportSummary write_report(const ReportOptions& o) {
       results.push_back(std::move(r));
     }
     // One entry per claim of the catalogue, with every verdict any experiment gave on it.
-    std::vector<std::pair<ClaimInfo, std::vector<Verdict>>> per_claim;
+    std::vector<page::ClaimEntry> per_claim;
     for (const auto& c : claims()) {
       std::vector<Verdict> vs;
       for (const auto& r : results)
         for (const auto& v : r.verdicts)
           if (v.claim == c.id) vs.push_back(v);
-      per_claim.emplace_back(c, vs);
+      per_claim.push_back({c, vs});
     }
+    const page::Story story = page::story(results);
+    if (story.figure) render_figure(*story.figure, tmp / "figures" / (story.figure->name + ".png"));
+    write_assets(tmp);
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
     nlohmann::json j;
@@ -306,11 +130,10 @@ ReportSummary write_report(const ReportOptions& o) {
     j["claims"] = nlohmann::json::array();
     ReportSummary summary;
     for (const auto& [info, vs] : per_claim) {
-      const Outcome outcome = aggregate(vs);
-      nlohmann::json cj{{"id", info.id}, {"title", info.title}, {"statement", info.statement}, {"seeds", info.seeds},
-                        {"verdict", to_string(outcome)}};
-      const std::string theory = joined_texts(vs, Side::theory, " | ", verbatim),
-                        measured = joined_texts(vs, Side::measured, " | ", verbatim);
+      const Outcome outcome = page::aggregate(vs);
+      nlohmann::json cj{{"id", info.id},       {"title", info.title}, {"statement", info.statement},
+                        {"seeds", info.seeds}, {"verdict", to_string(outcome)}, {"in_words", page::plain_outcome(vs)}};
+      const std::string theory = joined_texts(vs, Side::theory), measured = joined_texts(vs, Side::measured);
       cj["theory"] = vs.empty() ? nlohmann::json(nullptr) : nlohmann::json(theory);
       cj["measured"] = vs.empty() ? nlohmann::json(nullptr) : nlohmann::json(measured);
       cj["figure"] = nlohmann::json(nullptr);
@@ -330,9 +153,10 @@ ReportSummary write_report(const ReportOptions& o) {
     }
     j["experiments"] = nlohmann::json::array();
     for (const auto& r : results)
-      j["experiments"].push_back({{"name", r.experiment}, {"seconds", r.seconds}, {"config", r.config}, {"notes", r.notes}});
+      j["experiments"].push_back(
+          {{"name", r.experiment}, {"seconds", r.seconds}, {"config", r.config}, {"setup", r.setup}, {"notes", r.notes}});
     write_text_file(tmp / "report.json", j.dump(2) + "\n");
-    write_text_file(tmp / "index.html", build_html(o, results, per_claim, seconds));
+    write_text_file(tmp / "index.html", page::build_page(o, results, per_claim, story, seconds));
 
     // Swap in: move any earlier report aside, rename the new one into place, then delete the old one.
     const fs::path old = parent / fmt::format(".{}.old-{}", stem, getpid());

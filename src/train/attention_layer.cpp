@@ -27,12 +27,19 @@ AttentionOptions<T> attention_options(ScalePolicy scale) {
 // The attention itself, through the front door (attnlab/attention.hpp): float runs
 // on the engine (the thing under study), double on the exact reference (used by
 // the gradient checks). One thread: the study spreads runs, not rows, over cores.
+// Every run trains on the calling thread (the study spreads runs over threads).
+ComputeConfig single_thread() {
+  ComputeConfig c;
+  c.threads = 1;
+  return c;
+}
+
 template <class T>
 void attend_forward(const T* q, const T* k, const T* v, T* out, T* lse, int64_t B, int64_t Nq, int64_t N, int64_t dk,
                     int64_t dv, ScalePolicy scale, AttentionStats* stats) {
   const ConstView<T> qv(q, {B, 1, Nq, dk}), kv(k, {B, 1, N, dk}), vv(v, {B, 1, N, dv});
   const TensorView<T> ov(out, {B, 1, Nq, dv}), lv(lse, {B, 1, Nq, 1});
-  const ComputeConfig one_thread{1};
+  const ComputeConfig one_thread = single_thread();
   // Diagnostics are float's (AttentionStats holds floats): only the float model is evaluated.
   if constexpr (std::is_same_v<T, float>) {
     if (stats != nullptr) {
@@ -56,7 +63,7 @@ void attend_backward(const T* q, const T* k, const T* v, const T* out, const T* 
   attention_backward(ConstView<T>(q, {B, 1, Nq, dk}), ConstView<T>(k, {B, 1, N, dk}), ConstView<T>(v, {B, 1, N, dv}),
                      ConstView<T>(out, {B, 1, Nq, dv}), ConstView<T>(lse, {B, 1, Nq, 1}),
                      ConstView<T>(dout, {B, 1, Nq, dv}), attention_options<T>(scale), TensorView<T>(dq, {B, 1, Nq, dk}),
-                     TensorView<T>(dk_, {B, 1, N, dk}), TensorView<T>(dv_, {B, 1, N, dv}), ComputeConfig{1});
+                     TensorView<T>(dk_, {B, 1, N, dk}), TensorView<T>(dv_, {B, 1, N, dv}), single_thread());
 }
 
 // Rows of x [M, d] divided by their norms: y = x/‖x‖, norms[i] = ‖x_i‖.

@@ -13,9 +13,9 @@ namespace {
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 // The scaling by name: names are unique (parse(name()) round-trips) and ordered.
-using CellKey = std::tuple<TaskKind, InitMode, OptimizerKind, int64_t, std::string>;
+using CellKey = std::tuple<TaskKind, InitMode, OptimizerKind, int64_t, std::string, double>;
 CellKey key_of(const RunConfig& c) {
-  return {c.task.kind, c.model.init, c.optimizer, c.model.d_k, c.model.scale.name()};
+  return {c.task.kind, c.model.init, c.optimizer, c.model.d_k, c.model.scale.name(), c.lr};
 }
 
 double median(std::vector<double> v) {
@@ -39,7 +39,7 @@ std::vector<CellSummary> summarise(const StudyResult& study) {
   for (const auto& [k, scale] : order) {
     const auto& runs = cells[k];
     CellSummary c;
-    std::tie(c.task, c.init, c.optimizer, c.d_k, std::ignore) = k;
+    std::tie(c.task, c.init, c.optimizer, c.d_k, std::ignore, c.lr) = k;
     c.scale = scale;
     c.runs = static_cast<int64_t>(runs.size());
     std::vector<double> steps;
@@ -56,6 +56,8 @@ std::vector<CellSummary> summarise(const StudyResult& study) {
       c.mean_jacobian_start += r->curve.front().jacobian_fro / static_cast<double>(c.runs);
       c.mean_entropy_end += r->curve.back().entropy / static_cast<double>(c.runs);
       c.mean_jacobian_end += r->curve.back().jacobian_fro / static_cast<double>(c.runs);
+      c.mean_max_prob_start += r->curve.front().max_prob / static_cast<double>(c.runs);
+      c.mean_max_prob_end += r->curve.back().max_prob / static_cast<double>(c.runs);
       if (const CurvePoint* p = r->first_trained_point(); p && std::isfinite(p->grad_qk)) {
         c.mean_grad_qk_first += p->grad_qk;
         grad_n += 1;
@@ -68,6 +70,26 @@ std::vector<CellSummary> summarise(const StudyResult& study) {
     out.push_back(c);
   }
   return out;
+}
+
+const char* to_string(Diagnosis d) {
+  switch (d) {
+    case Diagnosis::learns: return "learns";
+    case Diagnosis::saturated_at_init: return "saturated at initialisation";
+    case Diagnosis::saturates_in_training: return "saturates during training";
+    case Diagnosis::small_gradient: return "small gradient";
+    case Diagnosis::other: return "other";
+  }
+  return "other";
+}
+
+Diagnosis diagnose(const CellSummary& cell, const CellSummary& baseline) {
+  const bool learns = !cell.median_censored && cell.median_steps < 1.5 * baseline.median_steps;
+  if (learns) return Diagnosis::learns;
+  if (cell.mean_max_prob_start >= 0.9) return Diagnosis::saturated_at_init;
+  if (cell.mean_grad_qk_first < 0.1 * baseline.mean_grad_qk_first) return Diagnosis::small_gradient;
+  if (cell.mean_max_prob_end >= 0.99) return Diagnosis::saturates_in_training;
+  return Diagnosis::other;
 }
 
 }  // namespace attnlab::train

@@ -9,8 +9,9 @@
 namespace attnlab::train {
 namespace {
 
-std::string fmt_steps(const CellSummary& c) {
-  return c.median_censored ? fmt::format(">{:.0f}", c.median_steps - 1) : fmt::format("{:.0f}", c.median_steps);
+// The median steps, or ">budget" when most runs never reached the threshold.
+std::string fmt_steps(const CellSummary& c, int64_t budget) {
+  return c.median_censored ? fmt::format(">{}", budget) : fmt::format("{:.0f}", c.median_steps);
 }
 
 // The outcome by the rule, and the numbers that decided it in one paragraph.
@@ -26,8 +27,8 @@ Decision decide(const StudyResult& study, const CellSummary& none, const CellSum
       "(median {}); mean final accuracy {:.3f} vs {:.3f}. Attention entropy at init {:.3f} vs {:.3f} nats, "
       "mean ||J||_F at init {:.4f} vs {:.4f}; ||dL/dW_qk|| after the first steps {:.3g} vs {:.3g}. "
       "Unscaled median steps by d_k: {}.",
-      d_max, to_string(opt), to_string(init), none.reached, none.runs, fmt_steps(none), sqrt.reached, sqrt.runs,
-      fmt_steps(sqrt), none.mean_final_accuracy, sqrt.mean_final_accuracy, none.mean_entropy_start,
+      d_max, to_string(opt), to_string(init), none.reached, none.runs, fmt_steps(none, study.config.base.steps), sqrt.reached, sqrt.runs,
+      fmt_steps(sqrt, study.config.base.steps), none.mean_final_accuracy, sqrt.mean_final_accuracy, none.mean_entropy_start,
       sqrt.mean_entropy_start, none.mean_jacobian_start, sqrt.mean_jacobian_start, none.mean_grad_qk_first,
       sqrt.mean_grad_qk_first, trend);
   // The baseline must learn, else nothing can be said.
@@ -47,6 +48,34 @@ Decision decide(const StudyResult& study, const CellSummary& none, const CellSum
                         numbers)};
   return {lab::Outcome::inconclusive,
           "Unscaled attention is slower, but by less than the 1.5x margin of the rule. " + numbers};
+}
+
+std::string policy_words(OptimizerKind opt) { return opt == OptimizerKind::adam ? "Adam" : "SGD with momentum"; }
+
+// What the measurements say about why the unscaled cell failed or slowed (or that it did not).
+std::string mechanism_words(const CellSummary& none, const CellSummary& sqrt) {
+  const double grad_ratio = none.mean_grad_qk_first / sqrt.mean_grad_qk_first;
+  const std::string state = fmt::format(
+      "At initialisation its attention put {:.2f} of the weight on one position on average, entropy {:.2f} nats "
+      "(with 1/√d_k: {:.2f} of the weight, {:.2f} nats), and the gradient reaching W_q and W_k in the first steps "
+      "was {:.2g}× the scaled model's.",
+      none.mean_max_prob_start, none.mean_entropy_start, sqrt.mean_max_prob_start, sqrt.mean_entropy_start,
+      grad_ratio);
+  switch (diagnose(none, sqrt)) {
+    case Diagnosis::learns: return state;
+    case Diagnosis::saturated_at_init:
+      return state + (grad_ratio >= 1 ? " So what stops it is saturation, not a small gradient: the gradient is "
+                                        "larger, but a one-hot softmax passes almost nothing back to the positions "
+                                        "it would have to learn to attend to."
+                                      : " It failed with a saturated softmax and a smaller gradient.");
+    case Diagnosis::saturates_in_training:
+      return state + fmt::format(" It did not start saturated but ended so (largest probability {:.3f} at the end): "
+                                 "the attention sharpened to one-hot during training and learning stopped there.",
+                                 none.mean_max_prob_end);
+    case Diagnosis::small_gradient: return state + " It failed with a small gradient, not a saturated softmax.";
+    case Diagnosis::other: return state + " Neither saturation nor a small gradient explains the difference.";
+  }
+  return state;
 }
 
 }  // namespace
@@ -96,10 +125,33 @@ std::vector<lab::Verdict> verdicts(const StudyResult& study) {
         std::string trend;
         for (int64_t d : config.d_ks)
           if (const CellSummary* c = find(task.kind, init, opt, d, ScalePolicy::none()))
-            trend += fmt::format("{}{}: {} ({}/{})", trend.empty() ? "" : ", ", d, fmt_steps(*c), c->reached, c->runs);
+            trend += fmt::format("{}{}: {} ({}/{})", trend.empty() ? "" : ", ", d, fmt_steps(*c, config.base.steps), c->reached, c->runs);
         Decision decision = decide(study, *none, *sqrt, d_max, opt, init, trend);
         v.outcome = decision.outcome;
         v.measured_text = std::move(decision.summary);
+        // The same rule at every d_k of the sweep: where does the outcome change?
+        v.range_variable = "d_k";
+        for (int64_t d : config.d_ks) {
+          const CellSummary* n = find(task.kind, init, opt, d, ScalePolicy::none());
+          const CellSummary* q = find(task.kind, init, opt, d, ScalePolicy::inv_sqrt_d());
+          if (n == nullptr || q == nullptr) continue;
+          const lab::Outcome o = decide(study, *n, *q, d, opt, init, trend).outcome;
+          const std::string text = fmt::format("unscaled {}/{} runs reach {:.0f}% (median {} steps), 1/√d_k {}/{} ({}); {}",
+                                               n->reached, n->runs, 100 * config.base.threshold, fmt_steps(*n, config.base.steps),
+                                               q->reached, q->runs, fmt_steps(*q, config.base.steps), to_string(diagnose(*n, *q)));
+          const double x = static_cast<double>(d);
+          if (!v.ranges.empty() && v.ranges.back().outcome == o) {
+            v.ranges.back().to = x;
+            v.ranges.back().text += fmt::format("; d_k {}: {}", d, text);
+          } else {
+            v.ranges.push_back({x, x, o, fmt::format("d_k {}: {}", d, text)});
+          }
+        }
+        v.plain = fmt::format(
+            "With {} at d_k = {}, the model without the scale reached {:.0f}% held-out accuracy in {} of {} runs "
+            "(median {} steps); with 1/√d_k, {} of {} (median {} steps). {}",
+            policy_words(opt), d_max, 100 * config.base.threshold, none->reached, none->runs, fmt_steps(*none, config.base.steps),
+            sqrt->reached, sqrt->runs, fmt_steps(*sqrt, config.base.steps), mechanism_words(*none, *sqrt));
         out.push_back(std::move(v));
       }
   return out;

@@ -84,7 +84,11 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"variance", {{"C1", O::confirmed}}, "C1", {{"keys", "same_as_queries"}}, "K = Q (not independent)"},
         Case{"saturation", {{"C3", O::confirmed}}, "C3", {{"x", "1,4,4"}}, "a tied argmax (no one-hot limit)"},
         Case{"jacobian", {{"C4", O::confirmed}, {"C5", O::confirmed}}, "C4", {{"formula", "diag"}}, "J = diag(s)"},
-        Case{"gradflow", {{"C6", O::confirmed}, {"C7", O::confirmed}}, "C6", {{"remedy", "inv_d"}}, "1/d (1/√d applied twice)"},
+        // C7 is judged over the range measured: from d_k 16 to 4096 the gradient without the scale is larger
+        // up to 1024 and smaller at 4096, so the verdict depends on d_k (inconclusive).
+        Case{"gradflow", {{"C6", O::confirmed}, {"C7", O::inconclusive}}, "C6", {{"remedy", "inv_d"}}, "1/d (1/√d applied twice)"},
+        // A sweep that stops at d_k = 128 must not confirm "vanishing": there the gradient is larger without the scale.
+        Case{"gradflow", {{"C6", O::confirmed}}, "C7", {{"dims", "16,32,64,128"}}, "a sweep stopping at d_k = 128"},
         Case{"classifier", {{"C10", O::confirmed}}, "C10", {{"loss", "softmax_mse"}}, "squared error on p"},
         Case{"heads", {{"C11", O::confirmed}}, "C11", {{"layout", "bshd_misread"}}, "[B,S,H,D] memory read as [B,H,S,D]"},
         Case{"additive", {{"C9", O::confirmed}}, "C9", {{"init", "standard_normal"}}, "weights without fan scaling"},
@@ -92,6 +96,57 @@ INSTANTIATE_TEST_SUITE_P(
         // not: see docs/lab.md), so only its refutation is pinned down here.
         Case{"entropy", {}, "C12", {{"policies", "inv_sqrt_d,ssmax:0.05"}}, "a log n scale too small to matter"}),
     [](const ::testing::TestParamInfo<Case>& info) { return std::string(info.param.experiment) + std::to_string(info.index); });
+
+// C7's verdict carries its outcome per range of d_k, and says in words which way the gradient
+// goes at the head sizes models use.
+TEST(Experiments, C7IsJudgedOverTheRangeMeasured) {
+  const auto r = run_quick("gradflow");
+  const lab::Verdict* c7 = nullptr;
+  for (const auto& v : r.verdicts)
+    if (v.claim == "C7") c7 = &v;
+  ASSERT_NE(c7, nullptr);
+  EXPECT_EQ(c7->figure, "gradflow_ratio");
+  EXPECT_EQ(c7->range_variable, "d_k");
+  ASSERT_GE(c7->ranges.size(), 2u) << describe(r);
+  EXPECT_EQ(c7->ranges.front().outcome, O::refuted) << "small d_k: larger without the scale";
+  EXPECT_EQ(c7->ranges.back().outcome, O::confirmed) << "d_k 4096: smaller without the scale";
+  EXPECT_NE(c7->plain.find("larger, not smaller"), std::string::npos) << c7->plain;
+  const auto stop_at_128 = run_quick("gradflow", {{"dims", "16,32,64,128"}});
+  for (const auto& v : stop_at_128.verdicts)
+    if (v.claim == "C7") {
+      EXPECT_NE(v.outcome, O::confirmed) << v.plain;
+      ASSERT_EQ(v.ranges.size(), 1u);
+      EXPECT_NE(v.plain.find("Over the whole range measured (d_k 16–128) it is larger"), std::string::npos) << v.plain;
+    }
+}
+
+// C9 rests on v's initialisation: with v ~ N(0, 1) the additive score's spread grows as √d_k too,
+// so the check "tanh's bound alone keeps it flat" is refuted beside a confirmed C9.
+TEST(Experiments, C9ShowsBothInitialisationsOfV) {
+  const auto r = run_quick("additive");
+  ASSERT_EQ(r.verdicts.size(), 2u);
+  EXPECT_EQ(outcome(r, "C9"), O::confirmed);
+  const lab::Verdict& tanh_alone = r.verdicts[1];
+  EXPECT_TRUE(tanh_alone.supplementary);
+  EXPECT_EQ(tanh_alone.outcome, O::refuted) << tanh_alone.measured_text;
+  EXPECT_NEAR(tanh_alone.measured, 0.5, 0.15);  // the fitted power of d_k with v ~ N(0, 1)
+  EXPECT_FALSE(r.tables[0].column("additive_unit_v_std").empty());
+}
+
+// C12: an entropy held flat counts only where the rows are not saturated. With the rule
+// off (a limit above 1), the saturated planted SSMax case would count as holding.
+TEST(Experiments, C12FlatEntropyCountsOnlyWithoutSaturation) {
+  auto held = [](const lab::Result& r) {
+    for (const auto& v : r.verdicts)
+      if (!v.supplementary) return v.measured;
+    return -1.0;
+  };
+  const auto with_rule = run_quick("entropy");
+  const auto without_rule = run_quick("entropy", {{"saturation_limit", "1.01"}});
+  EXPECT_LT(held(with_rule), held(without_rule)) << describe(with_rule) << describe(without_rule);
+  for (const auto& v : with_rule.verdicts)
+    if (!v.supplementary) EXPECT_NE(v.plain.find("flat only because the rows are saturated"), std::string::npos) << v.plain;
+}
 
 TEST(Experiments, EntropyGivesAVerdictOnC12) {
   const auto r = run_quick("entropy");

@@ -1,13 +1,10 @@
-// attnlab report: every part is written, C8 stays pending until an experiment measures it,
-// a failed run leaves the earlier report intact, and (when Chromium is installed) the page
-// renders with every figure loaded and every claim showing a verdict.
-#include <cstdio>
+// attnlab report: every part is written (the page, its assets, data and figures), a claim
+// no experiment ran for stays pending, and a failed run leaves the earlier report intact.
+// The page in a browser is checked by report_browser.py (ctest report.browser).
 #include <filesystem>
 #include <fstream>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
-#include <regex>
-#include <set>
 #include <sstream>
 #include <unistd.h>
 
@@ -43,41 +40,8 @@ std::string read(const fs::path& p) {
   return s.str();
 }
 
-// The lab's real experiments (the test binary also registers test_* ones).
-std::vector<std::string> real_experiments() {
-  std::vector<std::string> names;
-  for (const auto* e : lab::experiments())
-    if (e->name.rfind("test_", 0) != 0) names.push_back(e->name);
-  return names;
-}
 
-std::string find_chromium() {
-  for (const char* name : {"chromium", "chromium-browser", "google-chrome"}) {
-    const std::string cmd = std::string("command -v ") + name + " 2>/dev/null";
-    FILE* f = popen(cmd.c_str(), "r");
-    if (!f) continue;
-    char buf[512] = {0};
-    const bool found = fgets(buf, sizeof buf, f) != nullptr;
-    pclose(f);
-    if (found) {
-      std::string path(buf);
-      while (!path.empty() && (path.back() == '\n' || path.back() == '\r')) path.pop_back();
-      return path;
-    }
-  }
-  return "";
-}
 
-std::string run_capture(const std::string& cmd) {
-  FILE* f = popen(cmd.c_str(), "r");
-  if (!f) return "";
-  std::string out;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, f)) > 0) out.append(buf, n);
-  pclose(f);
-  return out;
-}
 
 }  // namespace
 
@@ -108,6 +72,24 @@ TEST(Report, WritesEveryPartWithPendingClaims) {
   EXPECT_EQ(page.find("page-check"), std::string::npos) << "the browser test's hook belongs in the test";
   for (const auto& c : j["claims"])
     if (c["id"] == "C3") EXPECT_EQ(c["figure"], "figures/saturation_curves.png");
+  // The page works offline: its script, style and plotting library (with its licence) are beside it.
+  EXPECT_NE(page.find("<meta name=\"viewport\""), std::string::npos);
+  for (const char* asset : {"plotly-cartesian.min.js", "LICENSE-plotly.js.txt", "lab.js", "report.css"}) {
+    EXPECT_TRUE(fs::exists(out / "assets" / asset)) << asset;
+    EXPECT_NE(page.find(std::string("assets/") + asset), std::string::npos) << asset;
+  }
+  EXPECT_GT(fs::file_size(out / "assets" / "plotly-cartesian.min.js"), 1'000'000u);
+  EXPECT_EQ(read(out / "assets" / "plotly-cartesian.min.js").rfind("/**\n* plotly.js (cartesian - minified)", 0), 0u);
+  EXPECT_NE(read(out / "assets" / "LICENSE-plotly.js.txt").find("MIT License"), std::string::npos);
+  // Figures are drawn at twice their size on the page, and their size is set there.
+  EXPECT_NE(page.find("src=\"figures/saturation_curves.png\" width=\"960\" height=\"400\""), std::string::npos);
+  EXPECT_NE(page.find("loading=\"lazy\""), std::string::npos);
+  // The articles are linked, the claims quoted in both languages.
+  EXPECT_NE(page.find("https://www.zhihu.com/question/339723385"), std::string::npos);
+  EXPECT_NE(page.find("lang=\"zh\""), std::string::npos);
+  // No project jargon on the page: parameter names and the project's own word for the articles.
+  for (const char* jargon : {"inv_sqrt_d", "ssmax:", "seed 00", "Seed 00", "issue's", "(issue"})
+    EXPECT_EQ(page.find(jargon), std::string::npos) << jargon;
   ASSERT_EQ(s.claims.size(), 12u);
   fs::remove_all(out.parent_path());
 }
@@ -153,77 +135,5 @@ TEST(Report, RecoversFromAnInterruptedRun) {
   EXPECT_TRUE(fs::exists(out / "marker"));  // the previous report is back in place
   EXPECT_FALSE(fs::exists(old));
   EXPECT_FALSE(fs::exists(tmp));
-  fs::remove_all(out.parent_path());
-}
-
-// After load, records in a hidden div whether every figure decoded (naturalWidth > 0)
-// and how many claims show a verdict; --dump-dom then shows the div.
-const char* kCheckScript = R"(<script>
-window.addEventListener('load', function () {
-  var imgs = Array.prototype.slice.call(document.querySelectorAll('img'));
-  var broken = imgs.filter(function (i) { return !(i.complete && i.naturalWidth > 0); }).map(function (i) { return i.getAttribute('src'); });
-  var c = document.createElement('div');
-  c.setAttribute('id', 'page-check');
-  c.setAttribute('hidden', '');
-  c.setAttribute('data-images', String(imgs.length));
-  c.setAttribute('data-loaded', String(imgs.length - broken.length));
-  c.setAttribute('data-broken', broken.join(' '));
-  c.setAttribute('data-claims', String(document.querySelectorAll('section.claim').length));
-  c.setAttribute('data-verdicts', String(document.querySelectorAll('section.claim .verdict').length));
-  c.setAttribute('data-done', 'yes');
-  document.body.appendChild(c);
-});
-</script>
-)";
-
-TEST(Report, OpensInHeadlessChromiumWithEveryFigureAndVerdict) {
-  if (!lab::plotting_available()) GTEST_SKIP() << "gnuplot with the pngcairo terminal is not installed";
-  const std::string chromium = find_chromium();
-  if (chromium.empty())
-    GTEST_SKIP() << "Chromium is not installed (Debian package `chromium`, optional in scripts/debian-packages.txt): "
-                    "the rendered report is not checked";
-  const auto out = scratch("browser");
-  lab::ReportOptions o;
-  o.out = out;
-  o.quick = true;
-  o.only = real_experiments();
-  lab::write_report(o);
-  // The check runs from a copy of the page beside it (same relative figure paths) with
-  // the script added: the product's index.html carries no test hook.
-  std::string page = read(out / "index.html");
-  const auto body_end = page.rfind("</body>");
-  ASSERT_NE(body_end, std::string::npos);
-  page.insert(body_end, kCheckScript);
-  const auto checked = out / "index-check.html";
-  std::ofstream(checked) << page;
-  const auto profile = out.parent_path() / "chromium-profile";
-  const std::string flags = " --headless --no-sandbox --disable-gpu --disable-quic --no-first-run "
-                            "--disable-background-networking --disable-component-update --disable-sync "
-                            "--user-data-dir='" + profile.string() + "' ";
-  const std::string url = "'file://" + checked.string() + "'";
-  const std::string dom =
-      run_capture("timeout 120 '" + chromium + "'" + flags + "--virtual-time-budget=10000 --dump-dom " + url + " 2>/dev/null");
-  std::smatch m;
-  const std::regex check(R"re(<div id="page-check"[^>]*data-images="(\d+)" data-loaded="(\d+)" data-broken="([^"]*)" data-claims="(\d+)" data-verdicts="(\d+)" data-done="yes")re");
-  ASSERT_TRUE(std::regex_search(dom, m, check)) << "the page's check script did not run; DOM starts:\n" << dom.substr(0, 500);
-  const int images = std::stoi(m[1]), loaded = std::stoi(m[2]), claims = std::stoi(m[4]), verdicts = std::stoi(m[5]);
-  EXPECT_GE(images, 11);  // at least one figure per measured claim
-  EXPECT_EQ(loaded, images) << "figures that did not load: " << m[3];
-  EXPECT_EQ(claims, 12);
-  EXPECT_GE(verdicts, 12);
-  // "pending" appears only while some claim has no registered experiment (C8 until `train` is merged).
-  std::set<std::string> measured;
-  for (const auto* e : lab::experiments())
-    for (const auto& c : e->claims) measured.insert(c);
-  std::vector<const char*> classes{"confirmed"};
-  if (measured.size() < lab::claims().size()) classes.push_back("pending");
-  for (const char* verdict_class : classes)
-    EXPECT_NE(dom.find(std::string("class=\"verdict ") + verdict_class + "\""), std::string::npos) << verdict_class;
-  // A screenshot: the page renders to a non-empty PNG.
-  const auto shot = out.parent_path() / "report.png";
-  run_capture("timeout 120 '" + chromium + "'" + flags + "--window-size=1280,2000 --screenshot='" + shot.string() + "' " +
-              url + " 2>/dev/null");
-  ASSERT_TRUE(fs::exists(shot));
-  EXPECT_GT(fs::file_size(shot), 20000u);
   fs::remove_all(out.parent_path());
 }

@@ -1,5 +1,6 @@
 // The study's bookkeeping and the verdict rule, on hand-made results (no training),
 // and a tiny real sweep on one and on two threads.
+#include <algorithm>
 #include <cblas.h>
 #include <gtest/gtest.h>
 
@@ -42,6 +43,104 @@ StudyResult fake_study(int64_t none_steps, double none_acc, int64_t sqrt_steps) 
       s.runs.push_back(fake(OptimizerKind::adam, d, ScalePolicy::inv_sqrt_d(), seed, sqrt_steps, 1.0));
     }
   return s;
+}
+
+// Learning rates: a sweep axis for tuning, each cell's best rate, and tuned rates applied.
+TEST(Study, LearningRatesAreASweepAxisThenOnePerCell) {
+  StudyConfig c;
+  c.d_ks = {16};
+  c.seeds = 2;
+  c.optimizers = {OptimizerKind::adam};
+  c.scales = {ScalePolicy::none(), ScalePolicy::inv_sqrt_d()};
+  // No rate given: the optimiser's default, written into every run.
+  for (const auto& r : expand(c)) EXPECT_EQ(r.lr, default_lr(OptimizerKind::adam));
+  // The tuning study: every cell at every rate of the grid, on its own seeds.
+  const StudyConfig t = tuning_study(c, 3, 501);
+  const auto grid = tuning_grid(OptimizerKind::adam);
+  const auto runs = expand(t);
+  ASSERT_EQ(runs.size(), 2u * grid.size() * 3);
+  EXPECT_EQ(runs[0].lr, grid[0]);
+  EXPECT_EQ(runs[0].seed, 501u);
+  EXPECT_EQ(runs[3].lr, grid[1]);
+  // Tuned rates apply per cell; a cell without one falls back to the default.
+  c.tuned = {{TaskKind::associative_recall, InitMode::unit, OptimizerKind::adam, 16, "none", 0.01}};
+  const auto tuned = expand(c);
+  EXPECT_EQ(tuned[0].lr, 0.01);
+  EXPECT_EQ(tuned[2].lr, default_lr(OptimizerKind::adam));
+  c.adam_lrs = {0.0};
+  EXPECT_THROW(expand(c), Error);
+}
+
+TEST(Study, BestRateLearnsAndKeepsItThenIsFastest) {
+  auto cell = [](double lr, double steps, double accuracy, int64_t reached = 3) {
+    CellSummary c;
+    c.d_k = 64;
+    c.scale = ScalePolicy::none();
+    c.lr = lr;
+    c.runs = 3;
+    c.reached = reached;
+    c.median_steps = steps;
+    c.mean_final_accuracy = accuracy;
+    return c;
+  };
+  const double t = 0.9;
+  EXPECT_EQ(best_rates({cell(0.01, 200, 1), cell(0.003, 120, 1), cell(0.001, 160, 1)}, t).front().lr, 0.003);
+  // Reaching 90 % fastest and then collapsing loses to a slower rate that keeps it.
+  EXPECT_EQ(best_rates({cell(0.1, 60, 0.36), cell(0.03, 120, 1)}, t).front().lr, 0.03);
+  EXPECT_EQ(best_rates({cell(0.01, 320, 0.5, 0), cell(0.003, 320, 0.7, 0)}, t).front().lr, 0.003);  // both censored
+  EXPECT_EQ(best_rates({cell(0.01, 160, 0.95, 3), cell(0.003, 140, 0.92, 2)}, t).front().lr, 0.01);  // more runs
+  EXPECT_EQ(best_rates({cell(0.01, 120, 1), cell(0.003, 120, 1)}, t).front().lr, 0.003);
+  CellSummary other = cell(0.1, 100, 1);
+  other.d_k = 256;
+  const auto best = best_rates({cell(0.01, 200, 1), other}, t);
+  ASSERT_EQ(best.size(), 2u);
+  EXPECT_EQ(best[1].d_k, 256);
+  EXPECT_EQ(best[1].scale, "none");
+}
+
+// The mechanism beside the outcome: why a slow or failing cell fails.
+TEST(Study, DiagnosisNamesTheMechanism) {
+  CellSummary base;
+  base.median_steps = 100;
+  base.mean_grad_qk_first = 1.0;
+  CellSummary c = base;
+  EXPECT_EQ(diagnose(c, base), Diagnosis::learns);
+  c.median_censored = true;
+  c.median_steps = 320;
+  c.mean_max_prob_start = 0.95;
+  EXPECT_EQ(diagnose(c, base), Diagnosis::saturated_at_init);
+  c.mean_max_prob_start = 0.3;
+  c.mean_grad_qk_first = 0.05;
+  EXPECT_EQ(diagnose(c, base), Diagnosis::small_gradient);
+  c.mean_grad_qk_first = 2.0;
+  c.mean_max_prob_end = 0.999;
+  EXPECT_EQ(diagnose(c, base), Diagnosis::saturates_in_training);
+  c.mean_max_prob_end = 0.5;
+  EXPECT_EQ(diagnose(c, base), Diagnosis::other);
+  c.median_censored = false;
+  c.median_steps = 140;  // slower than the baseline but within 1.5×
+  EXPECT_EQ(diagnose(c, base), Diagnosis::learns);
+}
+
+// The report's quick study runs every cell at a rate the full sweep chose (none at a default).
+TEST(Study, QuickStudyHasATunedRateForEveryCell) {
+  const StudyConfig q = quick_study();
+  for (const auto& task : q.tasks)
+    for (InitMode init : q.inits)
+      for (OptimizerKind opt : q.optimizers)
+        for (int64_t d : q.d_ks)
+          for (const Scaling& sc : q.scales) {
+            bool found = false;
+            for (const auto& t : q.tuned)
+              found = found || (t.task == task.kind && t.init == init && t.optimizer == opt && t.d_k == d &&
+                                t.scale == sc.name());
+            EXPECT_TRUE(found) << to_string(opt) << " d_k " << d << " " << sc.name();
+          }
+  const auto grid_adam = tuning_grid(OptimizerKind::adam), grid_sgd = tuning_grid(OptimizerKind::sgd);
+  for (const auto& t : cached_rates()) {
+    const auto& grid = t.optimizer == OptimizerKind::adam ? grid_adam : grid_sgd;
+    EXPECT_NE(std::find(grid.begin(), grid.end(), t.lr), grid.end()) << t.lr;
+  }
 }
 
 TEST(Study, ExpandCoversTheSweepInOrder) {

@@ -3,6 +3,8 @@
 
 #include "attnlab/error.hpp"
 #include "attnlab/lab.hpp"
+#include "attnlab/train.hpp"
+#include <algorithm>
 
 namespace attnlab::lab {
 namespace {
@@ -23,7 +25,7 @@ TEST(TrainExperiment, GivesOneC8VerdictPerOptimiserWithTablesAndFigures) {
   ASSERT_EQ(r.verdicts.size(), 2u);
   for (const auto& v : r.verdicts) {
     EXPECT_EQ(v.claim, "C8");
-    EXPECT_EQ(v.figure, "train_steps_to_threshold");
+    EXPECT_EQ(v.figure, "train_mechanism_recall_unit");  // C8's own figure: outcome and mechanism against d_k
     EXPECT_FALSE(v.method.empty());
   }
   EXPECT_NE(r.verdicts[0].title.find("Adam"), std::string::npos);
@@ -33,9 +35,39 @@ TEST(TrainExperiment, GivesOneC8VerdictPerOptimiserWithTablesAndFigures) {
   EXPECT_EQ(r.tables[0].rows(), 2u * 4);       // optimisers × policies at one d_k
   EXPECT_EQ(r.tables[1].rows(), 2u * 4 * 2);   // × seeds
   EXPECT_EQ(r.tables[2].rows(), 2u * 4 * 2 * 3);  // × evaluation points (0, 5, 10)
-  // Learning curves per optimiser, steps to threshold, attention diagnostics.
-  EXPECT_EQ(r.figures.size(), 4u);
+  // Mechanism, learning curves per optimiser, steps to threshold, attention diagnostics.
+  EXPECT_EQ(r.figures.size(), 5u);
+  EXPECT_EQ(r.figures.front().name, "train_mechanism_recall_unit");
+  // The settings shown are the ones used: presets resolved, nothing printed as 0.
   EXPECT_EQ(r.config.at("steps"), "10");
+  EXPECT_EQ(r.config.at("d_model"), "32");
+  EXPECT_EQ(r.config.at("batch"), "32");
+  EXPECT_EQ(r.config.at("policies"), "none,inv_sqrt_d,inv_d,qknorm");
+  EXPECT_EQ(r.config.at("rates"), "cached");
+  EXPECT_NE(r.setup.find("associative recall"), std::string::npos) << r.setup;
+  // Each cell's rate is in the cells table.
+  for (double lr : r.tables[0].column("lr")) EXPECT_GT(lr, 0);
+}
+
+// rates=tuned: a tuning sweep on other seeds first; each cell then runs at the rate that did best.
+TEST(TrainExperiment, TunedRatesComeFromATuningSweepOnOtherSeeds) {
+  Config c = tiny();
+  c["rates"] = "tuned";
+  c["tuning_seeds"] = "1";
+  c["optimizers"] = "adam";
+  c["policies"] = "none,inv_sqrt_d";
+  const Result r = run("train", c);
+  ASSERT_EQ(r.tables.size(), 4u);
+  const Table& tuning = r.tables[3];
+  EXPECT_EQ(tuning.name, "train_tuning");
+  const auto grid = attnlab::train::tuning_grid(attnlab::train::OptimizerKind::adam);
+  EXPECT_EQ(tuning.rows(), 2u * grid.size());
+  const Table& cells = r.tables[0];
+  for (size_t i = 0; i < cells.rows(); ++i)
+    EXPECT_NE(std::find(grid.begin(), grid.end(), cells.column("lr")[i]), grid.end()) << cells.column("lr")[i];
+  EXPECT_EQ(r.config.at("rates"), "tuned");
+  c["rates"] = "sometimes";
+  EXPECT_THROW(run("train", c), Error);
 }
 
 TEST(TrainExperiment, OtherSettingsGiveSupplementaryVerdicts) {
@@ -57,7 +89,8 @@ TEST(TrainExperiment, OtherSettingsGiveSupplementaryVerdicts) {
 // saturated from the start) and refutes it under the small init (variance 1/d_k: the
 // unscaled logits start small and Adam trains as fast as with 1/√d_k).
 TEST(TrainExperiment, InitDecidesTheAdamVerdict) {
-  Config c{{"optimizers", "adam"}, {"policies", "none,inv_sqrt_d"}, {"dims", "256"}, {"threads", "2"}};
+  Config c{{"optimizers", "adam"}, {"policies", "none,inv_sqrt_d"}, {"dims", "256"}, {"threads", "2"},
+           {"seeds", "3"}, {"rates", "fixed"}};
   c["inits"] = "unit";
   Result r = run("train", c);
   ASSERT_EQ(r.verdicts.size(), 1u);

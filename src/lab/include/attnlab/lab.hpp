@@ -161,6 +161,14 @@ enum class Outcome { confirmed, refuted, inconclusive, pending };
 const char* to_string(Outcome outcome);
 Outcome parse_outcome(const std::string& text);  // throws Error
 
+// The outcome over one part of the range a claim was measured on (e.g. d_k from 16 to
+// 256), for claims whose outcome depends on where the measurement stops.
+struct RangeOutcome {
+  double from = 0, to = 0;   // the measured points of the part, inclusive
+  Outcome outcome = Outcome::inconclusive;
+  std::string text;          // what was measured there, in plain words
+};
+
 // The verdict on one claim, as one experiment measured it.
 struct Verdict {
   std::string claim;             // "C1"
@@ -179,6 +187,12 @@ struct Verdict {
   // A check set beside the claim (e.g. a formula quoted in an issue) rather than a test of
   // its statement: the report shows it but leaves it out of the claim's overall verdict.
   bool supplementary = false;
+  // The finding in plain words, for a reader who has not read `method`: one or two
+  // sentences with the numbers that matter, no parameter names.
+  std::string plain;
+  // If the outcome depends on the range measured: the outcome over each part of it, in order.
+  std::string range_variable;         // e.g. "d_k"
+  std::vector<RangeOutcome> ranges;
 };
 
 // A verdict pre-filled with the claim's title, statement and seeds from claims().
@@ -187,7 +201,11 @@ Verdict make_verdict(const std::string& claim_id);
 struct Result {
   std::string experiment;  // filled by run()
   uint64_t seed = 0;       // filled by run()
-  Config config;           // the full configuration actually run (filled by run())
+  // The full configuration actually run: filled by run() from the parameters; an
+  // experiment whose parameters default to a preset (0 or empty = "the preset's") writes
+  // the values it used here and they replace the parameters' own.
+  Config config;
+  std::string setup;       // what was measured and on what, in plain words (the report shows it)
   std::vector<Table> tables;
   std::vector<Figure> figures;
   std::vector<Verdict> verdicts;
@@ -197,9 +215,28 @@ struct Result {
 
 // ---- the catalogue of claims (CLAIMS.md) -----------------------------------
 
+// One of the source articles (docs/claims.md, "The sources").
+struct SourceInfo {
+  std::string seed;         // "000"
+  std::string title;        // in English
+  std::string original_title;
+  std::string url;          // the original article; "" if the stored copy names none
+  std::string note;         // e.g. what it cites, when it gives no address of its own
+};
+const std::vector<SourceInfo>& sources();  // seeds 000..004
+const SourceInfo& source(const std::string& seed);  // throws Error for an unknown seed
+
+// A sentence of a source that states a claim, as written and in English.
+struct Quote {
+  std::string seed;
+  std::string original;  // the source's own words (Chinese); [brackets] mark characters the stored copy lost
+  std::string english;
+};
+
 struct ClaimInfo {
   std::string id, title, statement;
   std::vector<std::string> seeds;
+  std::vector<Quote> quotes;
 };
 const std::vector<ClaimInfo>& claims();  // C1..C12, in order
 const ClaimInfo& claim(const std::string& id);  // throws Error for an unknown id
@@ -261,7 +298,9 @@ Experiment make_experiment(std::string name, std::string summary, std::vector<st
     cfg.bind(p);
     p.apply(config);
     Result r = body(cfg, ctx);
-    r.config = p.values();
+    Config used = p.values();
+    for (auto& [key, value] : r.config) used[key] = value;  // the experiment's resolved presets
+    r.config = std::move(used);
     return r;
   };
   return e;

@@ -146,6 +146,17 @@ struct RunResult {
 RunResult train_run(const RunConfig& config);
 
 // ---- the study ---------------------------------------------------------------------
+
+// A peak learning rate chosen for one cell of a sweep (task, init, optimiser, d_k, scaling).
+struct TunedRate {
+  TaskKind task = TaskKind::associative_recall;
+  InitMode init = InitMode::unit;
+  OptimizerKind optimizer = OptimizerKind::adam;
+  int64_t d_k = 0;
+  std::string scale;  // Scaling::name()
+  double lr = 0;
+};
+
 struct StudyConfig {
   std::vector<TaskConfig> tasks{TaskConfig{}};
   std::vector<int64_t> d_ks{16, 64, 256, 1024};
@@ -155,15 +166,27 @@ struct StudyConfig {
   std::vector<InitMode> inits{InitMode::unit};
   int64_t seeds = 3;           // seeds first_seed .. first_seed + seeds − 1
   uint64_t first_seed = 1;
-  double adam_lr = 0, sgd_lr = 0;  // peak learning rates; 0 = default_lr
+  // A run's peak learning rate: its cell's entry in `tuned` if there is one, else adam_lr /
+  // sgd_lr if > 0, else default_lr. A non-empty adam_lrs / sgd_lrs makes the rate a sweep
+  // axis instead (every cell at every rate of the list: the tuning sweep of tune_rates()).
+  double adam_lr = 0, sgd_lr = 0;
+  std::vector<double> adam_lrs, sgd_lrs;
+  std::vector<TunedRate> tuned;
   RunConfig base;              // everything else (model width, steps, batch, lr per optimiser via lr = 0);
                                // base.task, base.model.{d_k, scale, init}, base.optimizer and base.seed are overridden
   int threads = 2;             // runs trained in parallel (OpenMP threads); the results do not depend on it
 };
 
-// Quick: the report's default (≤ 30 s on 2 cores). Full: the whole sweep of issue 5.
+// Quick: the report's default (about 10 s on 2 cores), at the rates the full sweep chose
+// (cached_rates()). Full: d_k 16…1024, both inits, 5 seeds, each cell at the best rate of
+// a tuning sweep on 3 other seeds (docs/training.md).
 StudyConfig quick_study();
 StudyConfig full_study();
+
+// The learning-rate grids of the full sweep's tuning, per optimiser.
+std::vector<double> tuning_grid(OptimizerKind kind);
+// The rates the full sweep chose (docs/training.md, "Learning rates"), for the quick study.
+const std::vector<TunedRate>& cached_rates();
 
 struct StudyProgress {
   int64_t done = 0, total = 0;
@@ -197,6 +220,7 @@ struct CellSummary {
   OptimizerKind optimizer = OptimizerKind::adam;
   int64_t d_k = 0;
   Scaling scale;
+  double lr = 0;                      // the peak learning rate of its runs
   int64_t runs = 0, reached = 0;      // runs, and runs that reached the threshold
   double median_steps = 0;            // median steps to threshold; runs that never reached it count as
                                       // steps + eval_every (censored), so the median is censored when
@@ -205,10 +229,35 @@ struct CellSummary {
   double mean_final_accuracy = 0, min_final_accuracy = 0;
   double mean_entropy_start = 0, mean_entropy_end = 0;
   double mean_jacobian_start = 0, mean_jacobian_end = 0;
+  double mean_max_prob_start = 0, mean_max_prob_end = 0;
   double mean_grad_qk_first = 0;      // ‖∂L/∂(W_q, W_k)‖ at the first evaluation after step 0
   int64_t diverged = 0;
 };
 std::vector<CellSummary> summarise(const StudyResult& study);
+
+// The tuning sweep for `config`: the same cells, each at every rate of tuning_grid(), on
+// `seeds` seeds from `first_seed` (other seeds than the evaluation's, so that the rate is
+// not chosen on the runs that judge it).
+StudyConfig tuning_study(const StudyConfig& config, int64_t seeds, uint64_t first_seed);
+
+// Each cell's best rate among the rates a tuning study tried: one that learns the task and
+// keeps it (mean final accuracy >= threshold) before one that does not, then the most runs
+// reaching the threshold, the fewest median steps to it (censored), the higher mean final
+// accuracy, the smaller rate. (Fewest steps alone picks rates that reach the threshold
+// fast and then collapse: SGD with 1/sqrt(d_k) at 0.1.)
+std::vector<TunedRate> best_rates(const std::vector<CellSummary>& tuning_cells, double threshold);
+
+// Why a cell failed or trained slowly, measured beside the outcome (docs/training.md, "Mechanism").
+enum class Diagnosis {
+  learns,                   // reached the threshold in most seeds, within 1.5x the 1/sqrt(d_k) cell's median steps
+  saturated_at_init,        // the attention was one-hot before training (mean max p at init >= 0.9)
+  saturates_in_training,    // started spread out but ended one-hot (mean max p at the end >= 0.99)
+  small_gradient,           // ||dL/dW_q, W_k|| in the first steps < 0.1x the 1/sqrt(d_k) cell's
+  other,                    // slow or failing for none of the reasons above
+};
+const char* to_string(Diagnosis d);
+// `baseline` is the 1/sqrt(d_k) cell of the same task, init, optimiser and d_k.
+Diagnosis diagnose(const CellSummary& cell, const CellSummary& baseline);
 
 // C8's verdicts, one per (task, init, optimiser): unscaled against 1/√d_k at the
 // largest d_k of the sweep. Rules in docs/training.md ("Verdict rule"). Those of
