@@ -29,6 +29,21 @@ void out_of_memory_as_error(F&& f) {
   }
 }
 
+// The variants the engine does not compute yet (the reference has them all).
+void require_engine_support(const AttentionOptions<float>& o) {
+  const char* missing = o.window.present()             ? "window"
+                        : o.softcap.has_value()         ? "softcap"
+                        : !o.alibi_slopes.empty()       ? "alibi_slopes"
+                        : !o.sinks.empty()              ? "sinks"
+                        : !o.cu_seqlens_q.empty()       ? "cu_seqlens"
+                        : o.dropout.present()           ? "dropout"
+                        : o.mask_mod != nullptr         ? "mask_mod"
+                        : o.score_mod != nullptr        ? "score_mod"
+                                                        : nullptr;
+  if (missing != nullptr)
+    throw Error(fmt::format("engine: {} is not supported yet (use the double reference)", missing));
+}
+
 void throw_if_interrupted(const Plan& plan) {
   if (plan.stop.stopped()) throw Interrupted("attention: interrupted by the caller (ComputeConfig::interrupt)");
 }
@@ -40,6 +55,7 @@ void attention_forward(ConstView<float> q, ConstView<float> k, ConstView<float> 
                        const RowDiagnostics<float>* diagnostics, const ComputeConfig& config) {
   const auto dims = detail::check_forward_args(q, k, v, options, out, lse);
   if (diagnostics != nullptr) detail::check_diagnostics(*diagnostics, dims);
+  require_engine_support(options);
   const Plan plan(dims, q, k, v, options, resolve_threads(config), &config.interrupt);
   out_of_memory_as_error([&] { flash_forward(plan, out, lse, diagnostics); });
   throw_if_interrupted(plan);
@@ -56,7 +72,15 @@ void attention_backward(ConstView<float> q, ConstView<float> k, ConstView<float>
                         ConstView<float> lse, ConstView<float> grad_out, const AttentionOptions<float>& options,
                         TensorView<float> dq, TensorView<float> dk, TensorView<float> dv,
                         const ComputeConfig& config) {
-  const auto dims = detail::check_backward_args(q, k, v, out, lse, grad_out, options, dq, dk, dv);
+  engine::attention_backward(q, k, v, out, lse, grad_out, options, dq, dk, dv, config, std::span<float>());
+}
+
+void attention_backward(ConstView<float> q, ConstView<float> k, ConstView<float> v, ConstView<float> out,
+                        ConstView<float> lse, ConstView<float> grad_out, const AttentionOptions<float>& options,
+                        TensorView<float> dq, TensorView<float> dk, TensorView<float> dv, const ComputeConfig& config,
+                        std::span<float> dsinks) {
+  const auto dims = detail::check_backward_args(q, k, v, out, lse, grad_out, options, dq, dk, dv, dsinks);
+  require_engine_support(options);
   const Plan plan(dims, q, k, v, options, resolve_threads(config), &config.interrupt);
   out_of_memory_as_error([&] { flash_backward(plan, out, lse, grad_out, dq, dk, dv); });
   throw_if_interrupted(plan);

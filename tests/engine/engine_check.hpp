@@ -36,7 +36,7 @@ inline const char* kQuantity[5] = {"out", "lse", "dq", "dk", "dv"};
 inline EngineErrors check_engine_against_reference(const Problem& p0, bool strided, const ComputeConfig& config = {}) {
   const Problem p = FloatProblem::rounded(p0);
   const FloatProblem f(p);
-  const AttentionOptions<float> opt = p.options<float>(&f.additive_mask);
+  const AttentionOptions<float> opt = f.options(p);
 
   // Engine.
   std::vector<float> sq, sk, sv, sdq;

@@ -15,15 +15,24 @@ namespace attnlab::test {
 
 struct FloatProblem {
   Tensor<float> q, k, v, grad_out, additive_mask;
+  std::vector<float> alibi_slopes, sinks;
   explicit FloatProblem(const Problem& p)
       : q(cast<float>(p.q)), k(cast<float>(p.k)), v(cast<float>(p.v)), grad_out(cast<float>(p.grad_out)),
-        additive_mask(cast<float>(p.additive_mask)) {}
+        additive_mask(cast<float>(p.additive_mask)), alibi_slopes(p.alibi_slopes.begin(), p.alibi_slopes.end()),
+        sinks(p.sinks.begin(), p.sinks.end()) {}
+  // p's options in float, over these copies (they must outlive the options).
+  AttentionOptions<float> options(const Problem& p) const {
+    return p.options<float>(&additive_mask, alibi_slopes, sinks);
+  }
   // The double problem whose inputs are exactly these floats: the reference
   // must see the same inputs as the float implementations.
   static Problem rounded(const Problem& p) {
     Problem r = p;
     for (auto* t : {&r.q, &r.k, &r.v, &r.grad_out, &r.additive_mask})
       for (double& x : t->storage()) x = static_cast<double>(static_cast<float>(x));
+    for (auto* t : {&r.alibi_slopes, &r.sinks})
+      for (double& x : *t) x = static_cast<double>(static_cast<float>(x));
+    if (r.softcap) r.softcap = static_cast<double>(static_cast<float>(*r.softcap));
     return r;
   }
 };

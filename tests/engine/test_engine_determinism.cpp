@@ -46,7 +46,7 @@ TEST(EngineDeterminism, BitwiseIdenticalForOneTwoThreeThreadsAndRepeats) {
     if (variant == 0) p.causal = al::Causal::top_left;
     SCOPED_TRACE(p.describe());
     const al::test::FloatProblem fp(p);
-    const auto opt = p.options<float>(&fp.additive_mask);
+    const auto opt = fp.options(p);
     auto run = [&](int threads) {
       const al::ComputeConfig cfg{threads};
       EngineRun r{al::attention_forward(fp.q.view(), fp.k.view(), fp.v.view(), opt, cfg), {}};

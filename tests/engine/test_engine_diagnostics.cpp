@@ -28,7 +28,7 @@ Diag engine_diagnostics(const al::test::Problem& p, const al::test::FloatProblem
          al::Tensor<float>({p.B, p.Hq, p.Nq, 1})};
   const al::RowDiagnostics<float> rd{d.max_prob.view(), d.entropy.view(), d.fro.view()};
   al::Tensor<float> out({p.B, p.Hq, p.Nq, p.dv}), lse({p.B, p.Hq, p.Nq, 1});
-  al::attention_forward(fp.q.view(), fp.k.view(), fp.v.view(), p.options<float>(&fp.additive_mask), out.view(),
+  al::attention_forward(fp.q.view(), fp.k.view(), fp.v.view(), fp.options(p), out.view(),
                         lse.view(), &rd, al::ComputeConfig{1});
   return d;
 }
