@@ -35,7 +35,8 @@ void SoftmaxPieceImpl(float* s, int64_t rows, int64_t nc, int64_t steps) {
   std::memcpy(raw.get(), s, sizeof(float) * static_cast<size_t>(rows * kBc));
   for (int64_t step = 0; step < steps; ++step) {
     std::memcpy(w.s.get(), raw.get(), sizeof(float) * static_cast<size_t>(rows * kBc));  // as the product writes it
-    SoftmaxTile(p, 0, 0, 0, rows, 0, nc, w, false);
+    const int64_t L = static_cast<int64_t>(hn::Lanes(DF()));
+    SoftmaxTile(p, 0, 0, 0, SubTile{0, rows, 0, nc, (nc + L - 1) / L * L, false}, w, false);
   }
   std::memcpy(s, w.s.get(), sizeof(float) * static_cast<size_t>(rows * kBc));
 }
