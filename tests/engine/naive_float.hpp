@@ -41,6 +41,8 @@ struct FloatProblem {
 
 struct NaiveResult {
   Tensor<float> out, lse, dq, dk, dv, dsinks;  // dsinks [1, Hq, 1, 1] (all 0 without sinks)
+  double max_abs_D = 0;       // max_i |D_i|, D_i = rowsum(dO∘O)
+  double max_column_mass = 0;  // max_j Σ_i P_ij over the rows of the query heads sharing a key head
 };
 
 // The variants as a user would write them around the matrices: scores treated element by
@@ -123,6 +125,7 @@ inline NaiveResult naive_float_attention(const Problem& p, const FloatProblem& f
           D = 0;
           for (int64_t c = 0; c < p.dv; ++c) D += f.grad_out(b, h, i, c) * r.out(b, h, i, c);
         }
+        r.max_abs_D = std::max(r.max_abs_D, static_cast<double>(std::abs(D)));
         if (!p.sinks.empty() && r.lse(b, h, i, 0) != -INFINITY)
           r.dsinks(0, h, 0, 0) -= std::exp(sink - r.lse(b, h, i, 0)) * D;
         for (int64_t j = 0; j < p.Nk; ++j) {
@@ -137,6 +140,9 @@ inline NaiveResult naive_float_attention(const Problem& p, const FloatProblem& f
           r.dq(b, h, i, c) = acc;
         }
       for (int64_t j = 0; j < p.Nk; ++j) {
+        double mass = 0;
+        for (int64_t i = 0; i < p.Nq; ++i) mass += P[static_cast<size_t>(i * p.Nk + j)];
+        r.max_column_mass = std::max(r.max_column_mass, mass * static_cast<double>(group));
         for (int64_t c = 0; c < p.d; ++c) {
           float acc = 0;
           for (int64_t i = 0; i < p.Nq; ++i) acc += dP[static_cast<size_t>(i * p.Nk + j)] * f.q(b, h, i, c);

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "attnlab/attention_options.hpp"
+#include "attnlab/score_mod.hpp"
 #include "attnlab/tensor.hpp"
 
 namespace attnlab::test {
@@ -25,7 +26,44 @@ struct ProblemLimits {
   double p_causal = 0.4, p_bool_mask = 0.3, p_additive_mask = 0.3, p_padding = 0.3, p_other_scale = 0.4;
   // The variants (attention_variants.hpp); off unless a test asks for them.
   double p_window = 0, p_softcap = 0, p_alibi = 0, p_sinks = 0, p_packed = 0, p_dropout = 0;
+  double p_mask_mod = 0, p_score_mod = 0;  // one of the test mods below
 };
+
+// Programmable masks and scores for random problems (score_mod.hpp), written as a user
+// would: lambdas over (b, h, q, k), generic in the score's type.
+inline const std::vector<const MaskMod*>& test_mask_mods() {
+  static const auto stripes = make_mask_mod([](int64_t b, int64_t h, int64_t q, int64_t k) { return (q + 2 * k + b + h) % 5 != 0; });
+  static const auto blocks = make_mask_mod([](int64_t, int64_t, int64_t q, int64_t k) { return (q / 70) == (k / 90); });
+  static const auto local = make_mask_mod([](int64_t, int64_t h, int64_t q, int64_t k) {
+    return k <= q + 3 && k + 40 * (h + 1) >= q;  // a per-head window around the top-left diagonal
+  });
+  static const auto far_keys = make_mask_mod([](int64_t, int64_t, int64_t, int64_t k) { return k >= 300; });
+  static const std::vector<const MaskMod*> mods{&stripes, &blocks, &local, &far_keys};
+  return mods;
+}
+
+inline const std::vector<const ScoreMod*>& test_score_mods() {
+  static const auto cap = make_score_mod(
+      [](auto s, int64_t, int64_t, int64_t, int64_t) { return decltype(s)(4) * std::tanh(s / decltype(s)(4)); },
+      [](auto s, int64_t, int64_t, int64_t, int64_t) {
+        const auto t = std::tanh(s / decltype(s)(4));
+        return decltype(s)(1) - t * t;
+      });
+  static const auto bias = make_score_mod(
+      [](auto s, int64_t, int64_t h, int64_t q, int64_t k) {
+        return s - decltype(s)(0.05) * decltype(s)(h + 1) * decltype(s)(std::abs(q - k));  // ALiBi-like, top-left
+      },
+      [](auto s, int64_t, int64_t, int64_t, int64_t) { return decltype(s)(1); });
+  static const auto wave = make_score_mod(
+      [](auto s, int64_t, int64_t, int64_t q, int64_t k) {
+        return s + decltype(s)(0.5) * std::sin(s + decltype(s)(q % 7 - k % 5));
+      },
+      [](auto s, int64_t, int64_t, int64_t q, int64_t k) {
+        return decltype(s)(1) + decltype(s)(0.5) * std::cos(s + decltype(s)(q % 7 - k % 5));
+      });
+  static const std::vector<const ScoreMod*> mods{&cap, &bias, &wave};
+  return mods;
+}
 
 struct Problem {
   int64_t B = 1, Hq = 1, Hkv = 1, Nq = 1, Nk = 1, d = 1, dv = 1;
@@ -204,6 +242,8 @@ inline void add_random_variants(Problem& p, std::mt19937_64& rng, const ProblemL
     p.dropout_p = std::uniform_real_distribution<double>(0.05, 0.6)(rng);
     p.seed = rng();
   }
+  if (coin(lim.p_mask_mod)) p.mask_mod = test_mask_mods()[static_cast<size_t>(uni(0, 3))];
+  if (coin(lim.p_score_mod)) p.score_mod = test_score_mods()[static_cast<size_t>(uni(0, 2))];
 }
 
 inline Problem random_problem(std::mt19937_64& rng, const ProblemLimits& lim = {}) {
