@@ -162,14 +162,15 @@ void check_variants(const AttentionOptions<T>& o, const AttentionDims& d) {
   if (!o.alibi_slopes.empty()) {
     const int64_t n_seq = sequence_count(d, o), n = static_cast<int64_t>(o.alibi_slopes.size());
     if (n != d.Hq && n != n_seq * d.Hq)
-      throw Error(fmt::format("alibi_slopes: {} values; expected Hq = {} (one per query head) or {} = {} x {} (per "
-                              "{} and query head)", n, d.Hq, n_seq * d.Hq, n_seq, d.Hq,
+      throw Error(fmt::format("alibi_slopes: {} value{}; expected Hq = {} (one per query head) or {} = {} x {} (per "
+                              "{} and query head)", n, n == 1 ? "" : "s", d.Hq, n_seq * d.Hq, n_seq, d.Hq,
                               is_packed(o) ? "packed sequence" : "batch entry"));
     check_finite_values(o.alibi_slopes, "alibi_slopes");
   }
   if (!o.sinks.empty()) {
     if (static_cast<int64_t>(o.sinks.size()) != d.Hq)
-      throw Error(fmt::format("sinks: {} values; expected one per query head (Hq = {})", o.sinks.size(), d.Hq));
+      throw Error(fmt::format("sinks: {} value{}; expected one per query head (Hq = {})", o.sinks.size(),
+                              o.sinks.size() == 1 ? "" : "s", d.Hq));
     check_finite_values(o.sinks, "sinks");
   }
   if (!(o.dropout.p >= 0.0 && o.dropout.p < 1.0))
@@ -308,7 +309,8 @@ AttentionDims check_backward_args(ConstView<T> q, ConstView<T> k, ConstView<T> v
   if (!dsinks.empty() && options.sinks.empty())
     throw Error("dsinks: given, but options.sinks is empty (there is no sink to differentiate)");
   if (!dsinks.empty() && static_cast<int64_t>(dsinks.size()) != d.Hq)
-    throw Error(fmt::format("dsinks: {} values; expected one per query head (Hq = {})", dsinks.size(), d.Hq));
+    throw Error(fmt::format("dsinks: {} value{}; expected one per query head (Hq = {})", dsinks.size(),
+                            dsinks.size() == 1 ? "" : "s", d.Hq));
   require_shape(out, {d.B, d.Hq, d.Nq, d.dv}, "out");
   require_shape(lse, {d.B, d.Hq, d.Nq, 1}, "lse");
   require_shape(grad_out, {d.B, d.Hq, d.Nq, d.dv}, "grad_out");
