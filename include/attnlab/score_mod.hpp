@@ -10,8 +10,9 @@
 //
 // q and k are the indices into the tensors (with packed sequences, into the packed
 // tensor: a document mask compares the documents of q and k). The callables must
-// be pure and thread-safe (the engine calls them from several threads, any number
-// of times, in any order); score_mod must return a finite value or −inf.
+// be pure, thread-safe and must not throw (the engine calls them from several
+// threads, any number of times, in any order); score_mod must return a finite value
+// or −inf.
 //
 // Writing one: wrap a lambda (or any callable) with make_mask_mod / make_score_mod
 // and point the options at it; the object must outlive the call.

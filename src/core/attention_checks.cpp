@@ -143,6 +143,10 @@ void check_variants(const AttentionOptions<T>& o, const AttentionDims& d) {
   if (o.softcap && !(std::isfinite(*o.softcap) && *o.softcap > 0))
     throw Error(fmt::format("softcap: {} must be a positive finite number (leave it empty for no softcap)",
                             *o.softcap));
+  // The engine computes in float: c must survive the conversion (1e-320 would become 0).
+  if (o.softcap && !std::isnormal(static_cast<T>(*o.softcap)))
+    throw Error(fmt::format("softcap: {} is outside the range of {}", *o.softcap,
+                            sizeof(T) == 4 ? "float32 (about 1.2e-38 to 3.4e38)" : "float64"));
   if (o.cu_seqlens_q.empty() != o.cu_seqlens_k.empty())
     throw Error(fmt::format("cu_seqlens_{}: missing; packed sequences need both cu_seqlens_q and cu_seqlens_k",
                             o.cu_seqlens_q.empty() ? "q" : "k"));

@@ -6,6 +6,7 @@
 // flash_kernels.cpp. Nothing here allocates per element.
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <functional>
 #include <cstdint>
 #include <limits>
@@ -127,6 +128,7 @@ struct Plan {
   bool row_scales = false;        // true for the log-n policies: scale_i per row
   // The score treatment of attention_variants.hpp, in float (MaskRow applies it).
   float softcap = 0;              // c, or 0 for none
+  bool softcap_reciprocal = true;  // 1/c is a normal float: s·(1/c) rounds as well as s/c
   bool alibi = false;             // alibi_slopes given
   bool sinks = false;             // sinks given
   const MaskMod* mask_mod = nullptr;
@@ -150,6 +152,7 @@ struct Plan {
     row_scales = opt.scale.depends_on_n();
     if (!row_scales) fixed_scale = static_cast<float>(opt.scale(dims.d, dims.Nk));
     softcap = opt.softcap ? static_cast<float>(*opt.softcap) : 0.0f;
+    softcap_reciprocal = softcap == 0.0f || std::isnormal(1.0f / softcap);
     alibi = !opt.alibi_slopes.empty();
     sinks = !opt.sinks.empty();
     mask_mod = opt.mask_mod;

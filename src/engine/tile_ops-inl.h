@@ -177,7 +177,8 @@ float MaskRow(const Plan& p, const RowTreatment& r, int64_t j0, int64_t width, f
     if (treated) {
       VF dx = one;
       if (p.softcap != 0.0f) {  // c·tanh(x/c), and its derivative 1 − tanh²
-        const VF t = hn::Tanh(df, hn::Mul(x, vinv_cap));
+        // x·(1/c), unless 1/c is subnormal (c > 8.5e37): then a true division.
+        const VF t = hn::Tanh(df, p.softcap_reciprocal ? hn::Mul(x, vinv_cap) : hn::Div(x, vcap));
         x = hn::Mul(vcap, t);
         dx = hn::NegMulAdd(t, t, one);
       }

@@ -272,3 +272,18 @@ TEST(Errors, SinksAndTheirGradient) {
   EXPECT_MESSAGE(backward(good, o, ds), "");
   EXPECT_MESSAGE(backward(good, o, {}), "");  // dsinks not asked for
 }
+
+TEST(Errors, SoftcapMustSurviveTheConversionToFloat) {
+  const Tensor<float> q({1, 1, 2, 4}, 0.5f);
+  al::AttentionOptions<float> o;
+  o.softcap = 1e-310;  // a positive double that is 0 as a float
+  try {
+    al::attention_forward(q.view(), q.view(), q.view(), o);
+    FAIL() << "accepted";
+  } catch (const al::Error& e) {
+    EXPECT_EQ(std::string(e.what()), "softcap: 1e-310 is outside the range of float32 (about 1.2e-38 to 3.4e38)");
+  }
+  o.softcap = 3e38;  // 1/c is subnormal: the engine divides instead
+  const auto f = al::attention_forward(q.view(), q.view(), q.view(), o);
+  EXPECT_FLOAT_EQ(f.out(0, 0, 0, 0), 0.5f);
+}
