@@ -36,10 +36,10 @@ struct ForwardScratch {
   hwy::AlignedFreeUniquePtr<float[]> v;     // one key tile's V rows [Bc × dv_pad], when V is not packed whole
   hwy::AlignedFreeUniquePtr<uint32_t[]> words;  // dropout's random words of one row [Bc + kDropoutSlack]
   float m[kBr], l[kBr], scale[kBr], slope[kBr];
-  int64_t diag[kBr];     // each row's diagonal as a key index (ALiBi)
+  int64_t diagonal[kBr];  // each row's diagonal as a key index (ALiBi)
   TileRows rows;         // each row's key range [begin, end)
   bool nan_score[kBr];  // a visible score was NaN (see SoftmaxTile)
-  RowDiag diag_sums[kBr];
+  RowDiag diag[kBr];
   ForwardScratch(const Plan& p)
       : s(Scratch(kBr * kBc)), o(Scratch(kBr * p.dv_pad)), v(Scratch(kBc * p.dv_pad)),
         words(ScratchWords(p.dropout ? kBc + kDropoutSlack : 0)) {}
@@ -127,9 +127,9 @@ void BeginQueryTile(const Plan& p, int64_t b, int64_t h, int64_t i0, int64_t row
     const detail::KeyRange kr = detail::key_range(f, p.options->causal, p.options->window);
     w.rows.begin[r] = kr.begin;
     w.rows.end[r] = kr.end;
-    w.diag[r] = f.diag;
+    w.diagonal[r] = f.diag;
     w.slope[r] = p.alibi_slope(f.seq, h);
-    w.diag_sums[r] = RowDiag{};
+    w.diag[r] = RowDiag{};
     w.nan_score[r] = false;
   }
 }
@@ -155,7 +155,7 @@ void SoftmaxTile(const Plan& p, int64_t b, int64_t h, int64_t i0, const SubTile&
     rt.b = b, rt.h = h, rt.i = i;
     rt.lo = std::clamp<int64_t>(w.rows.begin[r] - t.j0, 0, t.nc);
     rt.hi = std::clamp<int64_t>(w.rows.end[r] - t.j0, rt.lo, t.nc);
-    rt.diag = w.diag[r];
+    rt.diag = w.diagonal[r];
     rt.slope = w.slope[r];
     rt.scale = w.scale[r];
     rt.mask_mod = t.mask_mod;
@@ -173,7 +173,7 @@ void SoftmaxTile(const Plan& p, int64_t b, int64_t h, int64_t i0, const SubTile&
           applied(b, h, i, t.j0 + j) = sr[j] > kNegInf && w.words[static_cast<size_t>(j)] >= p.dropout_threshold;
     }
     SoftmaxUpdateRow(sr, t.width, tile_max, w.m[r], w.l[r], w.o.get() + r * p.dv_pad, p.dv_pad,
-                     diag ? &w.diag_sums[r] : nullptr);
+                     diag ? &w.diag[r] : nullptr);
     // Kept probabilities times 1/(1 − p) here rather than on O at the end: the backward's
     // dP then rounds as D = dO·O does (it multiplies V by 1/(1 − p) before dO·vᵀ), so that
     // dP − D cancels exactly where the row is one-hot, as without dropout.
@@ -191,7 +191,7 @@ void AddSinks(const Plan& p, int64_t h, int64_t rows, ForwardScratch& w, bool di
   for (int64_t r = 0; r < rows; ++r) {
     for (int64_t j = 0; j < L; ++j) one[j] = j == 0 ? sink : kNegInf;
     SoftmaxUpdateRow(one, L, sink, w.m[r], w.l[r], w.o.get() + r * p.dv_pad, p.dv_pad,
-                     diag ? &w.diag_sums[r] : nullptr);
+                     diag ? &w.diag[r] : nullptr);
   }
 }
 
@@ -262,7 +262,7 @@ void ForwardQueryTile(const Plan& p, int64_t b, int64_t h, int64_t qt, const flo
     if (diag == nullptr) continue;
     float pmax = fill, ent = fill, fro = fill;
     if (!empty) {
-      const RowDiag& g = w.diag_sums[r];
+      const RowDiag& g = w.diag[r];
       const double l = 1.0 + g.lo, pm = 1.0 / l, eps = g.lo / l, e2 = g.u2 / (l * l), e3 = g.u3 / (l * l * l);
       pmax = static_cast<float>(pm);
       ent = static_cast<float>(std::log1p(g.lo) - g.h / l);  // log1p: near one-hot, 1 + lo rounds to 1
