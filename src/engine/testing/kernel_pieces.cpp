@@ -47,6 +47,12 @@ void ExpPieceImpl(float* x, size_t n) {
   for (size_t j = 0; j + L <= n; j += L) hn::StoreU(ExpNonPositive(df, hn::LoadU(df, x + j)), df, x + j);
 }
 
+void TanhPieceImpl(float* x, size_t n) {
+  const DF df;
+  const size_t L = hn::Lanes(df);
+  for (size_t j = 0; j + L <= n; j += L) hn::StoreU(SoftcapTanh(df, hn::LoadU(df, x + j)), df, x + j);
+}
+
 const char* PiecesTargetImpl() { return hwy::TargetName(HWY_TARGET); }
 
 }  // namespace attnlab::engine::HWY_NAMESPACE
@@ -57,6 +63,7 @@ namespace attnlab::engine::testing {
 
 HWY_EXPORT(GemmPieceImpl);
 HWY_EXPORT(ExpPieceImpl);
+HWY_EXPORT(TanhPieceImpl);
 HWY_EXPORT(SoftmaxPieceImpl);
 HWY_EXPORT(PiecesTargetImpl);
 
@@ -65,6 +72,7 @@ void gemm_piece(size_t M, size_t N, size_t K, const float* A, size_t a_rs, size_
   HWY_DYNAMIC_DISPATCH(GemmPieceImpl)(M, N, K, A, a_rs, a_ks, B, b_rs, C, c_rs, accumulate);
 }
 void exp_piece(float* x, size_t n) { HWY_DYNAMIC_DISPATCH(ExpPieceImpl)(x, n); }
+void tanh_piece(float* x, size_t n) { HWY_DYNAMIC_DISPATCH(TanhPieceImpl)(x, n); }
 void softmax_piece(float* s, int64_t rows, int64_t nc, int64_t steps) {
   HWY_DYNAMIC_DISPATCH(SoftmaxPieceImpl)(s, rows, nc, steps);
 }
