@@ -11,6 +11,8 @@
 //
 // The view-writing forms write into caller memory (no allocation in the API; the
 // engine allocates only its tile scratch). The allocating forms return tensors.
+#include <span>
+
 #include "attnlab/attention_options.hpp"
 #include "attnlab/export.hpp"
 #include "attnlab/tensor.hpp"
@@ -31,10 +33,24 @@ ATTNLAB_API void attention_backward(ConstView<float> q, ConstView<float> k, Cons
                                     ConstView<float> out, ConstView<float> lse, ConstView<float> grad_out,
                                     const AttentionOptions<float>& options, TensorView<float> dq,
                                     TensorView<float> dk, TensorView<float> dv, const ComputeConfig& config = {});
+// The same, and with options.sinks also dsinks [Hq] = ∂loss/∂sink_h (overwritten; an
+// empty span skips it). Without sinks, dsinks must be empty.
+ATTNLAB_API void attention_backward(ConstView<float> q, ConstView<float> k, ConstView<float> v,
+                                    ConstView<float> out, ConstView<float> lse, ConstView<float> grad_out,
+                                    const AttentionOptions<float>& options, TensorView<float> dq,
+                                    TensorView<float> dk, TensorView<float> dv, const ComputeConfig& config,
+                                    std::span<float> dsinks);
 ATTNLAB_API void attention_backward(ConstView<double> q, ConstView<double> k, ConstView<double> v,
                                     ConstView<double> out, ConstView<double> lse, ConstView<double> grad_out,
                                     const AttentionOptions<double>& options, TensorView<double> dq,
                                     TensorView<double> dk, TensorView<double> dv, const ComputeConfig& config = {});
+// The same, and with options.sinks also dsinks [Hq] = ∂loss/∂sink_h (overwritten; an
+// empty span skips it). Without sinks, dsinks must be empty.
+ATTNLAB_API void attention_backward(ConstView<double> q, ConstView<double> k, ConstView<double> v,
+                                    ConstView<double> out, ConstView<double> lse, ConstView<double> grad_out,
+                                    const AttentionOptions<double>& options, TensorView<double> dq,
+                                    TensorView<double> dk, TensorView<double> dv, const ComputeConfig& config,
+                                    std::span<double> dsinks);
 
 ATTNLAB_API AttentionForward<float> attention_forward(ConstView<float> q, ConstView<float> k, ConstView<float> v,
                                                       const AttentionOptions<float>& options = {},

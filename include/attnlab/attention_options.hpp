@@ -11,16 +11,23 @@
 //
 // The score of query i and key j is
 //   S_ij = scale_i · q_i·k_j + additive_mask_ij
-// where key j is *visible* to row i unless causality, key padding or the boolean
-// mask removes it. A row with no visible key (or whose visible scores are all
-// −inf) is "fully masked": its output is 0, its L is −inf and it passes back
-// zero gradients. Never NaN.
+// where key j is *visible* to row i unless causality, key padding, the boolean
+// mask, a sliding window, a sequence boundary (packed sequences) or mask_mod removes
+// it. A row with no visible key (or whose visible scores are all −inf) is "fully
+// masked": its output is 0, its L is −inf (sink_h with sinks) and it passes back zero
+// gradients. Never NaN. Softcap, ALiBi, sinks, dropout, packed sequences and the
+// programmable masks and scores are described in attention_variants.hpp and
+// score_mod.hpp; every option combines with every other.
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <span>
+#include <vector>
 
+#include "attnlab/attention_variants.hpp"
 #include "attnlab/export.hpp"
 #include "attnlab/scale.hpp"
+#include "attnlab/score_mod.hpp"
 #include "attnlab/tensor.hpp"
 
 namespace attnlab {
@@ -52,6 +59,32 @@ struct AttentionOptions {
   // Reject NaN/±inf in q, k, v (and dO) with an Error naming the first bad index.
   // Turn off only when the caller has already checked: the cost is one pass over the inputs.
   bool check_finite = true;
+
+  // ---- variants (attention_variants.hpp: semantics, order and sources) ----
+  // Sliding window (left, right) around each row's bottom-right diagonal; (−1, −1) = none.
+  Window window{};
+  // Logit softcap c > 0: s ← c·tanh(s/c) after the scale. Empty = none; c ≤ 0 or NaN is an error.
+  std::optional<double> softcap{};
+  // ALiBi slopes: [Hq] (one per query head) or [n_seq · Hq] (per batch entry, or per packed
+  // sequence, and head, row-major). s ← s − slope·|diag_i − j|. Empty = none.
+  std::span<const T> alibi_slopes{};
+  // Attention sinks, [Hq]: one extra logit per query head in every row's softmax, with no
+  // value row. Its gradient comes from attention_backward's dsinks. Empty = none.
+  std::span<const T> sinks{};
+  // Packed variable-length sequences (FlashAttention's varlen): q [1, Hq, total_q, d], k and
+  // v [1, Hkv, total_k, ·]; sequence s is query rows [cu_seqlens_q[s], cu_seqlens_q[s+1]) and
+  // keys [cu_seqlens_k[s], cu_seqlens_k[s+1]). Both of n_seq + 1 entries, starting at 0,
+  // non-decreasing, ending at total_q and total_k. Attention never crosses a sequence;
+  // causality, the window and ALiBi apply within each. Empty = one sequence per batch entry.
+  std::span<const int64_t> cu_seqlens_q{};
+  std::span<const int64_t> cu_seqlens_k{};
+  // Dropout on the probabilities (p, seed), PyTorch's semantics. p = 0 = none.
+  Dropout dropout{};
+  // Programmable mask and score (score_mod.hpp); not owned, must outlive the call.
+  const MaskMod* mask_mod = nullptr;
+  const ScoreMod* score_mod = nullptr;
+  // mask_mod's tiles classified once (BlockMask::build); null = the engine classifies per call.
+  const BlockMask* block_mask = nullptr;
 };
 
 template <class T>
@@ -65,6 +98,7 @@ struct AttentionGrads {
   Tensor<T> dq;  // [B, Hq,  Nq, d ]
   Tensor<T> dk;  // [B, Hkv, Nk, d ]  heads sharing a K/V head sum their gradients
   Tensor<T> dv;  // [B, Hkv, Nk, dv]
+  std::vector<T> dsinks{};  // [Hq] with options.sinks, else empty: ∂loss/∂sink_h
 };
 
 // Optional per-row diagnostics of the softmax, computed by the same forward pass.

@@ -9,7 +9,13 @@
 // Backward (FlashAttention-2's formulas, here without tiling):
 //   P_ij = exp(S_ij − L_i);  dP_ij = dO_i·v_j;  D_i = dO_i·O_i;  dS_ij = P_ij (dP_ij − D_i)
 //   dQ_i = scale_i Σ_j dS_ij k_j;  dK_j = Σ_i scale_i dS_ij q_i;  dV_j = Σ_i P_ij dO_i
+// With the variants (attention_variants.hpp): S_ij also carries softcap, ALiBi and
+// score_mod, and dQ, dK take dS_ij·∂S_ij/∂(scale_i q_i·k_j); the sink joins l and L, and
+// dsink_h = −Σ_i exp(sink_h − L_i)·D_i; dropout multiplies P_ij by Z_ij/(1 − p) in O, dV
+// and dP (D_i = dO_i·O_i still holds).
 // See attention_options.hpp for shapes, masks and the fully masked row.
+#include <span>
+
 #include "attnlab/attention_options.hpp"
 #include "attnlab/export.hpp"
 #include "attnlab/tensor.hpp"
@@ -28,6 +34,13 @@ ATTNLAB_API void attention_backward(ConstView<double> q, ConstView<double> k, Co
                                     ConstView<double> out, ConstView<double> lse, ConstView<double> grad_out,
                                     const AttentionOptions<double>& options, TensorView<double> dq,
                                     TensorView<double> dk, TensorView<double> dv, const ComputeConfig& config = {});
+// The same, and with options.sinks also dsinks [Hq] = ∂loss/∂sink_h (overwritten; an
+// empty span skips it). Without sinks, dsinks must be empty.
+ATTNLAB_API void attention_backward(ConstView<double> q, ConstView<double> k, ConstView<double> v,
+                                    ConstView<double> out, ConstView<double> lse, ConstView<double> grad_out,
+                                    const AttentionOptions<double>& options, TensorView<double> dq,
+                                    TensorView<double> dk, TensorView<double> dv, const ComputeConfig& config,
+                                    std::span<double> dsinks);
 
 // Allocating conveniences (the tests' oracle calls).
 ATTNLAB_API AttentionForward<double> attention_forward(ConstView<double> q, ConstView<double> k,

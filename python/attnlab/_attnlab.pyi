@@ -7,6 +7,7 @@ import numpy.typing as npt
 
 ArrayLike = npt.ArrayLike
 FloatArray = npt.NDArray[np.floating]
+BoolArray = npt.NDArray[np.bool_]
 Causal = bool | Literal["none", "top_left", "bottom_right"]
 Scale = float | str | None
 
@@ -26,6 +27,8 @@ def scaled_dot_product_attention(
     is_causal: bool = False,
     scale: float | None = None,
     enable_gqa: bool = False,
+    *,
+    seed: int | None = None,
 ) -> FloatArray: ...
 @overload
 def attention_forward(
@@ -40,7 +43,39 @@ def attention_forward(
     diagnostics: Literal[False] = False,
     check_finite: bool = True,
     threads: int = 0,
+    window_size: tuple[int, int] | None = None,
+    softcap: float | None = None,
+    alibi_slopes: ArrayLike | None = None,
+    sinks: ArrayLike | None = None,
+    cu_seqlens_q: Sequence[int] | npt.NDArray[np.integer] | None = None,
+    cu_seqlens_k: Sequence[int] | npt.NDArray[np.integer] | None = None,
+    dropout_p: float = 0.0,
+    seed: int = 0,
+    return_dropout_mask: Literal[False] = False,
 ) -> tuple[FloatArray, FloatArray]: ...
+@overload
+def attention_forward(
+    query: ArrayLike,
+    key: ArrayLike,
+    value: ArrayLike,
+    attn_mask: ArrayLike | None = None,
+    *,
+    causal: Causal = False,
+    scale: Scale = None,
+    key_lengths: Sequence[int] | npt.NDArray[np.integer] | None = None,
+    diagnostics: Literal[False] = False,
+    check_finite: bool = True,
+    threads: int = 0,
+    window_size: tuple[int, int] | None = None,
+    softcap: float | None = None,
+    alibi_slopes: ArrayLike | None = None,
+    sinks: ArrayLike | None = None,
+    cu_seqlens_q: Sequence[int] | npt.NDArray[np.integer] | None = None,
+    cu_seqlens_k: Sequence[int] | npt.NDArray[np.integer] | None = None,
+    dropout_p: float = 0.0,
+    seed: int = 0,
+    return_dropout_mask: Literal[True],
+) -> tuple[FloatArray, FloatArray, BoolArray]: ...
 @overload
 def attention_forward(
     query: ArrayLike,
@@ -54,7 +89,39 @@ def attention_forward(
     diagnostics: Literal[True],
     check_finite: bool = True,
     threads: int = 0,
+    window_size: tuple[int, int] | None = None,
+    softcap: float | None = None,
+    alibi_slopes: ArrayLike | None = None,
+    sinks: ArrayLike | None = None,
+    cu_seqlens_q: Sequence[int] | npt.NDArray[np.integer] | None = None,
+    cu_seqlens_k: Sequence[int] | npt.NDArray[np.integer] | None = None,
+    dropout_p: float = 0.0,
+    seed: int = 0,
+    return_dropout_mask: Literal[False] = False,
 ) -> tuple[FloatArray, FloatArray, Diagnostics]: ...
+@overload
+def attention_forward(
+    query: ArrayLike,
+    key: ArrayLike,
+    value: ArrayLike,
+    attn_mask: ArrayLike | None = None,
+    *,
+    causal: Causal = False,
+    scale: Scale = None,
+    key_lengths: Sequence[int] | npt.NDArray[np.integer] | None = None,
+    diagnostics: Literal[True],
+    check_finite: bool = True,
+    threads: int = 0,
+    window_size: tuple[int, int] | None = None,
+    softcap: float | None = None,
+    alibi_slopes: ArrayLike | None = None,
+    sinks: ArrayLike | None = None,
+    cu_seqlens_q: Sequence[int] | npt.NDArray[np.integer] | None = None,
+    cu_seqlens_k: Sequence[int] | npt.NDArray[np.integer] | None = None,
+    dropout_p: float = 0.0,
+    seed: int = 0,
+    return_dropout_mask: Literal[True],
+) -> tuple[FloatArray, FloatArray, Diagnostics, BoolArray]: ...
 def attention_backward(
     query: ArrayLike,
     key: ArrayLike,
@@ -69,7 +136,15 @@ def attention_backward(
     key_lengths: Sequence[int] | npt.NDArray[np.integer] | None = None,
     check_finite: bool = True,
     threads: int = 0,
-) -> tuple[FloatArray, FloatArray, FloatArray]: ...
+    window_size: tuple[int, int] | None = None,
+    softcap: float | None = None,
+    alibi_slopes: ArrayLike | None = None,
+    sinks: ArrayLike | None = None,
+    cu_seqlens_q: Sequence[int] | npt.NDArray[np.integer] | None = None,
+    cu_seqlens_k: Sequence[int] | npt.NDArray[np.integer] | None = None,
+    dropout_p: float = 0.0,
+    seed: int = 0,
+) -> tuple[FloatArray, FloatArray, FloatArray] | tuple[FloatArray, FloatArray, FloatArray, FloatArray]: ...
 def softmax(x: ArrayLike) -> FloatArray: ...
 def log_softmax(x: ArrayLike) -> FloatArray: ...
 def logsumexp(x: ArrayLike) -> FloatArray: ...

@@ -8,6 +8,7 @@
 #include <pybind11/stl.h>
 
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -48,24 +49,68 @@ Causal parse_causal_arg(const py::object& causal) {
   throw py::type_error("causal: expected a bool or one of 'none', 'top_left', 'bottom_right'");
 }
 
-std::vector<int64_t> parse_key_lengths(const py::object& lengths) {
-  if (lengths.is_none()) return {};
-  const py::array a = as_array(lengths);
+// A 1-D array of integers (key_lengths, cu_seqlens): `what` says what its entries are,
+// `index_name` what an index counts ("batch", "entry").
+std::vector<int64_t> parse_int_list(const py::object& obj, const char* name, const char* what,
+                                    const char* index_name) {
+  if (obj.is_none()) return {};
+  const py::array a = as_array(obj);
   // An empty list becomes a float64 array: say what is wrong with it, not its dtype.
-  if (a.size() == 0)
-    throw Error("key_lengths: empty; give one length per batch entry (or None for no padding)");
+  if (a.size() == 0) throw Error(fmt::format("{}: empty; give {} (or None)", name, what));
   if (a.dtype().kind() != 'i' && a.dtype().kind() != 'u')
-    throw py::type_error(fmt::format("key_lengths: dtype {} is not an integer type", dtype_name(a)));
-  if (a.ndim() != 1) throw Error(fmt::format("key_lengths: {} dimensions; expected 1 (one length per batch)", a.ndim()));
+    throw py::type_error(fmt::format("{}: dtype {} is not an integer type", name, dtype_name(a)));
+  if (a.ndim() != 1) throw Error(fmt::format("{}: {} dimensions; expected 1 ({})", name, a.ndim(), what));
   // Unsigned values past int64's range would wrap to negative numbers in the cast below.
   if (a.dtype().kind() == 'u') {
     const auto big = py::module_::import("numpy").attr("asarray")(a, "uint64").cast<py::array_t<uint64_t>>();
     for (py::ssize_t b = 0; b < big.size(); ++b)
       if (big.data()[b] > static_cast<uint64_t>(INT64_MAX))
-        throw Error(fmt::format("key_lengths: value {} for batch {} is too large", big.data()[b], b));
+        throw Error(fmt::format("{}: value {} for {} {} is too large", name, big.data()[b], index_name, b));
   }
   const auto ints = py::module_::import("numpy").attr("asarray")(a, "int64").cast<py::array_t<int64_t>>();
   return std::vector<int64_t>(ints.data(), ints.data() + ints.size());
+}
+
+std::vector<int64_t> parse_key_lengths(const py::object& lengths) {
+  if (!lengths.is_none() && as_array(lengths).size() == 0)
+    throw Error("key_lengths: empty; give one length per batch entry (or None for no padding)");
+  return parse_int_list(lengths, "key_lengths", "one length per batch", "batch");
+}
+
+Window parse_window(const py::object& w) {
+  if (w.is_none()) return {};
+  if (!py::isinstance<py::sequence>(w) || py::isinstance<py::str>(w) || py::len(w) != 2)
+    throw py::type_error("window_size: expected (left, right), two ints (-1 = unbounded on that side), or None");
+  const py::sequence seq = w.cast<py::sequence>();
+  int64_t side[2];
+  for (int s = 0; s < 2; ++s) {
+    const py::object x = seq[static_cast<size_t>(s)];
+    // Integers only (NumPy's too): operator.index refuses floats; bools are refused by hand.
+    if (py::isinstance<py::bool_>(x) || !py::hasattr(x, "__index__"))
+      throw py::type_error(fmt::format("window_size: {} is not an int (expected (left, right), two ints)",
+                                       py::repr(x).cast<std::string>()));
+    side[s] = py::module_::import("operator").attr("index")(x).cast<int64_t>();
+  }
+  return {side[0], side[1]};
+}
+
+std::optional<double> parse_softcap(const py::object& c) {
+  if (c.is_none()) return std::nullopt;
+  if (py::isinstance<py::bool_>(c) || !(py::isinstance<py::float_>(c) || py::isinstance<py::int_>(c) ||
+                                        py::hasattr(c, "__float__")))
+    throw py::type_error("softcap: expected a positive number or None");
+  return py::float_(c).cast<double>();
+}
+
+// A float array of at most 2 dimensions, read in C order (alibi_slopes, sinks).
+template <class T>
+std::vector<T> parse_floats(const py::object& obj, const char* name) {
+  if (obj.is_none()) return {};
+  const py::array a = as_array(obj);
+  if (a.dtype().kind() != 'f' && a.dtype().kind() != 'i' && a.dtype().kind() != 'u')
+    throw py::type_error(fmt::format("{}: dtype {} is not a number type", name, dtype_name(a)));
+  const auto values = py::module_::import("numpy").attr("ascontiguousarray")(a, "float64").cast<py::array_t<double>>();
+  return std::vector<T>(values.data(), values.data() + values.size());
 }
 
 // Keeps the arrays behind AttentionOptions' views alive for the call.
@@ -73,8 +118,48 @@ template <class T>
 struct OptionStorage {
   Operand<uint8_t> bool_mask;
   Operand<T> additive_mask;
-  std::vector<int64_t> key_lengths;
+  std::vector<int64_t> key_lengths, cu_seqlens_q, cu_seqlens_k;
+  std::vector<T> alibi_slopes, sinks;
 };
+
+// The variants' keyword arguments (attention_forward / attention_backward).
+struct Variants {
+  py::object window_size, softcap, alibi_slopes, sinks, cu_seqlens_q, cu_seqlens_k;
+  double dropout_p = 0.0;
+  uint64_t seed = 0;
+};
+
+template <class T>
+void attach_variants(const Variants& v, int64_t B, int64_t Hq, AttentionOptions<T>& o, OptionStorage<T>& keep) {
+  o.window = parse_window(v.window_size);
+  o.softcap = parse_softcap(v.softcap);
+  keep.cu_seqlens_q =
+      parse_int_list(v.cu_seqlens_q, "cu_seqlens_q", "offsets 0, ..., total_q of the packed sequences", "entry");
+  keep.cu_seqlens_k =
+      parse_int_list(v.cu_seqlens_k, "cu_seqlens_k", "offsets 0, ..., total_k of the packed sequences", "entry");
+  o.cu_seqlens_q = keep.cu_seqlens_q;
+  o.cu_seqlens_k = keep.cu_seqlens_k;
+  if (!v.alibi_slopes.is_none()) {
+    // [Hq] or [n_seq, Hq]: a 2-D array must say which axis is the heads.
+    const py::array a = as_array(v.alibi_slopes);
+    const int64_t n_seq = keep.cu_seqlens_q.empty() ? B : static_cast<int64_t>(keep.cu_seqlens_q.size()) - 1;
+    const bool ok = (a.ndim() == 1) || (a.ndim() == 2 && a.shape(1) == Hq && a.shape(0) == n_seq);
+    if (!ok)
+      throw Error(fmt::format("alibi_slopes: shape {} should be (Hq,) = ({},) or (n_seq, Hq) = ({}, {})",
+                              py::str(py::tuple(a.attr("shape"))).cast<std::string>(), Hq, n_seq, Hq));
+    keep.alibi_slopes = parse_floats<T>(a, "alibi_slopes");
+  }
+  if (!v.sinks.is_none()) {
+    const py::array a = as_array(v.sinks);
+    if (a.ndim() != 1)
+      throw Error(fmt::format("sinks: {} dimensions; expected (Hq,) = ({},), one logit per query head", a.ndim(), Hq));
+    keep.sinks = parse_floats<T>(a, "sinks");
+  }
+  o.alibi_slopes = keep.alibi_slopes;
+  o.sinks = keep.sinks;
+  o.dropout.p = v.dropout_p;
+  o.dropout.seed = v.seed;
+}
 
 // attn_mask: bool (True = attend) or float (added to the scaled scores), any
 // shape that broadcasts to scores [B, Hq, Nq, Nk] as in NumPy/PyTorch.
@@ -152,9 +237,9 @@ void run_forward(ConstView<T> q, ConstView<T> k, ConstView<T> v, const Attention
 template <class T>
 void run_backward(ConstView<T> q, ConstView<T> k, ConstView<T> v, ConstView<T> out, ConstView<T> lse,
                   ConstView<T> dout, const AttentionOptions<T>& o, TensorView<T> dq, TensorView<T> dk,
-                  TensorView<T> dv, int threads) {
+                  TensorView<T> dv, std::span<T> dsinks, int threads) {
   run_interruptible(threads, [&](const ComputeConfig& config) {
-    attention_backward(q, k, v, out, lse, dout, o, dq, dk, dv, config);
+    attention_backward(q, k, v, out, lse, dout, o, dq, dk, dv, config, dsinks);
   });
 }
 
@@ -165,8 +250,8 @@ void require_threads(int threads) {
 // ---- scaled_dot_product_attention ------------------------------------------------
 
 template <class T>
-py::array sdpa(py::array qa, py::array ka, py::array va, const py::object& attn_mask, bool is_causal,
-               const py::object& scale, bool enable_gqa) {
+py::array sdpa(py::array qa, py::array ka, py::array va, const py::object& attn_mask, double dropout_p, uint64_t seed,
+               bool is_causal, const py::object& scale, bool enable_gqa) {
   auto q = operand<T>(qa, "query"), k = operand<T>(ka, "key"), v = operand<T>(va, "value");
   for (const auto* x : {&q, &k, &v})
     if (x->rank < 2)
@@ -192,6 +277,8 @@ py::array sdpa(py::array qa, py::array ka, py::array va, const py::object& attn_
   OptionStorage<T> keep;
   o.scale = parse_scale(scale);
   o.causal = is_causal ? Causal::top_left : Causal::none;
+  o.dropout.p = dropout_p;
+  o.dropout.seed = seed;
   attach_mask(attn_mask, {B, H, Nq, Nk}, o, keep);
 
   const int rank = std::max({q.rank, k.rank, v.rank});
@@ -202,11 +289,18 @@ py::array sdpa(py::array qa, py::array ka, py::array va, const py::object& attn_
   return std::move(out.array);
 }
 
+// A seed for dropout when the caller gives none: from NumPy's global generator, so that
+// np.random.seed(n) makes the call reproducible (as torch.manual_seed does for PyTorch).
+uint64_t seed_or_draw(const py::object& seed) {
+  if (!seed.is_none()) return seed.cast<uint64_t>();
+  using namespace pybind11::literals;
+  return py::module_::import("numpy").attr("random").attr("randint")(0, INT64_MAX, "dtype"_a = "int64").cast<uint64_t>();
+}
+
 py::array scaled_dot_product_attention(const py::object& query, const py::object& key, const py::object& value,
                                        const py::object& attn_mask, double dropout_p, bool is_causal,
-                                       const py::object& scale, bool enable_gqa) {
-  if (dropout_p != 0.0)
-    throw Error(fmt::format("dropout_p: {} is not supported; attnlab has no dropout (pass 0.0)", dropout_p));
+                                       const py::object& scale, bool enable_gqa, const py::object& seed_arg) {
+  const uint64_t seed = dropout_p != 0.0 ? seed_or_draw(seed_arg) : 0;
   if (is_causal && !attn_mask.is_none())
     throw Error("attn_mask: must be None when is_causal=True (as in PyTorch); combine the causal mask into "
                 "attn_mask, or use attention_forward(causal=...) which takes both");
@@ -214,8 +308,8 @@ py::array scaled_dot_product_attention(const py::object& query, const py::object
   const DType t = float_dtype(q, "query");
   require_same_dtype(k, "key", t, "query");
   require_same_dtype(v, "value", t, "query");
-  if (t == DType::float32) return sdpa<float>(q, k, v, attn_mask, is_causal, scale, enable_gqa);
-  return sdpa<double>(q, k, v, attn_mask, is_causal, scale, enable_gqa);
+  if (t == DType::float32) return sdpa<float>(q, k, v, attn_mask, dropout_p, seed, is_causal, scale, enable_gqa);
+  return sdpa<double>(q, k, v, attn_mask, dropout_p, seed, is_causal, scale, enable_gqa);
 }
 
 // ---- attention_forward / attention_backward --------------------------------------
@@ -241,7 +335,7 @@ Inputs<T> read_inputs(py::array qa, py::array ka, py::array va) {
 template <class T>
 AttentionOptions<T> read_options(const Inputs<T>& in, const py::object& attn_mask, const py::object& causal,
                                  const py::object& scale, const py::object& key_lengths, bool check_finite,
-                                 OptionStorage<T>& keep) {
+                                 const Variants& variants, OptionStorage<T>& keep) {
   AttentionOptions<T> o;
   o.scale = parse_scale(scale);
   o.causal = parse_causal_arg(causal);
@@ -249,16 +343,17 @@ AttentionOptions<T> read_options(const Inputs<T>& in, const py::object& attn_mas
   keep.key_lengths = parse_key_lengths(key_lengths);
   o.key_lengths = keep.key_lengths;
   attach_mask(attn_mask, {in.q.view.batch(), in.q.view.heads(), in.q.view.seq(), in.k.view.seq()}, o, keep);
+  attach_variants(variants, in.q.view.batch(), in.q.view.heads(), o, keep);
   return o;
 }
 
 template <class T>
 py::tuple forward(py::array qa, py::array ka, py::array va, const py::object& attn_mask, const py::object& causal,
                   const py::object& scale, const py::object& key_lengths, bool diagnostics, bool check_finite,
-                  int threads) {
+                  int threads, const Variants& variants, bool return_dropout_mask) {
   auto in = read_inputs<T>(qa, ka, va);
   OptionStorage<T> keep;
-  const auto o = read_options(in, attn_mask, causal, scale, key_lengths, check_finite, keep);
+  auto o = read_options(in, attn_mask, causal, scale, key_lengths, check_finite, variants, keep);
   const auto& q = in.q.view;
   const Shape out_shape{q.batch(), q.heads(), q.seq(), in.v.view.dim()}, row_shape{q.batch(), q.heads(), q.seq(), 1};
   const auto row_py_shape = trailing_shape(row_shape, in.rank);  // [..., Nq, 1] → drop the unit axis below
@@ -269,51 +364,83 @@ py::tuple forward(py::array qa, py::array ka, py::array va, const py::object& at
   if (diagnostics)
     diag = DiagnosticOutputs<T>{make_output<T>(row_shape, lse_py_shape), make_output<T>(row_shape, lse_py_shape),
                                 make_output<T>(row_shape, lse_py_shape)};
+  std::optional<Output<uint8_t>> mask;
+  if (return_dropout_mask) {
+    const Shape mask_shape{q.batch(), q.heads(), q.seq(), in.k.view.seq()};
+    mask = make_output<uint8_t>(mask_shape, trailing_shape(mask_shape, in.rank));
+    o.dropout.applied_mask = mask->view;
+  }
   run_forward<T>(in.q.view, in.k.view, in.v.view, o, out.view, lse.view, diag ? &*diag : nullptr, threads);
-  if (!diagnostics) return py::make_tuple(std::move(out.array), std::move(lse.array));
-  py::dict d;
-  d["max_prob"] = std::move(diag->max_prob.array);
-  d["entropy"] = std::move(diag->entropy.array);
-  d["jacobian_fro_sq"] = std::move(diag->jacobian_fro_sq.array);
-  return py::make_tuple(std::move(out.array), std::move(lse.array), d);
+  py::list result;
+  result.append(std::move(out.array));
+  result.append(std::move(lse.array));
+  if (diagnostics) {
+    py::dict d;
+    d["max_prob"] = std::move(diag->max_prob.array);
+    d["entropy"] = std::move(diag->entropy.array);
+    d["jacobian_fro_sq"] = std::move(diag->jacobian_fro_sq.array);
+    result.append(d);
+  }
+  if (return_dropout_mask) result.append(mask->array.attr("view")("bool"));  // same bytes, 0 or 1
+  return py::tuple(result);
 }
 
 template <class T>
 py::tuple backward(py::array qa, py::array ka, py::array va, py::array oa, py::array la, py::array ga,
                    const py::object& attn_mask, const py::object& causal, const py::object& scale,
-                   const py::object& key_lengths, bool check_finite, int threads) {
+                   const py::object& key_lengths, bool check_finite, int threads, const Variants& variants) {
   auto in = read_inputs<T>(qa, ka, va);
   auto out = operand<T>(oa, "out"), grad_out = operand<T>(ga, "grad_out");
   auto lse = row_operand<T>(la, in.rank, "lse");
   if (out.rank != in.rank || grad_out.rank != in.rank)
     throw Error(fmt::format("out, grad_out: ranks {} and {} must equal query's {}", out.rank, grad_out.rank, in.rank));
   OptionStorage<T> keep;
-  const auto o = read_options(in, attn_mask, causal, scale, key_lengths, check_finite, keep);
+  const auto o = read_options(in, attn_mask, causal, scale, key_lengths, check_finite, variants, keep);
   auto dq = make_output<T>(in.q.view.shape(), trailing_shape(in.q.view.shape(), in.rank));
   auto dk = make_output<T>(in.k.view.shape(), trailing_shape(in.k.view.shape(), in.rank));
   auto dv = make_output<T>(in.v.view.shape(), trailing_shape(in.v.view.shape(), in.rank));
+  py::array_t<T> dsinks(static_cast<py::ssize_t>(keep.sinks.size()));
   run_backward<T>(in.q.view, in.k.view, in.v.view, out.view, lse.view, grad_out.view, o, dq.view, dk.view, dv.view,
-                  threads);
-  return py::make_tuple(std::move(dq.array), std::move(dk.array), std::move(dv.array));
+                  std::span<T>(dsinks.mutable_data(), keep.sinks.size()), threads);
+  if (keep.sinks.empty()) return py::make_tuple(std::move(dq.array), std::move(dk.array), std::move(dv.array));
+  return py::make_tuple(std::move(dq.array), std::move(dk.array), std::move(dv.array), std::move(dsinks));
+}
+
+Variants read_variants(const py::object& window_size, const py::object& softcap, const py::object& alibi_slopes,
+                       const py::object& sinks, const py::object& cu_seqlens_q, const py::object& cu_seqlens_k,
+                       double dropout_p, uint64_t seed) {
+  return Variants{window_size, softcap, alibi_slopes, sinks, cu_seqlens_q, cu_seqlens_k, dropout_p, seed};
 }
 
 py::tuple attention_forward_py(const py::object& query, const py::object& key, const py::object& value,
                                const py::object& attn_mask, const py::object& causal, const py::object& scale,
-                               const py::object& key_lengths, bool diagnostics, bool check_finite, int threads) {
+                               const py::object& key_lengths, bool diagnostics, bool check_finite, int threads,
+                               const py::object& window_size, const py::object& softcap,
+                               const py::object& alibi_slopes, const py::object& sinks,
+                               const py::object& cu_seqlens_q, const py::object& cu_seqlens_k, double dropout_p,
+                               uint64_t seed, bool return_dropout_mask) {
   require_threads(threads);
   const py::array q = as_array(query), k = as_array(key), v = as_array(value);
   const DType t = float_dtype(q, "query");
   require_same_dtype(k, "key", t, "query");
   require_same_dtype(v, "value", t, "query");
+  const Variants var =
+      read_variants(window_size, softcap, alibi_slopes, sinks, cu_seqlens_q, cu_seqlens_k, dropout_p, seed);
   if (t == DType::float32)
-    return forward<float>(q, k, v, attn_mask, causal, scale, key_lengths, diagnostics, check_finite, threads);
-  return forward<double>(q, k, v, attn_mask, causal, scale, key_lengths, diagnostics, check_finite, threads);
+    return forward<float>(q, k, v, attn_mask, causal, scale, key_lengths, diagnostics, check_finite, threads, var,
+                          return_dropout_mask);
+  return forward<double>(q, k, v, attn_mask, causal, scale, key_lengths, diagnostics, check_finite, threads, var,
+                         return_dropout_mask);
 }
 
 py::tuple attention_backward_py(const py::object& query, const py::object& key, const py::object& value,
                                 const py::object& out, const py::object& lse, const py::object& grad_out,
                                 const py::object& attn_mask, const py::object& causal, const py::object& scale,
-                                const py::object& key_lengths, bool check_finite, int threads) {
+                                const py::object& key_lengths, bool check_finite, int threads,
+                                const py::object& window_size, const py::object& softcap,
+                                const py::object& alibi_slopes, const py::object& sinks,
+                                const py::object& cu_seqlens_q, const py::object& cu_seqlens_k, double dropout_p,
+                                uint64_t seed) {
   require_threads(threads);
   const py::array q = as_array(query), k = as_array(key), v = as_array(value), o = as_array(out), l = as_array(lse),
                   g = as_array(grad_out);
@@ -323,9 +450,11 @@ py::tuple attention_backward_py(const py::object& query, const py::object& key, 
   require_same_dtype(o, "out", t, "query");
   require_same_dtype(l, "lse", t, "query");
   require_same_dtype(g, "grad_out", t, "query");
+  const Variants var =
+      read_variants(window_size, softcap, alibi_slopes, sinks, cu_seqlens_q, cu_seqlens_k, dropout_p, seed);
   if (t == DType::float32)
-    return backward<float>(q, k, v, o, l, g, attn_mask, causal, scale, key_lengths, check_finite, threads);
-  return backward<double>(q, k, v, o, l, g, attn_mask, causal, scale, key_lengths, check_finite, threads);
+    return backward<float>(q, k, v, o, l, g, attn_mask, causal, scale, key_lengths, check_finite, threads, var);
+  return backward<double>(q, k, v, o, l, g, attn_mask, causal, scale, key_lengths, check_finite, threads, var);
 }
 
 }  // namespace
@@ -334,13 +463,19 @@ void bind_attention(py::module_& m) {
   using namespace pybind11::literals;
   m.def("scaled_dot_product_attention", &scaled_dot_product_attention, "query"_a, "key"_a, "value"_a,
         "attn_mask"_a = py::none(), "dropout_p"_a = 0.0, "is_causal"_a = false, "scale"_a = py::none(),
-        "enable_gqa"_a = false, docs::scaled_dot_product_attention);
+        "enable_gqa"_a = false, py::kw_only(), "seed"_a = py::none(), docs::scaled_dot_product_attention);
   m.def("attention_forward", &attention_forward_py, "query"_a, "key"_a, "value"_a, "attn_mask"_a = py::none(),
         py::kw_only(), "causal"_a = false, "scale"_a = py::none(), "key_lengths"_a = py::none(),
-        "diagnostics"_a = false, "check_finite"_a = true, "threads"_a = 0, docs::attention_forward);
+        "diagnostics"_a = false, "check_finite"_a = true, "threads"_a = 0, "window_size"_a = py::none(),
+        "softcap"_a = py::none(), "alibi_slopes"_a = py::none(), "sinks"_a = py::none(),
+        "cu_seqlens_q"_a = py::none(), "cu_seqlens_k"_a = py::none(), "dropout_p"_a = 0.0, "seed"_a = 0,
+        "return_dropout_mask"_a = false, docs::attention_forward);
   m.def("attention_backward", &attention_backward_py, "query"_a, "key"_a, "value"_a, "out"_a, "lse"_a, "grad_out"_a,
         "attn_mask"_a = py::none(), py::kw_only(), "causal"_a = false, "scale"_a = py::none(),
-        "key_lengths"_a = py::none(), "check_finite"_a = true, "threads"_a = 0, docs::attention_backward);
+        "key_lengths"_a = py::none(), "check_finite"_a = true, "threads"_a = 0, "window_size"_a = py::none(),
+        "softcap"_a = py::none(), "alibi_slopes"_a = py::none(), "sinks"_a = py::none(),
+        "cu_seqlens_q"_a = py::none(), "cu_seqlens_k"_a = py::none(), "dropout_p"_a = 0.0, "seed"_a = 0,
+        docs::attention_backward);
 }
 
 }  // namespace attnlab::python

@@ -9,7 +9,7 @@ reference. Errors are ValueError (bad shapes or values, with attnlab's message) 
 TypeError (unsupported dtypes).)";
 
 inline constexpr const char* scaled_dot_product_attention =
-    R"(scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False) -> ndarray
+    R"(scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False, *, seed=None) -> ndarray
 
 softmax(query @ key.T * scale + mask) @ value, with the semantics of
 torch.nn.functional.scaled_dot_product_attention (PyTorch 2.5).
@@ -21,13 +21,16 @@ attn_mask: bool (True = attend) or float (added to the scaled scores), broadcast
 to [B, H, L, S]. is_causal: query i attends to keys j <= i (top-left aligned, as
 PyTorch); it cannot be combined with attn_mask. scale: None = 1/sqrt(E), or a number.
 enable_gqa: H_q may be a multiple of H_kv (query head h reads key/value head
-h // (H_q / H_kv)). dropout_p must be 0.0: attnlab has no dropout.
+h // (H_q / H_kv)). dropout_p: each probability is kept with probability 1 - dropout_p
+and the kept ones scaled by 1/(1 - dropout_p), as PyTorch; the mask comes from Philox
+keyed by seed (None: drawn from NumPy's global generator, so np.random.seed makes calls
+reproducible) and the element's (batch, head, row, column).
 
 Differences from PyTorch: a query row that can see no key returns 0 (PyTorch: NaN);
 NaN/inf in the inputs is a ValueError.)";
 
 inline constexpr const char* attention_forward =
-    R"(attention_forward(query, key, value, attn_mask=None, *, causal=False, scale=None, key_lengths=None, diagnostics=False, check_finite=True, threads=0) -> (out, lse) or (out, lse, diagnostics)
+    R"(attention_forward(query, key, value, attn_mask=None, *, causal=False, scale=None, key_lengths=None, diagnostics=False, check_finite=True, threads=0, window_size=None, softcap=None, alibi_slopes=None, sinks=None, cu_seqlens_q=None, cu_seqlens_k=None, dropout_p=0.0, seed=0, return_dropout_mask=False) -> (out, lse[, diagnostics][, dropout_mask])
 
 Attention forward with its log-sum-exp, as needed by attention_backward.
 
@@ -42,15 +45,31 @@ with attn_mask. scale: None (1/sqrt(d)), a number, or a policy name: 'inv_sqrt_d
 'none', 'inv_d', 'entropy_invariant', 'ssmax' or 'ssmax:S'. key_lengths: one int per
 batch; keys j >= key_lengths[b] are padding. diagnostics=True also returns a dict of
 per-row arrays [..., Nq]: 'max_prob', 'entropy' (nats) and 'jacobian_fro_sq'
-(||diag(p) - p p^T||_F^2). threads: engine threads for float32 (0 = all cores).)";
+(||diag(p) - p p^T||_F^2). threads: engine threads for float32 (0 = all cores).
+
+Variants (attnlab/attention_variants.hpp; they combine with everything above):
+window_size=(left, right): FlashAttention's sliding window, row i sees keys
+i + Nk - Nq - left <= j <= i + Nk - Nq + right (-1: unbounded on that side).
+softcap=c > 0: scores become c*tanh(s/c) after the scale (Gemma 2). alibi_slopes:
+[Hq] or [n_seq, Hq]; scores minus slope*|i + Nk - Nq - j| (FlashAttention's ALiBi).
+sinks: [Hq], one extra logit per head in every row's softmax with no value row
+(gpt-oss); lse includes it, and a row that sees no key has out 0 and lse = its sink.
+cu_seqlens_q, cu_seqlens_k: packed variable-length sequences (batch 1, offsets from 0
+to the total length, FlashAttention's varlen); attention never crosses a sequence and
+causal, window and ALiBi apply within each. dropout_p in [0, 1) with seed: PyTorch's
+dropout on the probabilities, the mask from Philox keyed by (seed, batch, head, row,
+column); return_dropout_mask=True appends the bool mask applied [..., Nq, Nk] (True:
+the key entered the row's softmax and was kept). Pass attention_backward the same
+options (and seed): it regenerates the mask.)";
 
 inline constexpr const char* attention_backward =
-    R"(attention_backward(query, key, value, out, lse, grad_out, attn_mask=None, *, causal=False, scale=None, key_lengths=None, check_finite=True, threads=0) -> (dq, dk, dv)
+    R"(attention_backward(query, key, value, out, lse, grad_out, attn_mask=None, *, causal=False, scale=None, key_lengths=None, check_finite=True, threads=0, window_size=None, softcap=None, alibi_slopes=None, sinks=None, cu_seqlens_q=None, cu_seqlens_k=None, dropout_p=0.0, seed=0) -> (dq, dk, dv) or (dq, dk, dv, dsinks)
 
 Gradients of attention given the forward's out and lse (from attention_forward with
 the same arguments) and grad_out = dLoss/dout. dk and dv have key's and value's
 shapes: query heads that share a key/value head sum their gradients. A fully masked
-row passes back zero gradients. Options as in attention_forward.)";
+row passes back zero gradients. Options as in attention_forward; with sinks the result
+also holds dsinks [Hq], the gradient of the loss in each sink.)";
 
 inline constexpr const char* softmax = R"(softmax(x) -> ndarray
 

@@ -78,8 +78,8 @@ def test_library_errors_are_value_errors_with_its_messages(rng):
         k2 = k.copy()
         k2[1, 2, 3, 4] = np.nan
         attnlab.attention_forward(q, k2, v)
-    with pytest.raises(ValueError, match="dropout_p: 0.1 is not supported"):
-        attnlab.scaled_dot_product_attention(q, k, v, dropout_p=0.1)
+    with pytest.raises(ValueError, match=r"dropout_p: 1.5 is outside \[0, 1\)"):
+        attnlab.scaled_dot_product_attention(q, k, v, dropout_p=1.5)
     with pytest.raises(ValueError, match="must be None when is_causal=True"):
         attnlab.scaled_dot_product_attention(q, k, v, attn_mask=np.ones((5, 5), bool), is_causal=True)
     with pytest.raises(ValueError, match="attn_mask: query length 4 does not broadcast to 5"):

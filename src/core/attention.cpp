@@ -26,11 +26,25 @@ void attention_backward(ConstView<float> q, ConstView<float> k, ConstView<float>
   engine::attention_backward(q, k, v, out, lse, grad_out, options, dq, dk, dv, config);
 }
 
+void attention_backward(ConstView<float> q, ConstView<float> k, ConstView<float> v, ConstView<float> out,
+                        ConstView<float> lse, ConstView<float> grad_out, const AttentionOptions<float>& options,
+                        TensorView<float> dq, TensorView<float> dk, TensorView<float> dv, const ComputeConfig& config,
+                        std::span<float> dsinks) {
+  engine::attention_backward(q, k, v, out, lse, grad_out, options, dq, dk, dv, config, dsinks);
+}
+
 void attention_backward(ConstView<double> q, ConstView<double> k, ConstView<double> v, ConstView<double> out,
                         ConstView<double> lse, ConstView<double> grad_out, const AttentionOptions<double>& options,
                         TensorView<double> dq, TensorView<double> dk, TensorView<double> dv,
                         const ComputeConfig& config) {
   reference::attention_backward(q, k, v, out, lse, grad_out, options, dq, dk, dv, config);
+}
+
+void attention_backward(ConstView<double> q, ConstView<double> k, ConstView<double> v, ConstView<double> out,
+                        ConstView<double> lse, ConstView<double> grad_out, const AttentionOptions<double>& options,
+                        TensorView<double> dq, TensorView<double> dk, TensorView<double> dv, const ComputeConfig& config,
+                        std::span<double> dsinks) {
+  reference::attention_backward(q, k, v, out, lse, grad_out, options, dq, dk, dv, config, dsinks);
 }
 
 namespace {
@@ -49,9 +63,10 @@ template <class T>
 AttentionGrads<T> allocate_and_backward(ConstView<T> q, ConstView<T> k, ConstView<T> v,
                                         const AttentionForward<T>& forward, ConstView<T> grad_out,
                                         const AttentionOptions<T>& options, const ComputeConfig& config) {
-  AttentionGrads<T> g{Tensor<T>(q.shape()), Tensor<T>(k.shape()), Tensor<T>(v.shape())};
+  AttentionGrads<T> g{Tensor<T>(q.shape()), Tensor<T>(k.shape()), Tensor<T>(v.shape()),
+                      std::vector<T>(options.sinks.size())};
   attention_backward(q, k, v, forward.out.view(), forward.lse.view(), grad_out, options, g.dq.view(), g.dk.view(),
-                     g.dv.view(), config);
+                     g.dv.view(), config, std::span<T>(g.dsinks));
   return g;
 }
 

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <type_traits>
 
 #include <fmt/format.h>
@@ -112,6 +113,89 @@ void check_additive_values(ConstView<T> mask) {
         }
 }
 
+// One offset array of packed sequences (cu_seqlens_q or _k): from 0 to `total`, never decreasing.
+void check_cu_seqlens(std::span<const int64_t> cu, int64_t total, const char* name, const char* total_name) {
+  if (cu.size() < 2)
+    throw Error(fmt::format("{}: {} entries; expected n_seq + 1 >= 2 (offsets of the packed sequences)", name,
+                            cu.size()));
+  if (cu[0] != 0) throw Error(fmt::format("{}: starts at {}; the first offset must be 0", name, cu[0]));
+  for (size_t s = 1; s < cu.size(); ++s)
+    if (cu[s] < cu[s - 1])
+      throw Error(fmt::format("{}: decreases from {} to {} at entry {} (offsets must not decrease)", name, cu[s - 1],
+                              cu[s], s));
+  if (cu.back() != total)
+    throw Error(fmt::format("{}: ends at {}, but {} is {} (the last offset is the total length)", name, cu.back(),
+                            total_name, total));
+}
+
+template <class T>
+void check_finite_values(std::span<const T> x, const char* name) {
+  for (size_t i = 0; i < x.size(); ++i)
+    if (!std::isfinite(x[i])) throw Error(fmt::format("{}: non-finite value {} at [{}]", name, x[i], i));
+}
+
+// The options of attention_variants.hpp and score_mod.hpp.
+template <class T>
+void check_variants(const AttentionOptions<T>& o, const AttentionDims& d) {
+  if (o.window.left < -1 || o.window.right < -1)
+    throw Error(fmt::format("window: ({}, {}) has a side below -1 (-1 means unbounded on that side)", o.window.left,
+                            o.window.right));
+  if (o.softcap && !(std::isfinite(*o.softcap) && *o.softcap > 0))
+    throw Error(fmt::format("softcap: {} must be a positive finite number (leave it empty for no softcap)",
+                            *o.softcap));
+  // The engine computes in float: c must survive the conversion (1e-320 would become 0).
+  if (o.softcap && !std::isnormal(static_cast<T>(*o.softcap)))
+    throw Error(fmt::format("softcap: {} is outside the range of {}", *o.softcap,
+                            sizeof(T) == 4 ? "float32 (about 1.2e-38 to 3.4e38)" : "float64"));
+  if (o.cu_seqlens_q.empty() != o.cu_seqlens_k.empty())
+    throw Error(fmt::format("cu_seqlens_{}: missing; packed sequences need both cu_seqlens_q and cu_seqlens_k",
+                            o.cu_seqlens_q.empty() ? "q" : "k"));
+  if (is_packed(o)) {
+    if (d.B != 1)
+      throw Error(fmt::format("cu_seqlens_q: packed sequences take batch 1 (q [1, Hq, total_q, d]), got batch {}",
+                              d.B));
+    if (!o.key_lengths.empty())
+      throw Error("key_lengths: cannot be combined with cu_seqlens (each packed sequence's keys are given by "
+                  "cu_seqlens_k)");
+    if (o.cu_seqlens_q.size() != o.cu_seqlens_k.size())
+      throw Error(fmt::format("cu_seqlens_k: {} entries, but cu_seqlens_q has {} (one offset per sequence, plus one)",
+                              o.cu_seqlens_k.size(), o.cu_seqlens_q.size()));
+    check_cu_seqlens(o.cu_seqlens_q, d.Nq, "cu_seqlens_q", "total_q (q's seq)");
+    check_cu_seqlens(o.cu_seqlens_k, d.Nk, "cu_seqlens_k", "total_k (k's seq)");
+  }
+  if (!o.alibi_slopes.empty()) {
+    const int64_t n_seq = sequence_count(d, o), n = static_cast<int64_t>(o.alibi_slopes.size());
+    if (n != d.Hq && n != n_seq * d.Hq)
+      throw Error(fmt::format("alibi_slopes: {} value{}; expected Hq = {} (one per query head) or {} = {} x {} (per "
+                              "{} and query head)", n, n == 1 ? "" : "s", d.Hq, n_seq * d.Hq, n_seq, d.Hq,
+                              is_packed(o) ? "packed sequence" : "batch entry"));
+    check_finite_values(o.alibi_slopes, "alibi_slopes");
+  }
+  if (!o.sinks.empty()) {
+    if (static_cast<int64_t>(o.sinks.size()) != d.Hq)
+      throw Error(fmt::format("sinks: {} value{}; expected one per query head (Hq = {})", o.sinks.size(),
+                              o.sinks.size() == 1 ? "" : "s", d.Hq));
+    check_finite_values(o.sinks, "sinks");
+  }
+  if (!(o.dropout.p >= 0.0 && o.dropout.p < 1.0))
+    throw Error(fmt::format("dropout_p: {} is outside [0, 1)", o.dropout.p));
+  if (o.dropout.applied_mask.present()) {
+    require_shape(o.dropout.applied_mask, {d.B, d.Hq, d.Nq, d.Nk}, "dropout mask");
+    max_offset(o.dropout.applied_mask, "dropout mask");
+    require_no_self_overlap(o.dropout.applied_mask, "dropout mask");
+  }
+  if (o.block_mask != nullptr) {
+    const BlockMask& bm = *o.block_mask;
+    if (o.mask_mod == nullptr) throw Error("block_mask: given without the mask_mod it was built from");
+    const bool ok = (bm.batch() == 1 || bm.batch() == d.B) && (bm.heads() == 1 || bm.heads() == d.Hq) &&
+                    bm.query_len() == d.Nq && bm.key_len() == d.Nk;
+    if (!ok)
+      throw Error(fmt::format("block_mask: built for [{}, {}, {}, {}], which does not broadcast to [B, Hq, Nq, Nk] = "
+                              "[{}, {}, {}, {}]", bm.batch(), bm.heads(), bm.query_len(), bm.key_len(), d.B, d.Hq,
+                              d.Nq, d.Nk));
+  }
+}
+
 template <class T>
 AttentionDims check_inputs(ConstView<T> q, ConstView<T> k, ConstView<T> v, const AttentionOptions<T>& options) {
   // Emptiness first: an empty tensor usually has no data pointer either, and
@@ -149,6 +233,7 @@ AttentionDims check_inputs(ConstView<T> q, ConstView<T> k, ConstView<T> v, const
       if (options.key_lengths[b] < 0 || options.key_lengths[b] > d.Nk)
         throw Error(fmt::format("key_lengths: value {} for batch {} is outside [0, {}]", options.key_lengths[b], b, d.Nk));
   }
+  check_variants(options, d);
   if (options.check_finite) {
     check_finite(q, "q");
     check_finite(k, "k");
@@ -223,8 +308,13 @@ AttentionDims check_forward_args(ConstView<T> q, ConstView<T> k, ConstView<T> v,
 template <class T>
 AttentionDims check_backward_args(ConstView<T> q, ConstView<T> k, ConstView<T> v, ConstView<T> out, ConstView<T> lse,
                                   ConstView<T> grad_out, const AttentionOptions<T>& options, TensorView<T> dq,
-                                  TensorView<T> dk, TensorView<T> dv) {
+                                  TensorView<T> dk, TensorView<T> dv, std::span<T> dsinks) {
   const AttentionDims d = check_inputs(q, k, v, options);
+  if (!dsinks.empty() && options.sinks.empty())
+    throw Error("dsinks: given, but options.sinks is empty (there is no sink to differentiate)");
+  if (!dsinks.empty() && static_cast<int64_t>(dsinks.size()) != d.Hq)
+    throw Error(fmt::format("dsinks: {} value{}; expected one per query head (Hq = {})", dsinks.size(),
+                            dsinks.size() == 1 ? "" : "s", d.Hq));
   require_shape(out, {d.B, d.Hq, d.Nq, d.dv}, "out");
   require_shape(lse, {d.B, d.Hq, d.Nq, 1}, "lse");
   require_shape(grad_out, {d.B, d.Hq, d.Nq, d.dv}, "grad_out");
@@ -261,7 +351,12 @@ AttentionDims check_backward_args(ConstView<T> q, ConstView<T> k, ConstView<T> v
                                   "fully masked row)", L, b, h, i));
         // −inf says "no key visible": it would pass back zero gradients without a word, so
         // it must be true. Checked only on such rows (rare), against the visibility rules.
-        if (L == -INFINITY && has_unmasked_key(d, options, b, h, i))
+        if (L == -INFINITY && !options.sinks.empty())
+          throw Error(fmt::format("lse: -inf at [{}, {}, {}, 0], but with sinks every row's L is at least its sink "
+                                  "(pass the forward's lse)", b, h, i));
+        // A score_mod may return −inf: then a row that sees keys can have L = −inf, and only
+        // the scores would tell. Not checked.
+        if (L == -INFINITY && options.score_mod == nullptr && has_unmasked_key(d, options, b, h, i))
           throw Error(fmt::format("lse: -inf at [{}, {}, {}, 0], but that row sees a key (-inf is only for a fully "
                                   "masked row; pass the forward's lse)", b, h, i));
       }
@@ -285,7 +380,7 @@ void check_row_output(const TensorView<T>& x, const AttentionDims& d, const char
                                                TensorView<T>, TensorView<T>);                                      \
   template AttentionDims check_backward_args<T>(ConstView<T>, ConstView<T>, ConstView<T>, ConstView<T>,              \
                                                 ConstView<T>, ConstView<T>, const AttentionOptions<T>&,              \
-                                                TensorView<T>, TensorView<T>, TensorView<T>);
+                                                TensorView<T>, TensorView<T>, TensorView<T>, std::span<T>);
 ATTNLAB_INSTANTIATE(float)
 ATTNLAB_INSTANTIATE(double)
 #undef ATTNLAB_INSTANTIATE

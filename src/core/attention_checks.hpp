@@ -3,6 +3,7 @@
 // engine), so both accept exactly the same calls and fail with exactly the same
 // messages. Which keys a row sees is core/visibility.hpp.
 #include <cstdint>
+#include <span>
 #include <string>
 
 #include "attnlab/attention_options.hpp"
@@ -11,7 +12,6 @@
 
 namespace attnlab::detail {
 
-
 // Validate shapes, strides, masks, padding, aliasing and (if options.check_finite)
 // the values of q, k, v. Throws attnlab::Error.
 template <class T>
@@ -19,11 +19,13 @@ AttentionDims check_forward_args(ConstView<T> q, ConstView<T> k, ConstView<T> v,
                                  const AttentionOptions<T>& options,
                                  TensorView<T> out, TensorView<T> lse);
 
+// dsinks: empty, or [Hq] when options.sinks is given.
 template <class T>
 AttentionDims check_backward_args(ConstView<T> q, ConstView<T> k, ConstView<T> v,
                                   ConstView<T> out, ConstView<T> lse, ConstView<T> grad_out,
                                   const AttentionOptions<T>& options,
-                                  TensorView<T> dq, TensorView<T> dk, TensorView<T> dv);
+                                  TensorView<T> dq, TensorView<T> dk, TensorView<T> dv,
+                                  std::span<T> dsinks = {});
 
 // A per-row output such as a diagnostic: absent, or [B, Hq, Nq, 1] with
 // non-negative strides. Throws "NAME: shape ... should be ..." otherwise.

@@ -4,6 +4,7 @@
 #include "attnlab/engine.hpp"
 
 #include <new>
+#include <optional>
 #include <fmt/format.h>
 #include <omp.h>
 
@@ -29,6 +30,24 @@ void out_of_memory_as_error(F&& f) {
   }
 }
 
+// mask_mod's BlockMask for a call whose caller gave none: built here, kept by the caller's frame.
+void attach_block_mask(Plan& plan, std::optional<BlockMask>& own) {
+  if (plan.mask_mod == nullptr || plan.block_mask != nullptr) return;
+  const auto& dm = plan.dims;
+  own = BlockMask::build(*plan.mask_mod, dm.B, dm.Hq, dm.Nq, dm.Nk, plan.threads);
+  plan.block_mask = &*own;
+}
+
+// The applied dropout mask (for tests) starts at 0: the kernels write the keys they compute.
+void clear_applied_mask(const AttentionOptions<float>& o) {
+  const TensorView<uint8_t> m = o.dropout.applied_mask;
+  if (!m.present()) return;
+  for (int64_t b = 0; b < m.batch(); ++b)
+    for (int64_t h = 0; h < m.heads(); ++h)
+      for (int64_t i = 0; i < m.seq(); ++i)
+        for (int64_t j = 0; j < m.dim(); ++j) m(b, h, i, j) = 0;
+}
+
 void throw_if_interrupted(const Plan& plan) {
   if (plan.stop.stopped()) throw Interrupted("attention: interrupted by the caller (ComputeConfig::interrupt)");
 }
@@ -40,8 +59,14 @@ void attention_forward(ConstView<float> q, ConstView<float> k, ConstView<float> 
                        const RowDiagnostics<float>* diagnostics, const ComputeConfig& config) {
   const auto dims = detail::check_forward_args(q, k, v, options, out, lse);
   if (diagnostics != nullptr) detail::check_diagnostics(*diagnostics, dims);
-  const Plan plan(dims, q, k, v, options, resolve_threads(config), &config.interrupt);
-  out_of_memory_as_error([&] { flash_forward(plan, out, lse, diagnostics); });
+  Plan plan(dims, q, k, v, options, resolve_threads(config), &config.interrupt);
+  std::optional<BlockMask> own_block_mask;
+  out_of_memory_as_error([&] {
+    attach_block_mask(plan, own_block_mask);
+    clear_applied_mask(options);
+    flash_forward(plan, out, lse, diagnostics);
+  });
+  tile_counts().forward.fetch_add(plan.tiles_computed.load(), std::memory_order_relaxed);
   throw_if_interrupted(plan);
   // With the input check off, NaN inputs make NaN scores too: the caller opted out of both checks.
   if (!options.check_finite) return;
@@ -56,9 +81,21 @@ void attention_backward(ConstView<float> q, ConstView<float> k, ConstView<float>
                         ConstView<float> lse, ConstView<float> grad_out, const AttentionOptions<float>& options,
                         TensorView<float> dq, TensorView<float> dk, TensorView<float> dv,
                         const ComputeConfig& config) {
-  const auto dims = detail::check_backward_args(q, k, v, out, lse, grad_out, options, dq, dk, dv);
-  const Plan plan(dims, q, k, v, options, resolve_threads(config), &config.interrupt);
-  out_of_memory_as_error([&] { flash_backward(plan, out, lse, grad_out, dq, dk, dv); });
+  engine::attention_backward(q, k, v, out, lse, grad_out, options, dq, dk, dv, config, std::span<float>());
+}
+
+void attention_backward(ConstView<float> q, ConstView<float> k, ConstView<float> v, ConstView<float> out,
+                        ConstView<float> lse, ConstView<float> grad_out, const AttentionOptions<float>& options,
+                        TensorView<float> dq, TensorView<float> dk, TensorView<float> dv, const ComputeConfig& config,
+                        std::span<float> dsinks) {
+  const auto dims = detail::check_backward_args(q, k, v, out, lse, grad_out, options, dq, dk, dv, dsinks);
+  Plan plan(dims, q, k, v, options, resolve_threads(config), &config.interrupt);
+  std::optional<BlockMask> own_block_mask;
+  out_of_memory_as_error([&] {
+    attach_block_mask(plan, own_block_mask);
+    flash_backward(plan, out, lse, grad_out, dq, dk, dv, dsinks.empty() ? nullptr : dsinks.data());
+  });
+  tile_counts().backward.fetch_add(plan.tiles_computed.load(), std::memory_order_relaxed);
   throw_if_interrupted(plan);
   // Finite inputs can still overflow float in dO·v or dS·k: say so, never return NaN.
   if (options.check_finite) detail::check_result_finite<float>(dq, "dq");
@@ -67,5 +104,10 @@ void attention_backward(ConstView<float> q, ConstView<float> k, ConstView<float>
 }
 
 std::string target_name() { return flash_target_name(); }
+
+TileCounts& tile_counts() {
+  static TileCounts counts;
+  return counts;
+}
 
 }  // namespace attnlab::engine

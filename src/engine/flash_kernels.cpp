@@ -31,17 +31,30 @@
 //             each query tile (Q, dO rows) per tile pair (Br·(d+dv) copies per
 //             5·Br·Bc·d FMAs: about 1 %).
 //
+// Which pairs are computed. Each row sees a key range [key_begin, key_end) (causality,
+// padding, the sliding window, packed sequences: core/visibility.hpp), and both ends
+// never decrease down the rows of a batch entry. So the key tiles a query tile sees are
+// a run [first, last], and within a pair the rows that see any of its keys, and the keys
+// they see, form a rectangle (TileRows::rect in plan.hpp). Only pairs with a non-empty
+// rectangle are computed, and only over the rectangle (its rows, and its keys from a
+// whole vector on): the band of a window, the diagonal blocks of packed sequences, the
+// lower triangle of causal attention. A pair the boolean mask hides entirely, or that
+// mask_mod's BlockMask marks empty, is skipped too; the engine counts computed pairs for
+// the tests (engine::tile_counts()).
+//
 // Forward, for each (batch, query head, query tile) — the parallel loop — and
-// then for each key tile t that causality and padding leave visible (the loop
-// stops at the first tile past the tile's last key_end; a tile the boolean
-// mask hides entirely is skipped):
+// then for each key tile t of its run:
 //     S   = Q_tile · Kᵀ_t                      [Br × Bc]   microkernel
-//     S   = scale_i · S (+ additive mask, −inf where hidden)
+//     S   = score(scale_i · S)                 MaskRow: softcap, ALiBi, score_mod,
+//                                              additive mask, −inf where hidden
 //     m'  = max(m, rowmax S);  α = exp(m − m');  P = exp(S − m')
-//     l   = α·l + rowsum P;    O = α·O + P · V_t          microkernel
-// and at the end O /= l, L = m + log l (online softmax: m and l are the running
-// max and sum, so one pass over the keys suffices). A row that never sees a
-// finite score keeps m = −inf and gets O = 0, L = −inf.
+//     l   = α·l + rowsum P;    O = α·O + (P ∘ Z/(1 − p)) · V_t   microkernel
+// (Z: dropout's keep bits, Philox keyed by (seed, b, h, i, j), made in registers
+// by philox-inl.h; without dropout Z/(1 − p) = 1) and at the end the sink, if any,
+// joins m and l as one more score with no value row, O /= l, L = m + log l (online
+// softmax: m and l are the running max and sum, so one pass over the keys
+// suffices). A row that never sees a finite score (nor a sink) keeps m = −inf and
+// gets O = 0, L = −inf.
 //
 // Diagnostics (optional) ride on the same pass with the same rescaling. With
 // u_j = exp(S_j − m) the row keeps, in double, lo = Σ_{j≠argmax} u_j, the
@@ -55,10 +68,13 @@
 //
 // Backward, parallel over key tiles (each thread owns dK_t and dV_t of its
 // tile, summed over all the query heads that share the key/value head):
-//     P   = exp(scale_i · Q Kᵀ − L)     (recomputed; L from the forward)
-//     dV += Pᵀ dO;   dP = dO Vᵀ;   dS = scale_i · P ∘ (dP − D),  D = rowsum(dO∘O)
+//     P   = exp(score(scale_i · Q Kᵀ) − L)     (recomputed; L from the forward)
+//     dV += (P∘Z/(1 − p))ᵀ dO;   dP = Z ∘ (dO (Vᵀ/(1 − p)));   D = rowsum(dO∘O)
+//     dS  = scale_i · P ∘ (dP − D) ∘ score'   (score': through softcap's tanh and score_mod)
 //     dK += dSᵀ Q;   dQ_tile += dS K
-// D is computed once per row in a first parallel pass (which also zeroes dq).
+// D is computed once per row in a first parallel pass (which also zeroes dq and
+// takes each row's share of dsinks, −exp(sink_h − L_i)·D_i, summed per head in a
+// fixed order afterwards). The dropout mask is regenerated from Philox, not stored.
 //
 // Determinism and dQ. Every key tile adds into every query tile's dQ, so the
 // sums must be ordered or results would depend on thread timing (the reason
@@ -85,8 +101,9 @@
 // visited from last to first: with causal masking tile t starts at a later
 // query tile than tile t−1 and rarely has to wait for it. Waits are short in
 // practice: neighbouring key tiles move in lockstep, one tile pair apart.
-// Key tiles that a query tile cannot see (causality, padding) are a suffix of
-// the key tiles, and both sides skip them without touching the counter.
+// Key tiles outside a query tile's run of visible tiles [first, last] never touch
+// its counter, which starts at `first`; inside the run, a pair with nothing to
+// compute still waits for its turn and passes it on.
 //
 // Precision: float32 in, float32 accumulation throughout (like the naive
 // matmul + softmax + matmul it replaces), exp by ExpNonPositive (exp-inl.h:
@@ -100,6 +117,7 @@
 #include <limits>
 #include <memory>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "engine/flash_kernels.hpp"
@@ -112,6 +130,7 @@
 #include "hwy/highway.h"
 #include "engine/exp-inl.h"
 #include "engine/gemm-inl.h"
+#include "engine/philox-inl.h"
 #include "engine/tile_ops-inl.h"
 #include "engine/forward_tile-inl.h"
 
@@ -192,10 +211,16 @@ struct BackwardScratch {
   hwy::AlignedFreeUniquePtr<float[]> pt;   // P [Br × Bc]
   hwy::AlignedFreeUniquePtr<float[]> ds;   // dP, then dS [Br × Bc]
   hwy::AlignedFreeUniquePtr<float[]> dq;   // this pair's dQ contribution [Br × d_pad]
+  // the variants' (empty without them)
+  hwy::AlignedFreeUniquePtr<float[]> dmod;  // ∂score/∂(scale·q·k) [Br × Bc] (softcap, score_mod)
+  hwy::AlignedFreeUniquePtr<float[]> pd;    // dropout: P·Z/(1 − p) [Br × Bc]
+  hwy::AlignedFreeUniquePtr<uint32_t[]> words;  // dropout: one row's random words [Bc + kDropoutSlack]
   explicit BackwardScratch(const Plan& p)
       : kt(Scratch(p.dims.d * kBc)), kr(Scratch(kBc * p.d_pad)), vt(Scratch(p.dims.dv * kBc)),
         dk(Scratch(kBc * p.d_pad)), dv(Scratch(kBc * p.dv_pad)), qr(Scratch(kBr * p.d_pad)),
-        dor(Scratch(kBr * p.dv_pad)), pt(Scratch(kBr * kBc)), ds(Scratch(kBr * kBc)), dq(Scratch(kBr * p.d_pad)) {}
+        dor(Scratch(kBr * p.dv_pad)), pt(Scratch(kBr * kBc)), ds(Scratch(kBr * kBc)), dq(Scratch(kBr * p.d_pad)),
+        dmod(Scratch(p.softcap != 0 || p.score_mod != nullptr ? kBr * kBc : 0)),
+        pd(Scratch(p.dropout ? kBr * kBc : 0)), words(ScratchWords(p.dropout ? kBc + kDropoutSlack : 0)) {}
 };
 
 struct BackwardArgs {
@@ -204,7 +229,11 @@ struct BackwardArgs {
   TensorView<float> dq, dk, dv;
   const float* D;      // [B, Hq, Nq] rowsum(dO ∘ O)
   const float* scale;  // [B, Hq, Nq] scale_i
-  std::atomic<int64_t>* counters;  // [B, Hq, n_qtiles] key tiles already added into the query tile's dQ
+  const int64_t* row_begin;  // [B, Nq] each row's key range [begin, end) (visibility.hpp)
+  const int64_t* row_end;    // [B, Nq]
+  const int64_t* tile_first;  // [B, n_qtiles] the first and last key tile a query tile sees
+  const int64_t* tile_last;   // (first > last: none)
+  std::atomic<int64_t>* counters;  // [B, Hq, n_qtiles] the next key tile to add into the query tile's dQ
 };
 
 void WaitFor(const std::atomic<int64_t>& c, int64_t value) {
@@ -220,55 +249,113 @@ void WaitFor(const std::atomic<int64_t>& c, int64_t value) {
   }
 }
 
-// dQ, dK, dV contributions of one (query tile, key tile) pair; dQ's goes to w.dq.
+// The rows of query tile qt of batch b with their key ranges.
+void TileRowsOf(const BackwardArgs& a, int64_t b, int64_t qt, TileRows& rows) {
+  const auto& dm = a.p->dims;
+  const int64_t i0 = qt * kBr;
+  rows.rows = std::min(kBr, dm.Nq - i0);
+  for (int64_t r = 0; r < rows.rows; ++r) {
+    rows.begin[r] = a.row_begin[b * dm.Nq + i0 + r];
+    rows.end[r] = a.row_end[b * dm.Nq + i0 + r];
+  }
+}
+
+// dQ, dK, dV contributions of one (query tile, key tile) pair, over its active rectangle
+// (rows r0..r1 of the query tile, keys c0..c1 of the key tile j0..j0 + nc); dQ's goes to
+// w.dq (its row 0 is the tile's row r0), dK's and dV's into the key tile's accumulators.
 void BackwardPair(const BackwardArgs& a, int64_t b, int64_t h, int64_t qt, int64_t j0, int64_t nc,
-                  BackwardScratch& w) {
+                  const TileRows& tr, const TileRect& rect, bool mask_mod, BackwardScratch& w) {
   const Plan& p = *a.p;
   const auto& dm = p.dims;
   const DF df;
   const size_t L = hn::Lanes(df);
-  const int64_t i0 = qt * kBr, rows = std::min(kBr, dm.Nq - i0);
+  const int64_t i0 = qt * kBr + rect.r0, rows = rect.r1 - rect.r0;
   const int64_t row0 = (b * dm.Hq + h) * dm.Nq + i0;  // index into D and scale
+  // Keys [c0, c1) from a whole vector: the packed key tile is read from column `col`.
+  const int64_t col = (rect.c0 - j0) / static_cast<int64_t>(L) * static_cast<int64_t>(L);
+  const int64_t jj0 = j0 + col, ncc = rect.c1 - jj0;
+  const int64_t width = (ncc + static_cast<int64_t>(L) - 1) / static_cast<int64_t>(L) * static_cast<int64_t>(L);
+  const size_t ktw = static_cast<size_t>(TileWidth(nc));  // row stride of the packed Kᵀ and Vᵀ
   size_t q_rs = 0, do_rs = 0;
   const float* Qr = RowsOperand(p.q, b, h, i0, rows, dm.d, p.d_pad, w.qr.get(), q_rs);
   const float* dOr = RowsOperand(a.grad_out, b, h, i0, rows, dm.dv, p.dv_pad, w.dor.get(), do_rs);
   float* P = w.pt.get();
   float* dS = w.ds.get();
-  const int64_t width = TileWidth(nc);
-  // S = Q Kᵀ, then P = exp(scale_i·S − L_i) with hidden keys at 0.
-  Gemm(rows, width, dm.d, Qr, q_rs, 1, w.kt.get(), width, P, kBc, false);
+  float* dmod = w.dmod.get();
+  const bool has_dmod = p.softcap != 0 || p.score_mod != nullptr;
+  // S = Q Kᵀ, then P = exp(score − L_i) with hidden keys at 0.
+  Gemm(static_cast<size_t>(rows), static_cast<size_t>(width), static_cast<size_t>(dm.d), Qr, q_rs, 1,
+       w.kt.get() + col, ktw, P, kBc, false);
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t i = i0 + r;
     float* pr = P + r * kBc;
     const float Li = a.lse(b, h, i, 0);
     if (Li == kNegInf) {  // fully masked row: no gradient
       std::memset(pr, 0, sizeof(float) * kBc);
+      if (has_dmod) std::memset(dmod + r * kBc, 0, sizeof(float) * kBc);
       continue;
     }
-    const int64_t limit = std::clamp<int64_t>(p.key_end(b, i) - j0, 0, nc);
-    MaskRow(p, b, h, i, j0, limit, width, a.scale[row0 + r], Li, pr);  // scale_i·S − L_i
+    const detail::RowFrame f = p.row_frame(b, i);
+    RowTreatment rt;
+    rt.b = b, rt.h = h, rt.i = i;
+    rt.lo = std::clamp<int64_t>(tr.begin[rect.r0 + r] - jj0, 0, ncc);
+    rt.hi = std::clamp<int64_t>(tr.end[rect.r0 + r] - jj0, rt.lo, ncc);
+    rt.diag = f.diag;
+    rt.slope = p.alibi_slope(f.seq, h);
+    rt.scale = a.scale[row0 + r];
+    rt.offset = Li;
+    rt.mask_mod = mask_mod;
+    MaskRow(p, rt, jj0, width, pr, has_dmod ? dmod + r * kBc : nullptr);  // score − L_i
     // L ≥ S holds exactly, so clamping the exponent at 0 changes nothing in exact
     // arithmetic, but stops a rounded L (stored in float) from making P > 1 or inf
     // when scores are huge.
     for (size_t j = 0; j < static_cast<size_t>(width); j += L)
       hn::StoreU(ExpNonPositive(df, hn::Min(hn::LoadU(df, pr + j), hn::Zero(df))), df, pr + j);
   }
+  // Dropout: O used P·Z/(1 − p); so does dV (the mask regenerated, not stored).
+  const float* Pd = P;
+  if (p.dropout) {
+    for (int64_t r = 0; r < rows; ++r) {
+      DropoutWords(p.dropout_seed, b, h, i0 + r, jj0, width, w.words.get());
+      DropoutRow(w.words.get(), p.dropout_threshold, p.dropout_scale, width, P + r * kBc, w.pd.get() + r * kBc);
+    }
+    Pd = w.pd.get();
+  }
   // dV += Pᵀ dO
-  Gemm(nc, p.dv_pad, rows, P, 1, kBc, dOr, do_rs, w.dv.get(), p.dv_pad, true);
-  // dP = dO Vᵀ;  dS = scale_i · P ∘ (dP − D_i)
-  Gemm(rows, width, dm.dv, dOr, do_rs, 1, w.vt.get(), width, dS, kBc, false);
+  Gemm(static_cast<size_t>(ncc), static_cast<size_t>(p.dv_pad), static_cast<size_t>(rows), Pd, 1, kBc, dOr, do_rs,
+       w.dv.get() + col * p.dv_pad, static_cast<size_t>(p.dv_pad), true);
+  // dP = dO Vᵀ;  dS = scale_i · P ∘ (dP − D_i) (· ∂score/∂(scale·q·k))
+  Gemm(static_cast<size_t>(rows), static_cast<size_t>(width), static_cast<size_t>(dm.dv), dOr, do_rs, 1,
+       w.vt.get() + col, ktw, dS, kBc, false);
+  const VF vzero = hn::Zero(df);
   for (int64_t r = 0; r < rows; ++r) {
     const VF vD = hn::Set(df, a.D[row0 + r]), vs = hn::Set(df, a.scale[row0 + r]);
     float* pr = P + r * kBc;
     float* dr = dS + r * kBc;
+    const float* pdr = Pd + r * kBc;
+    const float* mr = has_dmod ? dmod + r * kBc : nullptr;
+    if (!p.dropout && mr == nullptr) {  // the plain case, on its own loop
+      for (size_t j = 0; j < static_cast<size_t>(width); j += L) {
+        const VF x = hn::Mul(hn::LoadU(df, pr + j), hn::Sub(hn::LoadU(df, dr + j), vD));
+        hn::StoreU(hn::Mul(x, vs), df, dr + j);
+      }
+      continue;
+    }
     for (size_t j = 0; j < static_cast<size_t>(width); j += L) {
-      const VF x = hn::Mul(hn::LoadU(df, pr + j), hn::Sub(hn::LoadU(df, dr + j), vD));
-      hn::StoreU(hn::Mul(x, vs), df, dr + j);
+      VF dp = hn::LoadU(df, dr + j);
+      // With dropout dP_ij = Z_ij·(dO_i·v_j/(1 − p)) (V was scaled when packed); Z_ij = 0 shows
+      // as P·Z = 0 (where P = 0 the product below is 0 anyway).
+      if (p.dropout) dp = hn::IfThenElseZero(hn::Ne(hn::LoadU(df, pdr + j), vzero), dp);
+      VF x = hn::Mul(hn::Mul(hn::LoadU(df, pr + j), hn::Sub(dp, vD)), vs);
+      if (mr != nullptr) x = hn::Mul(x, hn::LoadU(df, mr + j));
+      hn::StoreU(x, df, dr + j);
     }
   }
   // dK += dSᵀ Q;  dQ_pair = dS K
-  Gemm(nc, p.d_pad, rows, dS, 1, kBc, Qr, q_rs, w.dk.get(), p.d_pad, true);
-  Gemm(rows, p.d_pad, nc, dS, kBc, 1, w.kr.get(), p.d_pad, w.dq.get(), p.d_pad, false);
+  Gemm(static_cast<size_t>(ncc), static_cast<size_t>(p.d_pad), static_cast<size_t>(rows), dS, 1, kBc, Qr, q_rs,
+       w.dk.get() + col * p.d_pad, static_cast<size_t>(p.d_pad), true);
+  Gemm(static_cast<size_t>(rows), static_cast<size_t>(p.d_pad), static_cast<size_t>(ncc), dS, kBc, 1,
+       w.kr.get() + col * p.d_pad, static_cast<size_t>(p.d_pad), w.dq.get(), static_cast<size_t>(p.d_pad), false);
 }
 
 void BackwardKeyTile(const BackwardArgs& a, int64_t b, int64_t hk, int64_t t, BackwardScratch& w) {
@@ -278,29 +365,50 @@ void BackwardKeyTile(const BackwardArgs& a, int64_t b, int64_t hk, int64_t t, Ba
   PackTransposed(p.k, b, hk, j0, nc, dm.d, w.kt.get());
   PackRows(p.k, b, hk, j0, nc, dm.d, p.d_pad, w.kr.get());
   PackTransposed(p.v, b, hk, j0, nc, dm.dv, w.vt.get());
+  // Dropout: dP_ij = Z_ij·(dO_i·v_j/(1 − p)), with V scaled before the product so that it
+  // rounds as the forward's O (which took P/(1 − p) times v) and D = dO·O do.
+  if (p.dropout) {
+    const DF df;
+    const VF vk = hn::Set(df, p.dropout_scale);
+    const int64_t n = dm.dv * TileWidth(nc);
+    for (int64_t x = 0; x < n; x += static_cast<int64_t>(hn::Lanes(df)))
+      hn::StoreU(hn::Mul(hn::LoadU(df, w.vt.get() + x), vk), df, w.vt.get() + x);
+  }
   std::memset(w.dk.get(), 0, sizeof(float) * static_cast<size_t>(nc * p.d_pad));
   std::memset(w.dv.get(), 0, sizeof(float) * static_cast<size_t>(nc * p.dv_pad));
   const int64_t group = dm.group();
+  int64_t computed = 0;
+  TileRows tr;
   for (int64_t g = 0; g < group; ++g) {
     const int64_t h = hk * group + g;
     for (int64_t qt = p.n_qtiles - 1; qt >= 0; --qt) {
-      const int64_t i0 = qt * kBr, rows = std::min(kBr, dm.Nq - i0);
-      if (p.tile_hidden(b, i0 + rows, j0)) continue;  // a suffix of key tiles: no counter either
-      const bool masked = p.tile_masked_out(b, h, i0, i0 + rows, j0, j0 + nc);
-      if (!masked) BackwardPair(a, b, h, qt, j0, nc, w);
+      // Key tiles outside the query tile's run of visible ones never touch its counter
+      // (which starts at the run's first tile).
+      if (t < a.tile_first[b * p.n_qtiles + qt] || t > a.tile_last[b * p.n_qtiles + qt]) continue;
+      TileRowsOf(a, b, qt, tr);
+      const TileRect rect = tr.rect(j0, j0 + nc);
+      const int64_t i0 = qt * kBr;
+      const BlockMask::Block block = p.mask_block(b, h, qt, t);
+      const bool active = !rect.empty() && block != BlockMask::Block::empty &&
+                          !p.tile_masked_out(b, h, i0 + rect.r0, i0 + rect.r1, rect.c0, rect.c1);
+      if (active) {
+        BackwardPair(a, b, h, qt, j0, nc, tr, rect, block == BlockMask::Block::partial, w);
+        ++computed;
+      }
       std::atomic<int64_t>& c = a.counters[(b * dm.Hq + h) * p.n_qtiles + qt];
       WaitFor(c, t);
-      if (!masked) {
+      if (active) {
         const int64_t st = a.dq.stride(kDim);
-        for (int64_t r = 0; r < rows; ++r) {
+        for (int64_t r = rect.r0; r < rect.r1; ++r) {
           float* dst = a.dq.row(b, h, i0 + r);
-          const float* src = w.dq.get() + r * p.d_pad;
+          const float* src = w.dq.get() + (r - rect.r0) * p.d_pad;
           for (int64_t col = 0; col < dm.d; ++col) dst[col * st] += src[col];
         }
       }
       c.store(t + 1, std::memory_order_release);
     }
   }
+  p.tiles_computed.fetch_add(computed, std::memory_order_relaxed);
   for (int64_t j = 0; j < nc; ++j) {
     float* dkr = a.dk.row(b, hk, j0 + j);
     float* dvr = a.dv.row(b, hk, j0 + j);
@@ -313,11 +421,12 @@ void BackwardKeyTile(const BackwardArgs& a, int64_t b, int64_t hk, int64_t t, Ba
 }  // namespace
 
 void BackwardImpl(const Plan& p, ConstView<float> out, ConstView<float> lse, ConstView<float> grad_out,
-                  TensorView<float> dq, TensorView<float> dk, TensorView<float> dv) {
+                  TensorView<float> dq, TensorView<float> dk, TensorView<float> dv, float* dsinks) {
   const auto& dm = p.dims;
   const int64_t n_rows = dm.B * dm.Hq * dm.Nq;
   std::vector<float> D(static_cast<size_t>(n_rows)), scale(static_cast<size_t>(n_rows));
-  // Pass 1, parallel over rows: D_i = dO_i·O_i, scale_i, and dq = 0.
+  std::vector<double> sink_terms(p.sinks ? static_cast<size_t>(n_rows) : 0);  // −P_sink·D per row
+  // Pass 1, parallel over rows: D_i = dO_i·O_i, scale_i, the sink's term, and dq = 0.
 #pragma omp parallel for num_threads(p.threads) schedule(static)
   for (int64_t row = 0; row < n_rows; ++row) {
     const int64_t b = row / (dm.Hq * dm.Nq), h = (row / dm.Nq) % dm.Hq, i = row % dm.Nq;
@@ -336,13 +445,49 @@ void BackwardImpl(const Plan& p, ConstView<float> out, ConstView<float> lse, Con
       acc = hn::MulAdd(hn::Set(df, g[c * grad_out.stride(kDim)]), hn::Set(df, o[c * out.stride(kDim)]), acc);
     D[static_cast<size_t>(row)] = hn::GetLane(acc);
     scale[static_cast<size_t>(row)] = p.scale(b, h, i);
+    // The sink is one more logit with no value row: dS_sink = P_sink·(0 − D_i).
+    if (p.sinks) {
+      const double L = lse(b, h, i, 0);
+      sink_terms[static_cast<size_t>(row)] =
+          L == -INFINITY ? 0.0 : -std::exp(std::min(static_cast<double>(p.sink(h)) - L, 0.0)) * D[static_cast<size_t>(row)];
+    }
     float* dqr = dq.row(b, h, i);
     for (int64_t c = 0; c < dm.d; ++c) dqr[c * dq.stride(kDim)] = 0.0f;
   }
+  if (dsinks != nullptr)  // in a fixed order: the same sums for any thread count
+    for (int64_t h = 0; h < dm.Hq; ++h) {
+      double sum = 0;
+      for (int64_t b = 0; b < dm.B; ++b)
+        for (int64_t i = 0; i < dm.Nq; ++i) sum += sink_terms[static_cast<size_t>((b * dm.Hq + h) * dm.Nq + i)];
+      dsinks[h] = static_cast<float>(sum);
+    }
+  // Each row's key range, and each query tile's run of visible key tiles.
+  std::vector<int64_t> row_begin(static_cast<size_t>(dm.B * dm.Nq)), row_end(row_begin.size());
+  std::vector<int64_t> tile_first(static_cast<size_t>(dm.B * p.n_qtiles)), tile_last(tile_first.size());
+#pragma omp parallel for num_threads(p.threads) schedule(static)
+  for (int64_t bq = 0; bq < dm.B * p.n_qtiles; ++bq) {
+    const int64_t b = bq / p.n_qtiles, i0 = bq % p.n_qtiles * kBr;
+    TileRows tr;
+    p.tile_rows(b, i0, std::min(kBr, dm.Nq - i0), tr);
+    for (int64_t r = 0; r < tr.rows; ++r) {
+      row_begin[static_cast<size_t>(b * dm.Nq + i0 + r)] = tr.begin[r];
+      row_end[static_cast<size_t>(b * dm.Nq + i0 + r)] = tr.end[r];
+    }
+    std::tie(tile_first[static_cast<size_t>(bq)], tile_last[static_cast<size_t>(bq)]) = tr.key_tiles();
+  }
   const int64_t n_counters = dm.B * dm.Hq * p.n_qtiles;
   std::unique_ptr<std::atomic<int64_t>[]> counters(new std::atomic<int64_t>[static_cast<size_t>(n_counters)]);
-  for (int64_t c = 0; c < n_counters; ++c) counters[c].store(0, std::memory_order_relaxed);
-  const BackwardArgs args{&p, lse, grad_out, dq, dk, dv, D.data(), scale.data(), counters.get()};
+  for (int64_t c = 0; c < n_counters; ++c) {
+    const int64_t b = c / (dm.Hq * p.n_qtiles), qt = c % p.n_qtiles;
+    counters[c].store(tile_first[static_cast<size_t>(b * p.n_qtiles + qt)], std::memory_order_relaxed);
+  }
+  const BackwardArgs args{&p,           lse,
+                          grad_out,     dq,
+                          dk,           dv,
+                          D.data(),     scale.data(),
+                          row_begin.data(), row_end.data(),
+                          tile_first.data(), tile_last.data(),
+                          counters.get()};
   if (p.stop()) return;  // asked on the calling thread (see ForwardImpl)
   // Pass 2: key tiles handed out in increasing order (see "Determinism and dQ").
   const int64_t n_items = dm.B * dm.Hkv * p.n_ktiles;
@@ -382,8 +527,8 @@ void flash_forward(const Plan& p, TensorView<float> out, TensorView<float> lse, 
 }
 
 void flash_backward(const Plan& p, ConstView<float> out, ConstView<float> lse, ConstView<float> grad_out,
-                    TensorView<float> dq, TensorView<float> dk, TensorView<float> dv) {
-  HWY_DYNAMIC_DISPATCH(BackwardImpl)(p, out, lse, grad_out, dq, dk, dv);
+                    TensorView<float> dq, TensorView<float> dk, TensorView<float> dv, float* dsinks) {
+  HWY_DYNAMIC_DISPATCH(BackwardImpl)(p, out, lse, grad_out, dq, dk, dv, dsinks);
 }
 
 const char* flash_target_name() { return HWY_DYNAMIC_DISPATCH(TargetNameImpl)(); }

@@ -18,6 +18,7 @@
 #include "hwy/highway.h"
 #include "engine/exp-inl.h"
 #include "engine/gemm-inl.h"
+#include "engine/philox-inl.h"
 #include "engine/tile_ops-inl.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -33,12 +34,15 @@ struct RowDiag {
 struct ForwardScratch {
   hwy::AlignedFreeUniquePtr<float[]> s, o;  // S/P tile [Br × Bc], O accumulator [Br × dv_pad]
   hwy::AlignedFreeUniquePtr<float[]> v;     // one key tile's V rows [Bc × dv_pad], when V is not packed whole
-  float m[kBr], l[kBr], scale[kBr];
-  int64_t end[kBr];
+  hwy::AlignedFreeUniquePtr<uint32_t[]> words;  // dropout's random words of one row [Bc + kDropoutSlack]
+  float m[kBr], l[kBr], scale[kBr], slope[kBr];
+  int64_t diagonal[kBr];  // each row's diagonal as a key index (ALiBi)
+  TileRows rows;         // each row's key range [begin, end)
   bool nan_score[kBr];  // a visible score was NaN (see SoftmaxTile)
   RowDiag diag[kBr];
   ForwardScratch(const Plan& p)
-      : s(Scratch(kBr * kBc)), o(Scratch(kBr * p.dv_pad)), v(Scratch(kBc * p.dv_pad)) {}
+      : s(Scratch(kBr * kBc)), o(Scratch(kBr * p.dv_pad)), v(Scratch(kBc * p.dv_pad)),
+        words(ScratchWords(p.dropout ? kBc + kDropoutSlack : 0)) {}
 };
 
 // Online-softmax update of one row of the tile: turns scores s into
@@ -110,63 +114,131 @@ void SoftmaxUpdateRow(float* s, int64_t width, float tile_max, float& m, float& 
 }
 
 // Resets the running state of query rows [i0, i0 + rows) before their first key
-// tile: m = −inf, l = 0, O = 0, no diagnostics yet; each row's scale and key_end.
+// tile: m = −inf, l = 0, O = 0, no diagnostics yet; each row's scale, key range,
+// diagonal and ALiBi slope.
 void BeginQueryTile(const Plan& p, int64_t b, int64_t h, int64_t i0, int64_t rows, ForwardScratch& w) {
   std::memset(w.o.get(), 0, sizeof(float) * static_cast<size_t>(rows * p.dv_pad));
+  w.rows.rows = rows;
   for (int64_t r = 0; r < rows; ++r) {
     w.m[r] = kNegInf;
     w.l[r] = 0.0f;
     w.scale[r] = p.scale(b, h, i0 + r);
-    w.end[r] = p.key_end(b, i0 + r);
+    const detail::RowFrame f = p.row_frame(b, i0 + r);
+    const detail::KeyRange kr = detail::key_range(f, p.options->causal, p.options->window);
+    w.rows.begin[r] = kr.begin;
+    w.rows.end[r] = kr.end;
+    w.diagonal[r] = f.diag;
+    w.slope[r] = p.alibi_slope(f.seq, h);
     w.diag[r] = RowDiag{};
     w.nan_score[r] = false;
   }
 }
 
+// The keys [j0, j0 + nc) of one key tile that rows [r0, r1) of a query tile starting at
+// i0 see: the scores of those rows in w.s (row r at w.s + r·kBc, key j0 + j at column j).
+struct SubTile {
+  int64_t r0, r1, j0, nc, width;  // width: nc rounded up to whole vectors
+  bool mask_mod;                  // a partial tile of mask_mod's BlockMask
+};
+
 // The online-softmax step between the two products: the tile's raw scores in
 // w.s become probabilities, and each row's m, l, O (and diagnostics) are updated.
-void SoftmaxTile(const Plan& p, int64_t b, int64_t h, int64_t i0, int64_t rows, int64_t j0, int64_t nc,
-                 ForwardScratch& w, bool diag) {
-  const int64_t width = TileWidth(nc);
+// With dropout, the probabilities that go on to P·V are those of the kept keys, times
+// 1/(1 − p) (the sum l is of all of them: the lse is the softmax's, before dropout).
+void SoftmaxTile(const Plan& p, int64_t b, int64_t h, int64_t i0, const SubTile& t, ForwardScratch& w, bool diag) {
   float* s = w.s.get();
-  for (int64_t r = 0; r < rows; ++r) {
-    const int64_t limit = std::clamp<int64_t>(w.end[r] - j0, 0, nc);
-    const float tile_max = MaskRow(p, b, h, i0 + r, j0, limit, width, w.scale[r], 0.0f, s + r * kBc);
+  const TensorView<uint8_t> applied = p.options->dropout.applied_mask;
+  for (int64_t r = t.r0; r < t.r1; ++r) {
+    const int64_t i = i0 + r;
+    float* sr = s + r * kBc;
+    RowTreatment rt;
+    rt.b = b, rt.h = h, rt.i = i;
+    rt.lo = std::clamp<int64_t>(w.rows.begin[r] - t.j0, 0, t.nc);
+    rt.hi = std::clamp<int64_t>(w.rows.end[r] - t.j0, rt.lo, t.nc);
+    rt.diag = w.diagonal[r];
+    rt.slope = w.slope[r];
+    rt.scale = w.scale[r];
+    rt.mask_mod = t.mask_mod;
+    const float tile_max = MaskRow(p, rt, t.j0, t.width, sr, nullptr);
     // A NaN score (0 · ∞, ∞ − ∞ in a dot product, or a NaN input with the check off) may
     // be skipped by SIMD max or become the max. Beside finite scores it still poisons l
     // (exp(NaN) = NaN); a tile of nothing but NaN and hidden keys gives a max of −inf or
     // NaN and would pass for masked, so only then look for it.
     if (!(tile_max > kNegInf) && !w.nan_score[r])
-      for (int64_t j = 0; j < limit; ++j) w.nan_score[r] |= std::isnan(s[r * kBc + j]);
-    SoftmaxUpdateRow(s + r * kBc, width, tile_max, w.m[r], w.l[r], w.o.get() + r * p.dv_pad, p.dv_pad,
+      for (int64_t j = rt.lo; j < rt.hi; ++j) w.nan_score[r] |= std::isnan(sr[j]);
+    if (p.dropout) {
+      DropoutWords(p.dropout_seed, b, h, i, t.j0, t.width, w.words.get());
+      if (applied.present())  // the keys that entered the softmax and were kept (for tests)
+        for (int64_t j = rt.lo; j < rt.hi; ++j)
+          applied(b, h, i, t.j0 + j) = sr[j] > kNegInf && w.words[static_cast<size_t>(j)] >= p.dropout_threshold;
+    }
+    SoftmaxUpdateRow(sr, t.width, tile_max, w.m[r], w.l[r], w.o.get() + r * p.dv_pad, p.dv_pad,
+                     diag ? &w.diag[r] : nullptr);
+    // Kept probabilities times 1/(1 − p) here rather than on O at the end: the backward's
+    // dP then rounds as D = dO·O does (it multiplies V by 1/(1 − p) before dO·vᵀ), so that
+    // dP − D cancels exactly where the row is one-hot, as without dropout.
+    if (p.dropout) DropoutRow(w.words.get(), p.dropout_threshold, p.dropout_scale, t.width, sr, sr);
+  }
+}
+
+// The sink of head h joins each row's softmax as one more score with no value row:
+// the running max, sum (and diagnostics) take it in, O is only rescaled.
+void AddSinks(const Plan& p, int64_t h, int64_t rows, ForwardScratch& w, bool diag) {
+  const DF df;
+  const auto L = static_cast<int64_t>(hn::Lanes(df));
+  const float sink = p.sink(h);
+  float* one = w.s.get();  // a pseudo-tile of one score, −inf past it
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t j = 0; j < L; ++j) one[j] = j == 0 ? sink : kNegInf;
+    SoftmaxUpdateRow(one, L, sink, w.m[r], w.l[r], w.o.get() + r * p.dv_pad, p.dv_pad,
                      diag ? &w.diag[r] : nullptr);
   }
 }
 
 // v_head: the head's packed V rows [Nk][dv_pad], or nullptr to copy each key tile's rows here.
+// Only the pairs of (query tile, key tile) in which some row sees some key are computed
+// (TileRows::rect: the others are skipped, and so are those mask_mod's BlockMask or the
+// boolean mask hides), and within a pair only the rows and keys that take part.
 void ForwardQueryTile(const Plan& p, int64_t b, int64_t h, int64_t qt, const float* kt_head, const float* v_head,
                       ForwardScratch& w, TensorView<float> out, TensorView<float> lse, const RowDiagnostics<float>* diag) {
   const auto& dm = p.dims;
   const int64_t i0 = qt * kBr, rows = std::min(kBr, dm.Nq - i0);
+  const auto L = static_cast<int64_t>(hn::Lanes(DF()));
   // Q is the A operand of S = Q Kᵀ (read by scalar broadcasts): any strides do.
   const float* q_tile = p.q.row(b, h, i0);
   const size_t q_rs = static_cast<size_t>(p.q.stride(kSeq)), q_ks = static_cast<size_t>(p.q.stride(kDim));
   BeginQueryTile(p, b, h, i0, rows, w);
-  for (int64_t t = 0; t < p.n_ktiles; ++t) {
+  const auto [t_first, t_last] = w.rows.key_tiles();
+  int64_t computed = 0;
+  for (int64_t t = t_first; t <= t_last; ++t) {
     const int64_t j0 = t * kBc, nc = std::min(kBc, dm.Nk - j0);
-    if (p.tile_hidden(b, i0 + rows, j0)) break;  // and every later tile
-    if (p.tile_masked_out(b, h, i0, i0 + rows, j0, j0 + nc)) continue;
-    float* s = w.s.get();
-    const int64_t width = TileWidth(nc);
-    Gemm(rows, width, dm.d, q_tile, q_rs, q_ks, kt_head + t * dm.d * kBc, width, s, kBc, false);
-    SoftmaxTile(p, b, h, i0, rows, j0, nc, w, diag != nullptr);
+    const TileRect rect = w.rows.rect(j0, j0 + nc);
+    if (rect.empty()) continue;
+    const BlockMask::Block block = p.mask_block(b, h, qt, t);
+    if (block == BlockMask::Block::empty) continue;
+    if (p.tile_masked_out(b, h, i0 + rect.r0, i0 + rect.r1, rect.c0, rect.c1)) continue;
+    ++computed;
+    // The keys [c0, c1) that the rows see, from a whole vector: the tile's packed Kᵀ
+    // (row stride TileWidth(nc)) is read from column `col`.
+    const int64_t col = (rect.c0 - j0) / L * L;
+    SubTile st{rect.r0, rect.r1, j0 + col, rect.c1 - j0 - col, 0, block == BlockMask::Block::partial};
+    st.width = (st.nc + L - 1) / L * L;
+    const int64_t rr = rect.r1 - rect.r0;
+    float* s = w.s.get() + rect.r0 * kBc;
+    Gemm(static_cast<size_t>(rr), static_cast<size_t>(st.width), static_cast<size_t>(dm.d),
+         q_tile + rect.r0 * q_rs, q_rs, q_ks, kt_head + t * dm.d * kBc + col, static_cast<size_t>(TileWidth(nc)), s,
+         kBc, false);
+    SoftmaxTile(p, b, h, i0, st, w, diag != nullptr);
     const float* v_rows = w.v.get();
     if (v_head != nullptr)
-      v_rows = v_head + j0 * p.dv_pad;
-    else  // V not packed whole (see ForwardImpl): this tile's rows only
-      PackRows(p.v, b, h / dm.group(), j0, nc, dm.dv, p.dv_pad, w.v.get());
-    Gemm(rows, p.dv_pad, nc, s, kBc, 1, v_rows, p.dv_pad, w.o.get(), p.dv_pad, true);
+      v_rows = v_head + st.j0 * p.dv_pad;
+    else  // V not packed whole (see ForwardImpl): these keys' rows only
+      PackRows(p.v, b, h / dm.group(), st.j0, st.nc, dm.dv, p.dv_pad, w.v.get());
+    Gemm(static_cast<size_t>(rr), static_cast<size_t>(p.dv_pad), static_cast<size_t>(st.nc), s, kBc, 1, v_rows,
+         static_cast<size_t>(p.dv_pad), w.o.get() + rect.r0 * p.dv_pad, static_cast<size_t>(p.dv_pad), true);
   }
+  p.tiles_computed.fetch_add(computed, std::memory_order_relaxed);
+  if (p.sinks) AddSinks(p, h, rows, w, diag != nullptr);
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t i = i0 + r;
     float* orow = out.row(b, h, i);

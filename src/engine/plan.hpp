@@ -1,19 +1,24 @@
 #pragma once
 // What one engine call needs, independent of the SIMD target: the validated
-// dimensions, the caller's views, the tile sizes, and per-row helpers (the row's
-// key_end and scale). Built by engine.cpp, consumed by the per-target kernels in
+// dimensions, the caller's views, the tile sizes, the variants' parameters in float,
+// and per-row helpers (the row's key range, scale, ALiBi slope, sink) and per-tile
+// ones (the active rectangle of a tile pair). Built by engine.cpp, consumed by the per-target kernels in
 // flash_kernels.cpp. Nothing here allocates per element.
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <functional>
 #include <cstdint>
 #include <limits>
+#include <utility>
 
 #include <omp.h>
 
 #include "attnlab/engine.hpp"
 #include "core/attention_checks.hpp"
 #include "core/interrupt_poll.hpp"
+#include "core/philox.hpp"
+#include "core/visibility.hpp"
 
 namespace attnlab::engine {
 
@@ -24,6 +29,9 @@ namespace attnlab::engine {
 inline constexpr int64_t kBr = 64;
 inline constexpr int64_t kBc = 256;
 inline constexpr int64_t kPad = 16;
+// Dropout's random words are made 4·Lanes at a time: a row's buffer of them holds
+// kBc + kDropoutSlack words (philox-inl.h).
+inline constexpr int64_t kDropoutSlack = 256;
 
 inline int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 inline int64_t ceil_div(int64_t x, int64_t m) { return (x + m - 1) / m; }
@@ -67,6 +75,48 @@ class StopRequest {
   mutable std::atomic<bool> stopped_{false};
 };
 
+// A tile pair's active rectangle: the rows [r0, r1) of the query tile (relative to its
+// first row) that see any key of the key tile, and the keys [c0, c1) (absolute) that any
+// of them sees. Empty when no row sees any key of the tile: the pair is skipped.
+struct TileRect {
+  int64_t r0 = 0, r1 = 0, c0 = 0, c1 = 0;
+  bool empty() const { return r0 >= r1 || c0 >= c1; }
+};
+
+// The key ranges of a query tile's rows (visibility.hpp: begin and end never decrease
+// with the row, so the rows that see a key tile, and the keys they see, are runs).
+struct TileRows {
+  int64_t rows = 0;
+  int64_t begin[kBr], end[kBr];
+
+  // The active rectangle of key tile [j0, j1).
+  TileRect rect(int64_t j0, int64_t j1) const {
+    TileRect t;
+    while (t.r0 < rows && (end[t.r0] <= j0 || begin[t.r0] >= end[t.r0])) ++t.r0;
+    t.r1 = t.r0;
+    while (t.r1 < rows && begin[t.r1] < j1) ++t.r1;
+    while (t.r1 > t.r0 && (end[t.r1 - 1] <= j0 || begin[t.r1 - 1] >= end[t.r1 - 1])) --t.r1;
+    if (t.r0 < t.r1) t.c0 = std::max(j0, begin[t.r0]), t.c1 = std::min(j1, end[t.r1 - 1]);
+    return t;
+  }
+  // The key tiles [first, last] that any row sees (first > last: none).
+  std::pair<int64_t, int64_t> key_tiles() const {
+    int64_t lo = INT64_MAX, hi = INT64_MIN;
+    for (int64_t r = 0; r < rows; ++r)
+      if (begin[r] < end[r]) lo = std::min(lo, begin[r]), hi = std::max(hi, end[r]);
+    if (lo >= hi) return {0, -1};
+    return {lo / kBc, (hi - 1) / kBc};
+  }
+};
+
+// Test hook: the tile pairs (query tile × key tile of one (b, h)) the kernels computed,
+// summed over every call of this process (engine.cpp adds each call's count). The
+// tile-skipping tests read it; nothing else does.
+struct TileCounts {
+  std::atomic<int64_t> forward{0}, backward{0};
+};
+TileCounts& tile_counts();
+
 struct Plan {
   detail::AttentionDims dims;
   ConstView<float> q, k, v;
@@ -76,8 +126,21 @@ struct Plan {
   int64_t n_qtiles = 0, n_ktiles = 0;
   float fixed_scale = 0;          // the scale when it does not depend on the row
   bool row_scales = false;        // true for the log-n policies: scale_i per row
+  // The score treatment of attention_variants.hpp, in float (MaskRow applies it).
+  float softcap = 0;              // c, or 0 for none
+  bool softcap_reciprocal = true;  // 1/c is a normal float: s·(1/c) rounds as well as s/c
+  bool alibi = false;             // alibi_slopes given
+  bool sinks = false;             // sinks given
+  const MaskMod* mask_mod = nullptr;
+  const ScoreMod* score_mod = nullptr;
+  const BlockMask* block_mask = nullptr;  // mask_mod's tiles (the caller's, or built for the call)
+  bool dropout = false;
+  uint32_t dropout_threshold = 0;  // keep iff the Philox word >= this (core/philox.hpp)
+  float dropout_scale = 1;         // 1/(1 − p)
+  uint64_t dropout_seed = 0;
   mutable RowErrorLog overflowed_rows;  // written by the kernels (the Plan is const there)
   StopRequest stop{nullptr};            // the caller's interrupt (ComputeConfig::interrupt)
+  mutable std::atomic<int64_t> tiles_computed{0};  // tile pairs computed by this call (TileCounts)
 
   Plan(const detail::AttentionDims& dm, ConstView<float> q_, ConstView<float> k_, ConstView<float> v_,
        const AttentionOptions<float>& opt, int threads_, const std::function<bool()>* interrupt = nullptr)
@@ -88,10 +151,34 @@ struct Plan {
     n_ktiles = ceil_div(dims.Nk, kBc);
     row_scales = opt.scale.depends_on_n();
     if (!row_scales) fixed_scale = static_cast<float>(opt.scale(dims.d, dims.Nk));
+    softcap = opt.softcap ? static_cast<float>(*opt.softcap) : 0.0f;
+    softcap_reciprocal = softcap == 0.0f || std::isnormal(1.0f / softcap);
+    alibi = !opt.alibi_slopes.empty();
+    sinks = !opt.sinks.empty();
+    mask_mod = opt.mask_mod;
+    score_mod = opt.score_mod;
+    block_mask = opt.block_mask;
+    dropout = opt.dropout.present();
+    dropout_threshold = detail::dropout_threshold(opt.dropout.p);
+    dropout_scale = static_cast<float>(1.0 / (1.0 - opt.dropout.p));
+    dropout_seed = opt.dropout.seed;
   }
 
-  // Keys [0, key_end) of row i may be visible (causality and padding).
-  int64_t key_end(int64_t b, int64_t i) const { return detail::key_end(dims, *options, b, i); }
+  // Keys [key_begin, key_end) of row i may be visible (causality, padding, window, packing).
+  detail::KeyRange key_range(int64_t b, int64_t i) const { return detail::key_range(dims, *options, b, i); }
+  int64_t key_end(int64_t b, int64_t i) const { return key_range(b, i).end; }
+  int64_t key_begin(int64_t b, int64_t i) const { return key_range(b, i).begin; }
+  detail::RowFrame row_frame(int64_t b, int64_t i) const { return detail::row_frame(dims, *options, b, i); }
+
+  // The key ranges of query rows [i0, i0 + rows) of batch b.
+  void tile_rows(int64_t b, int64_t i0, int64_t rows, TileRows& out) const {
+    out.rows = rows;
+    for (int64_t r = 0; r < rows; ++r) {
+      const detail::KeyRange kr = key_range(b, i0 + r);
+      out.begin[r] = kr.begin;
+      out.end[r] = kr.end;
+    }
+  }
 
   // scale_i: for the log-n policies it depends on the row's visible-key count.
   float scale(int64_t b, int64_t h, int64_t i) const {
@@ -99,19 +186,32 @@ struct Plan {
     return static_cast<float>(options->scale(dims.d, detail::visible_keys(dims, *options, b, h, i)));
   }
 
+  // ALiBi's slope for query head h of sequence seq (0 without ALiBi).
+  float alibi_slope(int64_t seq, int64_t h) const {
+    return alibi ? detail::alibi_slope(dims, *options, seq, h) : 0.0f;
+  }
+  float sink(int64_t h) const { return options->sinks[static_cast<size_t>(h)]; }
+
   // True if no row of query tile [i0, i1) may see any key of key tile [j0, j1)
   // by causality or padding alone (key_end never decreases with i).
   bool tile_hidden(int64_t b, int64_t i1, int64_t j0) const { return key_end(b, i1 - 1) <= j0; }
 
-  // True if the boolean mask hides every (row, key) of the tile: it is skipped.
+  // What mask_mod's BlockMask says of query tile qt and key tile kt of (b, h).
+  BlockMask::Block mask_block(int64_t b, int64_t h, int64_t qt, int64_t kt) const {
+    return block_mask == nullptr ? BlockMask::Block::full : block_mask->at(b, h, qt, kt);
+  }
+
+  // True if the boolean mask hides every (row, key) of the tile: it is skipped. Rows
+  // [i0, i1), keys [j0, j1) (clipped to each row's key range).
   bool tile_masked_out(int64_t b, int64_t h, int64_t i0, int64_t i1, int64_t j0, int64_t j1) const {
     const auto& bm = options->bool_mask;
     if (!bm.present()) return false;
     const int64_t st = bm.stride(kDim);
     for (int64_t i = i0; i < i1; ++i) {
       const uint8_t* row = detail::mask_row(bm, b, h, i);
-      const int64_t end = std::min(j1, key_end(b, i));
-      for (int64_t j = j0; j < end; ++j)
+      const detail::KeyRange kr = key_range(b, i);
+      const int64_t end = std::min(j1, kr.end);
+      for (int64_t j = std::max(j0, kr.begin); j < end; ++j)
         if (row[j * st] != 0) return false;
     }
     return true;

@@ -1,6 +1,7 @@
 // Per-target tile operations shared by the forward and the backward kernels: tile
-// widths, aligned scratch, packing of strided rows into unit-stride padded tiles, and
-// the masking of one row of scores (causality, padding, boolean and additive masks).
+// widths, aligned scratch, packing of strided rows into unit-stride padded tiles, the
+// treatment of one row of scores (MaskRow: scale, softcap, ALiBi, score_mod, additive
+// and boolean masks, mask_mod, the key range) and dropout on a row of probabilities.
 // Included once per SIMD target by every TU that compiles kernels (hence the toggle guard).
 #if defined(ATTNLAB_ENGINE_TILE_OPS_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef ATTNLAB_ENGINE_TILE_OPS_INL_H_
@@ -25,6 +26,7 @@
 #include "hwy/highway.h"
 #include "engine/gemm-inl.h"  // DF, VF
 #include "engine/plan.hpp"
+#include "hwy/contrib/math/math-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace attnlab::engine::HWY_NAMESPACE {
@@ -50,6 +52,13 @@ hwy::AlignedFreeUniquePtr<float[]> Scratch(int64_t n) {
   if (!p)
     throw OutOfMemory(fmt::format("attention: out of memory allocating a working buffer of {} bytes ({:.1f} MiB)",
                                   count * sizeof(float), static_cast<double>(count * sizeof(float)) / (1 << 20)));
+  return p;
+}
+
+// n random words (dropout), as Scratch.
+hwy::AlignedFreeUniquePtr<uint32_t[]> ScratchWords(int64_t n) {
+  auto p = hwy::AllocateAligned<uint32_t>(static_cast<size_t>(std::max<int64_t>(n, 1)));
+  if (!p) throw OutOfMemory(fmt::format("attention: out of memory allocating a working buffer of {} bytes", n * 4));
   return p;
 }
 
@@ -122,45 +131,159 @@ void PackTransposed(ConstView<float> x, int64_t b, int64_t h, int64_t j0, int64_
   }
 }
 
-// Turns a raw row of q·k products into scaled, masked scores minus `offset`
-// (0 in the forward, L_i in the backward): entries j ≥ limit (causality, padding, the tile's tail)
-// and keys the boolean mask hides become −inf; the additive mask is added.
-// s has `width` entries (the tile's key count rounded up to whole vectors,
-// TileWidth), the row's stride stays kBc.
+// One row's part in a tile's score treatment (MaskRow): where it is, which keys of the
+// tile it sees, and the parameters of attention_variants.hpp that vary by row.
+struct RowTreatment {
+  int64_t b = 0, h = 0, i = 0;
+  int64_t lo = 0, hi = 0;  // keys [lo, hi) of the tile (relative to its first key) are in the row's key range
+  int64_t diag = 0;        // the row's diagonal as a key index (ALiBi)
+  float slope = 0;         // ALiBi's slope, 0 without
+  float scale = 0;         // scale_i
+  float offset = 0;        // subtracted last: 0 in the forward, L_i in the backward
+  bool mask_mod = false;   // evaluate mask_mod (the tile is partial in the BlockMask)
+};
+
 float RowMax(const float* s, int64_t width);
 
-// Returns the row's max after masking (−inf if nothing is visible).
-float MaskRow(const Plan& p, int64_t b, int64_t h, int64_t i, int64_t j0, int64_t limit, int64_t width, float scale,
-              float offset, float* s) {
+// tanh for softcap's c·tanh(s/c). Softcaps are chosen above the scores (Gemma 2 uses 50),
+// so y = s/c is nearly always small: where every lane has |y| < 1/2, tanh's Maclaurin
+// series through y¹⁵ (truncation below 1e-8 relative there; no division, 9 operations)
+// is evaluated, and otherwise Highway's Tanh (expm1 and a division, about 3 times the
+// cost). Both are within 2 float ulps of tanh (EngineTanh); the forward and the
+// backward group a row's keys into the same vectors, so they take the same branch.
+template <class D, class V>
+HWY_INLINE V SoftcapTanh(D d, V y) {
+  const V y2 = hn::Mul(y, y);
+  if (!hn::AllTrue(d, hn::Lt(y2, hn::Set(d, 0.25f)))) return hn::Tanh(d, y);
+  // tanh y = y + y³·P(y²), P(z) = −1/3 + 2/15 z − 17/315 z² + 62/2835 z³ − 1382/155925 z⁴
+  //                               + 21844/6081075 z⁵ − 929569/638512875 z⁶  (Bernoulli numbers)
+  V p = hn::Set(d, static_cast<float>(-929569.0 / 638512875.0));
+  p = hn::MulAdd(p, y2, hn::Set(d, static_cast<float>(21844.0 / 6081075.0)));
+  p = hn::MulAdd(p, y2, hn::Set(d, static_cast<float>(-1382.0 / 155925.0)));
+  p = hn::MulAdd(p, y2, hn::Set(d, static_cast<float>(62.0 / 2835.0)));
+  p = hn::MulAdd(p, y2, hn::Set(d, static_cast<float>(-17.0 / 315.0)));
+  p = hn::MulAdd(p, y2, hn::Set(d, static_cast<float>(2.0 / 15.0)));
+  p = hn::MulAdd(p, y2, hn::Set(d, static_cast<float>(-1.0 / 3.0)));
+  return hn::MulAdd(hn::Mul(y, y2), p, y);
+}
+
+// Turns a raw row of q·k products (keys j0 … j0 + width, width a whole number of
+// vectors) into the row's scores minus `offset`, in the order of
+// attention_variants.hpp: the scale, softcap, ALiBi, score_mod, the additive mask;
+// keys outside [lo, hi) (the row's key range, the tile's tail) and keys the boolean
+// mask or mask_mod hide become −inf. dmod, if given, receives ∂score/∂(scale·q·k) for
+// the backward (through softcap and score_mod; 1 without them). Returns the row's max
+// (−inf if nothing is visible). The row's stride stays kBc. Shared by the forward and
+// backward tiles (and any kernel that needs a row of scores), so that every path
+// rounds alike.
+float MaskRow(const Plan& p, const RowTreatment& r, int64_t j0, int64_t width, float* s, float* dmod) {
   const DF df;
   const size_t L = hn::Lanes(df);
-  const VF vscale = hn::Set(df, scale), vlimit = hn::Set(df, static_cast<float>(limit)), vninf = hn::Set(df, kNegInf);
   const AttentionOptions<float>& o = *p.options;
-  const float* am = detail::mask_row(o.additive_mask, b, h, i);
-  // With an additive mask the offset is subtracted after adding it, in the
-  // forward's order of roundings (the forward's max is of scale·S + M).
-  const VF voff = hn::Set(df, am == nullptr ? offset : 0.0f);
+  const float* am = detail::mask_row(o.additive_mask, r.b, r.h, r.i);
+  // Scores that change after the scale (softcap, ALiBi) or per element (score_mod, the additive
+  // mask) take the backward's offset last, in the forward's order of roundings (its max is of
+  // the final scores): not one fused multiply-subtract, so that S − L is exactly 0 at a one-hot
+  // row's max (P = 1, as in the forward), not a rounding residue.
+  const bool treated = p.softcap != 0.0f || r.slope != 0.0f;
+  const bool late_offset = treated || am != nullptr || p.score_mod != nullptr;
+  const VF vscale = hn::Set(df, r.scale), vlo = hn::Set(df, static_cast<float>(r.lo)),
+           vhi = hn::Set(df, static_cast<float>(r.hi)), vninf = hn::Set(df, kNegInf), one = hn::Set(df, 1.0f);
+  const VF voff = hn::Set(df, late_offset ? 0.0f : r.offset);
+  const VF vcap = hn::Set(df, p.softcap), vinv_cap = hn::Set(df, p.softcap != 0 ? 1.0f / p.softcap : 0.0f);
+  const VF vslope = hn::Set(df, r.slope), vdiag = hn::Set(df, static_cast<float>(r.diag - j0));
   VF vmax = vninf;
   for (size_t j = 0; j < static_cast<size_t>(width); j += L) {
-    // Not one fused multiply-subtract: the backward must round scale·S exactly
-    // as the forward did, so that S − L is exactly 0 at a one-hot row's max
-    // (P = 1, as in the forward), not a rounding residue.
     VF x = hn::Sub(hn::Mul(hn::LoadU(df, s + j), vscale), voff);
-    if (static_cast<int64_t>(j + L) > limit) x = hn::IfThenElse(hn::Lt(hn::Iota(df, static_cast<float>(j)), vlimit), x, vninf);
+    const VF pos = hn::Iota(df, static_cast<float>(j));
+    if (treated) {
+      VF dx = one;
+      if (p.softcap != 0.0f) {  // c·tanh(x/c), and its derivative 1 − tanh²
+        // x·(1/c), unless 1/c is subnormal (c > 8.5e37): then a true division.
+        const VF t = SoftcapTanh(df, p.softcap_reciprocal ? hn::Mul(x, vinv_cap) : hn::Div(x, vcap));
+        x = hn::Mul(vcap, t);
+        dx = hn::NegMulAdd(t, t, one);
+      }
+      if (r.slope != 0.0f) x = hn::NegMulAdd(vslope, hn::Abs(hn::Sub(vdiag, pos)), x);  // − slope·|diag − j|
+      if (dmod != nullptr) hn::StoreU(dx, df, dmod + j);
+    } else if (dmod != nullptr) {
+      hn::StoreU(one, df, dmod + j);
+    }
+    if (static_cast<int64_t>(j) < r.lo || static_cast<int64_t>(j + L) > r.hi)
+      x = hn::IfThenElse(hn::And(hn::Ge(pos, vlo), hn::Lt(pos, vhi)), x, vninf);
     vmax = hn::Max(vmax, x);
     hn::StoreU(x, df, s + j);
   }
-  if (const uint8_t* bm = detail::mask_row(o.bool_mask, b, h, i)) {
-    const int64_t st = o.bool_mask.stride(kDim);
-    for (int64_t j = 0; j < limit; ++j)
-      if (bm[(j0 + j) * st] == 0) s[j] = kNegInf;
+  const int64_t n = r.hi - r.lo;
+  if (n <= 0) return kNegInf;
+  if (p.score_mod != nullptr) {
+    if (dmod == nullptr) {
+      p.score_mod->score_row(r.b, r.h, r.i, j0 + r.lo, n, s + r.lo);
+    } else {
+      float ds[kBc];
+      p.score_mod->score_row(r.b, r.h, r.i, j0 + r.lo, n, s + r.lo, ds);
+      for (int64_t j = 0; j < n; ++j) dmod[r.lo + j] *= ds[j];
+    }
   }
   if (am != nullptr) {
     const int64_t st = o.additive_mask.stride(kDim);
-    for (int64_t j = 0; j < limit; ++j) s[j] = (s[j] + am[(j0 + j) * st]) - offset;
+    for (int64_t j = r.lo; j < r.hi; ++j) s[j] += am[(j0 + j) * st];
   }
-  if (am != nullptr || o.bool_mask.present()) return RowMax(s, width);
-  return hn::GetLane(hn::MaxOfLanes(df, vmax));
+  if (const uint8_t* bm = detail::mask_row(o.bool_mask, r.b, r.h, r.i)) {
+    const int64_t st = o.bool_mask.stride(kDim);
+    for (int64_t j = r.lo; j < r.hi; ++j)
+      if (bm[(j0 + j) * st] == 0) s[j] = kNegInf;
+  }
+  if (r.mask_mod) p.mask_mod->mask_row(r.b, r.h, r.i, j0 + r.lo, n, s + r.lo);
+  if (late_offset && r.offset != 0.0f)
+    for (int64_t j = r.lo; j < r.hi; ++j) s[j] -= r.offset;
+  // The vector pass's max is stale if anything changed the scores after it.
+  const bool changed = p.score_mod != nullptr || am != nullptr || o.bool_mask.present() || r.mask_mod ||
+                       (late_offset && r.offset != 0.0f);
+  return changed ? RowMax(s, width) : hn::GetLane(hn::MaxOfLanes(df, vmax));
+}
+
+// The row treatment of row i of (b, h) for keys [j0, j0 + limit) of a tile, from the
+// plan alone (the row's key range, ALiBi; mask_mod evaluated everywhere). `limit`: keys
+// at or past it are hidden (the row's key_end or the tile's end, relative to j0).
+RowTreatment RowTreatmentOf(const Plan& p, int64_t b, int64_t h, int64_t i, int64_t j0, int64_t limit, float scale,
+                            float offset) {
+  const detail::RowFrame f = p.row_frame(b, i);
+  const detail::KeyRange kr = detail::key_range(f, p.options->causal, p.options->window);
+  RowTreatment r;
+  r.b = b, r.h = h, r.i = i;
+  r.hi = std::max<int64_t>(limit, 0);
+  r.lo = std::clamp<int64_t>(kr.begin - j0, 0, r.hi);
+  r.diag = f.diag;
+  r.slope = p.alibi_slope(f.seq, h);
+  r.scale = scale;
+  r.offset = offset;
+  r.mask_mod = p.mask_mod != nullptr;
+  return r;
+}
+
+// The same for callers that know only the row's key_end: keys j ≥ limit (relative to j0)
+// are hidden; the key range's start, ALiBi, softcap, score_mod and mask_mod are the plan's.
+[[maybe_unused]] float MaskRow(const Plan& p, int64_t b, int64_t h, int64_t i, int64_t j0, int64_t limit, int64_t width, float scale,
+              float offset, float* s) {
+  return MaskRow(p, RowTreatmentOf(p, b, h, i, j0, limit, scale, offset), j0, width, s, nullptr);
+}
+
+// Dropout on a row of probabilities: dst_j = factor·src_j where key j is kept (its
+// word >= the threshold), 0 where it is dropped. In place when dst = src.
+void DropoutRow(const uint32_t* words, uint32_t threshold, float factor, int64_t width, const float* src, float* dst) {
+  const DF df;
+  const hn::RebindToSigned<DF> di;
+  const size_t L = hn::Lanes(df);
+  // Unsigned ≥ as a signed compare with the top bit flipped (x86 has no unsigned compare).
+  const auto flip = hn::Set(di, static_cast<int32_t>(0x80000000u));
+  const auto vt = hn::Xor(hn::Set(di, static_cast<int32_t>(threshold)), flip);
+  const VF vf = hn::Set(df, factor);
+  for (size_t j = 0; j < static_cast<size_t>(width); j += L) {
+    const auto w = hn::Xor(hn::BitCast(di, hn::LoadU(hn::RebindToUnsigned<DF>(), words + j)), flip);
+    const auto drop = hn::RebindMask(df, hn::Lt(w, vt));
+    hn::StoreU(hn::IfThenZeroElse(drop, hn::Mul(hn::LoadU(df, src + j), vf)), df, dst + j);
+  }
 }
 
 float RowMax(const float* s, int64_t width) {

@@ -198,7 +198,7 @@ std::string encode_impl(std::span<const T> values, std::span<const int64_t> shap
   for (int64_t s : shape) dims += fmt::format("{}, ", s);
   if (shape.size() > 1) dims.resize(dims.size() - 2);  // (2, 3) but (3,)
   else if (shape.size() == 1) dims.resize(dims.size() - 1);
-  std::string header = fmt::format("{{'descr': '<{}', 'fortran_order': False, 'shape': ({}), }}", code, dims);
+  std::string header = fmt::format("{{'descr': '{}', 'fortran_order': False, 'shape': ({}), }}", code, dims);
   // Pad so that the data starts on a 64-byte boundary, as NumPy does: 10 = magic + version + length.
   const size_t total = 10 + header.size() + 1;
   header.append((64 - total % 64) % 64, ' ');
@@ -349,10 +349,15 @@ Array load(const std::string& path) {
 }
 
 std::string encode(std::span<const float> values, std::span<const int64_t> shape) {
-  return encode_impl(values, shape, "f4");
+  return encode_impl(values, shape, "<f4");
 }
 std::string encode(std::span<const double> values, std::span<const int64_t> shape) {
-  return encode_impl(values, shape, "f8");
+  return encode_impl(values, shape, "<f8");
+}
+std::string encode_bool(std::span<const uint8_t> values, std::span<const int64_t> shape) {
+  for (uint8_t v : values)
+    if (v > 1) throw Error(fmt::format("npy: a bool array holds the byte {} (only 0 and 1)", v));
+  return encode_impl(values, shape, "|b1");
 }
 
 }  // namespace attnlab::npy

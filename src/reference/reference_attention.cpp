@@ -1,5 +1,7 @@
 // Reference attention in double precision: one query row at a time, with every
 // score kept in a row buffer of length Nk. Clarity over speed; this is the oracle.
+// Every option of attention_options.hpp and attention_variants.hpp is written out
+// here as its definition, row by row.
 #include "attnlab/reference.hpp"
 
 #include <algorithm>
@@ -14,6 +16,7 @@
 #include "attnlab/softmax.hpp"
 #include "core/attention_checks.hpp"
 #include "core/interrupt_poll.hpp"
+#include "core/philox.hpp"
 
 namespace attnlab::reference {
 namespace {
@@ -27,40 +30,66 @@ double dot(const double* a, int64_t sa, const double* b, int64_t sb, int64_t n) 
   return s;
 }
 
-// The scores of one query row. S[j] = −inf for keys the row may not see.
+// The scores of one query row. S[j] = −inf for keys the row may not see; with sinks,
+// S has one more entry, S[Nk] = sink_h, the sink's logit (no value row).
 struct RowScores {
-  std::vector<double> S;  // [Nk]
+  std::vector<double> S;  // [Nk] (+1 with sinks)
+  std::vector<double> G;  // [Nk] ∂S_j/∂(scale_i q_i·k_j): through softcap and score_mod, else 1
   double scale = 0;       // scale_i, which may depend on the row's visible-key count
   bool poisoned = false;  // a visible score was NaN or ±inf, with check_finite off: NaN out
 };
 
+// S_ij for the visible keys of row i, in the order of attention_variants.hpp: the
+// scale, softcap, ALiBi, score_mod, then the additive mask.
 void compute_row_scores(ConstView<double> q, ConstView<double> k, const AttentionOptions<double>& opt,
                         const AttentionDims& dims, int64_t b, int64_t h, int64_t i, RowScores& row) {
   const int64_t hk = h / dims.group();
-  const int64_t end = detail::key_end(dims, opt, b, i);
-  const uint8_t* bm = detail::mask_row(opt.bool_mask, b, h, i);
   const double* am = detail::mask_row(opt.additive_mask, b, h, i);
-  const int64_t bm_st = opt.bool_mask.stride(kDim), am_st = opt.additive_mask.stride(kDim);
+  const int64_t am_st = opt.additive_mask.stride(kDim);
+  const detail::RowFrame frame = detail::row_frame(dims, opt, b, i);
+  const double slope = opt.alibi_slopes.empty() ? 0.0 : detail::alibi_slope(dims, opt, frame.seq, h);
   row.scale = opt.scale(dims.d, detail::visible_keys(dims, opt, b, h, i));
   row.S.assign(static_cast<size_t>(dims.Nk), kNegInf);
+  row.G.assign(static_cast<size_t>(dims.Nk), 1.0);
+  if (!opt.sinks.empty()) row.S.push_back(opt.sinks[static_cast<size_t>(h)]);
   row.poisoned = false;
   const double* qi = q.row(b, h, i);
-  for (int64_t j = 0; j < end; ++j) {
-    if (bm != nullptr && bm[j * bm_st] == 0) continue;
+  detail::for_each_visible_key(dims, opt, b, h, i, [&](int64_t j) {
     double s = row.scale * dot(qi, q.stride(kDim), k.row(b, hk, j), k.stride(kDim), dims.d);
     // Finite inputs can still overflow the dot product (|q|,|k| ~ 1e160); a
     // +inf or NaN score has no softmax, so it is an error rather than a NaN output.
     // With check_finite off the caller takes NaN in, NaN out: the row's O and L become NaN.
     if (!std::isfinite(s) && !opt.check_finite) {
       row.poisoned = true;
-      return;
+      return true;
     }
     if (!std::isfinite(s))
       throw Error(fmt::format("attention: score of q[{}, {}, {}] and k[{}, {}, {}] overflows to {} (inputs too large)",
                               b, h, i, b, hk, j, s));
+    double g = 1.0;
+    if (opt.softcap) {  // s ← c·tanh(s/c); ∂/∂s = 1 − tanh²
+      const double c = *opt.softcap, t = std::tanh(s / c);
+      s = c * t;
+      g = 1.0 - t * t;
+    }
+    if (slope != 0.0) s -= slope * static_cast<double>(std::abs(frame.diag - j));
+    if (opt.score_mod != nullptr) {
+      double ds = 1.0;
+      opt.score_mod->score_row(b, h, i, j, 1, &s, &ds);
+      g *= ds;
+    }
     if (am != nullptr) s += am[j * am_st];
     row.S[static_cast<size_t>(j)] = s;
-  }
+    row.G[static_cast<size_t>(j)] = g;
+    return false;
+  });
+}
+
+// Dropout's factor for P_ij in O: 1/(1 − p) if kept, 0 if dropped (1 without dropout).
+double dropout_factor(const AttentionOptions<double>& opt, uint32_t threshold, int64_t b, int64_t h, int64_t i,
+                      int64_t j) {
+  if (!opt.dropout.present()) return 1.0;
+  return detail::dropout_keep(opt.dropout.seed, threshold, b, h, i, j) ? 1.0 / (1.0 - opt.dropout.p) : 0.0;
 }
 
 // The forward, row by row; diagnostics, when given, from each row's probabilities.
@@ -79,16 +108,17 @@ void forward(ConstView<double> q, ConstView<double> k, ConstView<double> v, cons
   // jacobian_frobenius_sq, which is written to be stable there already.
   auto write_diagnostics = [&](int64_t b, int64_t h, int64_t i, double m) {
     double max_prob = 0, ent = 0, fro = 0;
+    const auto n = static_cast<int64_t>(row.S.size());  // the keys, and the sink if any
     if (m != kNegInf) {  // a fully masked row keeps 0 in all three
       const int64_t argmax = std::find(row.S.begin(), row.S.end(), m) - row.S.begin();
-      P.resize(static_cast<size_t>(dims.Nk));
+      P.resize(static_cast<size_t>(n));
       double lo = 0;
-      for (int64_t j = 0; j < dims.Nk; ++j) {
+      for (int64_t j = 0; j < n; ++j) {
         P[static_cast<size_t>(j)] = std::exp(row.S[static_cast<size_t>(j)] - m);  // u_j, normalised below
         if (j != argmax) lo += P[static_cast<size_t>(j)];
       }
       const double l = 1 + lo;
-      for (int64_t j = 0; j < dims.Nk; ++j) {
+      for (int64_t j = 0; j < n; ++j) {
         const double s = row.S[static_cast<size_t>(j)];
         P[static_cast<size_t>(j)] /= l;
         if (s != kNegInf) ent += P[static_cast<size_t>(j)] * (m - s);
@@ -101,6 +131,13 @@ void forward(ConstView<double> q, ConstView<double> k, ConstView<double> v, cons
     if (diag->entropy.present()) diag->entropy(b, h, i, 0) = ent;
     if (diag->jacobian_fro_sq.present()) diag->jacobian_fro_sq(b, h, i, 0) = fro;
   };
+  const TensorView<uint8_t> applied = options.dropout.applied_mask;
+  if (applied.present())
+    for (int64_t b = 0; b < dims.B; ++b)
+      for (int64_t h = 0; h < dims.Hq; ++h)
+        for (int64_t i = 0; i < dims.Nq; ++i)
+          for (int64_t j = 0; j < dims.Nk; ++j) applied(b, h, i, j) = 0;
+  const uint32_t threshold = detail::dropout_threshold(options.dropout.p);
   for (int64_t b = 0; b < dims.B; ++b)
     for (int64_t h = 0; h < dims.Hq; ++h) {
       const int64_t hk = h / dims.group();
@@ -125,10 +162,14 @@ void forward(ConstView<double> q, ConstView<double> k, ConstView<double> v, cons
           continue;
         }
         double l = 0;
+        for (double s : row.S) l += std::exp(s - m);  // exp(−inf) = 0 for masked keys; the sink too
         for (int64_t j = 0; j < dims.Nk; ++j) {
-          const double p = std::exp(row.S[static_cast<size_t>(j)] - m);  // exp(−inf) = 0 for masked keys
+          const double s = row.S[static_cast<size_t>(j)];
+          if (s == kNegInf) continue;
+          const double z = dropout_factor(options, threshold, b, h, i, j);
+          if (applied.present()) applied(b, h, i, j) = z != 0.0;
+          const double p = std::exp(s - m) * z;
           if (p == 0) continue;
-          l += p;
           for (int64_t c = 0; c < dims.dv; ++c) out(b, h, i, c) += p * v(b, hk, j, c);
         }
         for (int64_t c = 0; c < dims.dv; ++c) out(b, h, i, c) /= l;
@@ -150,8 +191,8 @@ void attention_forward(ConstView<double> q, ConstView<double> k, ConstView<doubl
 void attention_backward(ConstView<double> q, ConstView<double> k, ConstView<double> v, ConstView<double> out,
                         ConstView<double> lse, ConstView<double> grad_out, const AttentionOptions<double>& options,
                         TensorView<double> dq, TensorView<double> dk, TensorView<double> dv,
-                        const ComputeConfig& config) {
-  const AttentionDims dims = detail::check_backward_args(q, k, v, out, lse, grad_out, options, dq, dk, dv);
+                        const ComputeConfig& config, std::span<double> dsinks) {
+  const AttentionDims dims = detail::check_backward_args(q, k, v, out, lse, grad_out, options, dq, dk, dv, dsinks);
   detail::InterruptPoll interrupted(&config.interrupt);
   for (int64_t b = 0; b < dims.B; ++b) {
     for (int64_t h = 0; h < dims.Hq; ++h)
@@ -163,6 +204,8 @@ void attention_backward(ConstView<double> q, ConstView<double> k, ConstView<doub
         for (int64_t c = 0; c < dims.dv; ++c) dv(b, h, j, c) = 0.0;
       }
   }
+  std::fill(dsinks.begin(), dsinks.end(), 0.0);
+  const uint32_t threshold = detail::dropout_threshold(options.dropout.p);
   RowScores row;
   for (int64_t b = 0; b < dims.B; ++b)
     for (int64_t h = 0; h < dims.Hq; ++h) {
@@ -174,25 +217,38 @@ void attention_backward(ConstView<double> q, ConstView<double> k, ConstView<doub
         compute_row_scores(q, k, options, dims, b, h, i, row);
         const double* dOi = grad_out.row(b, h, i);
         const int64_t do_st = grad_out.stride(kDim);
-        const double D = dot(dOi, do_st, out.row(b, h, i), out.stride(kDim), dims.dv);  // D_i = dO_i·O_i
+        // D_i = dO_i·O_i = Σ_j P_ij dP_ij, also with dropout (O holds the dropped P) and sinks
+        // (the sink has no value row: its dP is 0).
+        const double D = dot(dOi, do_st, out.row(b, h, i), out.stride(kDim), dims.dv);
         for (int64_t j = 0; j < dims.Nk; ++j) {
           // P_ij = exp(S_ij − L_i). L ≥ S exactly (L is a log-sum-exp over S), so clamping the
           // exponent at 0 changes nothing mathematically but keeps a rounded L from making P > 1.
           const double P = std::exp(std::min(row.S[static_cast<size_t>(j)] - L, 0.0));
           if (P == 0) continue;
-          const double dP = dot(dOi, do_st, v.row(b, hk, j), v.stride(kDim), dims.dv);  // dP_ij = dO_i·v_j
-          const double dS = P * (dP - D);
-          for (int64_t c = 0; c < dims.dv; ++c) dv(b, hk, j, c) += P * dOi[c * do_st];
+          const double z = dropout_factor(options, threshold, b, h, i, j);  // O used P_ij·z
+          const double dP = dot(dOi, do_st, v.row(b, hk, j), v.stride(kDim), dims.dv);  // dO_i·v_j
+          const double dS = P * (z * dP - D);
+          const double g = row.scale * row.G[static_cast<size_t>(j)] * dS;  // back through softcap, score_mod
+          for (int64_t c = 0; c < dims.dv; ++c) dv(b, hk, j, c) += P * z * dOi[c * do_st];
           for (int64_t c = 0; c < dims.d; ++c) {
-            dq(b, h, i, c) += row.scale * dS * k(b, hk, j, c);
-            dk(b, hk, j, c) += row.scale * dS * q(b, h, i, c);
+            dq(b, h, i, c) += g * k(b, hk, j, c);
+            dk(b, hk, j, c) += g * q(b, h, i, c);
           }
         }
+        // The sink is one more logit with dP = 0: dS_sink = P_sink (0 − D).
+        if (!dsinks.empty()) dsinks[static_cast<size_t>(h)] -= std::exp(std::min(row.S.back() - L, 0.0)) * D;
       }
     }
   if (options.check_finite) detail::check_result_finite<double>(dq, "dq");
   if (options.check_finite) detail::check_result_finite<double>(dk, "dk");
   if (options.check_finite) detail::check_result_finite<double>(dv, "dv");
+}
+
+void attention_backward(ConstView<double> q, ConstView<double> k, ConstView<double> v, ConstView<double> out,
+                        ConstView<double> lse, ConstView<double> grad_out, const AttentionOptions<double>& options,
+                        TensorView<double> dq, TensorView<double> dk, TensorView<double> dv,
+                        const ComputeConfig& config) {
+  reference::attention_backward(q, k, v, out, lse, grad_out, options, dq, dk, dv, config, std::span<double>());
 }
 
 AttentionForward<double> attention_forward(ConstView<double> q, ConstView<double> k, ConstView<double> v,

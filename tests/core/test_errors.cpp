@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <span>
 #include <string>
 
 #include "attnlab/attention.hpp"
@@ -189,4 +190,100 @@ TEST(Errors, BackwardRefusesAnLseOfMinusInfOnARowThatSeesAKey) {
   } catch (const al::Error& e) {
     EXPECT_EQ(std::string(e.what()), want);
   }
+}
+
+TEST(Errors, VariantsNameTheOptionAndTheValue) {
+  const Tensor<double> q({1, 4, 5, 8}), k({1, 2, 7, 8}), v({1, 2, 7, 8});
+  auto with = [&](auto&& set) {
+    al::AttentionOptions<double> o;
+    set(o);
+    return forward_error(q, k, v, o);
+  };
+  EXPECT_MESSAGE(with([](auto& o) { o.window = {-2, 0}; }),
+                 "window: (-2, 0) has a side below -1 (-1 means unbounded on that side)");
+  EXPECT_MESSAGE(with([](auto& o) { o.window = {3, -5}; }),
+                 "window: (3, -5) has a side below -1 (-1 means unbounded on that side)");
+  EXPECT_MESSAGE(with([](auto& o) { o.window = {-1, 0}; }), "");
+  EXPECT_MESSAGE(with([](auto& o) { o.softcap = 0.0; }),
+                 "softcap: 0 must be a positive finite number (leave it empty for no softcap)");
+  EXPECT_MESSAGE(with([](auto& o) { o.softcap = -3.0; }),
+                 "softcap: -3 must be a positive finite number (leave it empty for no softcap)");
+  EXPECT_MESSAGE(with([](auto& o) { o.softcap = NAN; }),
+                 "softcap: nan must be a positive finite number (leave it empty for no softcap)");
+  const std::vector<double> three{0.5, 0.25, 0.125}, four{0.5, 0.25, 0.125, 1.0}, nan4{0.5, NAN, 0, 0};
+  EXPECT_MESSAGE(with([&](auto& o) { o.alibi_slopes = three; }),
+                 "alibi_slopes: 3 values; expected Hq = 4 (one per query head) or 4 = 1 x 4 (per batch entry and "
+                 "query head)");
+  EXPECT_MESSAGE(with([&](auto& o) { o.alibi_slopes = nan4; }), "alibi_slopes: non-finite value nan at [1]");
+  EXPECT_MESSAGE(with([&](auto& o) { o.alibi_slopes = four; }), "");
+  EXPECT_MESSAGE(with([&](auto& o) { o.sinks = three; }), "sinks: 3 values; expected one per query head (Hq = 4)");
+  const std::vector<int64_t> cq{0, 2, 5}, ck{0, 4, 7}, ck_short{0, 4, 6}, ck_down{0, 5, 4, 7}, ck_start{1, 4, 7};
+  EXPECT_MESSAGE(with([&](auto& o) { o.cu_seqlens_q = cq; }),
+                 "cu_seqlens_k: missing; packed sequences need both cu_seqlens_q and cu_seqlens_k");
+  EXPECT_MESSAGE(with([&](auto& o) { o.cu_seqlens_q = cq, o.cu_seqlens_k = ck_short; }),
+                 "cu_seqlens_k: ends at 6, but total_k (k's seq) is 7 (the last offset is the total length)");
+  EXPECT_MESSAGE(with([&](auto& o) { o.cu_seqlens_q = cq, o.cu_seqlens_k = ck_down; }),
+                 "cu_seqlens_k: 4 entries, but cu_seqlens_q has 3 (one offset per sequence, plus one)");
+  const std::vector<int64_t> cq4{0, 2, 2, 5};
+  EXPECT_MESSAGE(with([&](auto& o) { o.cu_seqlens_q = cq4, o.cu_seqlens_k = ck_down; }),
+                 "cu_seqlens_k: decreases from 5 to 4 at entry 2 (offsets must not decrease)");
+  EXPECT_MESSAGE(with([&](auto& o) { o.cu_seqlens_q = cq, o.cu_seqlens_k = ck_start; }),
+                 "cu_seqlens_k: starts at 1; the first offset must be 0");
+  EXPECT_MESSAGE(with([&](auto& o) { o.cu_seqlens_q = cq, o.cu_seqlens_k = ck; }), "");
+  EXPECT_MESSAGE(with([](auto& o) { o.dropout.p = 1.0; }), "dropout_p: 1 is outside [0, 1)");
+  EXPECT_MESSAGE(with([](auto& o) { o.dropout.p = -0.1; }), "dropout_p: -0.1 is outside [0, 1)");
+  EXPECT_MESSAGE(with([](auto& o) { o.dropout.p = NAN; }), "dropout_p: nan is outside [0, 1)");
+  // Packed sequences take batch 1.
+  const Tensor<double> q2({2, 4, 5, 8}), k2({2, 2, 7, 8}), v2({2, 2, 7, 8});
+  al::AttentionOptions<double> packed;
+  packed.cu_seqlens_q = cq;
+  packed.cu_seqlens_k = ck;
+  EXPECT_MESSAGE(forward_error(q2, k2, v2, packed),
+                 "cu_seqlens_q: packed sequences take batch 1 (q [1, Hq, total_q, d]), got batch 2");
+}
+
+TEST(Errors, SinksAndTheirGradient) {
+  const Tensor<double> q({1, 2, 3, 4}, 0.1), k({1, 1, 3, 4}, 0.2), v({1, 1, 3, 4}, 0.3), dout({1, 2, 3, 4}, 1.0);
+  const std::vector<double> sinks{0.5, -0.5};
+  al::AttentionOptions<double> o;
+  o.causal = al::Causal::top_left;
+  const auto f = al::reference::attention_forward(q.view(), k.view(), v.view(), o);
+  Tensor<double> dq(q.shape()), dk(k.shape()), dv(v.shape());
+  std::vector<double> ds(2);
+  auto backward = [&](const al::AttentionForward<double>& fw, const al::AttentionOptions<double>& opt,
+                      std::span<double> d) -> std::string {
+    try {
+      al::reference::attention_backward(q.view(), k.view(), v.view(), fw.out.view(), fw.lse.view(), dout.view(), opt,
+                                        dq.view(), dk.view(), dv.view(), {}, d);
+    } catch (const al::Error& e) {
+      return e.what();
+    }
+    return "";
+  };
+  EXPECT_MESSAGE(backward(f, o, ds), "dsinks: given, but options.sinks is empty (there is no sink to differentiate)");
+  o.sinks = sinks;
+  std::vector<double> ds3(3);
+  EXPECT_MESSAGE(backward(f, o, ds3), "dsinks: 3 values; expected one per query head (Hq = 2)");
+  al::AttentionForward<double> bad = al::reference::attention_forward(q.view(), k.view(), v.view(), o);
+  bad.lse(0, 1, 0, 0) = -INFINITY;
+  EXPECT_MESSAGE(backward(bad, o, ds),
+                 "lse: -inf at [0, 1, 0, 0], but with sinks every row's L is at least its sink (pass the forward's lse)");
+  const auto good = al::reference::attention_forward(q.view(), k.view(), v.view(), o);
+  EXPECT_MESSAGE(backward(good, o, ds), "");
+  EXPECT_MESSAGE(backward(good, o, {}), "");  // dsinks not asked for
+}
+
+TEST(Errors, SoftcapMustSurviveTheConversionToFloat) {
+  const Tensor<float> q({1, 1, 2, 4}, 0.5f);
+  al::AttentionOptions<float> o;
+  o.softcap = 1e-310;  // a positive double that is 0 as a float
+  try {
+    al::attention_forward(q.view(), q.view(), q.view(), o);
+    FAIL() << "accepted";
+  } catch (const al::Error& e) {
+    EXPECT_EQ(std::string(e.what()), "softcap: 1e-310 is outside the range of float32 (about 1.2e-38 to 3.4e38)");
+  }
+  o.softcap = 3e38;  // 1/c is subnormal: the engine divides instead
+  const auto f = al::attention_forward(q.view(), q.view(), q.view(), o);
+  EXPECT_FLOAT_EQ(f.out(0, 0, 0, 0), 0.5f);
 }

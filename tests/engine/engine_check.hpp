@@ -18,6 +18,7 @@
 
 #include <cmath>
 #include <limits>
+#include <span>
 #include <string>
 
 #include "attnlab/attention.hpp"
@@ -26,17 +27,19 @@
 
 namespace attnlab::test {
 
+inline constexpr int kQuantities = 6;
 struct EngineErrors {
-  double engine[5]{}, naive[5]{}, autograd[5]{};  // O, L, dQ, dK, dV; autograd: naive with D = rowsum(P∘dP)
+  // O, L, dQ, dK, dV, dsinks; autograd: naive with D = rowsum(P∘dP)
+  double engine[kQuantities]{}, naive[kQuantities]{}, autograd[kQuantities]{};
 };
 
-inline const char* kQuantity[5] = {"out", "lse", "dq", "dk", "dv"};
+inline const char* kQuantity[kQuantities] = {"out", "lse", "dq", "dk", "dv", "dsinks"};
 
 // strided: pass q, k, v and dq through views with permuted, spread layouts.
 inline EngineErrors check_engine_against_reference(const Problem& p0, bool strided, const ComputeConfig& config = {}) {
   const Problem p = FloatProblem::rounded(p0);
   const FloatProblem f(p);
-  const AttentionOptions<float> opt = p.options<float>(&f.additive_mask);
+  const AttentionOptions<float> opt = f.options(p);
 
   // Engine.
   std::vector<float> sq, sk, sv, sdq;
@@ -50,9 +53,14 @@ inline EngineErrors check_engine_against_reference(const Problem& p0, bool strid
     std::vector<float> tmp;
     dq = strided_copy(dq_t, {1, 0, 2, 3}, 3, sdq);
   }
-  const auto fe = attention_forward(q, k, v, opt, config);
-  Tensor<float> dk(p.k.shape()), dv(p.v.shape());
-  attention_backward(q, k, v, fe.out.view(), fe.lse.view(), f.grad_out.view(), opt, dq, dk.view(), dv.view(), config);
+  AttentionOptions<float> fopt = opt;
+  Tensor<uint8_t> applied({p.B, p.Hq, p.Nq, p.dropout_p != 0 ? p.Nk : 0});
+  if (p.dropout_p != 0) fopt.dropout.applied_mask = applied.view();
+  const auto fe = attention_forward(q, k, v, fopt, config);
+  Tensor<float> dk(p.k.shape()), dv(p.v.shape()), dsinks({1, p.Hq, 1, 1});
+  const std::span<float> dsinks_out = p.sinks.empty() ? std::span<float>() : std::span<float>(dsinks.storage());
+  attention_backward(q, k, v, fe.out.view(), fe.lse.view(), f.grad_out.view(), opt, dq, dk.view(), dv.view(), config,
+                     dsinks_out);
   for (int64_t b = 0; b < p.B; ++b)
     for (int64_t h = 0; h < p.Hq; ++h)
       for (int64_t i = 0; i < p.Nq; ++i)
@@ -62,13 +70,20 @@ inline EngineErrors check_engine_against_reference(const Problem& p0, bool strid
   const NaiveResult nv = naive_float_attention(p, f, /*d_from_out=*/true);
   const NaiveResult na = naive_float_attention(p, f, /*d_from_out=*/false);
   const auto ropt = p.options();
-  const auto rf = reference::attention_forward(p.q.view(), p.k.view(), p.v.view(), ropt);
+  AttentionOptions<double> ropt_masked = ropt;
+  Tensor<uint8_t> ref_applied(applied.shape());
+  if (p.dropout_p != 0) ropt_masked.dropout.applied_mask = ref_applied.view();
+  const auto rf = reference::attention_forward(p.q.view(), p.k.view(), p.v.view(), ropt_masked);
   const auto rg = reference::attention_backward(p.q.view(), p.k.view(), p.v.view(), rf, p.grad_out.view(), ropt);
+  // Dropout: the engine applied exactly the reference's mask.
+  if (p.dropout_p != 0) EXPECT_EQ(applied.storage(), ref_applied.storage()) << "dropout masks differ";
+  Tensor<double> ref_dsinks({1, p.Hq, 1, 1});
+  for (size_t h = 0; h < rg.dsinks.size(); ++h) ref_dsinks.data()[h] = rg.dsinks[h];
 
-  const Tensor<double>* ref[5] = {&rf.out, &rf.lse, &rg.dq, &rg.dk, &rg.dv};
-  const Tensor<float>* eng[5] = {&fe.out, &fe.lse, &dq_t, &dk, &dv};
-  const Tensor<float>* nai[5] = {&nv.out, &nv.lse, &nv.dq, &nv.dk, &nv.dv};
-  const Tensor<float>* aut[5] = {&na.out, &na.lse, &na.dq, &na.dk, &na.dv};
+  const Tensor<double>* ref[kQuantities] = {&rf.out, &rf.lse, &rg.dq, &rg.dk, &rg.dv, &ref_dsinks};
+  const Tensor<float>* eng[kQuantities] = {&fe.out, &fe.lse, &dq_t, &dk, &dv, &dsinks};
+  const Tensor<float>* nai[kQuantities] = {&nv.out, &nv.lse, &nv.dq, &nv.dk, &nv.dv, &nv.dsinks};
+  const Tensor<float>* aut[kQuantities] = {&na.out, &na.lse, &na.dq, &na.dk, &na.dv, &na.dsinks};
   double max_lse = 0;
   for (double y : rf.lse.storage())
     if (std::isfinite(y)) max_lse = std::max(max_lse, std::abs(y));
@@ -87,10 +102,25 @@ inline EngineErrors check_engine_against_reference(const Problem& p0, bool strid
   };
   double max_scale = 0;
   for (int64_t n = 1; n <= p.Nk; ++n) max_scale = std::max(max_scale, std::abs(p.scale(p.d, n)));
-  const double term[5] = {max_abs_of(p.v), max_scale * max_norm(p.q) * max_norm(p.k), 0.0, 0.0,
-                          max_abs_of(p.grad_out)};
+  // With softcap the scores are at most c; ALiBi adds up to slope·N to them.
+  double max_score = max_scale * max_norm(p.q) * max_norm(p.k);
+  if (p.softcap) max_score = std::min(max_score, *p.softcap);
+  for (double slope : p.alibi_slopes) max_score += slope * static_cast<double>(std::max(p.Nq, p.Nk));
+  // dsinks_h sums −P_sink·D_i over the rows of head h: the size of those terms.
+  double sink_terms = 0;
+  for (int64_t h = 0; h < static_cast<int64_t>(p.sinks.size()); ++h) {
+    double sum = 0;
+    for (int64_t b = 0; b < p.B; ++b)
+      for (int64_t i = 0; i < p.Nq; ++i) {
+        double D = 0;
+        for (int64_t c = 0; c < p.dv; ++c) D += p.grad_out(b, h, i, c) * rf.out(b, h, i, c);
+        sum += std::exp(std::min(p.sinks[static_cast<size_t>(h)] - rf.lse(b, h, i, 0), 0.0)) * std::abs(D);
+      }
+    sink_terms = std::max(sink_terms, sum);
+  }
+  const double term[kQuantities] = {max_abs_of(p.v), max_score, 0.0, 0.0, max_abs_of(p.grad_out), sink_terms};
   EngineErrors e;
-  for (int x = 0; x < 5; ++x) {
+  for (int x = 0; x < kQuantities; ++x) {
     for (float y : eng[x]->storage()) EXPECT_FALSE(std::isnan(y)) << kQuantity[x];
     e.engine[x] = max_abs_diff(to_double(*eng[x]), *ref[x]);
     e.naive[x] = max_abs_diff(to_double(*nai[x]), *ref[x]);
@@ -98,7 +128,14 @@ inline EngineErrors check_engine_against_reference(const Problem& p0, bool strid
     double big = 0;
     for (double y : ref[x]->storage())
       if (std::isfinite(y)) big = std::max(big, std::abs(y));
-    const double floor = 16.0 * std::numeric_limits<float>::epsilon() * std::max(big, term[x]) * (1.0 + max_lse);
+    double floor = 16.0 * std::numeric_limits<float>::epsilon() * std::max(big, term[x]) * (1.0 + max_lse);
+    // dQ and dK also carry the rounding of D_i = rowsum(dO∘O) (FlashAttention's), which enters
+    // every dS_ij = P_ij (dP_ij − D_i) of the row alike: in a near one-hot row dP − D cancels to
+    // far below D, and half an ulp of D, times |k| (dQ) or |q| times the rows on a key (dK), is
+    // then the error of any float implementation, whichever rounds luckier (docs/engine.md).
+    const double ulp_D = std::numeric_limits<float>::epsilon() * nv.max_abs_D;
+    if (x == 2) floor += 2.0 * ulp_D * max_scale * max_norm(p.k);
+    if (x == 3) floor += 2.0 * ulp_D * max_scale * max_norm(p.q) * std::max(1.0, nv.max_column_mass);
     EXPECT_LE(e.engine[x], 2.0 * e.naive[x] + floor)
         << kQuantity[x] << ": engine error " << e.engine[x] << ", naive float32 error " << e.naive[x];
   }

@@ -1,7 +1,9 @@
 // The accuracy rule (see engine_check.hpp) over 1000+ random problems per run:
 // every option of the reference (masks broadcast over batch and heads, key
 // padding, both causal alignments, GQA, dv ≠ d, Nq ≠ Nk, the scale policies,
-// including the per-row log-n ones), head dims {1, 3, 16, 64, 80, 96, 128, 256},
+// including the per-row log-n ones, and the variants: sliding windows, softcap,
+// ALiBi, sinks, packed sequences, dropout, mask_mod and score_mod), head dims
+// {1, 3, 16, 64, 80, 96, 128, 256},
 // and lengths past one tile (64 queries, 256 keys) so that tails and multi-tile
 // rows occur.
 // Seeded: set ATTNLAB_TEST_SEED to explore others; failures print the seed.
@@ -27,11 +29,15 @@ TEST(EngineAccuracy, ThousandRandomProblemsWithinTwiceNaiveFloat32Error) {
   const uint64_t seed = base_seed();
   constexpr int kProblems = 1000;
   int multi_tile = 0, multi_key_tile = 0, causal = 0, gqa = 0, masked = 0, padded = 0, strided = 0, row_scale = 0;
-  double worst_ratio[5] = {}, worst_autograd[5] = {};
+  int window = 0, softcap = 0, alibi = 0, sinks = 0, packed = 0, dropout = 0, several_variants = 0, mask_mod = 0,
+      score_mod = 0;
+  double worst_ratio[al::test::kQuantities] = {}, worst_autograd[al::test::kQuantities] = {};
   for (int n = 0; n < kProblems; ++n) {
     std::mt19937_64 rng(seed + static_cast<uint64_t>(n));
     al::test::ProblemLimits lim;
     lim.dims = {1, 3, 16, 64, 80, 96, 128, 256};
+    lim.p_window = 0.25, lim.p_softcap = 0.2, lim.p_alibi = 0.2, lim.p_sinks = 0.2, lim.p_packed = 0.3;
+    lim.p_dropout = 0.15, lim.p_mask_mod = 0.12, lim.p_score_mod = 0.12;
     const bool big = n % 5 == 0;  // one in five crosses tile boundaries (64 queries, 256 keys) with tails
     if (n % 50 == 0) {               // and a few span several tiles
       lim.max_seq = 400;
@@ -57,16 +63,27 @@ TEST(EngineAccuracy, ThousandRandomProblemsWithinTwiceNaiveFloat32Error) {
     padded += !p.key_lengths.empty();
     strided += use_strides;
     row_scale += p.scale.depends_on_n();
+    const int variants = p.window.present() + p.softcap.has_value() + !p.alibi_slopes.empty() + !p.sinks.empty() +
+                         !p.cu_seqlens_q.empty() + (p.dropout_p != 0);
+    window += p.window.present();
+    softcap += p.softcap.has_value();
+    alibi += !p.alibi_slopes.empty();
+    sinks += !p.sinks.empty();
+    packed += !p.cu_seqlens_q.empty();
+    dropout += p.dropout_p != 0;
+    several_variants += variants >= 2;
+    mask_mod += p.mask_mod != nullptr;
+    score_mod += p.score_mod != nullptr;
     // One thread: tiny problems would spend their time in OpenMP start-up; thread counts are
     // covered by the determinism test.
     const auto e = al::test::check_engine_against_reference(p, use_strides, al::ComputeConfig{1});
-    for (int x = 0; x < 5; ++x) {
+    for (int x = 0; x < al::test::kQuantities; ++x) {
       if (e.naive[x] > 0) worst_ratio[x] = std::max(worst_ratio[x], e.engine[x] / e.naive[x]);
       if (e.autograd[x] > 0) worst_autograd[x] = std::max(worst_autograd[x], e.engine[x] / e.autograd[x]);
     }
     if (::testing::Test::HasFailure() && std::getenv("ATTNLAB_KEEP_GOING") == nullptr) break;
   }
-  for (int x = 0; x < 5; ++x)
+  for (int x = 0; x < al::test::kQuantities; ++x)
     std::printf("worst error ratio on %s: engine/naive %.3f, engine/autograd-naive %.3f (errors below the floor included)\n",
                 al::test::kQuantity[x], worst_ratio[x], worst_autograd[x]);
   EXPECT_GT(multi_tile, kProblems / 15);
@@ -77,4 +94,13 @@ TEST(EngineAccuracy, ThousandRandomProblemsWithinTwiceNaiveFloat32Error) {
   EXPECT_GT(padded, kProblems / 5);
   EXPECT_GT(strided, kProblems / 10);
   EXPECT_GT(row_scale, kProblems / 20);
+  EXPECT_GT(window, kProblems / 6);
+  EXPECT_GT(softcap, kProblems / 8);
+  EXPECT_GT(alibi, kProblems / 8);
+  EXPECT_GT(sinks, kProblems / 8);
+  EXPECT_GT(packed, kProblems / 10);
+  EXPECT_GT(dropout, kProblems / 10);
+  EXPECT_GT(several_variants, kProblems / 6);
+  EXPECT_GT(mask_mod, kProblems / 12);
+  EXPECT_GT(score_mod, kProblems / 12);
 }

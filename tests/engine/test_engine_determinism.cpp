@@ -1,6 +1,7 @@
 // Results are bitwise identical for any thread count and from run to run,
 // including the backward whose dQ many key tiles add into (flash_kernels.cpp,
-// "Determinism and dQ").
+// "Determinism and dQ"), with every variant: the dropout mask (Philox, keyed by the
+// element) and the sinks' gradient too.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -16,6 +17,7 @@ namespace {
 struct EngineRun {
   al::AttentionForward<float> f;
   al::AttentionGrads<float> g;
+  al::Tensor<uint8_t> dropout_mask;
 };
 
 bool same_bits(const al::Tensor<float>& a, const al::Tensor<float>& b) {
@@ -28,12 +30,15 @@ void expect_identical(const EngineRun& a, const EngineRun& b, const std::string&
   EXPECT_TRUE(same_bits(a.g.dq, b.g.dq)) << what << ": dq";
   EXPECT_TRUE(same_bits(a.g.dk, b.g.dk)) << what << ": dk";
   EXPECT_TRUE(same_bits(a.g.dv, b.g.dv)) << what << ": dv";
+  EXPECT_EQ(a.g.dsinks, b.g.dsinks) << what << ": dsinks";
+  EXPECT_EQ(a.dropout_mask.storage(), b.dropout_mask.storage()) << what << ": dropout mask";
 }
 
 }  // namespace
 
 TEST(EngineDeterminism, BitwiseIdenticalForOneTwoThreeThreadsAndRepeats) {
-  for (int variant = 0; variant < 3; ++variant) {
+  // Variants 3 and 4 add every option of attention_variants.hpp (4: packed sequences).
+  for (int variant = 0; variant < 5; ++variant) {
     std::mt19937_64 rng(77 + variant);
     al::test::ProblemLimits lim;
     lim.max_seq = 600;  // several key tiles per query tile: many adds into each dQ tile
@@ -42,14 +47,24 @@ TEST(EngineDeterminism, BitwiseIdenticalForOneTwoThreeThreadsAndRepeats) {
     lim.max_group = 2;
     lim.dims = {16, 64};
     lim.p_bool_mask = 0.0;  // keep the cost down; masks are covered by the accuracy test
+    if (variant >= 3) {
+      lim.p_window = lim.p_softcap = lim.p_alibi = lim.p_sinks = lim.p_dropout = 1.0;
+      lim.p_packed = variant == 4 ? 1.0 : 0.0;
+      lim.max_batch = variant == 4 ? 1 : 2;
+    }
     al::test::Problem p = al::test::random_problem(rng, lim);
     if (variant == 0) p.causal = al::Causal::top_left;
     SCOPED_TRACE(p.describe());
     const al::test::FloatProblem fp(p);
-    const auto opt = p.options<float>(&fp.additive_mask);
+    if (variant == 4) ASSERT_FALSE(p.cu_seqlens_q.empty());
+    const auto opt = fp.options(p);
     auto run = [&](int threads) {
       const al::ComputeConfig cfg{threads};
-      EngineRun r{al::attention_forward(fp.q.view(), fp.k.view(), fp.v.view(), opt, cfg), {}};
+      EngineRun r;
+      r.dropout_mask = al::Tensor<uint8_t>({p.B, p.Hq, p.Nq, p.Nk});
+      auto fopt = opt;
+      fopt.dropout.applied_mask = r.dropout_mask.view();
+      r.f = al::attention_forward(fp.q.view(), fp.k.view(), fp.v.view(), fopt, cfg);
       r.g = al::attention_backward(fp.q.view(), fp.k.view(), fp.v.view(), r.f, fp.grad_out.view(), opt, cfg);
       return r;
     };

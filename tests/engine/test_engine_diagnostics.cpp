@@ -28,7 +28,7 @@ Diag engine_diagnostics(const al::test::Problem& p, const al::test::FloatProblem
          al::Tensor<float>({p.B, p.Hq, p.Nq, 1})};
   const al::RowDiagnostics<float> rd{d.max_prob.view(), d.entropy.view(), d.fro.view()};
   al::Tensor<float> out({p.B, p.Hq, p.Nq, p.dv}), lse({p.B, p.Hq, p.Nq, 1});
-  al::attention_forward(fp.q.view(), fp.k.view(), fp.v.view(), p.options<float>(&fp.additive_mask), out.view(),
+  al::attention_forward(fp.q.view(), fp.k.view(), fp.v.view(), fp.options(p), out.view(),
                         lse.view(), &rd, al::ComputeConfig{1});
   return d;
 }
@@ -181,4 +181,34 @@ TEST(ReferenceDiagnostics, WrongShapeIsAnError) {
   } catch (const al::Error& e) {
     EXPECT_STREQ(e.what(), "diagnostics.entropy: shape [1, 2, 5, 1] should be [1, 2, 4, 1]");
   }
+}
+
+// With the variants the engine's diagnostics are the reference's: over the softmax of
+// the treated scores (window, softcap, ALiBi, packed sequences), the sink included as
+// one more entry of the distribution; dropout leaves them alone (they describe P).
+TEST(EngineDiagnostics, MatchTheReferenceWithTheVariants) {
+  int with_sinks = 0;
+  for (int n = 0; n < 100; ++n) {
+    std::mt19937_64 rng(7000 + n);
+    al::test::ProblemLimits lim;
+    lim.max_seq = n % 10 == 0 ? 300 : 20;
+    lim.dims = {1, 16, 64};
+    lim.p_window = lim.p_softcap = lim.p_alibi = lim.p_sinks = lim.p_packed = lim.p_dropout = 0.4;
+    const al::test::Problem p = al::test::FloatProblem::rounded(al::test::random_problem(rng, lim));
+    SCOPED_TRACE("problem " + std::to_string(n) + ": " + p.describe());
+    with_sinks += !p.sinks.empty();
+    const al::test::FloatProblem fp(p);
+    const Diag d = engine_diagnostics(p, fp);
+    const al::Shape rows{p.B, p.Hq, p.Nq, 1};
+    al::Tensor<double> out({p.B, p.Hq, p.Nq, p.dv}), lse(rows), rmax(rows), rent(rows), rfro(rows);
+    const al::RowDiagnostics<double> rd{rmax.view(), rent.view(), rfro.view()};
+    al::reference::attention_forward(p.q.view(), p.k.view(), p.v.view(), p.options(), out.view(), lse.view(), &rd);
+    for (int64_t r = 0; r < lse.numel(); ++r) {
+      const double pmax = rmax.data()[r], ent = rent.data()[r], fro = rfro.data()[r];
+      ASSERT_NEAR(d.max_prob.data()[r], pmax, 1e-4 * pmax + 1e-7) << "row " << r;
+      ASSERT_NEAR(d.entropy.data()[r], ent, 1e-4 * std::max(1.0, ent)) << "row " << r;
+      ASSERT_NEAR(d.fro.data()[r], fro, 2e-4 * fro + 1e-7) << "row " << r;
+    }
+  }
+  EXPECT_GT(with_sinks, 20);
 }

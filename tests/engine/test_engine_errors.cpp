@@ -232,6 +232,7 @@ TEST(EngineTargets, PortableTargetPassesTheAccuracyRule) {
     al::test::ProblemLimits lim;
     lim.dims = {1, 3, 16, 64, 80};
     lim.max_seq = n % 10 == 0 ? 100 : 16;
+    lim.p_window = lim.p_softcap = lim.p_alibi = lim.p_sinks = lim.p_packed = lim.p_dropout = 0.25;
     const al::test::Problem p = al::test::random_problem(rng, lim);
     SCOPED_TRACE("problem " + std::to_string(n) + ": " + p.describe());
     al::test::check_engine_against_reference(p, n % 4 == 1, al::ComputeConfig{1});

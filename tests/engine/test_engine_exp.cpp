@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <limits>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "engine/testing/kernel_pieces.hpp"
@@ -102,3 +103,29 @@ TEST(EngineExp, MaxErrorOnTheSoftmaxRangePortableTarget) {
 }
 
 }  // namespace
+
+// softcap's tanh (tile_ops-inl.h, SoftcapTanh): its polynomial on every 61st float of
+// [0, 1/2) (whole vectors of small values take it), Highway's Tanh beyond, against tanh
+// in double. Odd, so the positive half says it all. The bound, 2 ulps, is what
+// docs/engine.md states for softcap.
+TEST(EngineTanh, WithinTwoUlpsOnBothBranches) {
+  for (const auto& [lo, hi, step] : {std::tuple{1e-30f, 0.4999f, 61u}, std::tuple{0.5f, 20.0f, 101u}}) {
+    double max_ulp = 0;
+    float worst = 0;
+    std::vector<float> x;
+    for (uint32_t b = std::bit_cast<uint32_t>(lo); b <= std::bit_cast<uint32_t>(hi); b += step)
+      x.push_back(std::bit_cast<float>(b));
+    while (x.size() % 16 != 0) x.push_back(lo);
+    std::vector<float> y = x;
+    eng::tanh_piece(y.data(), y.size());
+    for (size_t i = 0; i < x.size(); ++i) {
+      const double want = std::tanh(static_cast<double>(x[i]));
+      const double ulp = std::ldexp(1.0, std::ilogb(want) - 23);
+      const double err = std::abs(static_cast<double>(y[i]) - want) / ulp;
+      if (err > max_ulp) max_ulp = err, worst = x[i];
+    }
+    std::printf("softcap tanh on [%g, %g] (%s): max error %.2f ulp at %g over %zu points\n", lo, hi,
+                eng::pieces_target_name(), max_ulp, worst, x.size());
+    EXPECT_LE(max_ulp, 2.0) << "at " << worst;
+  }
+}

@@ -112,12 +112,46 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     for (auto& l : lengths) l = in.ConsumeIntegralInRange<int64_t>(-1, Nk + 1);
     opt.key_lengths = lengths;
   }
+  // The variants (issue 17), valid or not: windows with sides below −1, softcaps of any
+  // value, slopes and sinks of any count, cu_seqlens of any order, dropout_p of any value.
+  std::vector<double> slopes, sinks;
+  std::vector<int64_t> cu_q, cu_k;
+  if (in.ConsumeIntegralInRange<int>(0, 3) == 0)
+    opt.window = {in.ConsumeIntegralInRange<int64_t>(-3, 10), in.ConsumeIntegralInRange<int64_t>(-3, 10)};
+  if (in.ConsumeIntegralInRange<int>(0, 4) == 0) opt.softcap = pick_value(in);
+  if (in.ConsumeIntegralInRange<int>(0, 4) == 0) {
+    slopes.resize(in.ConsumeIntegralInRange<size_t>(0, static_cast<size_t>(B * Hq + 1)));
+    for (double& x : slopes) x = in.ConsumeFloatingPointInRange<double>(-1, 1);
+    opt.alibi_slopes = slopes;
+  }
+  if (in.ConsumeIntegralInRange<int>(0, 4) == 0) {
+    sinks.resize(in.ConsumeIntegralInRange<size_t>(0, static_cast<size_t>(Hq + 1)));
+    for (double& x : sinks) x = pick_value(in);
+    opt.sinks = sinks;
+  }
+  if (in.ConsumeIntegralInRange<int>(0, 4) == 0) {
+    const size_t n = in.ConsumeIntegralInRange<size_t>(0, 5);
+    for (size_t s = 0; s < n; ++s) cu_q.push_back(in.ConsumeIntegralInRange<int64_t>(-1, Nq + 1));
+    for (size_t s = 0; s < n + in.ConsumeIntegralInRange<size_t>(0, 1); ++s)
+      cu_k.push_back(in.ConsumeIntegralInRange<int64_t>(-1, Nk + 1));
+    if (in.ConsumeBool()) std::sort(cu_q.begin(), cu_q.end()), std::sort(cu_k.begin(), cu_k.end());
+    opt.cu_seqlens_q = cu_q;
+    opt.cu_seqlens_k = cu_k;
+  }
+  if (in.ConsumeIntegralInRange<int>(0, 4) == 0) {
+    opt.dropout.p = in.ConsumeFloatingPointInRange<double>(-0.2, 1.2);
+    opt.dropout.seed = in.ConsumeIntegral<uint64_t>();
+  }
   opt.check_finite = in.ConsumeIntegralInRange<int>(0, 9) != 0;
   fill(in, q);
   fill(in, k);
   fill(in, v);
   fill(in, dout);
-  g_problem = "causal=" + std::string(al::to_string(opt.causal)) + " scale=" + opt.scale.name() +
+  g_problem = "window=" + std::to_string(opt.window.left) + "," + std::to_string(opt.window.right) +
+              " softcap=" + (opt.softcap ? std::to_string(*opt.softcap) : "none") + " slopes=" +
+              std::to_string(slopes.size()) + " sinks=" + std::to_string(sinks.size()) + " cu=" +
+              std::to_string(cu_q.size()) + "/" + std::to_string(cu_k.size()) + " dropout=" +
+              std::to_string(opt.dropout.p) + " causal=" + std::string(al::to_string(opt.causal)) + " scale=" + opt.scale.name() +
               " check_finite=" + std::to_string(opt.check_finite) + " bool_mask=" +
               (bool_mask.numel() ? al::to_string(bool_mask.shape()) : "none") + " lengths=" +
               std::to_string(lengths.size()) + "\n" + dump("q", q) + dump("k", k) + dump("v", v) +
@@ -150,6 +184,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   optf.bool_mask = opt.bool_mask;
   if (opt.additive_mask.present()) optf.additive_mask = af.view();
   optf.key_lengths = opt.key_lengths;
+  const std::vector<float> slopes_f(slopes.begin(), slopes.end()), sinks_f(sinks.begin(), sinks.end());
+  optf.window = opt.window;
+  optf.softcap = opt.softcap;
+  optf.alibi_slopes = slopes_f;
+  optf.sinks = sinks_f;
+  optf.cu_seqlens_q = opt.cu_seqlens_q;
+  optf.cu_seqlens_k = opt.cu_seqlens_k;
+  optf.dropout = opt.dropout;
   try {
     const auto f = al::attention_forward(qf.view(), kf.view(), vf.view(), optf);
     const auto g = al::attention_backward(qf.view(), kf.view(), vf.view(), f, df.view(), optf);
@@ -165,6 +207,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     double vmax = 0, qk = 0, mmax = 0;
     for (float x : vf.storage()) vmax = std::max(vmax, std::abs(static_cast<double>(x)));
     for (double x : additive.storage()) mmax = std::max(mmax, std::isfinite(x) ? std::abs(x) : 0.0);
+    // ALiBi's biases and the sinks are scores too (rounded to float like the rest).
+    for (double x : slopes) mmax += std::abs(x) * static_cast<double>(std::max(Nq, Nk));
+    for (double x : sinks) mmax = std::max(mmax, std::abs(x));
     for (int64_t b = 0; b < B; ++b)
       for (int64_t h = 0; h < Hq; ++h)
         for (int64_t i = 0; i < Nq; ++i)
@@ -177,7 +222,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     for (int64_t n = 0; n <= Nk; ++n) max_scale = std::max(max_scale, std::abs(opt.scale(d, n)));
     const double dS = max_scale * qk * static_cast<double>(d + 2) * 6e-8 + mmax * 6e-8;
     if (dS > 1e-3) return 0;
-    const double tol = vmax * (2 * dS + 1e-5) + 1e-30;
+    // Dropout scales the kept probabilities by 1/(1 − p) (the same mask in both).
+    const double tol = vmax * (2 * dS + 1e-5) / (1 - std::clamp(opt.dropout.p, 0.0, 0.99)) + 1e-30;
     for (int64_t i = 0; i < f.out.numel(); ++i) {
       const double a = f.out.data()[i], b = ref.out.data()[i];
       if (std::abs(a - b) > tol) fail("engine out differs from reference", a, b);

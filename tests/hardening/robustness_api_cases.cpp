@@ -17,10 +17,12 @@ struct Inputs {
   AttentionOptions<double> options;
   Tensor<uint8_t> bool_mask;
   std::vector<int64_t> lengths;
+  std::vector<double> slopes, sinks;            // behind options.alibi_slopes, options.sinks
+  std::vector<int64_t> cu_seqlens_q, cu_seqlens_k;  // behind options.cu_seqlens_*
 };
 
 Inputs make(Shape qs, Shape ks, Shape vs, double fill = 0.5) {
-  Inputs in{Tensor<double>(qs, fill), Tensor<double>(ks, fill), Tensor<double>(vs, fill), {}, {}, {}};
+  Inputs in{Tensor<double>(qs, fill), Tensor<double>(ks, fill), Tensor<double>(vs, fill), {}, {}, {}, {}, {}, {}, {}};
   // Distinct values so results are not trivially uniform.
   for (auto* t : {&in.q, &in.k, &in.v})
     for (int64_t i = 0; i < t->numel(); ++i) t->data()[i] = fill * std::cos(0.7 * static_cast<double>(i));
@@ -67,6 +69,15 @@ std::string run_both(Inputs in) {
     o.bool_mask = in.options.bool_mask;
     o.key_lengths = in.options.key_lengths;
     o.check_finite = in.options.check_finite;
+    o.window = in.options.window;
+    o.softcap = in.options.softcap;
+    const std::vector<float> slopes(in.slopes.begin(), in.slopes.end()), sinks(in.sinks.begin(), in.sinks.end());
+    o.alibi_slopes = slopes;
+    o.sinks = sinks;
+    o.cu_seqlens_q = in.options.cu_seqlens_q;
+    o.cu_seqlens_k = in.options.cu_seqlens_k;
+    o.dropout.p = in.options.dropout.p;
+    o.dropout.seed = in.options.dropout.seed;
     const auto f = attention_forward(qf, kf, vf, o);
     Tensor<float> dout(f.out.shape(), 1.0f);
     attention_backward(qf, kf, vf, f, dout, o);
@@ -160,6 +171,76 @@ std::vector<Case> api_cases() {
     for (double& x : in.q.storage()) x = 1e20;
     for (double& x : in.k.storage()) x = 1e20;
     in.options.scale = ScalePolicy::none();
+    return in;
+  });
+  // Issue 17: the variants' options.
+  add("window side below -1", "window = (-2, 0)", [] {
+    auto in = make({1, 2, 4, 8}, {1, 2, 4, 8}, {1, 2, 4, 8});
+    in.options.window = {-2, 0};
+    return in;
+  });
+  add("softcap not positive", "softcap = 0", [] {
+    auto in = make({1, 2, 4, 8}, {1, 2, 4, 8}, {1, 2, 4, 8});
+    in.options.softcap = 0.0;
+    return in;
+  });
+  add("softcap NaN", "softcap = NaN", [] {
+    auto in = make({1, 2, 4, 8}, {1, 2, 4, 8}, {1, 2, 4, 8});
+    in.options.softcap = std::numeric_limits<double>::quiet_NaN();
+    return in;
+  });
+  add("ALiBi slopes of the wrong shape", "3 slopes for Hq = 2, B = 1", [] {
+    auto in = make({1, 2, 4, 8}, {1, 2, 4, 8}, {1, 2, 4, 8});
+    in.slopes = {0.5, 0.25, 0.125};
+    in.options.alibi_slopes = in.slopes;
+    return in;
+  });
+  add("sinks of the wrong shape", "1 sink for Hq = 2", [] {
+    auto in = make({1, 2, 4, 8}, {1, 2, 4, 8}, {1, 2, 4, 8});
+    in.sinks = {0.5};
+    in.options.sinks = in.sinks;
+    return in;
+  });
+  add("cu_seqlens not increasing", "cu_seqlens_q = {0, 3, 2, 4}", [] {
+    auto in = make({1, 2, 4, 8}, {1, 2, 4, 8}, {1, 2, 4, 8});
+    in.cu_seqlens_q = {0, 3, 2, 4};
+    in.cu_seqlens_k = {0, 1, 2, 4};
+    in.options.cu_seqlens_q = in.cu_seqlens_q;
+    in.options.cu_seqlens_k = in.cu_seqlens_k;
+    return in;
+  });
+  add("cu_seqlens not ending at the total length", "cu_seqlens_k = {0, 2, 3} for Nk = 4", [] {
+    auto in = make({1, 2, 4, 8}, {1, 2, 4, 8}, {1, 2, 4, 8});
+    in.cu_seqlens_q = {0, 2, 4};
+    in.cu_seqlens_k = {0, 2, 3};
+    in.options.cu_seqlens_q = in.cu_seqlens_q;
+    in.options.cu_seqlens_k = in.cu_seqlens_k;
+    return in;
+  });
+  add("packed sequences with a sequence of no keys", "cu_seqlens_q = {0, 2, 4}, cu_seqlens_k = {0, 0, 4}", [] {
+    auto in = make({1, 2, 4, 8}, {1, 2, 4, 8}, {1, 2, 4, 8});
+    in.cu_seqlens_q = {0, 2, 4};
+    in.cu_seqlens_k = {0, 0, 4};
+    in.options.cu_seqlens_q = in.cu_seqlens_q;
+    in.options.cu_seqlens_k = in.cu_seqlens_k;
+    return in;
+  });
+  add("dropout_p outside [0, 1)", "dropout_p = 1", [] {
+    auto in = make({1, 2, 4, 8}, {1, 2, 4, 8}, {1, 2, 4, 8});
+    in.options.dropout.p = 1.0;
+    return in;
+  });
+  add("dropout_p NaN", "dropout_p = NaN", [] {
+    auto in = make({1, 2, 4, 8}, {1, 2, 4, 8}, {1, 2, 4, 8});
+    in.options.dropout.p = std::numeric_limits<double>::quiet_NaN();
+    return in;
+  });
+  add("sinks on rows that see no key", "sinks = {0.5, -1}, key_lengths = {0}: out = 0, L = the sink", [] {
+    auto in = make({1, 2, 4, 8}, {1, 2, 4, 8}, {1, 2, 4, 8});
+    in.sinks = {0.5, -1.0};
+    in.options.sinks = in.sinks;
+    in.lengths = {0};
+    in.options.key_lengths = in.lengths;
     return in;
   });
   c.push_back({"output strides that alias", "out [1,1,4,4] with seq stride 0", [] {

@@ -154,6 +154,17 @@ std::vector<Case> cli_cases() {
   add("bad flag: --causal-align without --causal", "attention ... --causal-align bottom_right",
       "attention " + qkv + " --out o.npy --causal-align bottom_right");
   add("bench --json into a missing directory", "bench --json nodir/x.json", "bench --json nodir/x.json");
+  // Issue 17: the variants' flags.
+  add("bad flag: window side below -1", "attention ... --window -2,0", "attention " + qkv + " --out o.npy --window -2,0");
+  add("bad flag: window of one number", "attention ... --window 5", "attention " + qkv + " --out o.npy --window 5");
+  add("bad flag: softcap 0", "attention ... --softcap 0", "attention " + qkv + " --out o.npy --softcap 0");
+  add("bad flag: ALiBi slopes of the wrong count", "attention ... --alibi-slopes 0.5,0.25,0.125",
+      "attention " + qkv + " --out o.npy --alibi-slopes 0.5,0.25,0.125");
+  add("bad flag: cu_seqlens not ending at the total", "attention ... --cu-seqlens-q 0,2,3 --cu-seqlens-k 0,2,4",
+      "attention " + qkv + " --out o.npy --cu-seqlens-q 0,2,3 --cu-seqlens-k 0,2,4");
+  add("bad flag: dropout_p of 1", "attention ... --dropout-p 1", "attention " + qkv + " --out o.npy --dropout-p 1");
+  add("bad flag: --dsinks without --sinks", "attention-backward ... --dsinks ds.npy",
+      "attention-backward " + qkv + " --grad-out q.npy --dq dq.npy --dk dk.npy --dv dv.npy --dsinks ds.npy");
   return c;
 }
 

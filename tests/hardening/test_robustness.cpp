@@ -53,7 +53,10 @@ TEST(Robustness, EveryHostileInputHasADefinedOutcomeAndTheDocSaysSo) {
         "refuses an lse of NaN or +inf, and -inf on a row that sees a key (it would give zero gradients).\n"
         "Ctrl-C in Python stops a call within about 10 ms of work (ComputeConfig::interrupt, polled between\n"
         "tiles and rows) and raises KeyboardInterrupt; the call's outputs are discarded. The engine's\n"
-        "working memory stays within a small multiple of its inputs for any head dims (tiny d included).\n\n"
+        "working memory stays within a small multiple of its inputs for any head dims (tiny d included).\n"
+        "The variants (issue 17: window, softcap, ALiBi, sinks, packed sequences, dropout) check every\n"
+        "value before any work, in the API, the CLI and Python alike; with sinks a row that sees no key\n"
+        "has out = 0 and L = its sink (not -inf), and the backward refuses an lse of -inf.\n\n"
         "| input class | example | what attnlab does |\n|---|---|---|\n";
   for (const auto& c : attnlab::robustness::api_cases()) {
     const std::string outcome = c.run();

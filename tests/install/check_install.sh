@@ -16,6 +16,10 @@ cmake --build "$work/consumer" > "$work/build.log"
 out=$("$work/consumer/consumer")
 echo "$out"
 grep -q "error: k: head dim 4 does not match q's 8" <<< "$out" || { echo "consumer output is wrong" >&2; exit 1; }
+# A mask_mod and score_mod of the caller's, inlined through the installed headers.
+out=$("$work/consumer/consumer_mask_mod")
+echo "$out"
+grep -qx "ok" <<< "$out" || { echo "consumer_mask_mod failed" >&2; exit 1; }
 test -x "$work/prefix/bin/attnlab"
 # The installed library is the attention library only (issue 13): it exports nothing of the
 # lab, the training study, .npy I/O or the report, and links neither OpenBLAS, JSON, fmt nor

@@ -11,15 +11,21 @@ namespace {
 
 struct AttentionCommand {
   AttentionFlags flags;
-  std::string out, lse;
+  std::string out, lse, dropout_mask;
 
   template <class T>
   void run(AttentionProblem<T>&& p) const {
     AttentionForward<T> f{Tensor<T>({p.q.size(0), p.q.size(1), p.q.size(2), p.v.size(3)}),
                           Tensor<T>({p.q.size(0), p.q.size(1), p.q.size(2), 1})};
+    Tensor<uint8_t> mask({p.q.size(0), p.q.size(1), p.q.size(2), dropout_mask.empty() ? 0 : p.k.size(2)});
+    if (!dropout_mask.empty()) p.options.dropout.applied_mask = mask.view();
     attention_forward(p.q.view(), p.k.view(), p.v.view(), p.options, f.out.view(), f.lse.view(), nullptr, p.config);
     std::vector<std::pair<std::string, std::string>> outputs{{out, encode_result(f.out, p.rank)}};
     if (!lse.empty()) outputs.emplace_back(lse, encode_result(f.lse, p.rank, /*drop_last=*/true));
+    if (!dropout_mask.empty()) {
+      const std::vector<int64_t> shape(mask.shape().end() - p.rank, mask.shape().end());
+      outputs.emplace_back(dropout_mask, npy::encode_bool(mask.storage(), shape));
+    }
     io::write_files_atomically(outputs, input_files(flags));
   }
 };
@@ -29,6 +35,8 @@ const Registrar reg("attention", "Attention forward on .npy files: softmax(q k^T
   cmd->flags.add_to(sub);
   sub.add_option("--out", cmd->out, "output .npy: [B, Hq, Nq, dv] in the inputs' dtype")->required();
   sub.add_option("--lse", cmd->lse, "also write the log-sum-exp per row, [B, Hq, Nq] (-inf for a fully masked row)");
+  sub.add_option("--dropout-mask", cmd->dropout_mask,
+                 "also write the dropout mask applied, bool [B, Hq, Nq, Nk] (True = kept and visible)");
   sub.callback([cmd] { with_problem(cmd->flags, [&](auto&& p) { cmd->run(std::move(p)); }); });
 });
 

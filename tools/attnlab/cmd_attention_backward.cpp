@@ -3,6 +3,8 @@
 // cannot be paired with a stale forward. dk and dv sum over the query heads that
 // share a key/value head. Outputs are replaced only when the whole run succeeded.
 #include <memory>
+#include <span>
+#include <vector>
 
 #include "command.hpp"
 #include "npy_attention.hpp"
@@ -12,7 +14,7 @@ namespace {
 
 struct AttentionBackwardCommand {
   AttentionFlags flags;
-  std::string grad_out, dq, dk, dv;
+  std::string grad_out, dq, dk, dv, dsinks;
 
   template <class T>
   void run(AttentionProblem<T>&& p) const {
@@ -24,12 +26,18 @@ struct AttentionBackwardCommand {
       throw Error(fmt::format("{}: {} dimensions; expected {} like q", grad_out, rank_of(g), p.rank));
     const Tensor<T> dO = to_tensor<T>(std::move(g));
     AttentionGrads<T> grads{Tensor<T>(p.q.shape()), Tensor<T>(p.k.shape()), Tensor<T>(p.v.shape())};
+    if (!dsinks.empty() && p.sinks.empty()) throw Error("--dsinks: given without --sinks (there is no sink)");
+    std::vector<T> ds(dsinks.empty() ? 0 : p.sinks.size());
     const auto f = attention_forward(p.q.view(), p.k.view(), p.v.view(), p.options, p.config);
     attention_backward(p.q.view(), p.k.view(), p.v.view(), f.out.view(), f.lse.view(), dO.view(), p.options,
-                       grads.dq.view(), grads.dk.view(), grads.dv.view(), p.config);
-    const std::vector<std::pair<std::string, std::string>> outputs{{dq, encode_result(grads.dq, p.rank)},
-                                                                   {dk, encode_result(grads.dk, p.rank)},
-                                                                   {dv, encode_result(grads.dv, p.rank)}};
+                       grads.dq.view(), grads.dk.view(), grads.dv.view(), p.config, std::span<T>(ds));
+    std::vector<std::pair<std::string, std::string>> outputs{{dq, encode_result(grads.dq, p.rank)},
+                                                             {dk, encode_result(grads.dk, p.rank)},
+                                                             {dv, encode_result(grads.dv, p.rank)}};
+    if (!dsinks.empty()) {
+      const std::vector<int64_t> shape{static_cast<int64_t>(ds.size())};
+      outputs.emplace_back(dsinks, npy::encode(std::span<const T>(ds), shape));
+    }
     auto inputs = input_files(flags);
     inputs.push_back(grad_out);
     io::write_files_atomically(outputs, inputs);
@@ -44,6 +52,7 @@ const Registrar reg("attention-backward", "Gradients dq, dk, dv of attention on 
                       sub.add_option("--dq", cmd->dq, "output .npy: [B, Hq, Nq, d]")->required();
                       sub.add_option("--dk", cmd->dk, "output .npy: [B, Hkv, Nk, d]")->required();
                       sub.add_option("--dv", cmd->dv, "output .npy: [B, Hkv, Nk, dv]")->required();
+                      sub.add_option("--dsinks", cmd->dsinks, "with --sinks: also write dLoss/dsinks, [Hq]");
                       sub.callback([cmd] { with_problem(cmd->flags, [&](auto&& p) { cmd->run(std::move(p)); }); });
                     });
 

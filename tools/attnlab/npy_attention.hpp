@@ -30,6 +30,14 @@ struct AttentionFlags {
   bool causal = false;
   std::string causal_align;  // empty: top_left; given without --causal, an error (it would do nothing)
   int threads = 0;
+  // The variants (attention_variants.hpp); their values are checked by the library.
+  std::vector<int64_t> window;  // empty, or left,right
+  double softcap = 0;
+  CLI::Option* softcap_flag = nullptr;  // given at all (0 is an error, not "off")
+  std::vector<double> alibi_slopes, sinks;
+  std::vector<int64_t> cu_seqlens_q, cu_seqlens_k;
+  double dropout_p = 0;
+  uint64_t seed = 0;
 
   void add_to(CLI::App& app) {
     app.add_option("--q", q, "query .npy: [B, Hq, Nq, d] or [Hq, Nq, d], float32 or float64")->required();
@@ -43,6 +51,23 @@ struct AttentionFlags {
                    "with --causal: top_left (PyTorch; the default) or bottom_right (FlashAttention-2: the last query sees every key)")
         ->check(CLI::IsMember({"top_left", "bottom_right"}));
     app.add_option("--threads", threads, "engine threads for float32 (0 = all cores)")->check(CLI::Range(0, kMaxThreads));
+    app.add_option("--window", window,
+                   "sliding window LEFT,RIGHT (FlashAttention's window_size: query i sees keys i + Nk - Nq - LEFT .. "
+                   "i + Nk - Nq + RIGHT; -1 = unbounded)")
+        ->delimiter(',')
+        ->expected(2);
+    softcap_flag = app.add_option("--softcap", softcap, "logit softcap C > 0: s <- C tanh(s / C) (Gemma 2)");
+    app.add_option("--alibi-slopes", alibi_slopes,
+                   "ALiBi slopes, comma-separated: one per query head, or per batch entry (or sequence) and head")
+        ->delimiter(',');
+    app.add_option("--sinks", sinks, "attention sinks, comma-separated: one logit per query head (gpt-oss)")
+        ->delimiter(',');
+    app.add_option("--cu-seqlens-q", cu_seqlens_q,
+                   "packed sequences (batch 1): query offsets 0,...,total_q, comma-separated (FlashAttention's varlen)")
+        ->delimiter(',');
+    app.add_option("--cu-seqlens-k", cu_seqlens_k, "packed sequences: key offsets 0,...,total_k")->delimiter(',');
+    app.add_option("--dropout-p", dropout_p, "dropout on the probabilities, in [0, 1) (PyTorch's dropout_p)");
+    app.add_option("--seed", seed, "dropout's seed (the backward must be given the forward's)");
   }
 };
 
@@ -69,6 +94,8 @@ struct AttentionProblem {
   Tensor<T> q, k, v;
   Tensor<uint8_t> bool_mask;  // one of the masks, possibly broadcast views over it
   Tensor<T> additive_mask;
+  std::vector<T> alibi_slopes, sinks;  // behind options' spans (a move keeps their buffers)
+  std::vector<int64_t> cu_seqlens_q, cu_seqlens_k;
   AttentionOptions<T> options;
   ComputeConfig config;
 };
@@ -107,6 +134,18 @@ AttentionProblem<T> make_problem(const AttentionFlags& f, npy::Array&& q, npy::A
     throw Error("--causal-align: given without --causal (it says how causal masking aligns; add --causal)");
   p.options.causal = f.causal ? parse_causal(f.causal_align.empty() ? "top_left" : f.causal_align.c_str()) : Causal::none;
   p.config.threads = f.threads;
+  if (!f.window.empty()) p.options.window = {f.window[0], f.window[1]};
+  if (f.softcap_flag != nullptr && f.softcap_flag->count() > 0) p.options.softcap = f.softcap;
+  p.alibi_slopes.assign(f.alibi_slopes.begin(), f.alibi_slopes.end());
+  p.sinks.assign(f.sinks.begin(), f.sinks.end());
+  p.cu_seqlens_q = f.cu_seqlens_q;
+  p.cu_seqlens_k = f.cu_seqlens_k;
+  p.options.alibi_slopes = p.alibi_slopes;
+  p.options.sinks = p.sinks;
+  p.options.cu_seqlens_q = p.cu_seqlens_q;
+  p.options.cu_seqlens_k = p.cu_seqlens_k;
+  p.options.dropout.p = f.dropout_p;
+  p.options.dropout.seed = f.seed;
   if (!f.mask.empty()) {
     npy::Array m = npy::load(f.mask);
     const int mr = rank_of(m);

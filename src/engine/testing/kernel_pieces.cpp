@@ -35,7 +35,8 @@ void SoftmaxPieceImpl(float* s, int64_t rows, int64_t nc, int64_t steps) {
   std::memcpy(raw.get(), s, sizeof(float) * static_cast<size_t>(rows * kBc));
   for (int64_t step = 0; step < steps; ++step) {
     std::memcpy(w.s.get(), raw.get(), sizeof(float) * static_cast<size_t>(rows * kBc));  // as the product writes it
-    SoftmaxTile(p, 0, 0, 0, rows, 0, nc, w, false);
+    const int64_t L = static_cast<int64_t>(hn::Lanes(DF()));
+    SoftmaxTile(p, 0, 0, 0, SubTile{0, rows, 0, nc, (nc + L - 1) / L * L, false}, w, false);
   }
   std::memcpy(s, w.s.get(), sizeof(float) * static_cast<size_t>(rows * kBc));
 }
@@ -44,6 +45,12 @@ void ExpPieceImpl(float* x, size_t n) {
   const DF df;
   const size_t L = hn::Lanes(df);
   for (size_t j = 0; j + L <= n; j += L) hn::StoreU(ExpNonPositive(df, hn::LoadU(df, x + j)), df, x + j);
+}
+
+void TanhPieceImpl(float* x, size_t n) {
+  const DF df;
+  const size_t L = hn::Lanes(df);
+  for (size_t j = 0; j + L <= n; j += L) hn::StoreU(SoftcapTanh(df, hn::LoadU(df, x + j)), df, x + j);
 }
 
 const char* PiecesTargetImpl() { return hwy::TargetName(HWY_TARGET); }
@@ -56,6 +63,7 @@ namespace attnlab::engine::testing {
 
 HWY_EXPORT(GemmPieceImpl);
 HWY_EXPORT(ExpPieceImpl);
+HWY_EXPORT(TanhPieceImpl);
 HWY_EXPORT(SoftmaxPieceImpl);
 HWY_EXPORT(PiecesTargetImpl);
 
@@ -64,6 +72,7 @@ void gemm_piece(size_t M, size_t N, size_t K, const float* A, size_t a_rs, size_
   HWY_DYNAMIC_DISPATCH(GemmPieceImpl)(M, N, K, A, a_rs, a_ks, B, b_rs, C, c_rs, accumulate);
 }
 void exp_piece(float* x, size_t n) { HWY_DYNAMIC_DISPATCH(ExpPieceImpl)(x, n); }
+void tanh_piece(float* x, size_t n) { HWY_DYNAMIC_DISPATCH(TanhPieceImpl)(x, n); }
 void softmax_piece(float* s, int64_t rows, int64_t nc, int64_t steps) {
   HWY_DYNAMIC_DISPATCH(SoftmaxPieceImpl)(s, rows, nc, steps);
 }

@@ -13,6 +13,9 @@ void gemm_piece(size_t M, size_t N, size_t K, const float* A, size_t a_rs, size_
                 size_t b_rs, float* C, size_t c_rs, bool accumulate);
 // exp over n floats in place, n a multiple of 16 (exp-inl.h: the kernel's own exp for x ≤ 0).
 void exp_piece(float* x, size_t n);
+// softcap's tanh over n floats in place, n a multiple of 16 (tile_ops-inl.h: SoftcapTanh;
+// a vector whose lanes are all below 1/2 in magnitude takes the polynomial).
+void tanh_piece(float* x, size_t n);
 // The forward's softmax step (forward_tile-inl.h), `steps` times: the scores s
 // [rows × kBc, nc used] become probabilities with the running max and sum updated
 // (s gets the last result). An unmasked tile of a problem with head dims 64.

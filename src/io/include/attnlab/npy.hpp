@@ -37,6 +37,8 @@ Array load(const std::string& path);
 // The bytes of a .npy file holding `values` with the given C-order shape.
 std::string encode(std::span<const float> values, std::span<const int64_t> shape);
 std::string encode(std::span<const double> values, std::span<const int64_t> shape);
+// A bool array (dtype '|b1') from bytes that are 0 or 1.
+std::string encode_bool(std::span<const uint8_t> values, std::span<const int64_t> shape);
 
 template <class T>
 void save(const std::string& path, std::span<const T> values, std::span<const int64_t> shape) {
