@@ -154,6 +154,11 @@ std::vector<Case> cli_cases() {
   add("bad flag: --causal-align without --causal", "attention ... --causal-align bottom_right",
       "attention " + qkv + " --out o.npy --causal-align bottom_right");
   add("bench --json into a missing directory", "bench --json nodir/x.json", "bench --json nodir/x.json");
+  // Issue 14: decoding shapes and the read bandwidth.
+  add("bad flag: --kv-heads that does not divide --heads", "bench --heads 4 --kv-heads 3",
+      "bench --heads 4 --kv-heads 3 --seq 8 --impls attnlab");
+  add("bad flag: an option that needs another (peak --passes without --memory)", "peak --passes 3",
+      "peak --passes 3");
   return c;
 }
 
