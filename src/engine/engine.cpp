@@ -1,6 +1,7 @@
 // The engine's entry points (attnlab/engine.hpp): validation shared with the
-// reference, the thread count, and the diagnostics' shapes; the work is done
-// by the fused kernels in flash_kernels.cpp.
+// reference, the thread count, the diagnostics' shapes, and the choice of forward
+// kernel (decode_path.hpp); the work is done by the fused kernels in
+// flash_kernels.cpp (tiled) and decode_kernels.cpp (decode).
 #include "attnlab/engine.hpp"
 
 #include <new>
@@ -8,6 +9,8 @@
 #include <omp.h>
 
 #include "core/attention_checks.hpp"
+#include "engine/decode_kernels.hpp"
+#include "engine/decode_path.hpp"
 #include "engine/flash_kernels.hpp"
 
 namespace attnlab::engine {
@@ -29,6 +32,8 @@ void out_of_memory_as_error(F&& f) {
   }
 }
 
+thread_local ForwardPath last_path = ForwardPath::tiled;
+
 void throw_if_interrupted(const Plan& plan) {
   if (plan.stop.stopped()) throw Interrupted("attention: interrupted by the caller (ComputeConfig::interrupt)");
 }
@@ -41,7 +46,13 @@ void attention_forward(ConstView<float> q, ConstView<float> k, ConstView<float> 
   const auto dims = detail::check_forward_args(q, k, v, options, out, lse);
   if (diagnostics != nullptr) detail::check_diagnostics(*diagnostics, dims);
   const Plan plan(dims, q, k, v, options, resolve_threads(config), &config.interrupt);
-  out_of_memory_as_error([&] { flash_forward(plan, out, lse, diagnostics); });
+  last_path = choose_forward_path(dims, diagnostics != nullptr);
+  out_of_memory_as_error([&] {
+    if (last_path == ForwardPath::decode)
+      decode_forward(plan, out, lse);
+    else
+      flash_forward(plan, out, lse, diagnostics);
+  });
   throw_if_interrupted(plan);
   // With the input check off, NaN inputs make NaN scores too: the caller opted out of both checks.
   if (!options.check_finite) return;
@@ -67,5 +78,7 @@ void attention_backward(ConstView<float> q, ConstView<float> k, ConstView<float>
 }
 
 std::string target_name() { return flash_target_name(); }
+
+ForwardPath last_forward_path() { return last_path; }
 
 }  // namespace attnlab::engine

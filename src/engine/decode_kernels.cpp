@@ -1,0 +1,97 @@
+// The decode path's parallel loops (decode_path.hpp says when it runs; decode-inl.h
+// explains the kernel), compiled once per SIMD target and chosen at run time.
+//
+//   1. per row, once: key_end and scale_i (the log-n policies count a row's visible
+//      keys, O(Nk) with a boolean mask: not once per chunk);
+//   2. per batch of key/value heads (their partials within a 64 MB budget):
+//      a. parallel over items (key/value head, key chunk), dynamic schedule: each
+//         writes its partial (m, l, O) for the M rows of its head;
+//      b. parallel over rows: each merges its partials in chunk order and writes
+//         its O and L.
+// Which thread ran an item never enters a result: bitwise identical for any thread count.
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <vector>
+
+#include "engine/decode_kernels.hpp"
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "engine/decode_kernels.cpp"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+
+#include "hwy/highway.h"
+// The shared -inl.h pieces define functions in anonymous namespaces that this TU does
+// not call (the tiled path's ForwardQueryTile, PackTransposed).
+#pragma GCC diagnostic ignored "-Wunused-function"
+#include "engine/decode-inl.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace attnlab::engine::HWY_NAMESPACE {
+
+void DecodeForwardImpl(const Plan& p, TensorView<float> out, TensorView<float> lse) {
+  const auto& dm = p.dims;
+  // 1. Per-row values.
+  std::vector<int64_t> end(static_cast<size_t>(dm.B * dm.Nq));
+  std::vector<float> scale(static_cast<size_t>(dm.B * dm.Hq * dm.Nq));
+  for (int64_t b = 0; b < dm.B; ++b)
+    for (int64_t i = 0; i < dm.Nq; ++i) end[static_cast<size_t>(b * dm.Nq + i)] = p.key_end(b, i);
+  const auto n_rows = static_cast<int64_t>(scale.size());
+#pragma omp parallel for num_threads(p.threads) schedule(static) if (p.row_scales)
+  for (int64_t row = 0; row < n_rows; ++row)
+    scale[static_cast<size_t>(row)] = p.scale(row / (dm.Hq * dm.Nq), row / dm.Nq % dm.Hq, row % dm.Nq);
+
+  DecodeWork w;
+  w.p = &p;
+  w.rows = dm.group() * dm.Nq;
+  w.n_chunks = ceil_div(dm.Nk, kDecodeChunk);
+  w.end = end.data();
+  w.scale = scale.data();
+  // 2. Partials for as many key/value heads as fit the budget (at least one).
+  constexpr int64_t kPartialBudget = (int64_t{64} << 20) / static_cast<int64_t>(sizeof(float));
+  const int64_t per_head = w.n_chunks * w.rows * (p.dv_pad + 3);
+  const int64_t n_kv = dm.B * dm.Hkv;
+  const int64_t heads_per_batch = std::clamp<int64_t>(kPartialBudget / per_head, 1, n_kv);
+  const int64_t max_rows = heads_per_batch * w.n_chunks * w.rows;
+  auto o = Scratch(max_rows * p.dv_pad), m = Scratch(max_rows), l = Scratch(max_rows);
+  std::unique_ptr<bool[]> nan_score(new bool[static_cast<size_t>(max_rows)]);
+  w.o = o.get();
+  w.m = m.get();
+  w.l = l.get();
+  w.nan_score = nan_score.get();
+
+  for (int64_t kv0 = 0; kv0 < n_kv && !p.stop(); kv0 += heads_per_batch) {
+    const int64_t nkv = std::min(heads_per_batch, n_kv - kv0);
+    const int64_t n_items = nkv * w.n_chunks;
+    ScratchFailure failure;
+#pragma omp parallel num_threads(p.threads)
+    {
+      std::optional<DecodeScratch> sc = failure.make<DecodeScratch>(p);
+#pragma omp for schedule(dynamic, 1)
+      for (int64_t it = 0; it < n_items; ++it) {
+        if (!sc || p.stop()) continue;  // no scratch, or asked to stop: the call fails after the region
+        DecodeChunk(w, it, kv0 + it / w.n_chunks, it % w.n_chunks, *sc);
+      }
+    }
+    failure.rethrow();
+    if (p.stop()) break;
+    const int64_t n_merge = nkv * w.rows;
+#pragma omp parallel for num_threads(p.threads) schedule(static)
+    for (int64_t it = 0; it < n_merge; ++it) MergeRow(w, it / w.rows, kv0 + it / w.rows, it % w.rows, out, lse);
+  }
+}
+
+}  // namespace attnlab::engine::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace attnlab::engine {
+
+HWY_EXPORT(DecodeForwardImpl);
+
+void decode_forward(const Plan& p, TensorView<float> out, TensorView<float> lse) {
+  HWY_DYNAMIC_DISPATCH(DecodeForwardImpl)(p, out, lse);
+}
+
+}  // namespace attnlab::engine
+#endif  // HWY_ONCE
