@@ -11,14 +11,28 @@
 // Scores without a packed Kᵀ. The tiled path computes S = Q·Kᵀ with Kᵀ packed (a
 // transposing copy per key, repaid by the 64 query rows of every query tile of the
 // head). Here a key is used by M rows, often 1, so the copy would cost more than the
-// product. Instead Sᵀ = K·Qᵀ: the microkernel's A operand is read one scalar at a time
-// with any strides, so K's rows are read in place, and Qᵀ (the B operand) is a small
-// packed block [d × W]. Each score is then the same chain of fused multiply-adds over
-// c = 0 … d−1 as the tiled path's (fma(k_c, q_c, ·) = fma(q_c, k_c, ·)), so S is bitwise
-// the tiled path's and the backward's, which recomputes P = exp(scale·S − L) and needs
-// S − L = 0 exactly where a row is one-hot (docs/engine.md, "Tolerances"). Sᵀ is then
-// transposed into rows (M·nc moves per M·nc·(d + dv) multiply-adds) for the shared
-// per-row score treatment (SoftmaxRow: MaskRow's masks and scale, the online softmax).
+// product; K's rows are read where they are, in one of two ways:
+//   M < Lanes (a decoding step, with or without grouped heads): each score is a dot
+//     product of two rows, vectors along c, reduced across the lanes at the end
+//     (ScoresByDot). Every lane works; a decoding step does 2 FLOPs per byte, so this
+//     is what keeps the core's work per key below the memory's time per key. Its sum
+//     is ordered differently from the backward's recomputed S (one chain of FMAs over
+//     c), so P = exp(scale·S − L) there is 1 ± ulp(S) rather than exactly 1 at a one-hot
+//     row: the accuracy rule's (1 + max|L|) term covers it (test_engine_decode uses at
+//     most a fifth of the tolerance on these shapes; the tiled path's own test uses 90 %).
+//   M ≥ Lanes (grouped heads × a chunk of queries): Sᵀ = K·Qᵀ through the microkernel,
+//     whose A operand is read one scalar at a time with any strides, so K is read in
+//     place; Qᵀ [d × W] is packed once per item. Each score is then the same chain of
+//     FMAs as the tiled path's and the backward's, bitwise. Sᵀ is transposed into rows
+//     (gathers; W·nc moves per W·nc·(d + dv) multiply-adds).
+// Either way S ends as rows for the shared per-row score treatment (SoftmaxRow:
+// MaskRow's masks and scale, the online softmax).
+//
+// Memory. With so little work per byte the caches must be filled ahead of use: while
+// the scores of a tile are computed, the K rows 16 keys ahead and the tile's V rows are
+// prefetched (PrefetchRows), so that K and V stream from memory side by side and the
+// PV product finds V in cache. O += P·V takes the keys 64 at a time for all its column
+// blocks, so that a V row is fetched once, not once per block of columns.
 //
 // Values in place: O += P·V reads V's rows from the caller's memory when they are
 // unit-stride and a whole number of vectors long (RowsOperand), else copies the tile's
@@ -42,6 +56,7 @@
 #include <cstring>
 
 #include "hwy/aligned_allocator.h"
+#include "hwy/cache_control.h"
 #include "hwy/highway.h"
 #include "engine/decode_path.hpp"
 #include "engine/exp-inl.h"
@@ -73,13 +88,179 @@ struct DecodeWork {
 
 // Per-thread buffers of the decode path.
 struct DecodeScratch {
-  hwy::AlignedFreeUniquePtr<float[]> qt;  // Qᵀ of a row block [d × W_pad]
+  // The item's queries, packed once: Q rows [M × d_pad] (fewer rows than a vector: the dot
+  // products), else per row block of kBr rows, Qᵀ [d × W_pad] at block · d · kBr.
+  hwy::AlignedFreeUniquePtr<float[]> q;
   hwy::AlignedFreeUniquePtr<float[]> st;  // Sᵀ = K·Qᵀ of a key tile [Bc × W_pad]
   hwy::AlignedFreeUniquePtr<float[]> s;   // S, then P, of the row block [Br × Bc]
+  hwy::AlignedFreeUniquePtr<float[]> k;   // the tile's K rows [Bc × d_pad], when the dot products cannot read them in place
   hwy::AlignedFreeUniquePtr<float[]> v;   // the tile's V rows [Bc × dv_pad], when not read in place
   explicit DecodeScratch(const Plan& p)
-      : qt(Scratch(p.dims.d * kBr)), st(Scratch(kBc * kBr)), s(Scratch(kBr * kBc)), v(Scratch(kBc * p.dv_pad)) {}
+      : q(Scratch(p.d_pad * round_up(p.dims.group() * p.dims.Nq, kBr))), st(Scratch(kBc * kBr)), s(Scratch(kBr * kBc)),
+        k(Scratch(kBc * p.d_pad)), v(Scratch(kBc * p.dv_pad)) {}
 };
+
+// True when the M rows of a key/value head are fewer than a vector's lanes: their
+// scores are dot products (ScoresByDot), not Sᵀ = K·Qᵀ.
+bool ScoresAsDots(int64_t rows) { return rows < static_cast<int64_t>(hn::Lanes(DF())); }
+
+// Packs the queries of key/value head (b, hk) into sc.q, laid out as DecodeScratch says.
+void PackQueries(const DecodeWork& w, int64_t b, int64_t hk, DecodeScratch& sc) {
+  const Plan& p = *w.p;
+  const int64_t d = p.dims.d, L = static_cast<int64_t>(hn::Lanes(DF()));
+  if (ScoresAsDots(w.rows)) {
+    for (int64_t r = 0; r < w.rows; ++r)
+      PackRows(p.q, b, w.head_of(hk, r), w.query_of(r), 1, d, p.d_pad, sc.q.get() + r * p.d_pad);
+    return;
+  }
+  const int64_t q_ks = p.q.stride(kDim);
+  for (int64_t r0 = 0; r0 < w.rows; r0 += kBr) {
+    const int64_t W = std::min(kBr, w.rows - r0), w_pad = round_up(W, L);
+    float* qt = sc.q.get() + (r0 / kBr) * d * kBr;
+    for (int64_t r = 0; r < W; ++r) {
+      const float* q = p.q.row(b, w.head_of(hk, r0 + r), w.query_of(r0 + r));
+      for (int64_t c = 0; c < d; ++c) qt[c * w_pad + r] = q[c * q_ks];
+    }
+    for (int64_t c = 0; c < d; ++c)
+      for (int64_t r = W; r < w_pad; ++r) qt[c * w_pad + r] = 0.0f;
+  }
+}
+
+// S [W × nc] (row stride kBc) from Sᵀ [nc × w_pad]: each row of S is a column of Sᵀ,
+// gathered a vector of keys at a time.
+void TransposeScores(int64_t W, int64_t nc, int64_t w_pad, const float* st, float* s) {
+  const DF df;
+  const hn::RebindToSigned<DF> di;
+  const int64_t L = static_cast<int64_t>(hn::Lanes(df));
+  const auto column = hn::Mul(hn::Iota(di, 0), hn::Set(di, static_cast<int32_t>(w_pad)));
+  for (int64_t r = 0; r < W; ++r) {
+    int64_t j = 0;
+    for (; j + L <= nc; j += L) hn::StoreU(hn::GatherIndex(df, st + j * w_pad + r, column), df, s + r * kBc + j);
+    for (; j < nc; ++j) s[r * kBc + j] = st[j * w_pad + r];
+  }
+}
+
+// S[r · s_rs + j] = Σ_c q[r · d_pad + c] · k[j · k_rs + c] for r < R, j < KB: the scores
+// of R < Lanes rows as dot products along c (vectors of c), each reduced across its
+// lanes at the end. For so few rows Sᵀ = K·Qᵀ would fill R of a vector's lanes and
+// wait on the FMA latency; here every lane works, and R·KB·U independent accumulators
+// (U per score, over alternate vectors of c: 8 in all) keep the FMA units busy.
+// `cols` is d, or d_pad when q and k carry zero padding; a whole number of U vectors.
+template <int R, int KB, int U>
+HWY_INLINE void DotBlock(size_t cols, const float* HWY_RESTRICT q, size_t q_rs, const float* HWY_RESTRICT k,
+                         size_t k_rs, float* HWY_RESTRICT s, size_t s_rs) {
+  const DF df;
+  const size_t L = hn::Lanes(df);
+  VF acc[R][KB][U];
+  for (int r = 0; r < R; ++r)
+    for (int j = 0; j < KB; ++j)
+      for (int u = 0; u < U; ++u) acc[r][j][u] = hn::Zero(df);
+  for (size_t c = 0; c < cols; c += U * L) {
+#pragma GCC unroll 4
+    for (int u = 0; u < U; ++u) {
+      VF kv[KB];
+#pragma GCC unroll 8
+      for (int j = 0; j < KB; ++j) kv[j] = hn::LoadU(df, k + j * k_rs + c + u * L);
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) {
+        const VF qv = hn::LoadU(df, q + r * q_rs + c + u * L);
+#pragma GCC unroll 8
+        for (int j = 0; j < KB; ++j) acc[r][j][u] = hn::MulAdd(qv, kv[j], acc[r][j][u]);
+      }
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int j = 0; j < KB; ++j) {
+      VF sum = acc[r][j][0];
+      for (int u = 1; u < U; ++u) sum = hn::Add(sum, acc[r][j][u]);
+      s[r * s_rs + j] = hn::GetLane(hn::SumOfLanes(df, sum));
+    }
+}
+
+// Asks for rows [j, j + n) of x (row stride x_rs, `bytes` each) to be brought into the
+// caches. Decoding streams K and V from memory with little work per byte: without
+// it, the V rows a tile needs are only fetched when its PV product asks for them,
+// after the scores, and the memory stays idle while the scores are computed.
+HWY_INLINE void PrefetchRows(const float* x, size_t x_rs, size_t j, size_t n, size_t bytes) {
+  for (size_t r = j; r < j + n; ++r) {
+    const char* row = reinterpret_cast<const char*>(x + r * x_rs);
+    for (size_t b = 0; b < bytes; b += 64) hwy::Prefetch(row + b);
+  }
+}
+
+// Prefetch: the rows of K kPrefetchAhead keys ahead, and those of `v` (the V rows of the
+// same keys, for the product after the scores; nullptr: none).
+inline constexpr size_t kPrefetchAhead = 16;
+
+template <int R, int KB, int U>
+HWY_INLINE void DotRows(size_t nc, size_t cols, const float* q, size_t q_rs, const float* k, size_t k_rs, float* s,
+                        size_t s_rs, const float* v, size_t v_rs, size_t v_bytes) {
+  size_t j = 0;
+  for (; j + KB <= nc; j += KB) {
+    if (j + kPrefetchAhead + KB <= nc) PrefetchRows(k, k_rs, j + kPrefetchAhead, KB, cols * sizeof(float));
+    if (v != nullptr) PrefetchRows(v, v_rs, j, KB, v_bytes);
+    DotBlock<R, KB, U>(cols, q, q_rs, k + j * k_rs, k_rs, s + j, s_rs);
+  }
+  for (; j < nc; ++j) DotBlock<R, 1, U>(cols, q, q_rs, k + j * k_rs, k_rs, s + j, s_rs);
+}
+
+// The scores of rows [0, W), W < Lanes, against nc keys (DotBlock): rows in pairs, 4 keys
+// at a time; a single row 4 keys at a time, two accumulators each (8 in all: 8 key
+// pointers would not fit the general registers beside the loop's).
+void ScoresByDot(size_t W, size_t nc, size_t cols, const float* q, size_t q_rs, const float* k, size_t k_rs, float* s,
+                 size_t s_rs, const float* v, size_t v_rs, size_t v_bytes) {
+  const size_t L = hn::Lanes(DF());
+  size_t r = 0;
+  // The first group of rows prefetches V; later ones find K in cache.
+  for (; r + 4 <= W; r += 4, v = nullptr)
+    DotRows<4, 2, 1>(nc, cols, q + r * q_rs, q_rs, k, k_rs, s + r * s_rs, s_rs, v, v_rs, v_bytes);
+  for (; r + 2 <= W; r += 2, v = nullptr)
+    DotRows<2, 4, 1>(nc, cols, q + r * q_rs, q_rs, k, k_rs, s + r * s_rs, s_rs, v, v_rs, v_bytes);
+  if (r == W) return;
+  if (cols % (2 * L) == 0)
+    return DotRows<1, 4, 2>(nc, cols, q + r * q_rs, q_rs, k, k_rs, s + r * s_rs, s_rs, v, v_rs, v_bytes);
+  DotRows<1, 4, 1>(nc, cols, q + r * q_rs, q_rs, k, k_rs, s + r * s_rs, s_rs, v, v_rs, v_bytes);
+}
+
+// Sᵀ [nc × w_pad] = K·Qᵀ (see the top): the microkernel, with 8 keys per block when the
+// block's rows fill one vector (the default 4 would leave 4 chains waiting on the
+// FMA latency).
+void KeysTimesQueries(size_t nc, size_t w_pad, size_t d, const float* k, size_t k_rs, size_t k_ks, const float* qt,
+                      float* st) {
+  if (w_pad != hn::Lanes(DF())) return Gemm(nc, w_pad, d, k, k_rs, k_ks, qt, w_pad, st, w_pad, false);
+  size_t j = 0;
+  for (; j + 8 <= nc; j += 8) GemmBlock<8, 1>(d, k + j * k_rs, k_rs, k_ks, qt, w_pad, st + j * w_pad, w_pad, false);
+  for (; j < nc; ++j) GemmBlock<1, 1>(d, k + j * k_rs, k_rs, k_ks, qt, w_pad, st + j * w_pad, w_pad, false);
+}
+
+// O [W × dv_pad] += P [W × nc] · V [nc × dv_pad], keys 64 at a time: the microkernel
+// makes a pass over the keys for each block of columns, and a pass over a whole tile
+// would fetch each V row's cache lines from memory in as many strided passes; 64 rows
+// (32 KB at dv = 128) stay in L1 for all of them. One or two rows would leave the
+// microkernel's 4 × 2 (or 6 × 4) blocks mostly empty and waiting on the FMA latency:
+// wider blocks (8 vectors of columns for a row, 4 for two) keep 8 chains going.
+template <int R, int NV>
+HWY_INLINE void ValuesColumns(size_t nv, size_t n, const float* p, const float* v, size_t v_rs, float* o,
+                              size_t o_rs) {
+  const size_t L = hn::Lanes(DF());
+  size_t c = 0;
+  for (; c + NV <= nv; c += NV) GemmBlock<R, NV>(n, p, kBc, 1, v + c * L, v_rs, o + c * L, o_rs, true);
+  for (; c < nv; ++c) GemmBlock<R, 1>(n, p, kBc, 1, v + c * L, v_rs, o + c * L, o_rs, true);
+}
+
+void ProbsTimesValues(size_t W, size_t dv_pad, size_t nc, const float* p, const float* v, size_t v_rs, float* o) {
+  const size_t nv = dv_pad / hn::Lanes(DF());
+  constexpr size_t kKeys = 64;
+  for (size_t j = 0; j < nc; j += kKeys) {
+    const size_t n = std::min(kKeys, nc - j);
+    if (W == 1)
+      ValuesColumns<1, 8>(nv, n, p + j, v + j * v_rs, v_rs, o, dv_pad);
+    else if (W == 2)
+      ValuesColumns<2, 4>(nv, n, p + j, v + j * v_rs, v_rs, o, dv_pad);
+    else
+      Gemm(W, dv_pad, n, p + j, kBc, 1, v + j * v_rs, v_rs, o, dv_pad, true);
+  }
+}
 
 // True if no row of block [r0, r0 + W) may see any key of tile [j0, j0 + nc): by
 // causality and padding (key_end), or because the boolean mask hides them all.
@@ -98,35 +279,49 @@ bool DecodeBlockHidden(const DecodeWork& w, int64_t b, int64_t hk, int64_t r0, i
   return true;
 }
 
+// Rows [j0, j0 + nc) of K for the dot products: K's own memory when its rows are
+// unit-stride and a whole number of vectors long, else a zero-padded copy [nc × d_pad].
+const float* KRowsOperand(const Plan& p, int64_t b, int64_t hk, int64_t j0, int64_t nc, DecodeScratch& sc,
+                          size_t& k_rs) {
+  const int64_t L = static_cast<int64_t>(hn::Lanes(DF()));
+  if (p.k.stride(kDim) == 1 && p.dims.d % L == 0) {
+    k_rs = static_cast<size_t>(p.k.stride(kSeq));
+    return p.k.row(b, hk, j0);
+  }
+  PackRows(p.k, b, hk, j0, nc, p.dims.d, p.d_pad, sc.k.get());
+  k_rs = static_cast<size_t>(p.d_pad);
+  return sc.k.get();
+}
+
 // One row block on one key tile: S = scores, the online-softmax step, O += P·V.
-// k_rows: K[b, hk, j0, :] (any strides); v_rows [nc × dv_pad], row stride v_rs.
+// v_rows [nc × dv_pad], row stride v_rs; sc.q holds the item's packed queries.
 void DecodeBlock(const DecodeWork& w, int64_t item, int64_t b, int64_t hk, int64_t r0, int64_t W, int64_t j0,
                  int64_t nc, const float* v_rows, size_t v_rs, DecodeScratch& sc) {
   const Plan& p = *w.p;
   const auto& dm = p.dims;
-  const DF df;
-  const int64_t L = static_cast<int64_t>(hn::Lanes(df));
-  const int64_t w_pad = round_up(W, L), width = TileWidth(nc);
-  // Qᵀ [d × w_pad], zero past the block's W rows.
-  float* qt = sc.qt.get();
-  const int64_t q_ks = p.q.stride(kDim);
-  for (int64_t r = 0; r < W; ++r) {
-    const float* q = p.q.row(b, w.head_of(hk, r0 + r), w.query_of(r0 + r));
-    for (int64_t c = 0; c < dm.d; ++c) qt[c * w_pad + r] = q[c * q_ks];
+  const int64_t L = static_cast<int64_t>(hn::Lanes(DF()));
+  float* s = sc.s.get();  // S [W × width], row stride kBc
+  if (ScoresAsDots(w.rows)) {
+    // K's rows in place when they are whole vectors; V's rows prefetched for the product below.
+    size_t k_rs = 0;
+    const float* k_rows = KRowsOperand(p, b, hk, j0, nc, sc, k_rs);
+    const size_t cols = static_cast<size_t>(k_rows == sc.k.get() ? p.d_pad : dm.d);
+    ScoresByDot(static_cast<size_t>(W), static_cast<size_t>(nc), cols, sc.q.get() + r0 * p.d_pad,
+                static_cast<size_t>(p.d_pad), k_rows, k_rs, s, kBc, v_rows, v_rs,
+                static_cast<size_t>(p.dv_pad) * sizeof(float));
+  } else {
+    // Sᵀ [nc × w_pad] = K·Qᵀ, K's rows read in place, then transposed into S.
+    const int64_t w_pad = round_up(W, L);
+    KeysTimesQueries(static_cast<size_t>(nc), static_cast<size_t>(w_pad), static_cast<size_t>(dm.d),
+                     p.k.row(b, hk, j0), static_cast<size_t>(p.k.stride(kSeq)), static_cast<size_t>(p.k.stride(kDim)),
+                     sc.q.get() + (r0 / kBr) * dm.d * kBr, sc.st.get());
+    TransposeScores(W, nc, w_pad, sc.st.get(), s);
   }
-  for (int64_t c = 0; c < dm.d; ++c)
-    for (int64_t r = W; r < w_pad; ++r) qt[c * w_pad + r] = 0.0f;
-  // Sᵀ [nc × w_pad] = K·Qᵀ, K's rows read in place.
-  float* st = sc.st.get();
-  Gemm(static_cast<size_t>(nc), static_cast<size_t>(w_pad), static_cast<size_t>(dm.d), p.k.row(b, hk, j0),
-       static_cast<size_t>(p.k.stride(kSeq)), static_cast<size_t>(p.k.stride(kDim)), qt, static_cast<size_t>(w_pad),
-       st, static_cast<size_t>(w_pad), false);
-  // S [W × width] (row stride kBc), then the per-row softmax step.
-  float* s = sc.s.get();
+  // The per-row softmax step (the tile's padding columns [nc, width) are zero before MaskRow hides them).
   const int64_t row0 = item * w.rows;  // this item's first partial row
+  const int64_t width = TileWidth(nc);
   for (int64_t r = 0; r < W; ++r) {
     float* srow = s + r * kBc;
-    for (int64_t j = 0; j < nc; ++j) srow[j] = st[j * w_pad + r];
     for (int64_t j = nc; j < width; ++j) srow[j] = 0.0f;
     const int64_t row = r0 + r, h = w.head_of(hk, row), i = w.query_of(row);
     const int64_t at = row0 + row;
@@ -134,8 +329,8 @@ void DecodeBlock(const DecodeWork& w, int64_t item, int64_t b, int64_t hk, int64
                w.nan_score[at], w.o + at * p.dv_pad, nullptr);
   }
   // O [W × dv_pad] += P [W × nc] · V [nc × dv_pad]
-  Gemm(static_cast<size_t>(W), static_cast<size_t>(p.dv_pad), static_cast<size_t>(nc), s, kBc, 1, v_rows, v_rs,
-       w.o + (row0 + r0) * p.dv_pad, static_cast<size_t>(p.dv_pad), true);
+  ProbsTimesValues(static_cast<size_t>(W), static_cast<size_t>(p.dv_pad), static_cast<size_t>(nc), s, v_rows, v_rs,
+                   w.o + (row0 + r0) * p.dv_pad);
 }
 
 // Item `item` of the batch: key/value head kv = b·Hkv + hk, chunk c. Writes its partial.
@@ -150,6 +345,7 @@ void DecodeChunk(const DecodeWork& w, int64_t item, int64_t kv, int64_t c, Decod
   std::memset(w.o + row0 * p.dv_pad, 0, sizeof(float) * static_cast<size_t>(w.rows * p.dv_pad));
   // Keys past the last query's key_end are hidden from every row (key_end grows with i).
   const int64_t keys_end = std::min({dm.Nk, (c + 1) * kDecodeChunk, w.end[b * dm.Nq + dm.Nq - 1]});
+  if (c * kDecodeChunk < keys_end) PackQueries(w, b, hk, sc);
   for (int64_t j0 = c * kDecodeChunk; j0 < keys_end; j0 += kBc) {
     const int64_t nc = std::min(kBc, dm.Nk - j0);  // a whole tile (masking hides what lies past keys_end)
     size_t v_rs = 0;
