@@ -7,6 +7,7 @@
 // the decode path: the engine chooses it itself, the API has no say.
 // Seeded: set ATTNLAB_TEST_SEED to explore others; failures print the seed.
 #include <gtest/gtest.h>
+#include <hwy/targets.h>
 
 #include <cstdlib>
 #include <cstring>
@@ -240,4 +241,26 @@ TEST(EngineDecode, BadInputGetsTheSameErrors) {
     EXPECT_THROW(al::attention_forward(q.view(), k.view(), v.view(), {}, cfg), al::Interrupted);
     EXPECT_EQ(al::engine::last_forward_path(), ForwardPath::decode);
   }
+}
+
+TEST(EngineDecode, PortableTargetRunsTheDecodePathWithinTheAccuracyRule) {
+  // EMU128 (4 lanes) or SCALAR (1): fewer rows than lanes take the dot products, more
+  // take Sᵀ = K·Qᵀ; odd head dims make K's rows a copy rather than read in place.
+  const std::string best = al::engine::target_name();
+  hwy::SetSupportedTargetsForTest(HWY_EMU128 | HWY_SCALAR);
+  for (int n = 0; n < 12 && !::testing::Test::HasFailure(); ++n) {
+    std::mt19937_64 rng(7000 + n);
+    al::test::ProblemLimits lim;
+    lim.dims = {1, 3, 64, 80};
+    lim.max_seq_q = n % 3 == 0 ? 6 : 2;
+    lim.min_seq_k = al::engine::kDecodeChunk + 1;
+    lim.max_seq_k = 1300;
+    lim.max_batch = 1;
+    const al::test::Problem p = al::test::random_problem(rng, lim);
+    SCOPED_TRACE("problem " + std::to_string(n) + " on " + al::engine::target_name() + ": " + p.describe());
+    al::test::check_engine_against_reference(p, n % 4 == 1, al::ComputeConfig{2});
+    EXPECT_EQ(al::engine::last_forward_path(), ForwardPath::decode);
+  }
+  hwy::SetSupportedTargetsForTest(0);
+  EXPECT_EQ(al::engine::target_name(), best);
 }

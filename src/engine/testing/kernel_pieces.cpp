@@ -11,6 +11,9 @@
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 
 #include "hwy/highway.h"
+// The shared -inl.h pieces define functions in anonymous namespaces that this TU does
+// not call (the kernels' loops use them).
+#pragma GCC diagnostic ignored "-Wunused-function"
 #include "engine/decode-inl.h"
 #include "engine/exp-inl.h"
 #include "engine/forward_tile-inl.h"
