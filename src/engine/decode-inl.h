@@ -52,6 +52,7 @@
 #endif
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 
@@ -81,6 +82,8 @@ struct DecodeWork {
   float* m = nullptr;          // [items, M] running max
   float* l = nullptr;          // [items, M] running sum
   bool* nan_score = nullptr;   // [items, M] a visible score was NaN (see SoftmaxRow)
+  // With options.check_finite: set when K or V may hold a NaN or ±inf (see DecodeChunk).
+  std::atomic<bool>* kv_suspect = nullptr;
 
   int64_t head_of(int64_t hk, int64_t r) const { return hk * p->dims.group() + r / p->dims.Nq; }
   int64_t query_of(int64_t r) const { return r % p->dims.Nq; }
@@ -311,6 +314,34 @@ void ProbsTimesValues(size_t W, size_t dv_pad, size_t nc, const float* p, const 
   }
 }
 
+// True if x[0, n) holds no NaN or ±inf: x·0 is 0 for a finite x and NaN otherwise, so one
+// fused multiply-add per vector accumulates the answer.
+bool AllFinite(const float* x, int64_t n) {
+  const DF df;
+  const int64_t L = static_cast<int64_t>(hn::Lanes(df));
+  VF acc = hn::Zero(df);
+  int64_t j = 0;
+  for (; j + L <= n; j += L) acc = hn::MulAdd(hn::LoadU(df, x + j), hn::Zero(df), acc);
+  bool finite = hn::AllFalse(df, hn::IsNaN(acc));
+  for (; j < n; ++j) finite &= std::isfinite(x[j]);
+  return finite;
+}
+
+// True if rows [j0, j0 + n) of x[b, h] (cols values each, any strides) are all finite.
+bool RowsFinite(ConstView<float> x, int64_t b, int64_t h, int64_t j0, int64_t n, int64_t cols) {
+  const int64_t st = x.stride(kDim);
+  for (int64_t j = j0; j < j0 + n; ++j) {
+    const float* row = x.row(b, h, j);
+    if (st == 1) {
+      if (!AllFinite(row, cols)) return false;
+    } else {
+      for (int64_t c = 0; c < cols; ++c)
+        if (!std::isfinite(row[c * st])) return false;
+    }
+  }
+  return true;
+}
+
 // True if no row of block [r0, r0 + W) may see any key of tile [j0, j0 + nc): by
 // causality and padding (key_end), or because the boolean mask hides them all.
 bool DecodeBlockHidden(const DecodeWork& w, int64_t b, int64_t hk, int64_t r0, int64_t W, int64_t j0, int64_t nc) {
@@ -366,6 +397,9 @@ void DecodeBlock(const DecodeWork& w, int64_t item, int64_t b, int64_t hk, int64
                      sc.q.get() + (r0 / kBr) * dm.d * kBr, sc.st.get());
     TransposeScores(W, nc, w_pad, sc.st.get(), s);
   }
+  // Every score of a row involves every K value of the tile, and a NaN or ±inf in K makes
+  // the score NaN or ±inf whatever q holds (0·inf is NaN): one row's raw scores check them.
+  if (w.kv_suspect != nullptr && !AllFinite(s, nc)) w.kv_suspect->store(true, std::memory_order_relaxed);
   // The per-row softmax step (the tile's padding columns [nc, width) are zero before MaskRow hides them).
   const int64_t row0 = item * w.rows;  // this item's first partial row
   const int64_t width = TileWidth(nc);
@@ -395,17 +429,26 @@ void DecodeChunk(const DecodeWork& w, int64_t item, int64_t kv, int64_t c, Decod
   // Keys past the last query's key_end are hidden from every row (key_end grows with i).
   const int64_t keys_end = std::min({dm.Nk, (c + 1) * kDecodeChunk, w.end[b * dm.Nq + dm.Nq - 1]});
   if (c * kDecodeChunk < keys_end) PackQueries(w, b, hk, sc);
-  for (int64_t j0 = c * kDecodeChunk; j0 < keys_end; j0 += kBc) {
+  // The value check (options.check_finite) rides on the work: a NaN or ±inf in a tile's K
+  // shows in the raw scores (DecodeBlock), one in its V in the O of the rows that used the
+  // tile (0·inf is NaN too), checked below. Tiles that no row sees are not otherwise read:
+  // they are scanned here. So K and V are read once, not once to check and once to use.
+  const bool verify = w.kv_suspect != nullptr;
+  const int64_t chunk_end = std::min(dm.Nk, (c + 1) * kDecodeChunk);
+  for (int64_t j0 = c * kDecodeChunk; j0 < (verify ? chunk_end : keys_end); j0 += kBc) {
     const int64_t nc = std::min(kBc, dm.Nk - j0);  // a whole tile (masking hides what lies past keys_end)
     size_t v_rs = 0;
     const float* v_rows = nullptr;  // copied only if some block needs it
-    for (int64_t r0 = 0; r0 < w.rows; r0 += kBr) {
+    for (int64_t r0 = 0; r0 < w.rows && j0 < keys_end; r0 += kBr) {
       const int64_t W = std::min(kBr, w.rows - r0);
       if (DecodeBlockHidden(w, b, hk, r0, W, j0, nc)) continue;
       if (v_rows == nullptr) v_rows = RowsOperand(p.v, b, hk, j0, nc, dm.dv, p.dv_pad, sc.v.get(), v_rs);
       DecodeBlock(w, item, b, hk, r0, W, j0, nc, v_rows, v_rs, sc);
     }
+    if (verify && v_rows == nullptr && !(RowsFinite(p.k, b, hk, j0, nc, dm.d) && RowsFinite(p.v, b, hk, j0, nc, dm.dv)))
+      w.kv_suspect->store(true, std::memory_order_relaxed);
   }
+  if (verify && !AllFinite(w.o + row0 * p.dv_pad, w.rows * p.dv_pad)) w.kv_suspect->store(true, std::memory_order_relaxed);
 }
 
 // Row r of key/value head kv (batch item kvl): its partials merged in chunk order and

@@ -10,6 +10,7 @@
 //         its O and L.
 // Which thread ran an item never enters a result: bitwise identical for any thread count.
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <memory>
 #include <vector>
@@ -29,7 +30,7 @@
 HWY_BEFORE_NAMESPACE();
 namespace attnlab::engine::HWY_NAMESPACE {
 
-void DecodeForwardImpl(const Plan& p, TensorView<float> out, TensorView<float> lse) {
+bool DecodeForwardImpl(const Plan& p, TensorView<float> out, TensorView<float> lse) {
   const auto& dm = p.dims;
   // 1. Per-row values.
   std::vector<int64_t> end(static_cast<size_t>(dm.B * dm.Nq));
@@ -47,6 +48,8 @@ void DecodeForwardImpl(const Plan& p, TensorView<float> out, TensorView<float> l
   w.n_chunks = ceil_div(dm.Nk, kDecodeChunk);
   w.end = end.data();
   w.scale = scale.data();
+  std::atomic<bool> kv_suspect{false};
+  if (p.options->check_finite) w.kv_suspect = &kv_suspect;
   // 2. Partials for as many key/value heads as fit the budget (at least one).
   constexpr int64_t kPartialBudget = (int64_t{64} << 20) / static_cast<int64_t>(sizeof(float));
   const int64_t per_head = w.n_chunks * w.rows * (p.dv_pad + 3);
@@ -79,6 +82,7 @@ void DecodeForwardImpl(const Plan& p, TensorView<float> out, TensorView<float> l
 #pragma omp parallel for num_threads(p.threads) schedule(static)
     for (int64_t it = 0; it < n_merge; ++it) MergeRow(w, it / w.rows, kv0 + it / w.rows, it % w.rows, out, lse);
   }
+  return kv_suspect.load();
 }
 
 }  // namespace attnlab::engine::HWY_NAMESPACE
@@ -89,8 +93,8 @@ namespace attnlab::engine {
 
 HWY_EXPORT(DecodeForwardImpl);
 
-void decode_forward(const Plan& p, TensorView<float> out, TensorView<float> lse) {
-  HWY_DYNAMIC_DISPATCH(DecodeForwardImpl)(p, out, lse);
+bool decode_forward(const Plan& p, TensorView<float> out, TensorView<float> lse) {
+  return HWY_DYNAMIC_DISPATCH(DecodeForwardImpl)(p, out, lse);
 }
 
 }  // namespace attnlab::engine

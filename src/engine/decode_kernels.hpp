@@ -5,7 +5,10 @@
 
 namespace attnlab::engine {
 
-// The forward without diagnostics: out [B, Hq, Nq, dv] and lse [B, Hq, Nq, 1].
-void decode_forward(const Plan& p, TensorView<float> out, TensorView<float> lse);
+// The forward without diagnostics: out [B, Hq, Nq, dv] and lse [B, Hq, Nq, 1]. With
+// options.check_finite, returns true if K or V may hold a NaN or ±inf (a non-finite
+// score or output was met, or one in the keys no row sees): the caller then checks
+// their values; false means they are all finite. Without it, returns false.
+bool decode_forward(const Plan& p, TensorView<float> out, TensorView<float> lse);
 
 }  // namespace attnlab::engine

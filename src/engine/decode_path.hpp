@@ -35,9 +35,10 @@ enum class ForwardPath { tiled, decode };
 // the partials (rows·dv per chunk) stay small against the chunk's K and V (chunk·(d+dv)).
 inline constexpr int64_t kDecodeChunk = 2 * kBc;
 
-inline ForwardPath choose_forward_path(const detail::AttentionDims& dims, bool diagnostics) {
+// Nq, Nk: the query rows and keys per head.
+inline ForwardPath choose_forward_path(int64_t Nq, int64_t Nk, bool diagnostics) {
   if (diagnostics) return ForwardPath::tiled;
-  return dims.Nq <= kBr && dims.Nk > kDecodeChunk ? ForwardPath::decode : ForwardPath::tiled;
+  return Nq <= kBr && Nk > kDecodeChunk ? ForwardPath::decode : ForwardPath::tiled;
 }
 
 // Test hook: the path the calling thread's last attention_forward (float) took.

@@ -43,17 +43,26 @@ void throw_if_interrupted(const Plan& plan) {
 void attention_forward(ConstView<float> q, ConstView<float> k, ConstView<float> v,
                        const AttentionOptions<float>& options, TensorView<float> out, TensorView<float> lse,
                        const RowDiagnostics<float>* diagnostics, const ComputeConfig& config) {
-  const auto dims = detail::check_forward_args(q, k, v, options, out, lse);
+  // The path from the lengths alone (if the shapes are wrong, check_forward_args says so).
+  last_path = choose_forward_path(q.seq(), k.seq(), diagnostics != nullptr);
+  const bool decode = last_path == ForwardPath::decode;
+  // The decode path reads K and V once, at the memory's speed: a separate pass to check
+  // their values would double its time. Its kernel reports whether it met a non-finite
+  // value (or a score that overflowed) instead; only then are k and v searched, after
+  // it, for the culprit and the same message (check_deferred_values).
+  const auto dims =
+      detail::check_forward_args(q, k, v, options, out, lse, decode ? detail::ValueChecks::q_only : detail::ValueChecks::all);
   if (diagnostics != nullptr) detail::check_diagnostics(*diagnostics, dims);
   const Plan plan(dims, q, k, v, options, resolve_threads(config), &config.interrupt);
-  last_path = choose_forward_path(dims, diagnostics != nullptr);
+  bool kv_suspect = false;
   out_of_memory_as_error([&] {
-    if (last_path == ForwardPath::decode)
-      decode_forward(plan, out, lse);
+    if (decode)
+      kv_suspect = decode_forward(plan, out, lse);
     else
       flash_forward(plan, out, lse, diagnostics);
   });
   throw_if_interrupted(plan);
+  if (decode) detail::check_deferred_values(k, v, options, kv_suspect);
   // With the input check off, NaN inputs make NaN scores too: the caller opted out of both checks.
   if (!options.check_finite) return;
   if (const int64_t row = plan.overflowed_rows.first(); row != RowErrorLog::kNone)

@@ -212,6 +212,48 @@ TEST(EngineDecode, BadInputGetsTheSameErrors) {
     EXPECT_FALSE(want_len.empty());
     EXPECT_EQ(message([&] { al::attention_forward(q.view(), k.view(), v.view(), of); }), want_len);
   }
+  // The decode path checks K and V while it reads them, and scans the keys no row sees:
+  // a NaN or ±inf anywhere in them, used or not, gets the reference's message (and k's
+  // before v's before the additive mask's, as check_forward_args orders them).
+  {
+    struct Bad {
+      const char* what;
+      bool in_k;
+      int64_t key;
+      float value;
+      int causal;  // 0 none, 1 top-left (rows see 1 key: the rest are never read), 2 padding
+    };
+    const Bad cases[] = {
+        {"nan in v", false, 700, NAN, 0},          {"inf in k", true, 3, INFINITY, 0},
+        {"-inf in v", false, nk - 1, -INFINITY, 0}, {"nan in unread k", true, nk - 2, NAN, 1},
+        {"inf in unread v", false, 900, INFINITY, 1}, {"nan past the cache length", true, nk - 1, NAN, 2},
+    };
+    for (const Bad& c : cases) {
+      SCOPED_TRACE(c.what);
+      al::Tensor<float> q({2, 4, 1, 16}, 0.5f), k({2, 2, nk, 16}, 0.25f), v({2, 2, nk, 16}, 1.0f);
+      al::Tensor<double> qd({2, 4, 1, 16}, 0.5), kd({2, 2, nk, 16}, 0.25), vd({2, 2, nk, 16}, 1.0);
+      (c.in_k ? k : v)(1, 0, c.key, 5) = c.value;
+      (c.in_k ? kd : vd)(1, 0, c.key, 5) = c.value;
+      al::AttentionOptions<float> of;
+      al::AttentionOptions<double> od;
+      const std::vector<int64_t> lengths{nk, 100};
+      if (c.causal == 1) of.causal = od.causal = al::Causal::top_left;
+      if (c.causal == 2) of.key_lengths = od.key_lengths = lengths;
+      const std::string want = message([&] { al::reference::attention_forward(qd.view(), kd.view(), vd.view(), od); });
+      EXPECT_NE(want.find(c.in_k ? "k: non-finite value" : "v: non-finite value"), std::string::npos) << want;
+      EXPECT_EQ(message([&] { al::attention_forward(q.view(), k.view(), v.view(), of); }), want);
+      EXPECT_EQ(al::engine::last_forward_path(), ForwardPath::decode);
+      // k's or v's error comes before the additive mask's.
+      al::Tensor<float> am({1, 1, 1, nk}, 0.0f);
+      al::Tensor<double> amd({1, 1, 1, nk}, 0.0);
+      am(0, 0, 0, 4) = INFINITY;
+      amd(0, 0, 0, 4) = INFINITY;
+      of.additive_mask = am.view();
+      od.additive_mask = amd.view();
+      EXPECT_EQ(message([&] { al::reference::attention_forward(qd.view(), kd.view(), vd.view(), od); }), want);
+      EXPECT_EQ(message([&] { al::attention_forward(q.view(), k.view(), v.view(), of); }), want);
+    }
+  }
   // Scores past float's range in one chunk of one row: that row is named, as in the tiled path.
   {
     al::Tensor<float> q({1, 2, 2, 2}, 0.5f), k({1, 1, nk, 2}, 0.5f), v({1, 1, nk, 2}, 1.0f);
