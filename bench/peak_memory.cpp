@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <ctime>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -59,6 +60,14 @@ namespace attnlab::bench {
 HWY_EXPORT(SumSlice);
 HWY_EXPORT(ReadTargetName);
 
+namespace {
+double thread_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+}  // namespace
+
 int64_t last_level_cache_bytes() {
   // sysfs lists the caches of CPU 0 by level; the highest index is the last level.
   int64_t best = 0;
@@ -101,17 +110,24 @@ Bandwidth measure_read_bandwidth(int threads, int64_t bytes, int passes) {
     std::fill(mine, mine + per_thread, 1.0f);  // first touch by the reading thread
   }
   std::vector<float> sums(static_cast<size_t>(threads));
+  std::vector<double> cpu_rate(static_cast<size_t>(threads));
+  const double slice_bytes = static_cast<double>(per_thread) * sizeof(float);
   volatile float sink = 0;
   for (int pass = 0; pass < passes; ++pass) {
     const auto t0 = std::chrono::steady_clock::now();
 #pragma omp parallel num_threads(threads)
     {
       const int t = omp_get_thread_num();
+      const double c0 = thread_cpu_seconds();
       sums[static_cast<size_t>(t)] = HWY_DYNAMIC_DISPATCH(SumSlice)(x + t * per_thread, static_cast<size_t>(per_thread));
+      cpu_rate[static_cast<size_t>(t)] = slice_bytes / std::max(thread_cpu_seconds() - c0, 1e-9);
     }
     const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     for (float s : sums) sink = sink + s;
+    double cpu_total = 0;
+    for (double r : cpu_rate) cpu_total += r;
     bw.gbps = std::max(bw.gbps, static_cast<double>(bw.bytes) / std::max(dt, 1e-9) / 1e9);
+    bw.gbps_cpu = std::max(bw.gbps_cpu, cpu_total / 1e9);
   }
   return bw;
 }

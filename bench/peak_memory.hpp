@@ -8,7 +8,10 @@
 namespace attnlab::bench {
 
 struct Bandwidth {
-  double gbps = 0;        // bytes read per second over wall-clock time, 1e9 bytes per GB
+  double gbps = 0;        // bytes read per second over wall-clock time, 1e9 bytes per GB: what the
+                          // threads got, other processes' load included
+  double gbps_cpu = 0;    // the same over each thread's CPU time, summed: the rate while our threads
+                          // run (on a loaded machine, nearer what the memory gives a running thread)
   int64_t bytes = 0;      // size of the buffer read in each pass
   int64_t l3_bytes = 0;   // the last-level cache it was sized against (0 if unknown)
   int passes = 0;         // passes timed; gbps is the best

@@ -20,10 +20,11 @@ grep -q '^attnlab   forward' "$dir/table.txt"
 /usr/bin/python3 - "$json" "$dir/gqa.json" <<'PY'
 import json, math, sys
 keys = {"impl", "pass", "batch", "heads", "kv_heads", "seq", "seq_q", "seq_k", "dim", "causal", "causal_align",
-        "median_ms", "gflops", "peak_fraction", "kv_gbps", "bandwidth_fraction", "max_rss_mb", "max_abs_diff"}
+        "median_ms", "gflops", "peak_fraction", "kv_gbps", "bandwidth_fraction", "kv_gbps_cpu",
+        "bandwidth_fraction_cpu", "max_rss_mb", "max_abs_diff"}
 def check(path, shape, pairs, keys_read):
     j = json.load(open(path))
-    assert j["peak_gflops"] > 0 and j["bandwidth_gbps"] > 0 and j["threads"] == 2, j
+    assert j["peak_gflops"] > 0 and j["bandwidth_gbps"] > 0 and j["bandwidth_gbps_cpu"] > 0 and j["threads"] == 2, j
     assert j["diff_reference"] == "attnlab" and len(j["load_average"]) == 3, j
     rows = j["results"]
     assert sorted((r["impl"], r["pass"]) for r in rows) == sorted(
@@ -42,6 +43,7 @@ def check(path, shape, pairs, keys_read):
         kv_bytes = 2 * B * Hkv * keys_read * d * 4
         assert abs(r["kv_gbps"] * r["median_ms"] * 1e6 / kv_bytes - 1) < 1e-9, r
         assert abs(r["bandwidth_fraction"] * j["bandwidth_gbps"] / r["kv_gbps"] - 1) < 1e-9, r
+        assert abs(r["bandwidth_fraction_cpu"] * j["bandwidth_gbps_cpu"] / r["kv_gbps_cpu"] - 1) < 1e-9, r
         # the peer computes the same attention (GQA, Nq != Nk, the causal alignment)
         assert r["max_abs_diff"] < 1e-4 and (r["impl"] != "attnlab" or r["max_abs_diff"] == 0), r
 # top-left causal, N = 48: row i sees i + 1 keys

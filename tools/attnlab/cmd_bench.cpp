@@ -275,7 +275,9 @@ void run_bench(const BenchArgs& a) {
     const ab::Peak after = ab::measure_peak(threads);
     peak.gflops = std::max(peak.gflops, after.gflops);
     peak.gflops_cpu = std::max(peak.gflops_cpu, after.gflops_cpu);
-    bandwidth.gbps = std::max(bandwidth.gbps, ab::measure_read_bandwidth(threads).gbps);
+    const ab::Bandwidth bw_after = ab::measure_read_bandwidth(threads);
+    bandwidth.gbps = std::max(bandwidth.gbps, bw_after.gbps);
+    bandwidth.gbps_cpu = std::max(bandwidth.gbps_cpu, bw_after.gbps_cpu);
   }
 
   const double pairs = shape.visible_pairs() * static_cast<double>(shape.B * shape.Hq) * static_cast<double>(shape.D);
@@ -287,19 +289,20 @@ void run_bench(const BenchArgs& a) {
              shape.causal == ab::PeerCausal::none ? "" : fmt::format(" causal {}", causal_name(shape.causal)), threads,
              cpu_name(), al::engine::target_name());
   fmt::print("measured on {} threads (best of before and after the timings): FMA peak {:.1f} GFLOP/s wall-clock, "
-             "{:.1f} over CPU time ({}); read bandwidth {:.1f} GB/s ({} MiB buffer) | load average "
-             "{:.2f} {:.2f} {:.2f} | median of {}\n",
-             threads, peak.gflops, peak.gflops_cpu, peak.target, bandwidth.gbps, bandwidth.bytes >> 20, load[0],
-             load[1], load[2], a.repeats);
+             "{:.1f} over CPU time ({}); read bandwidth {:.1f} GB/s wall-clock, {:.1f} over CPU time ({} MiB "
+             "buffer) | load average {:.2f} {:.2f} {:.2f} | median of {}\n",
+             threads, peak.gflops, peak.gflops_cpu, peak.target, bandwidth.gbps, bandwidth.gbps_cpu,
+             bandwidth.bytes >> 20, load[0], load[1], load[2], a.repeats);
   fmt::print("(% peak and peak_gflops: the wall-clock peak, measured under the same load as the timings; the CPU\n"
-             " columns divide by CPU time per thread instead, against the CPU-time peak: the rate while running;\n"
-             " KV GB/s: the {:.1f} MB of K and V that some query row sees, over the pass's time; % bw: of the read "
-             "bandwidth;\n"
+             " columns divide by CPU time per thread instead, against the CPU-time peak and bandwidth: the rate while\n"
+             " running; KV GB/s: the {:.1f} MB of K and V that some query row sees, over the pass's time; % bw: of the\n"
+             " read bandwidth;\n"
              " max diff: the largest |difference| from {}'s result, out (forward) or dq, dk, dv (backward))\n",
              kv_bytes / 1e6, impls.front()->name());
   if (!rss_ok) fmt::print("(peak RSS is the process-wide high-water mark: /proc/self/clear_refs not writable)\n");
-  fmt::print("{:<9} {:<9} {:>11} {:>9} {:>7} {:>9} {:>7} {:>13} {:>9} {:>10} {:>9}\n", "impl", "pass", "median ms",
-             "GFLOP/s", "% peak", "KV GB/s", "% bw", "max RSS MB", "CPU GF/s", "% CPU pk", "max diff");
+  fmt::print("{:<9} {:<9} {:>11} {:>9} {:>7} {:>9} {:>7} {:>13} {:>9} {:>10} {:>9} {:>9} {:>9}\n", "impl", "pass",
+             "median ms", "GFLOP/s", "% peak", "KV GB/s", "% bw", "max RSS MB", "CPU GF/s", "% CPU pk", "CPU GB/s",
+             "% CPU bw", "max diff");
   nlohmann::json results = nlohmann::json::array();
   for (const std::string pass : {"forward", "backward"}) {
     if (pass == "backward" && a.forward_only) continue;
@@ -311,11 +314,13 @@ void run_bench(const BenchArgs& a) {
       const double kv_gbps = kv_bytes / (ms * 1e-3) / 1e9;
       // Rate while running: FLOPs over the CPU time per thread (spinning threads count as busy).
       const double cpu_gflops = flops / (median(s.cpu_ms) * 1e-3 / threads) / 1e9;
+      const double cpu_kv_gbps = kv_bytes / (median(s.cpu_ms) * 1e-3 / threads) / 1e9;
       const double max_diff = diff[{impl->name(), pass}];
-      fmt::print("{:<9} {:<9} {:>11.2f} {:>9.1f} {:>6.1f}% {:>9.1f} {:>6.1f}% {:>13.1f} {:>9.1f} {:>9.1f}% {:>9.1e}\n",
+      fmt::print("{:<9} {:<9} {:>11.2f} {:>9.1f} {:>6.1f}% {:>9.1f} {:>6.1f}% {:>13.1f} {:>9.1f} {:>9.1f}% {:>9.1f} "
+                 "{:>8.1f}% {:>9.1e}\n",
                  impl->name(), pass, ms, gflops, 100.0 * gflops / peak.gflops, kv_gbps,
                  100.0 * kv_gbps / bandwidth.gbps, s.rss_mb, cpu_gflops, 100.0 * cpu_gflops / peak.gflops_cpu,
-                 max_diff);
+                 cpu_kv_gbps, 100.0 * cpu_kv_gbps / bandwidth.gbps_cpu, max_diff);
       results.push_back({{"impl", impl->name()},
                          {"pass", pass},
                          {"batch", shape.B},
@@ -332,6 +337,8 @@ void run_bench(const BenchArgs& a) {
                          {"peak_fraction", gflops / peak.gflops},
                          {"kv_gbps", kv_gbps},
                          {"bandwidth_fraction", kv_gbps / bandwidth.gbps},
+                         {"kv_gbps_cpu", cpu_kv_gbps},
+                         {"bandwidth_fraction_cpu", cpu_kv_gbps / bandwidth.gbps_cpu},
                          {"max_rss_mb", s.rss_mb},
                          {"max_abs_diff", max_diff}});
     }
@@ -339,6 +346,7 @@ void run_bench(const BenchArgs& a) {
   if (!a.json.empty()) {
     const nlohmann::json doc = {{"peak_gflops", peak.gflops},
                                 {"bandwidth_gbps", bandwidth.gbps},
+                                {"bandwidth_gbps_cpu", bandwidth.gbps_cpu},
                                 {"threads", threads},
                                 {"diff_reference", impls.front()->name()},
                                 {"load_average", {load[0], load[1], load[2]}},

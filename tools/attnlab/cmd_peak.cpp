@@ -24,7 +24,7 @@ struct PeakArgs {
 };
 
 void print_bandwidth(const attnlab::bench::Bandwidth& bw, int threads) {
-  fmt::print("{:>8}  {:>10.1f}\n", threads, bw.gbps);
+  fmt::print("{:>8}  {:>11.1f}  {:>10.1f}\n", threads, bw.gbps, bw.gbps_cpu);
 }
 
 void run_memory(const PeakArgs& a, int all) {
@@ -42,10 +42,11 @@ void run_memory(const PeakArgs& a, int all) {
                                                 static_cast<double>(one.l3_bytes), one.l3_bytes >> 20)
                               : std::string("last-level cache size unknown"),
              load[0], load[1], load[2]);
-  fmt::print("{:>8}  {:>10}\n", "threads", "GB/s");
+  fmt::print("{:>8}  {:>11}  {:>10}\n", "threads", "GB/s (wall)", "GB/s (CPU)");
   print_bandwidth(one, 1);
   print_bandwidth(many, all);
-  fmt::print("GB = 1e9 bytes; each thread reads its own slice; wall-clock time, under the machine's current load.\n");
+  fmt::print("GB = 1e9 bytes; each thread reads its own slice. wall: over elapsed time, what the threads got with\n"
+             "the machine's current load; CPU: over each thread's CPU time, the rate while they run.\n");
 }
 
 void run_peak(const PeakArgs& a) {
