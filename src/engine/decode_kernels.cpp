@@ -3,12 +3,15 @@
 //
 //   1. per row, once: key_end and scale_i (the log-n policies count a row's visible
 //      keys, O(Nk) with a boolean mask: not once per chunk);
-//   2. per batch of key/value heads (their partials within a 64 MB budget):
-//      a. parallel over items (key/value head, key chunk), dynamic schedule: each
-//         writes its partial (m, l, O) for the M rows of its head;
-//      b. parallel over rows: each merges its partials in chunk order and writes
-//         its O and L.
-// Which thread ran an item never enters a result: bitwise identical for any thread count.
+//   2. per batch of key/value heads (their partials within a 64 MB budget), parallel
+//      over items (key/value head, key chunk), dynamic schedule: each writes its
+//      partial (m, l, O) for the M rows of its head, and the thread that finishes a
+//      head's last chunk (an atomic count) merges that head's rows, each in chunk
+//      order, and writes their O and L. One parallel region, not one for the chunks
+//      and one for the merge: on a loaded machine every region ends waiting for its
+//      slowest thread.
+// Which thread ran an item or a merge never enters a result: bitwise identical for
+// any thread count.
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -58,6 +61,7 @@ bool DecodeForwardImpl(const Plan& p, TensorView<float> out, TensorView<float> l
   const int64_t max_rows = heads_per_batch * w.n_chunks * w.rows;
   auto o = Scratch(max_rows * p.dv_pad), m = Scratch(max_rows), l = Scratch(max_rows);
   std::unique_ptr<bool[]> nan_score(new bool[static_cast<size_t>(max_rows)]);
+  std::unique_ptr<std::atomic<int64_t>[]> chunks_left(new std::atomic<int64_t>[static_cast<size_t>(heads_per_batch)]);
   w.o = o.get();
   w.m = m.get();
   w.l = l.get();
@@ -66,21 +70,24 @@ bool DecodeForwardImpl(const Plan& p, TensorView<float> out, TensorView<float> l
   for (int64_t kv0 = 0; kv0 < n_kv && !p.stop(); kv0 += heads_per_batch) {
     const int64_t nkv = std::min(heads_per_batch, n_kv - kv0);
     const int64_t n_items = nkv * w.n_chunks;
+    for (int64_t kvl = 0; kvl < nkv; ++kvl) chunks_left[kvl].store(w.n_chunks, std::memory_order_relaxed);
     ScratchFailure failure;
 #pragma omp parallel num_threads(p.threads)
     {
       std::optional<DecodeScratch> sc = failure.make<DecodeScratch>(p);
 #pragma omp for schedule(dynamic, 1)
       for (int64_t it = 0; it < n_items; ++it) {
-        if (!sc || p.stop()) continue;  // no scratch, or asked to stop: the call fails after the region
-        DecodeChunk(w, it, kv0 + it / w.n_chunks, it % w.n_chunks, *sc);
+        // No scratch, or asked to stop: the call fails after the region (a head with a
+        // skipped chunk is never merged, and never needs to be).
+        if (!sc || p.stop()) continue;
+        const int64_t kvl = it / w.n_chunks;
+        DecodeChunk(w, it, kv0 + kvl, it % w.n_chunks, *sc);
+        // acq_rel: the last of a head's chunks sees the partials the others wrote.
+        if (chunks_left[kvl].fetch_sub(1, std::memory_order_acq_rel) == 1)
+          for (int64_t r = 0; r < w.rows; ++r) MergeRow(w, kvl, kv0 + kvl, r, out, lse);
       }
     }
     failure.rethrow();
-    if (p.stop()) break;
-    const int64_t n_merge = nkv * w.rows;
-#pragma omp parallel for num_threads(p.threads) schedule(static)
-    for (int64_t it = 0; it < n_merge; ++it) MergeRow(w, it / w.rows, kv0 + it / w.rows, it % w.rows, out, lse);
   }
   return kv_suspect.load();
 }
