@@ -100,6 +100,55 @@ void BM_SoftmaxTile(benchmark::State& state) {
   state.counters["Gscore/s"] = benchmark::Counter(16.0 * rows * nc * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
 }
 
+// Decoding against a KV cache through the public API (the engine picks its decode
+// path): args Hq, Hkv, Nq, Nk, d, threads, bottom-right causal; B = 1. KV GB/s: the
+// bytes of K and V over the time (K and V are 2·Nk·d·Hkv floats, far past L3 at
+// Nk = 32768: read from memory on every call), to compare with `attnlab peak --memory`.
+void BM_Decode(benchmark::State& state) {
+  const int64_t hq = state.range(0), hkv = state.range(1), nq = state.range(2), nk = state.range(3),
+                d = state.range(4);
+  const int threads = static_cast<int>(state.range(5));
+  al::Tensor<float> q({1, hq, nq, d}), k({1, hkv, nk, d}), v({1, hkv, nk, d});
+  std::mt19937 rng(11);
+  std::normal_distribution<float> nd;
+  for (auto* t : {&q, &k, &v})
+    for (float& x : t->storage()) x = nd(rng);
+  al::AttentionOptions<float> opt;
+  opt.causal = state.range(6) ? al::Causal::bottom_right : al::Causal::none;
+  opt.check_finite = false;
+  for (auto _ : state) {
+    auto f = al::attention_forward(q, k, v, opt, al::ComputeConfig{threads});
+    benchmark::DoNotOptimize(f.out.data());
+  }
+  const double kv_bytes = 2.0 * hkv * nk * d * sizeof(float);
+  state.counters["KV GB/s"] = benchmark::Counter(kv_bytes * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(4.0 * hq * nq * nk * d * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+}
+
+// The decode path's work item alone, on one thread, K and V in L2 (256 keys, 256 KB at
+// d = 128, repeated): its compute cost per key, the time memory must hide. Args Hq,
+// Hkv, Nq, d. Compare KV GB/s with the read bandwidth per core.
+void BM_DecodeChunk(benchmark::State& state) {
+  const int64_t hq = state.range(0), hkv = state.range(1), nq = state.range(2), d = state.range(3), nk = 256;
+  std::vector<float> q(static_cast<size_t>(hq * nq * d)), k(static_cast<size_t>(hkv * nk * d)), v(k.size());
+  std::mt19937 rng(5);
+  std::normal_distribution<float> nd;
+  for (auto* t : {&q, &k, &v})
+    for (float& x : *t) x = nd(rng);
+  for (auto _ : state) {
+    al::engine::testing::decode_chunk_piece(q.data(), k.data(), v.data(), hq, hkv, nq, nk, d, 16);
+    benchmark::DoNotOptimize(q.data());
+  }
+  const double keys = 16.0 * nk;
+  state.counters["ns/key"] = benchmark::Counter(keys, benchmark::Counter::kIsIterationInvariantRate |
+                                                          benchmark::Counter::kInvert);
+  state.counters["KV GB/s"] =
+      benchmark::Counter(keys * 2 * d * sizeof(float) * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["GFLOP/s"] = benchmark::Counter(keys * 4.0 * (hq / hkv) * nq * d * 1e-9,
+                                                 benchmark::Counter::kIsIterationInvariantRate);
+}
+
 void BM_FmaPeak(benchmark::State& state) {
   for (auto _ : state) {
     const auto p = al::bench::measure_peak(static_cast<int>(state.range(0)), 0.05, 1);
@@ -128,5 +177,16 @@ BENCHMARK(BM_Exp);
 BENCHMARK(BM_SoftmaxTile);
 BENCHMARK(BM_Forward)->Apply(EngineArgs);
 BENCHMARK(BM_Backward)->Apply(EngineArgs);
+// The decode shapes of issue 14 (d = 128): a decoding step without and with grouped-query
+// heads, a batch of 4 against a 4096-key cache (per call B = 1 here: 4 heads' worth), and
+// a chunk of 16 new queries.
+BENCHMARK(BM_Decode)
+    ->Args({8, 8, 1, 32768, 128, 1, 0})->Args({8, 8, 1, 32768, 128, 2, 0})
+    ->Args({32, 8, 1, 32768, 128, 1, 0})->Args({32, 8, 1, 32768, 128, 2, 0})
+    ->Args({32, 8, 16, 8192, 128, 2, 1})
+    ->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_DecodeChunk)
+    ->Args({1, 1, 1, 128})->Args({4, 1, 1, 128})->Args({8, 1, 1, 128})->Args({4, 1, 16, 128})
+    ->Args({1, 1, 1, 64})->Args({4, 1, 1, 64})->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_FmaPeak)->Arg(1)->Arg(2)->Iterations(3);
 BENCHMARK_MAIN();

@@ -1,5 +1,8 @@
 // LibTorch peer (see peers.hpp): torch::matmul, torch::softmax and autograd, the
-// way a PyTorch user writes attention by hand. Built as a loadable module
+// way a PyTorch user writes attention by hand. With grouped-query heads (Hkv < Hq)
+// K and V are first repeated to Hq heads, as Hugging Face's `repeat_kv` does for
+// torch versions without scaled_dot_product_attention(enable_gqa=True) (1.13 here):
+// a copy of K and V per query head, which autograd sums back into dK and dV. Built as a loadable module
 // (libattnlab_torch_peer.so) that `attnlab bench` opens only when asked for
 // libtorch: linking LibTorch into the CLI would cost every command ~230 MB of
 // resident memory and its start-up time, and would pollute the engine's
@@ -7,6 +10,9 @@
 #include <torch/torch.h>
 
 #include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
 
 #include "peers/peers.hpp"
 
@@ -16,35 +22,46 @@ class TorchPeer final : public Peer {
  public:
   TorchPeer(const PeerShape& s, int threads) : s_(s) {
     torch::set_num_threads(threads);
-    if (s.causal) {
-      // true above the diagonal: the keys a row may not see
-      mask_ = torch::ones({s.N, s.N}, torch::kBool).triu(1);
+    if (s.causal != PeerCausal::none) {
+      // true where key j lies past row i's key_end: the keys the row may not see
+      std::vector<int64_t> end(static_cast<size_t>(s.Nq));
+      for (int64_t i = 0; i < s.Nq; ++i) end[static_cast<size_t>(i)] = s.key_end(i);
+      const auto ends = torch::tensor(end, torch::kInt64).unsqueeze(1);
+      mask_ = torch::arange(s.Nk, torch::kInt64).unsqueeze(0).ge(ends);
     }
   }
   std::string name() const override { return "libtorch"; }
 
   void forward(const float* q, const float* k, const float* v, float* out) override {
     const auto opts = torch::TensorOptions().dtype(torch::kFloat32);
-    const std::vector<int64_t> shape{s_.B, s_.H, s_.N, s_.D};
-    q_ = torch::from_blob(const_cast<float*>(q), shape, opts).clone().requires_grad_(true);
-    k_ = torch::from_blob(const_cast<float*>(k), shape, opts).clone().requires_grad_(true);
-    v_ = torch::from_blob(const_cast<float*>(v), shape, opts).clone().requires_grad_(true);
-    auto s = torch::matmul(q_, k_.transpose(-2, -1)) * (1.0 / std::sqrt(static_cast<double>(s_.D)));
-    if (s_.causal) s = s.masked_fill(mask_, -std::numeric_limits<float>::infinity());
-    o_ = torch::matmul(torch::softmax(s, -1), v_);
-    std::memcpy(out, o_.data_ptr<float>(), sizeof(float) * static_cast<size_t>(s_.numel()));
+    const std::vector<int64_t> q_shape{s_.B, s_.Hq, s_.Nq, s_.D}, kv_shape{s_.B, s_.Hkv, s_.Nk, s_.D};
+    q_ = torch::from_blob(const_cast<float*>(q), q_shape, opts).clone().requires_grad_(true);
+    k_ = torch::from_blob(const_cast<float*>(k), kv_shape, opts).clone().requires_grad_(true);
+    v_ = torch::from_blob(const_cast<float*>(v), kv_shape, opts).clone().requires_grad_(true);
+    const auto kr = repeat_kv(k_), vr = repeat_kv(v_);
+    auto s = torch::matmul(q_, kr.transpose(-2, -1)) * (1.0 / std::sqrt(static_cast<double>(s_.D)));
+    if (mask_.defined()) s = s.masked_fill(mask_, -std::numeric_limits<float>::infinity());
+    o_ = torch::matmul(torch::softmax(s, -1), vr);
+    std::memcpy(out, o_.data_ptr<float>(), sizeof(float) * static_cast<size_t>(s_.q_numel()));
   }
 
   void backward(const float* grad_out, float* dq, float* dk, float* dv) override {
-    const auto g = torch::from_blob(const_cast<float*>(grad_out), {s_.B, s_.H, s_.N, s_.D}, torch::kFloat32);
+    const auto g = torch::from_blob(const_cast<float*>(grad_out), {s_.B, s_.Hq, s_.Nq, s_.D}, torch::kFloat32);
     o_.backward(g);
-    std::memcpy(dq, q_.grad().data_ptr<float>(), sizeof(float) * static_cast<size_t>(s_.numel()));
-    std::memcpy(dk, k_.grad().data_ptr<float>(), sizeof(float) * static_cast<size_t>(s_.numel()));
-    std::memcpy(dv, v_.grad().data_ptr<float>(), sizeof(float) * static_cast<size_t>(s_.numel()));
+    std::memcpy(dq, q_.grad().data_ptr<float>(), sizeof(float) * static_cast<size_t>(s_.q_numel()));
+    std::memcpy(dk, k_.grad().data_ptr<float>(), sizeof(float) * static_cast<size_t>(s_.kv_numel()));
+    std::memcpy(dv, v_.grad().data_ptr<float>(), sizeof(float) * static_cast<size_t>(s_.kv_numel()));
     q_ = k_ = v_ = o_ = torch::Tensor();  // free the graph, like a training step
   }
 
  private:
+  // [B, Hkv, Nk, D] → [B, Hq, Nk, D], key/value head h / group for query head h
+  // (Hugging Face's repeat_kv: expand, then reshape, which copies).
+  torch::Tensor repeat_kv(const torch::Tensor& x) const {
+    if (s_.group() == 1) return x;
+    return x.unsqueeze(2).expand({s_.B, s_.Hkv, s_.group(), s_.Nk, s_.D}).reshape({s_.B, s_.Hq, s_.Nk, s_.D});
+  }
+
   PeerShape s_;
   torch::Tensor mask_, q_, k_, v_, o_;
 };

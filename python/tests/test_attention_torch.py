@@ -67,6 +67,35 @@ def test_random_forward_backward(seed, dtype):
     compare(ours, want, dtype, f"seed {seed}")
 
 
+def kv_cache_problem(rng):
+    """A few new queries against a long key/value cache (the engine's decode path: Nq <= 64,
+    Nk > 512): grouped heads, per-sequence cache lengths, masks, both causal alignments."""
+    p = random_problem(rng, np.float32)
+    B, Hq, Hkv = p["q"].shape[0], p["q"].shape[1], p["k"].shape[1]
+    Nq, Nk = int(rng.choice([1, 1, 3, 16])), int(rng.integers(600, 2500))
+    d, dv = int(rng.choice([1, 64, 80])), int(rng.choice([8, 64]))
+    p["q"] = rng.standard_normal((B, Hq, Nq, d)).astype(np.float32)
+    p["k"] = rng.standard_normal((B, Hkv, Nk, d)).astype(np.float32)
+    p["v"] = rng.standard_normal((B, Hkv, Nk, dv)).astype(np.float32)
+    p["grad_out"] = rng.standard_normal((B, Hq, Nq, dv)).astype(np.float32)
+    if p["mask"] is not None:
+        shape = (B, 1, Nq, Nk) if rng.random() < 0.5 else (Nq, Nk)
+        p["mask"] = rng.random(shape) < 0.8 if p["mask"].dtype == bool else rng.standard_normal(shape).astype(np.float32)
+    if p["key_lengths"] is not None:
+        p["key_lengths"] = rng.integers(0, Nk + 1, size=B)
+    return p
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_kv_cache_shapes_forward_backward(seed):
+    # The engine chooses its decode path (split-KV, grouped heads together) for these shapes;
+    # the results must be torch's as for any other shape, and so must the gradients.
+    rng = np.random.default_rng(1000 + seed)
+    p = kv_cache_problem(rng)
+    ours, want = run_both(p, np.float32)
+    compare(ours, want, np.float32, f"seed {seed}: q {p['q'].shape} k {p['k'].shape} causal {p['causal']}")
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_fully_masked_rows_are_zero_where_torch_gives_nan(rng, dtype):
     B, H, Nq, Nk, d = 2, 2, 5, 6, 4

@@ -276,9 +276,11 @@ def test_out_of_memory_is_memory_error_not_an_abort(tmp_path):
     # Issue 18: with `ulimit -v`, a float32 call whose scratch could not be allocated died
     # with "Abort ... Assert p". In a fresh process whose address space is capped 16 MB
     # above what it uses, the engine's 64 MB pack cannot be had: MemoryError naming the size.
+    # (128 queries: the tiled path, which packs K and V; up to 64 would take the decode
+    # path, which reads them in place and needs no such buffer.)
     out = _run_fresh(tmp_path,
         "import resource, numpy as np, attnlab\n"
-        "q = np.ones((1, 1, 64, 64), np.float32)\n"
+        "q = np.ones((1, 1, 128, 64), np.float32)\n"
         "k = np.ones((1, 1, 131072, 64), np.float32)\n"
         "vm_kb = next(int(l.split()[1]) for l in open('/proc/self/status') if l.startswith('VmSize:'))\n"
         "resource.setrlimit(resource.RLIMIT_AS, ((vm_kb + 16 * 1024) * 1024, resource.getrlimit(resource.RLIMIT_AS)[1]))\n"

@@ -197,7 +197,8 @@ void check_variants(const AttentionOptions<T>& o, const AttentionDims& d) {
 }
 
 template <class T>
-AttentionDims check_inputs(ConstView<T> q, ConstView<T> k, ConstView<T> v, const AttentionOptions<T>& options) {
+AttentionDims check_inputs(ConstView<T> q, ConstView<T> k, ConstView<T> v, const AttentionOptions<T>& options,
+                           ValueChecks values = ValueChecks::all) {
   // Emptiness first: an empty tensor usually has no data pointer either, and
   // "empty" is the message that helps.
   require_nonempty(q, "q");
@@ -236,9 +237,11 @@ AttentionDims check_inputs(ConstView<T> q, ConstView<T> k, ConstView<T> v, const
   check_variants(options, d);
   if (options.check_finite) {
     check_finite(q, "q");
-    check_finite(k, "k");
-    check_finite(v, "v");
-    check_additive_values(options.additive_mask);
+    if (values == ValueChecks::all) {
+      check_finite(k, "k");
+      check_finite(v, "v");
+      check_additive_values(options.additive_mask);
+    }
   }
   return d;
 }
@@ -292,9 +295,19 @@ void check_result_finite(ConstView<T> x, const char* name) {
 }
 
 template <class T>
+void check_deferred_values(ConstView<T> k, ConstView<T> v, const AttentionOptions<T>& options, bool k_and_v) {
+  if (!options.check_finite) return;
+  if (k_and_v) {
+    check_finite(k, "k");
+    check_finite(v, "v");
+  }
+  check_additive_values(options.additive_mask);
+}
+
+template <class T>
 AttentionDims check_forward_args(ConstView<T> q, ConstView<T> k, ConstView<T> v, const AttentionOptions<T>& options,
-                                 TensorView<T> out, TensorView<T> lse) {
-  const AttentionDims d = check_inputs(q, k, v, options);
+                                 TensorView<T> out, TensorView<T> lse, ValueChecks values) {
+  const AttentionDims d = check_inputs(q, k, v, options, values);
   require_shape(out, {d.B, d.Hq, d.Nq, d.dv}, "out");
   require_shape(lse, {d.B, d.Hq, d.Nq, 1}, "lse");
   require_no_self_overlap(out, "out");
@@ -377,7 +390,8 @@ void check_row_output(const TensorView<T>& x, const AttentionDims& d, const char
   template void check_finite<T>(ConstView<T>, const char*);                                                         \
   template void check_result_finite<T>(ConstView<T>, const char*);                                                  \
   template AttentionDims check_forward_args<T>(ConstView<T>, ConstView<T>, ConstView<T>, const AttentionOptions<T>&, \
-                                               TensorView<T>, TensorView<T>);                                      \
+                                               TensorView<T>, TensorView<T>, ValueChecks);                         \
+  template void check_deferred_values<T>(ConstView<T>, ConstView<T>, const AttentionOptions<T>&, bool);              \
   template AttentionDims check_backward_args<T>(ConstView<T>, ConstView<T>, ConstView<T>, ConstView<T>,              \
                                                 ConstView<T>, ConstView<T>, const AttentionOptions<T>&,              \
                                                 TensorView<T>, TensorView<T>, TensorView<T>, std::span<T>);

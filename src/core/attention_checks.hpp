@@ -12,12 +12,25 @@
 
 namespace attnlab::detail {
 
+
+// Which input values check_forward_args checks when options.check_finite is set: all
+// of them (q, k, v, then the additive mask), or q only, the caller checking the rest
+// after its kernel with check_deferred_values (the engine's decode path reads k and v
+// once, and looks for non-finite values as it goes rather than in a pass of its own).
+enum class ValueChecks { all, q_only };
+
 // Validate shapes, strides, masks, padding, aliasing and (if options.check_finite)
 // the values of q, k, v. Throws attnlab::Error.
 template <class T>
 AttentionDims check_forward_args(ConstView<T> q, ConstView<T> k, ConstView<T> v,
                                  const AttentionOptions<T>& options,
-                                 TensorView<T> out, TensorView<T> lse);
+                                 TensorView<T> out, TensorView<T> lse, ValueChecks values = ValueChecks::all);
+
+// The value checks that ValueChecks::q_only left to the caller, in check_forward_args's
+// order (k, v, the additive mask; nothing without options.check_finite). k_and_v = false
+// when the caller has established that k and v are finite.
+template <class T>
+void check_deferred_values(ConstView<T> k, ConstView<T> v, const AttentionOptions<T>& options, bool k_and_v);
 
 // dsinks: empty, or [Hq] when options.sinks is given.
 template <class T>

@@ -1,6 +1,7 @@
 // The engine's entry points (attnlab/engine.hpp): validation shared with the
-// reference, the thread count, and the diagnostics' shapes; the work is done
-// by the fused kernels in flash_kernels.cpp.
+// reference, the thread count, the diagnostics' shapes, and the choice of forward
+// kernel (decode_path.hpp); the work is done by the fused kernels in
+// flash_kernels.cpp (tiled) and decode_kernels.cpp (decode).
 #include "attnlab/engine.hpp"
 
 #include <new>
@@ -9,6 +10,8 @@
 #include <omp.h>
 
 #include "core/attention_checks.hpp"
+#include "engine/decode_kernels.hpp"
+#include "engine/decode_path.hpp"
 #include "engine/flash_kernels.hpp"
 
 namespace attnlab::engine {
@@ -48,6 +51,8 @@ void clear_applied_mask(const AttentionOptions<float>& o) {
         for (int64_t j = 0; j < m.dim(); ++j) m(b, h, i, j) = 0;
 }
 
+thread_local ForwardPath last_path = ForwardPath::tiled;
+
 void throw_if_interrupted(const Plan& plan) {
   if (plan.stop.stopped()) throw Interrupted("attention: interrupted by the caller (ComputeConfig::interrupt)");
 }
@@ -57,17 +62,31 @@ void throw_if_interrupted(const Plan& plan) {
 void attention_forward(ConstView<float> q, ConstView<float> k, ConstView<float> v,
                        const AttentionOptions<float>& options, TensorView<float> out, TensorView<float> lse,
                        const RowDiagnostics<float>* diagnostics, const ComputeConfig& config) {
-  const auto dims = detail::check_forward_args(q, k, v, options, out, lse);
+  // The path from the lengths alone (if the shapes are wrong, check_forward_args says so).
+  last_path = choose_forward_path(q.seq(), k.seq(), diagnostics != nullptr, options.dropout.present());
+  const bool decode = last_path == ForwardPath::decode;
+  // The decode path reads K and V once, at the memory's speed: a separate pass to check
+  // their values would double its time. Its kernel reports whether it met a non-finite
+  // value (or a score that overflowed) instead; only then are k and v searched, after
+  // it, for the culprit and the same message (check_deferred_values).
+  const auto dims =
+      detail::check_forward_args(q, k, v, options, out, lse, decode ? detail::ValueChecks::q_only : detail::ValueChecks::all);
   if (diagnostics != nullptr) detail::check_diagnostics(*diagnostics, dims);
   Plan plan(dims, q, k, v, options, resolve_threads(config), &config.interrupt);
   std::optional<BlockMask> own_block_mask;
+  bool kv_suspect = false;
   out_of_memory_as_error([&] {
-    attach_block_mask(plan, own_block_mask);
     clear_applied_mask(options);
-    flash_forward(plan, out, lse, diagnostics);
+    if (decode) {
+      kv_suspect = decode_forward(plan, out, lse);
+    } else {
+      attach_block_mask(plan, own_block_mask);
+      flash_forward(plan, out, lse, diagnostics);
+    }
   });
   tile_counts().forward.fetch_add(plan.tiles_computed.load(), std::memory_order_relaxed);
   throw_if_interrupted(plan);
+  if (decode) detail::check_deferred_values(k, v, options, kv_suspect);
   // With the input check off, NaN inputs make NaN scores too: the caller opted out of both checks.
   if (!options.check_finite) return;
   if (const int64_t row = plan.overflowed_rows.first(); row != RowErrorLog::kNone)
@@ -109,5 +128,7 @@ TileCounts& tile_counts() {
   static TileCounts counts;
   return counts;
 }
+
+ForwardPath last_forward_path() { return last_path; }
 
 }  // namespace attnlab::engine

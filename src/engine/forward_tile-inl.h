@@ -134,6 +134,23 @@ void BeginQueryTile(const Plan& p, int64_t b, int64_t h, int64_t i0, int64_t row
   }
 }
 
+// The online-softmax step of row i of (b, h) on key tile [j0, j0 + nc): its raw scores
+// s (a row of q·k products) are masked and scaled (MaskRow), become probabilities, and
+// the row's running m, l, O (and diagnostics) are updated. `end` and `scale` are the
+// row's key_end and scale_i. Shared by the forward's query tiles and the decode path.
+[[maybe_unused]] void SoftmaxRow(const Plan& p, int64_t b, int64_t h, int64_t i, int64_t j0, int64_t nc, int64_t end, float scale,
+                float* s, float& m, float& l, bool& nan_score, float* o_row, RowDiag* diag) {
+  const int64_t limit = std::clamp<int64_t>(end - j0, 0, nc);
+  const float tile_max = MaskRow(p, b, h, i, j0, limit, TileWidth(nc), scale, 0.0f, s);
+  // A NaN score (0 · ∞, ∞ − ∞ in a dot product, or a NaN input with the check off) may
+  // be skipped by SIMD max or become the max. Beside finite scores it still poisons l
+  // (exp(NaN) = NaN); a tile of nothing but NaN and hidden keys gives a max of −inf or
+  // NaN and would pass for masked, so only then look for it.
+  if (!(tile_max > kNegInf) && !nan_score)
+    for (int64_t j = 0; j < limit; ++j) nan_score |= std::isnan(s[j]);
+  SoftmaxUpdateRow(s, TileWidth(nc), tile_max, m, l, o_row, p.dv_pad, diag);
+}
+
 // The keys [j0, j0 + nc) of one key tile that rows [r0, r1) of a query tile starting at
 // i0 see: the scores of those rows in w.s (row r at w.s + r·kBc, key j0 + j at column j).
 struct SubTile {
@@ -195,6 +212,35 @@ void AddSinks(const Plan& p, int64_t h, int64_t rows, ForwardScratch& w, bool di
   }
 }
 
+// How a finished row ends: its O (the accumulator `acc` [dv] divided by l) and L are
+// written, by the rules for rows whose scores overflowed and rows that saw no key.
+struct RowEnd {
+  bool overflow = false;  // logged; O = L = NaN (what a caller sees with check_finite off)
+  bool empty = false;     // overflowed, or no visible key: O = 0 (or NaN), L = −inf (or NaN)
+  float fill = 0.0f;      // the value of O (and of diagnostics) when empty
+};
+
+RowEnd FinishRow(const Plan& p, int64_t b, int64_t h, int64_t i, float m, float l, bool nan_score, const float* acc,
+                 TensorView<float> out, TensorView<float> lse) {
+  const auto& dm = p.dims;
+  float* orow = out.row(b, h, i);
+  const int64_t st = out.stride(kDim);
+  // A score that overflowed float (|scale·q·k| > 3.4e38, or inf − inf inside the
+  // dot product) leaves m = +inf or NaN, l = NaN, or a NaN among hidden keys. Such a
+  // row has no answer in float32: it is logged for the entry point to report, and gets
+  // O = L = NaN (what a caller sees only with check_finite off: NaN in, NaN out, as the
+  // reference).
+  RowEnd e;
+  e.overflow = std::isnan(m) || m == std::numeric_limits<float>::infinity() || std::isnan(l) || nan_score;
+  if (e.overflow) p.overflowed_rows.record((b * dm.Hq + h) * dm.Nq + i);
+  e.empty = e.overflow || m == kNegInf || !(l > 0.0f);
+  const float inv = e.empty ? 0.0f : 1.0f / l;
+  e.fill = e.overflow ? std::numeric_limits<float>::quiet_NaN() : 0.0f;  // NaN in, NaN out
+  for (int64_t c = 0; c < dm.dv; ++c) orow[c * st] = e.empty ? e.fill : acc[c] * inv;
+  lse(b, h, i, 0) = e.overflow ? std::numeric_limits<float>::quiet_NaN() : e.empty ? kNegInf : m + std::log(l);
+  return e;
+}
+
 // v_head: the head's packed V rows [Nk][dv_pad], or nullptr to copy each key tile's rows here.
 // Only the pairs of (query tile, key tile) in which some row sees some key are computed
 // (TileRows::rect: the others are skipped, and so are those mask_mod's BlockMask or the
@@ -241,27 +287,10 @@ void ForwardQueryTile(const Plan& p, int64_t b, int64_t h, int64_t qt, const flo
   if (p.sinks) AddSinks(p, h, rows, w, diag != nullptr);
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t i = i0 + r;
-    float* orow = out.row(b, h, i);
-    const int64_t st = out.stride(kDim);
-    const float* acc = w.o.get() + r * p.dv_pad;
-    // A score that overflowed float (|scale·q·k| > 3.4e38, or inf − inf inside the
-    // dot product) leaves m = +inf or NaN, l = NaN, or a NaN among hidden keys. Such a
-    // row has no answer in float32: it is logged for the entry point to report, and gets
-    // O = L = NaN (what a caller sees only with check_finite off: NaN in, NaN out, as the
-    // reference).
-    const bool overflow = std::isnan(w.m[r]) || w.m[r] == std::numeric_limits<float>::infinity() ||
-                          std::isnan(w.l[r]) || w.nan_score[r];
-    if (overflow) p.overflowed_rows.record((b * dm.Hq + h) * dm.Nq + i);
-    const bool empty = overflow || w.m[r] == kNegInf || !(w.l[r] > 0.0f);
-    const float inv = empty ? 0.0f : 1.0f / w.l[r];
-    const float fill = overflow ? std::numeric_limits<float>::quiet_NaN() : 0.0f;  // NaN in, NaN out
-    for (int64_t c = 0; c < dm.dv; ++c) orow[c * st] = empty ? fill : acc[c] * inv;
-    lse(b, h, i, 0) = overflow ? std::numeric_limits<float>::quiet_NaN()
-                      : empty  ? kNegInf
-                               : w.m[r] + std::log(w.l[r]);
+    const RowEnd e = FinishRow(p, b, h, i, w.m[r], w.l[r], w.nan_score[r], w.o.get() + r * p.dv_pad, out, lse);
     if (diag == nullptr) continue;
-    float pmax = fill, ent = fill, fro = fill;
-    if (!empty) {
+    float pmax = e.fill, ent = e.fill, fro = e.fill;
+    if (!e.empty) {
       const RowDiag& g = w.diag[r];
       const double l = 1.0 + g.lo, pm = 1.0 / l, eps = g.lo / l, e2 = g.u2 / (l * l), e3 = g.u3 / (l * l * l);
       pmax = static_cast<float>(pm);

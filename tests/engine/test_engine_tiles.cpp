@@ -12,6 +12,7 @@
 #include <random>
 
 #include "attnlab/attention.hpp"
+#include "engine/decode_path.hpp"
 #include "engine/plan.hpp"
 #include "naive_float.hpp"
 
@@ -154,4 +155,30 @@ TEST(EngineTiles, BlockMaskSkipsEmptyTilesAndFullTilesSkipTheMask) {
   EXPECT_LT(nonempty, nqt * nkt / 2);
   // (That the result is attention under the mask is EngineAccuracy's business: its random
   // problems draw mask_mods with empty, full and partial tiles.)
+}
+
+// The decode path (one query row against a long cache) skips the same tiles: a sliding
+// window reads the window's keys, not the cache, and a packed batch of decoding steps
+// computes each sequence's own keys only.
+TEST(EngineTiles, DecodingWithAWindowOrPackedSequencesComputesOnlyTheirKeys) {
+  std::mt19937_64 rng(3);
+  {
+    al::test::Problem p = al::test::make_problem(rng, 1, 1, 1, 1, 8192, 64, 64);
+    p.window = {300, 0};
+    const Counted c = run_counted(p, 2);
+    EXPECT_EQ(al::engine::last_forward_path(), al::engine::ForwardPath::decode);
+    EXPECT_EQ(c.forward, pairs_with_a_visible_key(p));
+    EXPECT_LE(c.forward, 300 / kBc + 2);
+  }
+  {
+    // Four packed sequences; only the last two have a new query row this step.
+    al::test::Problem p = al::test::make_problem(rng, 1, 1, 1, 2, 4096, 64, 64);
+    p.cu_seqlens_q = {0, 0, 0, 1, 2};
+    p.cu_seqlens_k = {0, 700, 1500, 3000, 4096};
+    p.causal = al::Causal::bottom_right;
+    const Counted c = run_counted(p, 2);
+    EXPECT_EQ(al::engine::last_forward_path(), al::engine::ForwardPath::decode);
+    // One row block holds both rows: a key tile is computed if either row sees one of its keys.
+    EXPECT_EQ(c.forward, (4096 - 1500 / kBc * kBc + kBc - 1) / kBc);
+  }
 }

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # `attnlab bench` as a program, not as a measurement (no test asserts a speed):
-# a tiny run writes the JSON that issue #3 specifies, with FLOPs counted as
-# documented, and bad flags are errors that name the flag and leave an earlier
-# JSON file as it was.
+# tiny runs (self-attention, and a grouped-query chunk against a longer cache)
+# write the JSON that issues #3 and #14 specify, with FLOPs and K/V bytes counted
+# as documented and the peers agreeing with the engine, and bad flags are errors
+# that name the flag and leave an earlier JSON file as it was.
 # Usage: bench_smoke.sh ATTNLAB_CLI WORK_DIR
 set -euo pipefail
 cli=$1 dir=$2
@@ -13,22 +14,42 @@ json=$dir/bench.json
 "$cli" bench --batch 1 --heads 2 --seq 48 --dim 16 --causal --threads 2 --repeats 2 --settle-ms 0 \
   --impls attnlab,openblas --json "$json" > "$dir/table.txt"
 grep -q '^attnlab   forward' "$dir/table.txt"
-/usr/bin/python3 - "$json" <<'PY'
-import json, sys
-j = json.load(open(sys.argv[1]))
-assert j["peak_gflops"] > 0 and j["threads"] == 2, j
-rows = j["results"]
-assert sorted((r["impl"], r["pass"]) for r in rows) == sorted(
-    (i, p) for i in ("attnlab", "openblas") for p in ("forward", "backward")), rows
-keys = {"impl", "pass", "batch", "heads", "seq", "dim", "causal", "median_ms", "gflops", "peak_fraction", "max_rss_mb"}
-for r in rows:
-    assert set(r) == keys, set(r) ^ keys
-    assert (r["batch"], r["heads"], r["seq"], r["dim"], r["causal"]) == (1, 2, 48, 16, True), r
-    assert r["median_ms"] > 0 and r["max_rss_mb"] > 0, r
-    # 4·N²·d per head forward, 10·N²·d backward, halved for causal
-    flops = (4 if r["pass"] == "forward" else 10) * 48 * 48 * 16 * 2 / 2
-    assert abs(r["gflops"] * r["median_ms"] * 1e6 / flops - 1) < 1e-9, r
-    assert abs(r["peak_fraction"] * j["peak_gflops"] / r["gflops"] - 1) < 1e-9, r
+# A decoding-like shape: grouped-query heads, 3 new queries at the end of a 300-key cache.
+"$cli" bench --batch 2 --heads 6 --kv-heads 2 --seq-q 3 --seq-k 300 --dim 16 --causal --causal-align bottom_right \
+  --threads 2 --repeats 1 --settle-ms 0 --impls attnlab,openblas --json "$dir/gqa.json" > "$dir/gqa.txt"
+/usr/bin/python3 - "$json" "$dir/gqa.json" <<'PY'
+import json, math, sys
+keys = {"impl", "pass", "batch", "heads", "kv_heads", "seq", "seq_q", "seq_k", "dim", "causal", "causal_align",
+        "median_ms", "gflops", "peak_fraction", "kv_gbps", "bandwidth_fraction", "kv_gbps_cpu",
+        "bandwidth_fraction_cpu", "max_rss_mb", "max_abs_diff"}
+def check(path, shape, pairs, keys_read):
+    j = json.load(open(path))
+    assert j["peak_gflops"] > 0 and j["bandwidth_gbps"] > 0 and j["bandwidth_gbps_cpu"] > 0 and j["threads"] == 2, j
+    assert j["diff_reference"] == "attnlab" and len(j["load_average"]) == 3, j
+    rows = j["results"]
+    assert sorted((r["impl"], r["pass"]) for r in rows) == sorted(
+        (i, p) for i in ("attnlab", "openblas") for p in ("forward", "backward")), rows
+    B, Hq, Hkv, Nq, Nk, d, align = shape
+    for r in rows:
+        assert set(r) == keys, set(r) ^ keys
+        assert (r["batch"], r["heads"], r["kv_heads"], r["seq_q"], r["seq_k"], r["dim"], r["causal_align"]) == shape, r
+        assert r["seq"] == (Nq if Nq == Nk else None) and r["causal"] == (align != "none"), r
+        assert r["median_ms"] > 0 and r["max_rss_mb"] > 0, r
+        # 4·d FLOPs per visible (query, key) pair and query head forward, 10·d backward
+        flops = (4 if r["pass"] == "forward" else 10) * d * B * Hq * pairs
+        assert abs(r["gflops"] * r["median_ms"] * 1e6 / flops - 1) < 1e-9, r
+        assert abs(r["peak_fraction"] * j["peak_gflops"] / r["gflops"] - 1) < 1e-9, r
+        # the K and V rows some query sees, d floats each, per key/value head
+        kv_bytes = 2 * B * Hkv * keys_read * d * 4
+        assert abs(r["kv_gbps"] * r["median_ms"] * 1e6 / kv_bytes - 1) < 1e-9, r
+        assert abs(r["bandwidth_fraction"] * j["bandwidth_gbps"] / r["kv_gbps"] - 1) < 1e-9, r
+        assert abs(r["bandwidth_fraction_cpu"] * j["bandwidth_gbps_cpu"] / r["kv_gbps_cpu"] - 1) < 1e-9, r
+        # the peer computes the same attention (GQA, Nq != Nk, the causal alignment)
+        assert r["max_abs_diff"] < 1e-4 and (r["impl"] != "attnlab" or r["max_abs_diff"] == 0), r
+# top-left causal, N = 48: row i sees i + 1 keys
+check(sys.argv[1], (1, 2, 2, 48, 48, 16, "top_left"), 48 * 49 // 2, 48)
+# bottom-right, Nq = 3, Nk = 300: rows see 298, 299, 300 keys
+check(sys.argv[2], (2, 6, 2, 3, 300, 16, "bottom_right"), 298 + 299 + 300, 300)
 PY
 
 cp "$json" "$dir/before.json"
@@ -47,4 +68,9 @@ expect_error 'seq must be at least 1, got 0' --seq 0 --impls attnlab
 expect_error "unknown implementation 'foo'" --seq 8 --impls foo
 expect_error 'settle-ms.*not in range' --seq 8 --impls attnlab --settle-ms -1
 expect_error 'Could not convert.*--threads' --seq 8 --impls attnlab --threads two
+expect_error 'kv-heads 3 must divide --heads 4' --seq 8 --heads 4 --kv-heads 3 --impls attnlab
+expect_error 'seq-k must be at least 1 \(or 0: as --seq\), got -2' --seq 8 --seq-k -2 --impls attnlab
+expect_error 'causal-align given without --causal' --seq 8 --causal-align bottom_right --impls attnlab
+expect_error "causal-align must be top_left or bottom_right, got 'diagonal'" --seq 8 --causal --causal-align diagonal \
+  --impls attnlab
 echo "bench smoke test passed"

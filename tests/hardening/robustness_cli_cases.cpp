@@ -165,6 +165,11 @@ std::vector<Case> cli_cases() {
   add("bad flag: dropout_p of 1", "attention ... --dropout-p 1", "attention " + qkv + " --out o.npy --dropout-p 1");
   add("bad flag: --dsinks without --sinks", "attention-backward ... --dsinks ds.npy",
       "attention-backward " + qkv + " --grad-out q.npy --dq dq.npy --dk dk.npy --dv dv.npy --dsinks ds.npy");
+  // Issue 14: decoding shapes and the read bandwidth.
+  add("bad flag: --kv-heads that does not divide --heads", "bench --heads 4 --kv-heads 3",
+      "bench --heads 4 --kv-heads 3 --seq 8 --impls attnlab");
+  add("bad flag: an option that needs another (peak --passes without --memory)", "peak --passes 3",
+      "peak --passes 3");
   return c;
 }
 

@@ -23,6 +23,9 @@ struct ProblemLimits {
   int64_t max_batch = 2, max_kv_heads = 2, max_group = 3;
   int64_t max_seq = 12, max_dim = 8;
   std::vector<int64_t> dims{};  // if non-empty, d and dv are drawn from this list
+  // If max_seq_q > 0: a KV-cache shape instead, Nq in [1, max_seq_q] against
+  // Nk in [min_seq_k, max_seq_k] (max_seq is then unused).
+  int64_t max_seq_q = 0, min_seq_k = 1, max_seq_k = 1;
   double p_causal = 0.4, p_bool_mask = 0.3, p_additive_mask = 0.3, p_padding = 0.3, p_other_scale = 0.4;
   // The variants (attention_variants.hpp); off unless a test asks for them.
   double p_window = 0, p_softcap = 0, p_alibi = 0, p_sinks = 0, p_packed = 0, p_dropout = 0;
@@ -253,8 +256,13 @@ inline Problem random_problem(std::mt19937_64& rng, const ProblemLimits& lim = {
   p.B = uni(1, lim.max_batch);
   p.Hkv = uni(1, lim.max_kv_heads);
   p.Hq = p.Hkv * uni(1, lim.max_group);
-  p.Nq = uni(1, lim.max_seq);
-  p.Nk = coin(0.5) ? p.Nq : uni(1, lim.max_seq);
+  if (lim.max_seq_q > 0) {
+    p.Nq = uni(1, lim.max_seq_q);
+    p.Nk = uni(lim.min_seq_k, lim.max_seq_k);
+  } else {
+    p.Nq = uni(1, lim.max_seq);
+    p.Nk = coin(0.5) ? p.Nq : uni(1, lim.max_seq);
+  }
   if (lim.dims.empty()) {
     p.d = uni(1, lim.max_dim);
     p.dv = coin(0.5) ? p.d : uni(1, lim.max_dim);

@@ -1,11 +1,19 @@
 // `attnlab bench`: forward and backward time of the engine against a naive
 // float32 implementation on OpenBLAS and against LibTorch (bench/peers/),
 // interleaved repeat by repeat, the median of each reported with GFLOP/s, the
-// fraction of the measured FMA peak, and the peak resident memory of each pass.
+// fraction of the measured FMA peak, the bytes of K and V read per second and the
+// fraction of the measured read bandwidth, and the peak resident memory of each pass.
 //
-// FLOPs: 4·N²·d per head forward (two N×N×d products), 10·N²·d backward (five),
-// halved with --causal. Every implementation runs on --threads threads
-// (OpenMP for attnlab, openblas_set_num_threads, torch::set_num_threads).
+// Shapes: q [B, Hq, Nq, d], k and v [B, Hkv, Nk, d] (--heads, --kv-heads,
+// --seq-q, --seq-k; --seq sets both lengths). FLOPs: 4·d per visible (query, key)
+// pair and query head forward (two products), 10·d backward (five); the pairs are
+// Nq·Nk, or those the causal mask leaves (N(N+1)/2 for top-left with Nq = Nk).
+// K/V bytes: the K and V rows some query row sees (all Nk without causal masking),
+// d floats each, per key/value head: what any implementation must read at least
+// once. Decoding (Nq = 1) does 2 FLOPs per byte of them: it is bound by the read
+// bandwidth, so that is its yardstick (`attnlab peak --memory`).
+// Every implementation runs on --threads threads (OpenMP for attnlab,
+// openblas_set_num_threads, torch::set_num_threads).
 #include <omp.h>
 #include <sys/resource.h>
 
@@ -16,6 +24,7 @@
 #include <filesystem>
 #include <fmt/format.h>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -29,6 +38,7 @@
 #include "attnlab/engine.hpp"
 #include "attnlab/error.hpp"
 #include "peak_flops.hpp"
+#include "peak_memory.hpp"
 #include "peers/peers.hpp"
 #include "command.hpp"
 
@@ -38,8 +48,10 @@ namespace al = attnlab;
 namespace ab = attnlab::bench;
 
 struct BenchArgs {
-  int64_t batch = 1, heads = 2, seq = 4096, dim = 64;
+  int64_t batch = 1, heads = 2, kv_heads = 0, seq = 4096, seq_q = 0, seq_k = 0, dim = 64;  // 0: as heads, seq
   bool causal = false;
+  std::string causal_align;  // empty: top_left
+  bool forward_only = false;
   int threads = 0;
   int repeats = 5;
   int settle_ms = 150;
@@ -68,25 +80,28 @@ double peak_rss_mb() {
 class EnginePeer final : public ab::Peer {
  public:
   EnginePeer(const ab::PeerShape& s, int threads)
-      : s_(s), cfg_{threads}, lse_({s.B, s.H, s.N, 1}) {
-    opt_.causal = s.causal ? al::Causal::top_left : al::Causal::none;
+      : s_(s), lse_({s.B, s.Hq, s.Nq, 1}) {
+    cfg_.threads = threads;
+    opt_.causal = s.causal == ab::PeerCausal::top_left       ? al::Causal::top_left
+                  : s.causal == ab::PeerCausal::bottom_right ? al::Causal::bottom_right
+                                                             : al::Causal::none;
   }
   std::string name() const override { return "attnlab"; }
   void forward(const float* q, const float* k, const float* v, float* out) override {
-    q_ = view(q);
-    k_ = view(k);
-    v_ = view(v);
-    out_ = view(out);
-    al::attention_forward(q_, k_, v_, opt_, {out, shape()}, lse_.view(), nullptr, cfg_);
+    q_ = {q, q_shape()};
+    k_ = {k, kv_shape()};
+    v_ = {v, kv_shape()};
+    out_ = {out, q_shape()};
+    al::attention_forward(q_, k_, v_, opt_, {out, q_shape()}, lse_.view(), nullptr, cfg_);
   }
   void backward(const float* grad_out, float* dq, float* dk, float* dv) override {
-    al::attention_backward(q_, k_, v_, out_, lse_.view(), view(grad_out), opt_, {dq, shape()}, {dk, shape()},
-                           {dv, shape()}, cfg_);
+    al::attention_backward(q_, k_, v_, out_, lse_.view(), {grad_out, q_shape()}, opt_, {dq, q_shape()},
+                           {dk, kv_shape()}, {dv, kv_shape()}, cfg_);
   }
 
  private:
-  al::Shape shape() const { return {s_.B, s_.H, s_.N, s_.D}; }
-  al::ConstView<float> view(const float* p) const { return {p, shape()}; }
+  al::Shape q_shape() const { return {s_.B, s_.Hq, s_.Nq, s_.D}; }
+  al::Shape kv_shape() const { return {s_.B, s_.Hkv, s_.Nk, s_.D}; }
   ab::PeerShape s_;
   al::ComputeConfig cfg_;
   al::AttentionOptions<float> opt_;
@@ -121,29 +136,63 @@ std::string cpu_name() {
   return "unknown CPU";
 }
 
-void run_bench(const BenchArgs& a) {
+const char* causal_name(ab::PeerCausal c) {
+  return c == ab::PeerCausal::top_left ? "top_left" : c == ab::PeerCausal::bottom_right ? "bottom_right" : "none";
+}
+
+// The shape the flags describe, checked: sizes ≥ 1 (0 for --kv-heads, --seq-q and
+// --seq-k means "as --heads / --seq"), Hkv divides Hq, alignment only with --causal.
+ab::PeerShape bench_shape(const BenchArgs& a) {
   for (const auto& [name, value] : {std::pair{"--batch", a.batch}, {"--heads", a.heads}, {"--seq", a.seq}, {"--dim", a.dim}})
     if (value < 1) throw al::Error(fmt::format("bench: {} must be at least 1, got {}", name, value));
+  for (const auto& [name, value] : {std::pair{"--kv-heads", a.kv_heads}, {"--seq-q", a.seq_q}, {"--seq-k", a.seq_k}})
+    if (value < 0) throw al::Error(fmt::format("bench: {} must be at least 1 (or 0: as {}), got {}", name,
+                                               name == std::string("--kv-heads") ? "--heads" : "--seq", value));
+  ab::PeerShape s;
+  s.B = a.batch;
+  s.Hq = a.heads;
+  s.Hkv = a.kv_heads > 0 ? a.kv_heads : a.heads;
+  s.Nq = a.seq_q > 0 ? a.seq_q : a.seq;
+  s.Nk = a.seq_k > 0 ? a.seq_k : a.seq;
+  s.D = a.dim;
+  if (s.Hq % s.Hkv != 0)
+    throw al::Error(fmt::format("bench: --kv-heads {} must divide --heads {} (each key/value head serves a group of "
+                                "query heads)", s.Hkv, s.Hq));
+  if (!a.causal && !a.causal_align.empty())
+    throw al::Error("bench: --causal-align given without --causal (it says how causal masking aligns; add --causal)");
+  if (a.causal) {
+    const std::string align = a.causal_align.empty() ? "top_left" : a.causal_align;
+    if (align != "top_left" && align != "bottom_right")
+      throw al::Error(fmt::format("bench: --causal-align must be top_left or bottom_right, got '{}'", align));
+    s.causal = align == "top_left" ? ab::PeerCausal::top_left : ab::PeerCausal::bottom_right;
+  }
+  if (std::max(s.q_numel(), s.kv_numel()) > (int64_t{1} << 31))
+    throw al::Error("bench: B·Hq·Nq·D and B·Hkv·Nk·D must stay below 2^31 elements");
+  return s;
+}
+
+void run_bench(const BenchArgs& a) {
+  const ab::PeerShape shape = bench_shape(a);
   if (a.repeats < 1) throw al::Error(fmt::format("bench: --repeats must be at least 1, got {}", a.repeats));
   al::check_threads(a.threads, "bench: --threads");  // the library's rule, for every implementation
   // A --json target that cannot be written is an error now, not after the benchmark.
   if (!a.json.empty()) al::io::check_output_path(a.json);
   const int threads = a.threads > 0 ? a.threads : omp_get_max_threads();
-  const ab::PeerShape shape{a.batch, a.heads, a.seq, a.dim, a.causal};
-  if (shape.numel() > (int64_t{1} << 31)) throw al::Error("bench: B·H·N·D must stay below 2^31 elements");
+  const double score_floats = static_cast<double>(shape.B * shape.Hq) * static_cast<double>(shape.Nq) *
+                              static_cast<double>(shape.Nk);  // one Nq×Nk matrix per query head
 
   std::vector<std::unique_ptr<ab::Peer>> impls;
   for (const auto& name : a.impls) {
     if (name == "attnlab") {
       impls.push_back(std::make_unique<EnginePeer>(shape, threads));
     } else if (name == "openblas") {
-      const double gb = 4.0 * static_cast<double>(a.batch * a.heads + 1) * static_cast<double>(a.seq) * a.seq / 1e9;
+      const double gb = 4.0 * (score_floats + static_cast<double>(shape.Nq) * static_cast<double>(shape.Nk)) / 1e9;
       if (gb > 8.0)
         throw al::Error(fmt::format("bench: the openblas peer would materialise {:.1f} GB of N×N matrices; "
                                     "use --impls attnlab for this size", gb));
       impls.push_back(ab::make_openblas_peer(shape, threads));
     } else if (name == "libtorch") {
-      const double gb = 12.0 * static_cast<double>(a.batch * a.heads) * static_cast<double>(a.seq) * a.seq / 1e9;
+      const double gb = 12.0 * score_floats / 1e9;
       if (gb > 8.0)
         throw al::Error(fmt::format("bench: the libtorch peer would materialise about {:.1f} GB of N×N matrices; "
                                     "use --impls attnlab for this size", gb));
@@ -156,9 +205,9 @@ void run_bench(const BenchArgs& a) {
     }
   }
 
-  // Inputs: standard normal, fixed seed.
-  const auto n = static_cast<size_t>(shape.numel());
-  std::vector<float> q(n), k(n), v(n), go(n), out(n), dq(n), dk(n), dv(n);
+  // Inputs: standard normal, fixed seed. q, grad_out, out, dq: [B, Hq, Nq, D]; k, v, dk, dv: [B, Hkv, Nk, D].
+  const auto nq = static_cast<size_t>(shape.q_numel()), nkv = static_cast<size_t>(shape.kv_numel());
+  std::vector<float> q(nq), k(nkv), v(nkv), go(nq), out(nq), dq(nq), dk(nkv), dv(nkv);
   std::mt19937_64 rng(1234);
   std::normal_distribution<float> nd(0.0f, 1.0f);
   for (auto* t : {&q, &k, &v, &go})
@@ -169,6 +218,7 @@ void run_bench(const BenchArgs& a) {
   // capacity for a second or so, and a peak probe caught in such a dip once
   // reported half the real peak (the engine then ran at "154 %" of it).
   ab::Peak peak = ab::measure_peak(threads);
+  ab::Bandwidth bandwidth = ab::measure_read_bandwidth(threads);
   const bool rss_ok = reset_peak_rss();
   double load[3] = {0, 0, 0};
   getloadavg(load, 3);
@@ -192,50 +242,116 @@ void run_bench(const BenchArgs& a) {
     s.cpu_ms.push_back(cpu);
     s.rss_mb = std::max(s.rss_mb, peak_rss_mb());
   };
+  // The warm-up's results of the first implementation, and every other one's distance
+  // from them: the implementations compute the same thing (a check on the peers' shapes).
+  std::vector<float> first_out, first_grads;
+  std::map<std::pair<std::string, std::string>, double> diff;
+  auto compare = [&](const std::string& impl, const std::string& pass, std::vector<float>& first,
+                     std::initializer_list<const std::vector<float>*> results) {
+    const bool is_first = first.empty();
+    double worst = 0;
+    size_t at = 0;
+    for (const auto* r : results)
+      for (float x : *r) {
+        if (is_first) first.push_back(x);
+        else {
+          const double d = std::abs(static_cast<double>(x) - first[at++]);
+          worst = std::isnan(d) ? std::numeric_limits<double>::infinity() : std::max(worst, d);  // NaN: no agreement
+        }
+      }
+    diff[{impl, pass}] = worst;
+  };
   for (int r = -1; r < a.repeats; ++r) {  // r = −1: warm-up, not recorded
     for (auto& impl : impls) {
       timed(impl->name(), "forward", [&] { impl->forward(q.data(), k.data(), v.data(), out.data()); }, r >= 0);
+      if (r < 0) compare(impl->name(), "forward", first_out, {&out});
+      if (a.forward_only) continue;
       timed(impl->name(), "backward", [&] { impl->backward(go.data(), dq.data(), dk.data(), dv.data()); }, r >= 0);
+      if (r < 0) compare(impl->name(), "backward", first_grads, {&dq, &dk, &dv});
     }
   }
+  first_out = first_grads = {};
 
   {
     const ab::Peak after = ab::measure_peak(threads);
     peak.gflops = std::max(peak.gflops, after.gflops);
     peak.gflops_cpu = std::max(peak.gflops_cpu, after.gflops_cpu);
+    const ab::Bandwidth bw_after = ab::measure_read_bandwidth(threads);
+    bandwidth.gbps = std::max(bandwidth.gbps, bw_after.gbps);
+    bandwidth.gbps_cpu = std::max(bandwidth.gbps_cpu, bw_after.gbps_cpu);
   }
 
-  const double per_head = static_cast<double>(a.seq) * static_cast<double>(a.seq) * static_cast<double>(a.dim) *
-                          static_cast<double>(a.batch * a.heads) * (a.causal ? 0.5 : 1.0);
-  fmt::print("attnlab bench: batch {} heads {} seq {} dim {}{} | {} threads | {} | engine target {}\n", a.batch,
-             a.heads, a.seq, a.dim, a.causal ? " causal" : "", threads, cpu_name(), al::engine::target_name());
-  fmt::print("measured FMA peak on {} threads (best of before and after the timings): {:.1f} GFLOP/s wall-clock, "
-             "{:.1f} over CPU time ({}) | load average "
-             "{:.2f} {:.2f} {:.2f} | median of {}\n",
-             threads, peak.gflops, peak.gflops_cpu, peak.target, load[0], load[1], load[2], a.repeats);
+  const double pairs = shape.visible_pairs() * static_cast<double>(shape.B * shape.Hq) * static_cast<double>(shape.D);
+  const double kv_bytes = 2.0 * static_cast<double>(shape.B * shape.Hkv) * static_cast<double>(shape.keys_read()) *
+                          static_cast<double>(shape.D) * sizeof(float);
+  fmt::print("attnlab bench: batch {} heads {}/{} (query/key-value) seq {}/{} (query/key) dim {}{} | {} threads | {} | "
+             "engine target {}\n",
+             shape.B, shape.Hq, shape.Hkv, shape.Nq, shape.Nk, shape.D,
+             shape.causal == ab::PeerCausal::none ? "" : fmt::format(" causal {}", causal_name(shape.causal)), threads,
+             cpu_name(), al::engine::target_name());
+  fmt::print("measured on {} threads (best of before and after the timings): FMA peak {:.1f} GFLOP/s wall-clock, "
+             "{:.1f} over CPU time ({}); read bandwidth {:.1f} GB/s wall-clock, {:.1f} over CPU time ({} MiB "
+             "buffer) | load average {:.2f} {:.2f} {:.2f} | median of {}\n",
+             threads, peak.gflops, peak.gflops_cpu, peak.target, bandwidth.gbps, bandwidth.gbps_cpu,
+             bandwidth.bytes >> 20, load[0], load[1], load[2], a.repeats);
   fmt::print("(% peak and peak_gflops: the wall-clock peak, measured under the same load as the timings; the CPU\n"
-             " columns divide by CPU time per thread instead, against the CPU-time peak: the rate while running)\n");
+             " columns divide by CPU time per thread instead, against the CPU-time peak and bandwidth: the rate while\n"
+             " running; KV GB/s: the {:.1f} MB of K and V that some query row sees, over the pass's time; % bw: of the\n"
+             " read bandwidth;\n"
+             " max diff: the largest |difference| from {}'s result, out (forward) or dq, dk, dv (backward))\n",
+             kv_bytes / 1e6, impls.front()->name());
   if (!rss_ok) fmt::print("(peak RSS is the process-wide high-water mark: /proc/self/clear_refs not writable)\n");
-  fmt::print("{:<9} {:<9} {:>11} {:>9} {:>7} {:>13} {:>9} {:>10}\n", "impl", "pass", "median ms", "GFLOP/s", "% peak",
-             "max RSS MB", "CPU GF/s", "% CPU pk");
+  fmt::print("{:<9} {:<9} {:>11} {:>9} {:>7} {:>9} {:>7} {:>13} {:>9} {:>10} {:>9} {:>9} {:>9}\n", "impl", "pass",
+             "median ms", "GFLOP/s", "% peak", "KV GB/s", "% bw", "max RSS MB", "CPU GF/s", "% CPU pk", "CPU GB/s",
+             "% CPU bw", "max diff");
   nlohmann::json results = nlohmann::json::array();
   for (const std::string pass : {"forward", "backward"}) {
+    if (pass == "backward" && a.forward_only) continue;
     for (auto& impl : impls) {
       const Sample& s = samples[{impl->name(), pass}];
       const double ms = median(s.ms);
-      const double flops = (pass == "forward" ? 4.0 : 10.0) * per_head;
+      const double flops = (pass == "forward" ? 4.0 : 10.0) * pairs;
       const double gflops = flops / (ms * 1e-3) / 1e9;
+      const double kv_gbps = kv_bytes / (ms * 1e-3) / 1e9;
       // Rate while running: FLOPs over the CPU time per thread (spinning threads count as busy).
       const double cpu_gflops = flops / (median(s.cpu_ms) * 1e-3 / threads) / 1e9;
-      fmt::print("{:<9} {:<9} {:>11.2f} {:>9.1f} {:>6.1f}% {:>13.1f} {:>9.1f} {:>9.1f}%\n", impl->name(), pass, ms,
-                 gflops, 100.0 * gflops / peak.gflops, s.rss_mb, cpu_gflops, 100.0 * cpu_gflops / peak.gflops_cpu);
-      results.push_back({{"impl", impl->name()}, {"pass", pass}, {"batch", a.batch}, {"heads", a.heads},
-                         {"seq", a.seq}, {"dim", a.dim}, {"causal", a.causal}, {"median_ms", ms},
-                         {"gflops", gflops}, {"peak_fraction", gflops / peak.gflops}, {"max_rss_mb", s.rss_mb}});
+      const double cpu_kv_gbps = kv_bytes / (median(s.cpu_ms) * 1e-3 / threads) / 1e9;
+      const double max_diff = diff[{impl->name(), pass}];
+      fmt::print("{:<9} {:<9} {:>11.2f} {:>9.1f} {:>6.1f}% {:>9.1f} {:>6.1f}% {:>13.1f} {:>9.1f} {:>9.1f}% {:>9.1f} "
+                 "{:>8.1f}% {:>9.1e}\n",
+                 impl->name(), pass, ms, gflops, 100.0 * gflops / peak.gflops, kv_gbps,
+                 100.0 * kv_gbps / bandwidth.gbps, s.rss_mb, cpu_gflops, 100.0 * cpu_gflops / peak.gflops_cpu,
+                 cpu_kv_gbps, 100.0 * cpu_kv_gbps / bandwidth.gbps_cpu, max_diff);
+      results.push_back({{"impl", impl->name()},
+                         {"pass", pass},
+                         {"batch", shape.B},
+                         {"heads", shape.Hq},
+                         {"kv_heads", shape.Hkv},
+                         {"seq", shape.Nq == shape.Nk ? nlohmann::json(shape.Nq) : nlohmann::json(nullptr)},
+                         {"seq_q", shape.Nq},
+                         {"seq_k", shape.Nk},
+                         {"dim", shape.D},
+                         {"causal", shape.causal != ab::PeerCausal::none},
+                         {"causal_align", causal_name(shape.causal)},
+                         {"median_ms", ms},
+                         {"gflops", gflops},
+                         {"peak_fraction", gflops / peak.gflops},
+                         {"kv_gbps", kv_gbps},
+                         {"bandwidth_fraction", kv_gbps / bandwidth.gbps},
+                         {"kv_gbps_cpu", cpu_kv_gbps},
+                         {"bandwidth_fraction_cpu", cpu_kv_gbps / bandwidth.gbps_cpu},
+                         {"max_rss_mb", s.rss_mb},
+                         {"max_abs_diff", max_diff}});
     }
   }
   if (!a.json.empty()) {
-    const nlohmann::json doc = {{"peak_gflops", peak.gflops}, {"threads", threads}, {"results", results}};
+    const nlohmann::json doc = {{"peak_gflops", peak.gflops},
+                                {"bandwidth_gbps", bandwidth.gbps},
+                                {"bandwidth_gbps_cpu", bandwidth.gbps_cpu},
+                                {"threads", threads},
+                                {"diff_reference", impls.front()->name()},
+                                {"load_average", {load[0], load[1], load[2]}},
+                                {"results", results}};
     al::io::write_file_atomically(a.json, doc.dump(2) + "\n");
     fmt::print("wrote {}\n", a.json);
   }
@@ -245,10 +361,17 @@ const attnlab::cli::Registrar reg(
     "bench", "Time the engine against naive OpenBLAS and LibTorch attention (forward and backward)", [](CLI::App& sub) {
       static BenchArgs a;
       sub.add_option("--batch", a.batch, "batch size B");
-      sub.add_option("--heads", a.heads, "heads H");
-      sub.add_option("--seq", a.seq, "sequence length N (queries = keys)");
+      sub.add_option("--heads", a.heads, "query heads Hq");
+      sub.add_option("--kv-heads", a.kv_heads, "key/value heads Hkv, dividing Hq (grouped-query attention; 0: Hq)");
+      sub.add_option("--seq", a.seq, "sequence length N of the queries and the keys");
+      sub.add_option("--seq-q", a.seq_q, "query rows Nq (0: --seq); 1 is one decoding step");
+      sub.add_option("--seq-k", a.seq_k, "keys Nk, the KV cache's length (0: --seq)");
       sub.add_option("--dim", a.dim, "head dim d (= dv)");
-      sub.add_flag("--causal", a.causal, "top-left causal mask (FLOPs halved)");
+      sub.add_flag("--causal", a.causal, "causal mask (FLOPs count the visible pairs only)");
+      sub.add_option("--causal-align", a.causal_align,
+                     "with --causal: top_left (the default) or bottom_right (the last query sees every key: a chunk "
+                     "of new queries at the end of a KV cache)");
+      sub.add_flag("--forward-only", a.forward_only, "time the forward pass only (inference)");
       sub.add_option("--threads", a.threads, "threads for every implementation (0: all cores)");
       sub.add_option("--repeats", a.repeats, "timed repeats; the median is reported");
       sub.add_option("--settle-ms", a.settle_ms,

@@ -1,11 +1,16 @@
 // `attnlab peak`: this machine's measured float32 FMA peak, on one thread and
-// on all of them (bench/peak_flops.cpp explains the loop).
+// on all of them (bench/peak_flops.cpp explains the loop); with --memory, its
+// read bandwidth the same way (bench/peak_memory.cpp).
 #include <omp.h>
+
+#include <cstdlib>
 
 #include <fmt/format.h>
 
 #include "attnlab/attention_options.hpp"
+#include "attnlab/error.hpp"
 #include "peak_flops.hpp"
+#include "peak_memory.hpp"
 #include "command.hpp"
 
 namespace {
@@ -13,11 +18,41 @@ namespace {
 struct PeakArgs {
   int threads = 0;
   double seconds = 0.2;
+  bool memory = false;
+  int64_t buffer_mb = 0;
+  int passes = 7;
 };
+
+void print_bandwidth(const attnlab::bench::Bandwidth& bw, int threads) {
+  fmt::print("{:>8}  {:>11.1f}  {:>10.1f}\n", threads, bw.gbps, bw.gbps_cpu);
+}
+
+void run_memory(const PeakArgs& a, int all) {
+  namespace ab = attnlab::bench;
+  const auto one = ab::measure_read_bandwidth(1, a.buffer_mb << 20, a.passes);
+  if (one.gbps <= 0)
+    throw attnlab::OutOfMemory(fmt::format("peak: could not allocate the {} MiB read buffer", one.bytes >> 20));
+  const auto many = ab::measure_read_bandwidth(all, a.buffer_mb << 20, a.passes);
+  double load[3] = {0, 0, 0};
+  getloadavg(load, 3);
+  fmt::print("memory read bandwidth, {} target: best of {} passes over a {} MiB buffer ({}) | load average "
+             "{:.2f} {:.2f} {:.2f}\n",
+             one.target, one.passes, one.bytes >> 20,
+             one.l3_bytes > 0 ? fmt::format("{:.0f}× the {} MiB last-level cache", static_cast<double>(one.bytes) /
+                                                static_cast<double>(one.l3_bytes), one.l3_bytes >> 20)
+                              : std::string("last-level cache size unknown"),
+             load[0], load[1], load[2]);
+  fmt::print("{:>8}  {:>11}  {:>10}\n", "threads", "GB/s (wall)", "GB/s (CPU)");
+  print_bandwidth(one, 1);
+  print_bandwidth(many, all);
+  fmt::print("GB = 1e9 bytes; each thread reads its own slice. wall: over elapsed time, what the threads got with\n"
+             "the machine's current load; CPU: over each thread's CPU time, the rate while they run.\n");
+}
 
 void run_peak(const PeakArgs& a) {
   attnlab::check_threads(a.threads, "peak: --threads");
   const int all = a.threads > 0 ? a.threads : omp_get_max_threads();
+  if (a.memory) return run_memory(a, all);
   const auto one = attnlab::bench::measure_peak(1, a.seconds);
   const auto many = attnlab::bench::measure_peak(all, a.seconds);
   fmt::print("float32 FMA peak, {} target ({} lanes, {} independent FMA chains per thread, best of 5)\n",
@@ -29,14 +64,33 @@ void run_peak(const PeakArgs& a) {
              "CPU: over each thread's CPU time, what the cores do while they run (the hardware peak).\n");
 }
 
-const attnlab::cli::Registrar reg("peak", "Measure this machine's float32 FMA peak (GFLOP/s), 1 thread and all threads",
+const attnlab::cli::Registrar reg("peak",
+                                  "Measure this machine's float32 FMA peak (GFLOP/s) or, with --memory, its read "
+                                  "bandwidth (GB/s), 1 thread and all threads",
                                   [](CLI::App& sub) {
                                     static PeakArgs a;
                                     sub.add_option("--threads", a.threads, "threads for the second line (0: all cores)")
                                         ->check(CLI::Range(0, attnlab::kMaxThreads));
                                     sub.add_option("--seconds", a.seconds, "duration of each trial")
                                         ->check(CLI::Range(0.01, 10.0));
-                                    sub.callback([] { run_peak(a); });
+                                    sub.add_flag("--memory", a.memory,
+                                                 "measure the read bandwidth (GB/s) instead of the FMA peak");
+                                    sub.add_option("--buffer-mb", a.buffer_mb,
+                                                   "with --memory: MiB read per pass (0: 512 or 16× the last-level "
+                                                   "cache, whichever is larger)")
+                                        ->check(CLI::Range(int64_t{0}, int64_t{1} << 16));
+                                    sub.add_option("--passes", a.passes, "with --memory: timed passes (the best is kept)")
+                                        ->check(CLI::Range(1, 1000));
+                                    sub.callback([&sub] {
+                                      // An option that would do nothing is an error, not silently ignored.
+                                      for (const char* opt : {"--buffer-mb", "--passes"})
+                                        if (!a.memory && sub.count(opt) > 0)
+                                          throw attnlab::Error(fmt::format("peak: {} needs --memory", opt));
+                                      if (a.memory && sub.count("--seconds") > 0)
+                                        throw attnlab::Error("peak: --seconds applies to the FMA peak, not --memory "
+                                                             "(use --passes or --buffer-mb)");
+                                      run_peak(a);
+                                    });
                                   });
 
 }  // namespace

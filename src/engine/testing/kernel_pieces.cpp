@@ -3,12 +3,18 @@
 #include "engine/testing/kernel_pieces.hpp"
 
 #include <cstring>
+#include <memory>
+#include <vector>
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "engine/testing/kernel_pieces.cpp"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 
 #include "hwy/highway.h"
+// The shared -inl.h pieces define functions in anonymous namespaces that this TU does
+// not call (the kernels' loops use them).
+#pragma GCC diagnostic ignored "-Wunused-function"
+#include "engine/decode-inl.h"
 #include "engine/exp-inl.h"
 #include "engine/forward_tile-inl.h"
 #include "engine/gemm-inl.h"
@@ -53,6 +59,37 @@ void TanhPieceImpl(float* x, size_t n) {
   for (size_t j = 0; j + L <= n; j += L) hn::StoreU(SoftcapTanh(df, hn::LoadU(df, x + j)), df, x + j);
 }
 
+// The decode path's work item (decode-inl.h, DecodeChunk), `steps` times: key/value
+// head 0 of a [1, Hq, Nq, d] × [1, Hkv, Nk, d] problem, its first chunk of keys.
+void DecodeChunkPieceImpl(const float* q, const float* k, const float* v, int64_t Hq, int64_t Hkv, int64_t Nq,
+                          int64_t Nk, int64_t d, int64_t steps) {
+  const detail::AttentionDims dims{1, Hq, Hkv, Nq, Nk, d, d};
+  const AttentionOptions<float> options;
+  const ConstView<float> qv(q, {1, Hq, Nq, d}), kv(k, {1, Hkv, Nk, d}), vv(v, {1, Hkv, Nk, d});
+  const Plan p(dims, qv, kv, vv, options, 1);
+  std::vector<int64_t> begin(static_cast<size_t>(Nq)), end(begin.size());
+  std::vector<float> scale(static_cast<size_t>(Hq * Nq), p.fixed_scale);
+  for (int64_t i = 0; i < Nq; ++i) {
+    begin[static_cast<size_t>(i)] = p.key_begin(0, i);
+    end[static_cast<size_t>(i)] = p.key_end(0, i);
+  }
+  DecodeWork w;
+  w.p = &p;
+  w.rows = dims.group() * Nq;
+  w.n_chunks = 1;
+  w.begin = begin.data();
+  w.end = end.data();
+  w.scale = scale.data();
+  auto o = Scratch(w.rows * p.dv_pad), m = Scratch(w.rows), l = Scratch(w.rows);
+  std::unique_ptr<bool[]> nan(new bool[static_cast<size_t>(w.rows)]);
+  w.o = o.get();
+  w.m = m.get();
+  w.l = l.get();
+  w.nan_score = nan.get();
+  DecodeScratch sc(p);
+  for (int64_t step = 0; step < steps; ++step) DecodeChunk(w, 0, 0, 0, sc);
+}
+
 const char* PiecesTargetImpl() { return hwy::TargetName(HWY_TARGET); }
 
 }  // namespace attnlab::engine::HWY_NAMESPACE
@@ -66,6 +103,7 @@ HWY_EXPORT(ExpPieceImpl);
 HWY_EXPORT(TanhPieceImpl);
 HWY_EXPORT(SoftmaxPieceImpl);
 HWY_EXPORT(PiecesTargetImpl);
+HWY_EXPORT(DecodeChunkPieceImpl);
 
 void gemm_piece(size_t M, size_t N, size_t K, const float* A, size_t a_rs, size_t a_ks, const float* B,
                 size_t b_rs, float* C, size_t c_rs, bool accumulate) {
@@ -77,6 +115,10 @@ void softmax_piece(float* s, int64_t rows, int64_t nc, int64_t steps) {
   HWY_DYNAMIC_DISPATCH(SoftmaxPieceImpl)(s, rows, nc, steps);
 }
 const char* pieces_target_name() { return HWY_DYNAMIC_DISPATCH(PiecesTargetImpl)(); }
+void decode_chunk_piece(const float* q, const float* k, const float* v, int64_t Hq, int64_t Hkv, int64_t Nq,
+                        int64_t Nk, int64_t d, int64_t steps) {
+  HWY_DYNAMIC_DISPATCH(DecodeChunkPieceImpl)(q, k, v, Hq, Hkv, Nq, Nk, d, steps);
+}
 
 }  // namespace attnlab::engine::testing
 #endif  // HWY_ONCE

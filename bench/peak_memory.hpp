@@ -1,0 +1,29 @@
+#pragma once
+// This machine's measured memory read bandwidth, the yardstick of `attnlab peak
+// --memory` and of `attnlab bench`'s bandwidth fraction (what decoding against a
+// KV cache can reach: it reads K and V once and does 2 FLOPs per byte).
+#include <cstdint>
+#include <string>
+
+namespace attnlab::bench {
+
+struct Bandwidth {
+  double gbps = 0;        // bytes read per second over wall-clock time, 1e9 bytes per GB: what the
+                          // threads got, other processes' load included
+  double gbps_cpu = 0;    // the same over each thread's CPU time, summed: the rate while our threads
+                          // run (on a loaded machine, nearer what the memory gives a running thread)
+  int64_t bytes = 0;      // size of the buffer read in each pass
+  int64_t l3_bytes = 0;   // the last-level cache it was sized against (0 if unknown)
+  int passes = 0;         // passes timed; gbps is the best
+  std::string target;     // the SIMD target of the read loop (e.g. "AVX2")
+};
+
+// The last-level cache of CPU 0 in bytes (sysfs, else sysconf), or 0 if unknown.
+int64_t last_level_cache_bytes();
+
+// Best of `passes` timed passes of `threads` OpenMP threads, each reading its own
+// contiguous slice of one buffer of `bytes` bytes (0: 512 MiB or 16× the last-level
+// cache, whichever is larger, so that nothing is served from the caches).
+Bandwidth measure_read_bandwidth(int threads, int64_t bytes = 0, int passes = 7);
+
+}  // namespace attnlab::bench

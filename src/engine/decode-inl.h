@@ -1,0 +1,508 @@
+// Per-target pieces of the decode path (decode_path.hpp says when it runs): the work of
+// one split-KV item, (batch, key/value head, key chunk), and the ordered merge of the
+// items' partial results. decode_kernels.cpp holds the parallel loops. Included once
+// per SIMD target (hence the toggle guard).
+//
+// Rows. The M = group·Nq query rows that share key/value head hk are one problem:
+// row r is query head hk·group + r / Nq, query r % Nq. They are taken kBr at a time
+// (a row block); every row block of a key tile uses the tile while it is in L2, so K
+// and V are read from memory once per key/value head whatever the group size.
+//
+// Scores without a packed Kᵀ. The tiled path computes S = Q·Kᵀ with Kᵀ packed (a
+// transposing copy per key, repaid by the 64 query rows of every query tile of the
+// head). Here a key is used by M rows, often 1, so the copy would cost more than the
+// product; K's rows are read where they are, in one of two ways:
+//   M < Lanes (a decoding step, with or without grouped heads): each score is a dot
+//     product of two rows, vectors along c, reduced across the lanes at the end
+//     (ScoresByDot). Every lane works; a decoding step does 2 FLOPs per byte, so this
+//     is what keeps the core's work per key below the memory's time per key. Its sum
+//     is ordered differently from the backward's recomputed S (one chain of FMAs over
+//     c), so P = exp(scale·S − L) there is 1 ± ulp(S) rather than exactly 1 at a one-hot
+//     row: the accuracy rule's (1 + max|L|) term covers it (test_engine_decode uses at
+//     most a fifth of the tolerance on these shapes; the tiled path's own test uses 90 %).
+//   M ≥ Lanes (grouped heads × a chunk of queries): Sᵀ = K·Qᵀ through the microkernel,
+//     whose A operand is read one scalar at a time with any strides, so K is read in
+//     place; Qᵀ [d × W] is packed once per item. Each score is then the same chain of
+//     FMAs as the tiled path's and the backward's, bitwise. Sᵀ is transposed into rows
+//     (gathers; W·nc moves per W·nc·(d + dv) multiply-adds).
+// Either way S ends as rows for the shared per-row score treatment (SoftmaxRow:
+// MaskRow's masks and scale, the online softmax).
+//
+// Memory. With so little work per byte the caches must be filled ahead of use: while
+// the scores of a tile are computed, the K rows 16 keys ahead and the tile's V rows are
+// prefetched (PrefetchRows), so that K and V stream from memory side by side and the
+// PV product finds V in cache. O += P·V takes the keys 64 at a time for all its column
+// blocks, so that a V row is fetched once, not once per block of columns.
+//
+// Values in place: O += P·V reads V's rows from the caller's memory when they are
+// unit-stride and a whole number of vectors long (RowsOperand), else copies the tile's
+// rows once into L2-resident scratch for all row blocks.
+//
+// Split-KV. Each item runs the online softmax over its own chunk of keys (m, l and an
+// unnormalised O per row: its partial). MergeRow combines a row's partials in chunk
+// order, m = max m_c, l = Σ e^{m_c − m} l_c, O = Σ e^{m_c − m} O_c, then O/l and
+// L = m + log l as the tiled path finishes a row (FinishRow). The chunks are fixed by
+// the shapes (kDecodeChunk), so every row's sums are the same sequence of float
+// operations for any number of threads: bitwise identical results, as in the tiled path.
+#if defined(ATTNLAB_ENGINE_DECODE_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef ATTNLAB_ENGINE_DECODE_INL_H_
+#undef ATTNLAB_ENGINE_DECODE_INL_H_
+#else
+#define ATTNLAB_ENGINE_DECODE_INL_H_
+#endif
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstring>
+
+#include "hwy/aligned_allocator.h"
+#include "hwy/cache_control.h"
+#include "hwy/highway.h"
+#include "engine/decode_path.hpp"
+#include "engine/exp-inl.h"
+#include "engine/forward_tile-inl.h"
+#include "engine/gemm-inl.h"
+#include "engine/tile_ops-inl.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace attnlab::engine::HWY_NAMESPACE {
+namespace {
+
+// What every item of one call reads (the Plan, per-row values computed once) and the
+// partials of the current batch of key/value heads, which items write and MergeRow reads.
+struct DecodeWork {
+  const Plan* p = nullptr;
+  int64_t rows = 0;            // M = group·Nq rows per key/value head
+  int64_t n_chunks = 0;        // key chunks per (batch, key/value head)
+  const int64_t* begin = nullptr;  // [B, Nq] key_begin of query i of batch b (windows, packed sequences)
+  const int64_t* end = nullptr;    // [B, Nq] key_end of query i of batch b
+  const float* scale = nullptr;    // [B, Hq, Nq] scale_i
+  // Partials, per item (key/value head of the batch, chunk) = kvl·n_chunks + c:
+  float* o = nullptr;          // [items, M, dv_pad] unnormalised O
+  float* m = nullptr;          // [items, M] running max
+  float* l = nullptr;          // [items, M] running sum
+  bool* nan_score = nullptr;   // [items, M] a visible score was NaN (see SoftmaxRow)
+  // With options.check_finite: set when K or V may hold a NaN or ±inf (see DecodeChunk).
+  std::atomic<bool>* kv_suspect = nullptr;
+
+  int64_t head_of(int64_t hk, int64_t r) const { return hk * p->dims.group() + r / p->dims.Nq; }
+  int64_t query_of(int64_t r) const { return r % p->dims.Nq; }
+};
+
+// Per-thread buffers of the decode path.
+struct DecodeScratch {
+  // The item's queries, packed once: Q rows [M × d_pad] (fewer rows than a vector: the dot
+  // products), else per row block of kBr rows, Qᵀ [d × W_pad] at block · d · kBr.
+  hwy::AlignedFreeUniquePtr<float[]> q;
+  hwy::AlignedFreeUniquePtr<float[]> st;  // Sᵀ = K·Qᵀ of a key tile [Bc × W_pad]
+  hwy::AlignedFreeUniquePtr<float[]> s;   // S, then P, of the row block [Br × Bc]
+  hwy::AlignedFreeUniquePtr<float[]> k;   // the tile's K rows [Bc × d_pad], when the dot products cannot read them in place
+  hwy::AlignedFreeUniquePtr<float[]> v;   // the tile's V rows [Bc × dv_pad], when not read in place
+  explicit DecodeScratch(const Plan& p)
+      : q(Scratch(p.d_pad * round_up(p.dims.group() * p.dims.Nq, kBr))), st(Scratch(kBc * kBr)), s(Scratch(kBr * kBc)),
+        k(Scratch(kBc * p.d_pad)), v(Scratch(kBc * p.dv_pad)) {}
+};
+
+// True when the M rows of a key/value head are fewer than a vector's lanes: their
+// scores are dot products (ScoresByDot), not Sᵀ = K·Qᵀ.
+bool ScoresAsDots(int64_t rows) { return rows < static_cast<int64_t>(hn::Lanes(DF())); }
+
+// Packs the queries of key/value head (b, hk) into sc.q, laid out as DecodeScratch says.
+void PackQueries(const DecodeWork& w, int64_t b, int64_t hk, DecodeScratch& sc) {
+  const Plan& p = *w.p;
+  const int64_t d = p.dims.d, L = static_cast<int64_t>(hn::Lanes(DF()));
+  if (ScoresAsDots(w.rows)) {
+    for (int64_t r = 0; r < w.rows; ++r)
+      PackRows(p.q, b, w.head_of(hk, r), w.query_of(r), 1, d, p.d_pad, sc.q.get() + r * p.d_pad);
+    return;
+  }
+  const int64_t q_ks = p.q.stride(kDim);
+  for (int64_t r0 = 0; r0 < w.rows; r0 += kBr) {
+    const int64_t W = std::min(kBr, w.rows - r0), w_pad = round_up(W, L);
+    float* qt = sc.q.get() + (r0 / kBr) * d * kBr;
+    for (int64_t r = 0; r < W; ++r) {
+      const float* q = p.q.row(b, w.head_of(hk, r0 + r), w.query_of(r0 + r));
+      for (int64_t c = 0; c < d; ++c) qt[c * w_pad + r] = q[c * q_ks];
+    }
+    for (int64_t c = 0; c < d; ++c)
+      for (int64_t r = W; r < w_pad; ++r) qt[c * w_pad + r] = 0.0f;
+  }
+}
+
+#if HWY_TARGET == HWY_AVX2
+// The 8 × 8 block at x (row stride x_rs) transposed into y (row stride y_rs): unpacks
+// within 128-bit halves, then 64-bit unpacks, then the halves exchanged (24 shuffles
+// for 64 floats, where gathers take a load per float).
+HWY_INLINE void Transpose8x8(const float* HWY_RESTRICT x, size_t x_rs, float* HWY_RESTRICT y, size_t y_rs) {
+  const DF df;
+  const hn::Repartition<double, DF> dd;
+  VF r[8];
+  for (int i = 0; i < 8; ++i) r[i] = hn::LoadU(df, x + i * x_rs);
+  VF t[8];
+  for (int i = 0; i < 4; ++i) {
+    t[2 * i] = hn::InterleaveLower(df, r[2 * i], r[2 * i + 1]);      // a0 b0 a1 b1 | a4 b4 a5 b5
+    t[2 * i + 1] = hn::InterleaveUpper(df, r[2 * i], r[2 * i + 1]);  // a2 b2 a3 b3 | a6 b6 a7 b7
+  }
+  VF u[8];  // u[4h + c]: rows 4h…4h+3 of columns c and c + 4
+  for (int h = 0; h < 2; ++h)
+    for (int c = 0; c < 2; ++c) {
+      const auto lo = hn::BitCast(dd, t[4 * h + c]), hi = hn::BitCast(dd, t[4 * h + 2 + c]);
+      u[4 * h + 2 * c] = hn::BitCast(df, hn::InterleaveLower(dd, lo, hi));
+      u[4 * h + 2 * c + 1] = hn::BitCast(df, hn::InterleaveUpper(dd, lo, hi));
+    }
+  for (int c = 0; c < 4; ++c) {
+    hn::StoreU(hn::ConcatLowerLower(df, u[4 + c], u[c]), df, y + c * y_rs);
+    hn::StoreU(hn::ConcatUpperUpper(df, u[4 + c], u[c]), df, y + (c + 4) * y_rs);
+  }
+}
+#endif
+
+// S [W × nc] (row stride kBc) from Sᵀ [nc × w_pad]: each row of S is a column of Sᵀ.
+// 8 × 8 register transposes on AVX2 (rows past W, zero in Sᵀ, land in the scratch's
+// unused rows), elsewhere gathers of a vector of keys at a time.
+void TransposeScores(int64_t W, int64_t nc, int64_t w_pad, const float* st, float* s) {
+#if HWY_TARGET == HWY_AVX2
+  const int64_t j_done = nc / 8 * 8;
+  for (int64_t j = 0; j < j_done; j += 8)
+    for (int64_t r = 0; r < w_pad; r += 8)
+      Transpose8x8(st + j * w_pad + r, static_cast<size_t>(w_pad), s + r * kBc + j, kBc);
+#else
+  const DF df;
+  const int64_t L = static_cast<int64_t>(hn::Lanes(df));
+  const hn::RebindToSigned<DF> di;
+  const auto column = hn::Mul(hn::Iota(di, 0), hn::Set(di, static_cast<int32_t>(w_pad)));
+  const int64_t j_done = nc / L * L;
+  for (int64_t r = 0; r < W; ++r)
+    for (int64_t j = 0; j < j_done; j += L)
+      hn::StoreU(hn::GatherIndex(df, st + j * w_pad + r, column), df, s + r * kBc + j);
+#endif
+  for (int64_t r = 0; r < W; ++r)
+    for (int64_t j = j_done; j < nc; ++j) s[r * kBc + j] = st[j * w_pad + r];
+}
+
+// S[r · s_rs + j] = Σ_c q[r · d_pad + c] · k[j · k_rs + c] for r < R, j < KB: the scores
+// of R < Lanes rows as dot products along c (vectors of c), each reduced across its
+// lanes at the end. For so few rows Sᵀ = K·Qᵀ would fill R of a vector's lanes and
+// wait on the FMA latency; here every lane works, and R·KB·U independent accumulators
+// (U per score, over alternate vectors of c: 8 in all) keep the FMA units busy.
+// `cols` is d, or d_pad when q and k carry zero padding; a whole number of U vectors.
+// An empty asm that says it reads and writes v in a vector register: the compiler then
+// loads v once rather than folding a load into each instruction that uses it (GCC did,
+// for a q vector used by two keys: 10 loads per 8 FMAs, load-bound). x86 vector targets only.
+HWY_INLINE void KeepInRegister(VF& v) {
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_SSE4 && (defined(__GNUC__) || defined(__clang__))
+  asm("" : "+v"(v.raw));
+#else
+  (void)v;
+#endif
+}
+
+template <int R, int KB, int U>
+HWY_INLINE void DotBlock(size_t cols, const float* HWY_RESTRICT q, size_t q_rs, const float* HWY_RESTRICT k,
+                         size_t k_rs, float* HWY_RESTRICT s, size_t s_rs) {
+  const DF df;
+  const size_t L = hn::Lanes(df);
+  VF acc[R][KB][U];
+  for (int r = 0; r < R; ++r)
+    for (int j = 0; j < KB; ++j)
+      for (int u = 0; u < U; ++u) acc[r][j][u] = hn::Zero(df);
+  for (size_t c = 0; c < cols; c += U * L) {
+#pragma GCC unroll 4
+    for (int u = 0; u < U; ++u) {
+      VF kv[KB];
+#pragma GCC unroll 8
+      for (int j = 0; j < KB; ++j) kv[j] = hn::LoadU(df, k + j * k_rs + c + u * L);
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) {
+        VF qv = hn::LoadU(df, q + r * q_rs + c + u * L);
+        KeepInRegister(qv);
+#pragma GCC unroll 8
+        for (int j = 0; j < KB; ++j) acc[r][j][u] = hn::MulAdd(qv, kv[j], acc[r][j][u]);
+      }
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int j = 0; j < KB; ++j) {
+      VF sum = acc[r][j][0];
+      for (int u = 1; u < U; ++u) sum = hn::Add(sum, acc[r][j][u]);
+      s[r * s_rs + j] = hn::GetLane(hn::SumOfLanes(df, sum));
+    }
+}
+
+// Asks for rows [j, j + n) of x (row stride x_rs, `bytes` each) to be brought into the
+// caches. Decoding streams K and V from memory with little work per byte: without
+// it, the V rows a tile needs are only fetched when its PV product asks for them,
+// after the scores, and the memory stays idle while the scores are computed.
+HWY_INLINE void PrefetchRows(const float* x, size_t x_rs, size_t j, size_t n, size_t bytes) {
+  for (size_t r = j; r < j + n; ++r) {
+    const char* row = reinterpret_cast<const char*>(x + r * x_rs);
+    for (size_t b = 0; b < bytes; b += 64) hwy::Prefetch(row + b);
+  }
+}
+
+// Prefetch: the rows of K kPrefetchAhead keys ahead, and those of `v` (the V rows of the
+// same keys, for the product after the scores; nullptr: none).
+inline constexpr size_t kPrefetchAhead = 16;
+
+template <int R, int KB, int U>
+HWY_INLINE void DotRows(size_t nc, size_t cols, const float* q, size_t q_rs, const float* k, size_t k_rs, float* s,
+                        size_t s_rs, const float* v, size_t v_rs, size_t v_bytes) {
+  size_t j = 0;
+  for (; j + KB <= nc; j += KB) {
+    if (j + kPrefetchAhead + KB <= nc) PrefetchRows(k, k_rs, j + kPrefetchAhead, KB, cols * sizeof(float));
+    if (v != nullptr) PrefetchRows(v, v_rs, j, KB, v_bytes);
+    DotBlock<R, KB, U>(cols, q, q_rs, k + j * k_rs, k_rs, s + j, s_rs);
+  }
+  for (; j < nc; ++j) DotBlock<R, 1, U>(cols, q, q_rs, k + j * k_rs, k_rs, s + j, s_rs);
+}
+
+// The scores of rows [0, W), W < Lanes, against nc keys (DotBlock): rows in pairs, 4 keys
+// at a time; a single row 4 keys at a time, two accumulators each (8 in all: 8 key
+// pointers would not fit the general registers beside the loop's).
+void ScoresByDot(size_t W, size_t nc, size_t cols, const float* q, size_t q_rs, const float* k, size_t k_rs, float* s,
+                 size_t s_rs, const float* v, size_t v_rs, size_t v_bytes) {
+  const size_t L = hn::Lanes(DF());
+  size_t r = 0;
+  // The first group of rows prefetches V; later ones find K in cache.
+  for (; r + 4 <= W; r += 4, v = nullptr)
+    DotRows<4, 2, 1>(nc, cols, q + r * q_rs, q_rs, k, k_rs, s + r * s_rs, s_rs, v, v_rs, v_bytes);
+  for (; r + 2 <= W; r += 2, v = nullptr)
+    DotRows<2, 4, 1>(nc, cols, q + r * q_rs, q_rs, k, k_rs, s + r * s_rs, s_rs, v, v_rs, v_bytes);
+  if (r == W) return;
+  if (cols % (2 * L) == 0)
+    return DotRows<1, 4, 2>(nc, cols, q + r * q_rs, q_rs, k, k_rs, s + r * s_rs, s_rs, v, v_rs, v_bytes);
+  DotRows<1, 4, 1>(nc, cols, q + r * q_rs, q_rs, k, k_rs, s + r * s_rs, s_rs, v, v_rs, v_bytes);
+}
+
+// Sᵀ [nc × w_pad] = K·Qᵀ (see the top): the microkernel, with 8 keys per block when the
+// block's rows fill one vector (the default 4 would leave 4 chains waiting on the
+// FMA latency).
+void KeysTimesQueries(size_t nc, size_t w_pad, size_t d, const float* k, size_t k_rs, size_t k_ks, const float* qt,
+                      float* st) {
+  if (w_pad != hn::Lanes(DF())) return Gemm(nc, w_pad, d, k, k_rs, k_ks, qt, w_pad, st, w_pad, false);
+  size_t j = 0;
+  for (; j + 8 <= nc; j += 8) GemmBlock<8, 1>(d, k + j * k_rs, k_rs, k_ks, qt, w_pad, st + j * w_pad, w_pad, false);
+  for (; j < nc; ++j) GemmBlock<1, 1>(d, k + j * k_rs, k_rs, k_ks, qt, w_pad, st + j * w_pad, w_pad, false);
+}
+
+// O [W × dv_pad] += P [W × nc] · V [nc × dv_pad], keys 64 at a time: the microkernel
+// makes a pass over the keys for each block of columns, and a pass over a whole tile
+// would fetch each V row's cache lines from memory in as many strided passes; 64 rows
+// (32 KB at dv = 128) stay in L1 for all of them. One or two rows would leave the
+// microkernel's 4 × 2 (or 6 × 4) blocks mostly empty and waiting on the FMA latency:
+// wider blocks (8 vectors of columns for a row, 4 for two) keep 8 chains going.
+template <int R, int NV>
+HWY_INLINE void ValuesColumns(size_t nv, size_t n, const float* p, const float* v, size_t v_rs, float* o,
+                              size_t o_rs) {
+  const size_t L = hn::Lanes(DF());
+  size_t c = 0;
+  for (; c + NV <= nv; c += NV) GemmBlock<R, NV>(n, p, kBc, 1, v + c * L, v_rs, o + c * L, o_rs, true);
+  for (; c < nv; ++c) GemmBlock<R, 1>(n, p, kBc, 1, v + c * L, v_rs, o + c * L, o_rs, true);
+}
+
+void ProbsTimesValues(size_t W, size_t dv_pad, size_t nc, const float* p, const float* v, size_t v_rs, float* o) {
+  const size_t nv = dv_pad / hn::Lanes(DF());
+  constexpr size_t kKeys = 64;
+  for (size_t j = 0; j < nc; j += kKeys) {
+    const size_t n = std::min(kKeys, nc - j);
+    if (W == 1)
+      ValuesColumns<1, 8>(nv, n, p + j, v + j * v_rs, v_rs, o, dv_pad);
+    else if (W == 2)
+      ValuesColumns<2, 4>(nv, n, p + j, v + j * v_rs, v_rs, o, dv_pad);
+    else
+      Gemm(W, dv_pad, n, p + j, kBc, 1, v + j * v_rs, v_rs, o, dv_pad, true);
+  }
+}
+
+// True if x[0, n) holds no NaN or ±inf: x·0 is 0 for a finite x and NaN otherwise, so one
+// fused multiply-add per vector accumulates the answer.
+bool AllFinite(const float* x, int64_t n) {
+  const DF df;
+  const int64_t L = static_cast<int64_t>(hn::Lanes(df));
+  VF acc = hn::Zero(df);
+  int64_t j = 0;
+  for (; j + L <= n; j += L) acc = hn::MulAdd(hn::LoadU(df, x + j), hn::Zero(df), acc);
+  bool finite = hn::AllFalse(df, hn::IsNaN(acc));
+  for (; j < n; ++j) finite &= std::isfinite(x[j]);
+  return finite;
+}
+
+// True if rows [j0, j0 + n) of x[b, h] (cols values each, any strides) are all finite.
+bool RowsFinite(ConstView<float> x, int64_t b, int64_t h, int64_t j0, int64_t n, int64_t cols) {
+  const int64_t st = x.stride(kDim);
+  for (int64_t j = j0; j < j0 + n; ++j) {
+    const float* row = x.row(b, h, j);
+    if (st == 1) {
+      if (!AllFinite(row, cols)) return false;
+    } else {
+      for (int64_t c = 0; c < cols; ++c)
+        if (!std::isfinite(row[c * st])) return false;
+    }
+  }
+  return true;
+}
+
+// True if no row of block [r0, r0 + W) may see any key of tile [j0, j0 + nc): by
+// causality and padding (key_end), a window or a packed sequence (key_begin), or
+// because the boolean mask hides them all. So a sliding window of a long cache reads
+// only the keys in the window.
+bool DecodeBlockHidden(const DecodeWork& w, int64_t b, int64_t hk, int64_t r0, int64_t W, int64_t j0, int64_t nc) {
+  const Plan& p = *w.p;
+  const int64_t Nq = p.dims.Nq;
+  bool hidden = true;
+  for (int64_t r = r0; r < r0 + W && hidden; ++r) {
+    const int64_t at = b * Nq + w.query_of(r);
+    hidden = w.end[at] <= j0 || w.begin[at] >= j0 + nc;
+  }
+  if (hidden) return true;
+  // The block's rows, cut where the query head changes: runs of consecutive queries.
+  for (int64_t r = r0; r < r0 + W;) {
+    const int64_t i0 = w.query_of(r), run = std::min(r0 + W - r, Nq - i0);
+    if (!p.tile_masked_out(b, w.head_of(hk, r), i0, i0 + run, j0, j0 + nc)) return false;
+    r += run;
+  }
+  return true;
+}
+
+// Rows [j0, j0 + nc) of K for the dot products: K's own memory when its rows are
+// unit-stride and a whole number of vectors long, else a zero-padded copy [nc × d_pad].
+const float* KRowsOperand(const Plan& p, int64_t b, int64_t hk, int64_t j0, int64_t nc, DecodeScratch& sc,
+                          size_t& k_rs) {
+  const int64_t L = static_cast<int64_t>(hn::Lanes(DF()));
+  if (p.k.stride(kDim) == 1 && p.dims.d % L == 0) {
+    k_rs = static_cast<size_t>(p.k.stride(kSeq));
+    return p.k.row(b, hk, j0);
+  }
+  PackRows(p.k, b, hk, j0, nc, p.dims.d, p.d_pad, sc.k.get());
+  k_rs = static_cast<size_t>(p.d_pad);
+  return sc.k.get();
+}
+
+// One row block on one key tile: S = scores, the online-softmax step, O += P·V.
+// v_rows [nc × dv_pad], row stride v_rs; sc.q holds the item's packed queries.
+void DecodeBlock(const DecodeWork& w, int64_t item, int64_t b, int64_t hk, int64_t r0, int64_t W, int64_t j0,
+                 int64_t nc, const float* v_rows, size_t v_rs, DecodeScratch& sc) {
+  const Plan& p = *w.p;
+  const auto& dm = p.dims;
+  const int64_t L = static_cast<int64_t>(hn::Lanes(DF()));
+  float* s = sc.s.get();  // S [W × width], row stride kBc
+  if (ScoresAsDots(w.rows)) {
+    // K's rows in place when they are whole vectors; V's rows prefetched for the product below.
+    size_t k_rs = 0;
+    const float* k_rows = KRowsOperand(p, b, hk, j0, nc, sc, k_rs);
+    const size_t cols = static_cast<size_t>(k_rows == sc.k.get() ? p.d_pad : dm.d);
+    ScoresByDot(static_cast<size_t>(W), static_cast<size_t>(nc), cols, sc.q.get() + r0 * p.d_pad,
+                static_cast<size_t>(p.d_pad), k_rows, k_rs, s, kBc, v_rows, v_rs,
+                static_cast<size_t>(p.dv_pad) * sizeof(float));
+  } else {
+    // Sᵀ [nc × w_pad] = K·Qᵀ, K's rows read in place, then transposed into S.
+    const int64_t w_pad = round_up(W, L);
+    KeysTimesQueries(static_cast<size_t>(nc), static_cast<size_t>(w_pad), static_cast<size_t>(dm.d),
+                     p.k.row(b, hk, j0), static_cast<size_t>(p.k.stride(kSeq)), static_cast<size_t>(p.k.stride(kDim)),
+                     sc.q.get() + (r0 / kBr) * dm.d * kBr, sc.st.get());
+    TransposeScores(W, nc, w_pad, sc.st.get(), s);
+  }
+  // Every score of a row involves every K value of the tile, and a NaN or ±inf in K makes
+  // the score NaN or ±inf whatever q holds (0·inf is NaN): one row's raw scores check them.
+  if (w.kv_suspect != nullptr && !AllFinite(s, nc)) w.kv_suspect->store(true, std::memory_order_relaxed);
+  // The per-row softmax step (the tile's padding columns [nc, width) are zero before MaskRow hides them).
+  const int64_t row0 = item * w.rows;  // this item's first partial row
+  const int64_t width = TileWidth(nc);
+  for (int64_t r = 0; r < W; ++r) {
+    float* srow = s + r * kBc;
+    for (int64_t j = nc; j < width; ++j) srow[j] = 0.0f;
+    const int64_t row = r0 + r, h = w.head_of(hk, row), i = w.query_of(row);
+    const int64_t at = row0 + row;
+    SoftmaxRow(p, b, h, i, j0, nc, w.end[b * dm.Nq + i], w.scale[(b * dm.Hq + h) * dm.Nq + i], srow, w.m[at], w.l[at],
+               w.nan_score[at], w.o + at * p.dv_pad, nullptr);
+  }
+  // O [W × dv_pad] += P [W × nc] · V [nc × dv_pad]
+  ProbsTimesValues(static_cast<size_t>(W), static_cast<size_t>(p.dv_pad), static_cast<size_t>(nc), s, v_rows, v_rs,
+                   w.o + (row0 + r0) * p.dv_pad);
+}
+
+// Item `item` of the batch: key/value head kv = b·Hkv + hk, chunk c. Writes its partial.
+void DecodeChunk(const DecodeWork& w, int64_t item, int64_t kv, int64_t c, DecodeScratch& sc) {
+  const Plan& p = *w.p;
+  const auto& dm = p.dims;
+  const int64_t b = kv / dm.Hkv, hk = kv % dm.Hkv;
+  const int64_t row0 = item * w.rows;
+  std::fill(w.m + row0, w.m + row0 + w.rows, kNegInf);
+  std::fill(w.l + row0, w.l + row0 + w.rows, 0.0f);
+  std::fill(w.nan_score + row0, w.nan_score + row0 + w.rows, false);
+  std::memset(w.o + row0 * p.dv_pad, 0, sizeof(float) * static_cast<size_t>(w.rows * p.dv_pad));
+  // Keys past the last query's key_end are hidden from every row (key_end grows with i).
+  const int64_t keys_end = std::min({dm.Nk, (c + 1) * kDecodeChunk, w.end[b * dm.Nq + dm.Nq - 1]});
+  if (c * kDecodeChunk < keys_end) PackQueries(w, b, hk, sc);
+  // The value check (options.check_finite) rides on the work: a NaN or ±inf in a tile's K
+  // shows in the raw scores (DecodeBlock), one in its V in the O of the rows that used the
+  // tile (0·inf is NaN too), checked below. Tiles that no row sees are not otherwise read:
+  // they are scanned here. So K and V are read once, not once to check and once to use.
+  const bool verify = w.kv_suspect != nullptr;
+  const int64_t chunk_end = std::min(dm.Nk, (c + 1) * kDecodeChunk);
+  int64_t computed = 0;  // (row block, key tile) pairs, for TileCounts
+  for (int64_t j0 = c * kDecodeChunk; j0 < (verify ? chunk_end : keys_end); j0 += kBc) {
+    const int64_t nc = std::min(kBc, dm.Nk - j0);  // a whole tile (masking hides what lies past keys_end)
+    size_t v_rs = 0;
+    const float* v_rows = nullptr;  // copied only if some block needs it
+    for (int64_t r0 = 0; r0 < w.rows && j0 < keys_end; r0 += kBr) {
+      const int64_t W = std::min(kBr, w.rows - r0);
+      if (DecodeBlockHidden(w, b, hk, r0, W, j0, nc)) continue;
+      if (v_rows == nullptr) v_rows = RowsOperand(p.v, b, hk, j0, nc, dm.dv, p.dv_pad, sc.v.get(), v_rs);
+      DecodeBlock(w, item, b, hk, r0, W, j0, nc, v_rows, v_rs, sc);
+      ++computed;
+    }
+    if (verify && v_rows == nullptr && !(RowsFinite(p.k, b, hk, j0, nc, dm.d) && RowsFinite(p.v, b, hk, j0, nc, dm.dv)))
+      w.kv_suspect->store(true, std::memory_order_relaxed);
+  }
+  if (verify && !AllFinite(w.o + row0 * p.dv_pad, w.rows * p.dv_pad)) w.kv_suspect->store(true, std::memory_order_relaxed);
+  p.tiles_computed.fetch_add(computed, std::memory_order_relaxed);
+}
+
+// Row r of key/value head kv (batch item kvl): its partials merged in chunk order and
+// the finished O and L written (FinishRow's rules for overflowed and empty rows).
+void MergeRow(const DecodeWork& w, int64_t kvl, int64_t kv, int64_t r, TensorView<float> out, TensorView<float> lse) {
+  const Plan& p = *w.p;
+  const auto& dm = p.dims;
+  const DF df;
+  const size_t L = hn::Lanes(df);
+  const int64_t b = kv / dm.Hkv, hk = kv % dm.Hkv, h = w.head_of(hk, r), i = w.query_of(r);
+  auto at = [&](int64_t c) { return (kvl * w.n_chunks + c) * w.rows + r; };
+  float m = kNegInf;
+  bool nan_score = false, nan_m = false;
+  for (int64_t c = 0; c < w.n_chunks; ++c) {
+    nan_m |= std::isnan(w.m[at(c)]);
+    nan_score |= w.nan_score[at(c)];
+    m = std::max(m, w.m[at(c)]);
+  }
+  // A sink is one more logit with no value row (attention_variants.hpp): a partial of its
+  // own with m = sink, l = 1, O = 0, merged after the chunks.
+  const bool sink = p.sinks;
+  if (sink) m = std::max(m, p.sink(h));
+  if (nan_m) m = std::numeric_limits<float>::quiet_NaN();
+  // The chunks' sums rescaled to the common max, added in chunk order into chunk 0's O.
+  float* acc = w.o + at(0) * p.dv_pad;
+  float l = 0.0f;
+  if (m > kNegInf && m < std::numeric_limits<float>::infinity()) {
+    for (int64_t c = 0; c < w.n_chunks; ++c) {
+      const float mc = w.m[at(c)];
+      const float alpha = mc == m ? 1.0f : mc == kNegInf ? 0.0f : hn::GetLane(ExpNonPositive(df, hn::Set(df, mc - m)));
+      l += alpha * w.l[at(c)];
+      const float* oc = w.o + at(c) * p.dv_pad;
+      const VF va = hn::Set(df, alpha);
+      for (size_t col = 0; col < static_cast<size_t>(p.dv_pad); col += L) {
+        const VF x = hn::LoadU(df, oc + col);
+        hn::StoreU(c == 0 ? hn::Mul(va, x) : hn::MulAdd(va, x, hn::LoadU(df, acc + col)), df, acc + col);
+      }
+    }
+    if (sink) l += hn::GetLane(ExpNonPositive(df, hn::Set(df, p.sink(h) - m)));
+  }
+  FinishRow(p, b, h, i, m, l, nan_score, acc, out, lse);
+}
+
+}  // namespace
+}  // namespace attnlab::engine::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#endif  // ATTNLAB_ENGINE_DECODE_INL_H_

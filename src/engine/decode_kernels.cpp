@@ -1,0 +1,112 @@
+// The decode path's parallel loops (decode_path.hpp says when it runs; decode-inl.h
+// explains the kernel), compiled once per SIMD target and chosen at run time.
+//
+//   1. per row, once: key_begin, key_end and scale_i (the log-n policies count a row's visible
+//      keys, O(Nk) with a boolean mask: not once per chunk);
+//   2. per batch of key/value heads (their partials within a 64 MB budget), parallel
+//      over items (key/value head, key chunk), dynamic schedule: each writes its
+//      partial (m, l, O) for the M rows of its head, and the thread that finishes a
+//      head's last chunk (an atomic count) merges that head's rows, each in chunk
+//      order, and writes their O and L. One parallel region, not one for the chunks
+//      and one for the merge: on a loaded machine every region ends waiting for its
+//      slowest thread.
+// Which thread ran an item or a merge never enters a result: bitwise identical for
+// any thread count.
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <memory>
+#include <vector>
+
+#include "engine/decode_kernels.hpp"
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "engine/decode_kernels.cpp"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+
+#include "hwy/highway.h"
+// The shared -inl.h pieces define functions in anonymous namespaces that this TU does
+// not call (the tiled path's ForwardQueryTile, PackTransposed).
+#pragma GCC diagnostic ignored "-Wunused-function"
+#include "engine/decode-inl.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace attnlab::engine::HWY_NAMESPACE {
+
+bool DecodeForwardImpl(const Plan& p, TensorView<float> out, TensorView<float> lse) {
+  const auto& dm = p.dims;
+  // 1. Per-row values.
+  std::vector<int64_t> begin(static_cast<size_t>(dm.B * dm.Nq)), end(begin.size());
+  std::vector<float> scale(static_cast<size_t>(dm.B * dm.Hq * dm.Nq));
+  for (int64_t b = 0; b < dm.B; ++b)
+    for (int64_t i = 0; i < dm.Nq; ++i) {
+      begin[static_cast<size_t>(b * dm.Nq + i)] = p.key_begin(b, i);
+      end[static_cast<size_t>(b * dm.Nq + i)] = p.key_end(b, i);
+    }
+  const auto n_rows = static_cast<int64_t>(scale.size());
+#pragma omp parallel for num_threads(p.threads) schedule(static) if (p.row_scales)
+  for (int64_t row = 0; row < n_rows; ++row)
+    scale[static_cast<size_t>(row)] = p.scale(row / (dm.Hq * dm.Nq), row / dm.Nq % dm.Hq, row % dm.Nq);
+
+  DecodeWork w;
+  w.p = &p;
+  w.rows = dm.group() * dm.Nq;
+  w.n_chunks = ceil_div(dm.Nk, kDecodeChunk);
+  w.begin = begin.data();
+  w.end = end.data();
+  w.scale = scale.data();
+  std::atomic<bool> kv_suspect{false};
+  if (p.options->check_finite) w.kv_suspect = &kv_suspect;
+  // 2. Partials for as many key/value heads as fit the budget (at least one).
+  constexpr int64_t kPartialBudget = (int64_t{64} << 20) / static_cast<int64_t>(sizeof(float));
+  const int64_t per_head = w.n_chunks * w.rows * (p.dv_pad + 3);
+  const int64_t n_kv = dm.B * dm.Hkv;
+  const int64_t heads_per_batch = std::clamp<int64_t>(kPartialBudget / per_head, 1, n_kv);
+  const int64_t max_rows = heads_per_batch * w.n_chunks * w.rows;
+  auto o = Scratch(max_rows * p.dv_pad), m = Scratch(max_rows), l = Scratch(max_rows);
+  std::unique_ptr<bool[]> nan_score(new bool[static_cast<size_t>(max_rows)]);
+  std::unique_ptr<std::atomic<int64_t>[]> chunks_left(new std::atomic<int64_t>[static_cast<size_t>(heads_per_batch)]);
+  w.o = o.get();
+  w.m = m.get();
+  w.l = l.get();
+  w.nan_score = nan_score.get();
+
+  for (int64_t kv0 = 0; kv0 < n_kv && !p.stop(); kv0 += heads_per_batch) {
+    const int64_t nkv = std::min(heads_per_batch, n_kv - kv0);
+    const int64_t n_items = nkv * w.n_chunks;
+    for (int64_t kvl = 0; kvl < nkv; ++kvl) chunks_left[kvl].store(w.n_chunks, std::memory_order_relaxed);
+    ScratchFailure failure;
+#pragma omp parallel num_threads(p.threads)
+    {
+      std::optional<DecodeScratch> sc = failure.make<DecodeScratch>(p);
+#pragma omp for schedule(dynamic, 1)
+      for (int64_t it = 0; it < n_items; ++it) {
+        // No scratch, or asked to stop: the call fails after the region (a head with a
+        // skipped chunk is never merged, and never needs to be).
+        if (!sc || p.stop()) continue;
+        const int64_t kvl = it / w.n_chunks;
+        DecodeChunk(w, it, kv0 + kvl, it % w.n_chunks, *sc);
+        // acq_rel: the last of a head's chunks sees the partials the others wrote.
+        if (chunks_left[kvl].fetch_sub(1, std::memory_order_acq_rel) == 1)
+          for (int64_t r = 0; r < w.rows; ++r) MergeRow(w, kvl, kv0 + kvl, r, out, lse);
+      }
+    }
+    failure.rethrow();
+  }
+  return kv_suspect.load();
+}
+
+}  // namespace attnlab::engine::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace attnlab::engine {
+
+HWY_EXPORT(DecodeForwardImpl);
+
+bool decode_forward(const Plan& p, TensorView<float> out, TensorView<float> lse) {
+  return HWY_DYNAMIC_DISPATCH(DecodeForwardImpl)(p, out, lse);
+}
+
+}  // namespace attnlab::engine
+#endif  // HWY_ONCE

@@ -1,0 +1,361 @@
+// The decode path (src/engine/decode_path.hpp, decode-inl.h): few query rows against a
+// long key/value cache, with the query heads of a group together and the keys split
+// into chunks merged in a fixed order. Its results obey the engine's accuracy rule
+// (engine_check.hpp) on random decode (Nq ≤ 4) and chunked-prefill (Nq ≤ 64) shapes
+// with every option, are bitwise identical for 1, 2 and 3 threads, and bad input gets
+// the errors it got before. A test hook (last_forward_path) proves these shapes ran
+// the decode path: the engine chooses it itself, the API has no say.
+// Seeded: set ATTNLAB_TEST_SEED to explore others; failures print the seed.
+#include <gtest/gtest.h>
+#include <hwy/targets.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <set>
+#include <string>
+
+#include "attnlab/attention.hpp"
+#include "attnlab/engine.hpp"
+#include "attnlab/reference.hpp"
+#include "engine/decode_path.hpp"
+#include "engine_check.hpp"
+
+namespace al = attnlab;
+using al::engine::ForwardPath;
+
+namespace {
+
+uint64_t base_seed() {
+  const char* s = std::getenv("ATTNLAB_TEST_SEED");
+  return s ? std::strtoull(s, nullptr, 10) : 20261214u;
+}
+
+// Shapes that take the decode path: Nq ≤ kBr queries against Nk > kDecodeChunk keys.
+al::test::ProblemLimits decode_limits(int n) {
+  al::test::ProblemLimits lim;
+  lim.dims = {1, 64, 80, 128, 256};
+  lim.min_seq_k = al::engine::kDecodeChunk + 1;
+  if (n % 30 == 0) {  // a long cache: dozens of chunks merge
+    lim.max_seq_q = 2;
+    lim.min_seq_k = 5000;
+    lim.max_seq_k = 20000;
+    lim.max_batch = 1;
+    lim.max_kv_heads = 1;
+    lim.max_group = 2;
+    lim.dims = {1, 64, 80, 128};
+  } else if (n % 4 == 1) {  // a chunk of new queries (chunked prefill)
+    lim.max_seq_q = al::engine::kBr;
+    lim.max_seq_k = 1200;
+    lim.max_batch = 1;
+    lim.max_kv_heads = 1;
+    lim.max_group = 2;
+    lim.dims = {1, 64, 80, 128};
+  } else {  // decoding steps: 2 or 3 chunks
+    lim.max_seq_q = 4;
+    lim.max_seq_k = 1400;
+    lim.max_batch = 2;
+    lim.max_kv_heads = 2;
+    lim.max_group = 4;
+  }
+  return lim;
+}
+
+}  // namespace
+
+TEST(EngineDecode, RandomDecodeAndChunkShapesWithinTheAccuracyRule) {
+  const uint64_t seed = base_seed();
+  constexpr int kProblems = 120;
+  int gqa = 0, padded = 0, masked = 0, bottom_right = 0, top_left = 0, row_scale = 0, strided = 0, long_cache = 0,
+      chunk = 0, decode_path = 0;
+  std::set<al::ScalePolicy::Kind> policies;
+  std::set<int64_t> dims;
+  double worst_ratio[5] = {};
+  for (int n = 0; n < kProblems; ++n) {
+    std::mt19937_64 rng(seed + static_cast<uint64_t>(n));
+    const al::test::Problem p = al::test::random_problem(rng, decode_limits(n));
+    const bool use_strides = n % 5 == 2;
+    SCOPED_TRACE("seed " + std::to_string(seed + n) + (use_strides ? " strided: " : ": ") + p.describe());
+    gqa += p.Hq != p.Hkv;
+    padded += !p.key_lengths.empty();
+    masked += p.bool_mask.numel() > 0 || p.additive_mask.numel() > 0;
+    bottom_right += p.causal == al::Causal::bottom_right;
+    top_left += p.causal == al::Causal::top_left;
+    row_scale += p.scale.depends_on_n();
+    strided += use_strides;
+    long_cache += p.Nk >= 5000;
+    chunk += p.Nq > 16;
+    policies.insert(p.scale.kind());
+    dims.insert(p.d);
+    const auto e = al::test::check_engine_against_reference(p, use_strides, al::ComputeConfig{2});
+    decode_path += al::engine::last_forward_path() == ForwardPath::decode;
+    EXPECT_EQ(al::engine::last_forward_path(), ForwardPath::decode);
+    for (int x = 0; x < 5; ++x)
+      if (e.naive[x] > 0) worst_ratio[x] = std::max(worst_ratio[x], e.engine[x] / e.naive[x]);
+    if (::testing::Test::HasFailure() && std::getenv("ATTNLAB_KEEP_GOING") == nullptr) break;
+  }
+  for (int x = 0; x < 5; ++x)
+    std::printf("worst error ratio on %s: engine/naive %.3f (errors below the floor included)\n",
+                al::test::kQuantity[x], worst_ratio[x]);
+  EXPECT_EQ(decode_path, kProblems);
+  EXPECT_GT(gqa, kProblems / 4);
+  EXPECT_GT(padded, kProblems / 6);
+  EXPECT_GT(masked, kProblems / 4);
+  EXPECT_GT(bottom_right, kProblems / 10);
+  EXPECT_GT(top_left, kProblems / 10);
+  EXPECT_GT(row_scale, kProblems / 20);
+  EXPECT_GT(strided, kProblems / 10);
+  EXPECT_GE(long_cache, 3);
+  EXPECT_GT(chunk, kProblems / 10);
+  EXPECT_EQ(dims, (std::set<int64_t>{1, 64, 80, 128, 256}));
+  EXPECT_EQ(policies.size(), 6u) << "every scale policy";
+}
+
+// The variants of today's inference (attention_variants.hpp) on decode shapes: a sliding
+// window over the cache (Mistral, Gemma), softcap (Gemma 2), ALiBi, sinks (gpt-oss),
+// packed sequences each decoding its own rows, score_mod and mask_mod. The decode path
+// treats a row's scores as the tiled path does (MaskRow) and merges a sink after the
+// chunks; dropout, for training, takes the tiled path.
+TEST(EngineDecode, VariantsOnDecodeShapesWithinTheAccuracyRule) {
+  const uint64_t seed = base_seed() + 7000;
+  constexpr int kProblems = 80;
+  int window = 0, softcap = 0, alibi = 0, sinks = 0, packed = 0, mods = 0;
+  for (int n = 0; n < kProblems; ++n) {
+    std::mt19937_64 rng(seed + static_cast<uint64_t>(n));
+    al::test::ProblemLimits lim = decode_limits(n);
+    lim.p_window = lim.p_softcap = lim.p_alibi = lim.p_sinks = 0.4;
+    lim.p_packed = 0.3;
+    lim.p_mask_mod = lim.p_score_mod = 0.1;
+    const al::test::Problem p = al::test::random_problem(rng, lim);
+    SCOPED_TRACE("seed " + std::to_string(seed + n) + ": " + p.describe());
+    window += p.window.present();
+    softcap += p.softcap.has_value();
+    alibi += !p.alibi_slopes.empty();
+    sinks += !p.sinks.empty();
+    packed += !p.cu_seqlens_q.empty();
+    mods += p.mask_mod != nullptr || p.score_mod != nullptr;
+    al::test::check_engine_against_reference(p, n % 5 == 2, al::ComputeConfig{2});
+    EXPECT_EQ(al::engine::last_forward_path(), ForwardPath::decode);
+    if (::testing::Test::HasFailure() && std::getenv("ATTNLAB_KEEP_GOING") == nullptr) break;
+  }
+  EXPECT_GT(window, kProblems / 5);
+  EXPECT_GT(softcap, kProblems / 5);
+  EXPECT_GT(alibi, kProblems / 5);
+  EXPECT_GT(sinks, kProblems / 5);
+  EXPECT_GT(packed, 3);
+  EXPECT_GT(mods, 3);
+}
+
+TEST(EngineDecode, SplitKVBitwiseIdenticalForOneTwoThreeThreads) {
+  struct Variant {
+    int64_t B, Hq, Hkv, Nq, Nk, d;
+    al::Causal causal;
+    bool padding, bool_mask;
+    al::ScalePolicy scale;
+    bool variants = false;  // window, softcap, ALiBi and sinks together
+  };
+  const Variant variants[] = {
+      {2, 8, 2, 1, 5000, 64, al::Causal::none, false, false, al::ScalePolicy::inv_sqrt_d()},
+      {1, 4, 1, 16, 3000, 128, al::Causal::bottom_right, true, false, al::ScalePolicy::inv_sqrt_d()},
+      {3, 2, 2, 3, 1500, 80, al::Causal::none, true, true, al::ScalePolicy::scalable_softmax(0.5)},
+      {1, 8, 2, 1, 6000, 64, al::Causal::bottom_right, false, false, al::ScalePolicy::inv_sqrt_d(), true},
+  };
+  for (const Variant& vt : variants) {
+    std::mt19937_64 rng(91 + vt.Nk);
+    al::test::Problem p;
+    p.B = vt.B, p.Hq = vt.Hq, p.Hkv = vt.Hkv, p.Nq = vt.Nq, p.Nk = vt.Nk, p.d = p.dv = vt.d;
+    p.q = al::Tensor<double>({p.B, p.Hq, p.Nq, p.d});
+    p.k = al::Tensor<double>({p.B, p.Hkv, p.Nk, p.d});
+    p.v = al::Tensor<double>({p.B, p.Hkv, p.Nk, p.dv});
+    p.grad_out = al::Tensor<double>({p.B, p.Hq, p.Nq, p.dv});
+    for (auto* t : {&p.q, &p.k, &p.v, &p.grad_out}) al::test::fill_normal(*t, rng);
+    p.causal = vt.causal;
+    p.scale = vt.scale;
+    if (vt.padding)
+      for (int64_t b = 0; b < p.B; ++b) p.key_lengths.push_back(p.Nk - 700 * b - 37);
+    if (vt.bool_mask) {
+      p.bool_mask = al::Tensor<uint8_t>({p.B, 1, p.Nq, p.Nk});
+      std::bernoulli_distribution keep(0.6);
+      for (auto& m : p.bool_mask.storage()) m = keep(rng);
+    }
+    if (vt.variants) {
+      p.window = {2500, 0};
+      p.softcap = 5.0;
+      for (int64_t h = 0; h < p.Hq; ++h) {
+        p.alibi_slopes.push_back(std::ldexp(1.0, -static_cast<int>(h + 1)));
+        p.sinks.push_back(0.3 * static_cast<double>(h) - 1.0);
+      }
+    }
+    SCOPED_TRACE(p.describe());
+    const al::test::FloatProblem fp(p);
+    const auto opt = fp.options(p);
+    auto run = [&](int threads) {
+      const al::ComputeConfig cfg{threads};
+      auto f = al::attention_forward(fp.q.view(), fp.k.view(), fp.v.view(), opt, cfg);
+      EXPECT_EQ(al::engine::last_forward_path(), ForwardPath::decode);
+      auto g = al::attention_backward(fp.q.view(), fp.k.view(), fp.v.view(), f, fp.grad_out.view(), opt, cfg);
+      return std::vector<al::Tensor<float>>{f.out, f.lse, g.dq, g.dk, g.dv};
+    };
+    const auto one = run(1);
+    for (int threads : {2, 3, 3, 0}) {
+      const auto other = run(threads);
+      for (size_t x = 0; x < one.size(); ++x)
+        EXPECT_EQ(std::memcmp(one[x].data(), other[x].data(), sizeof(float) * static_cast<size_t>(one[x].numel())), 0)
+            << al::test::kQuantity[x] << ": " << threads << " threads against 1";
+    }
+  }
+}
+
+TEST(EngineDecode, TheEngineChoosesThePathFromTheShapes) {
+  auto path = [](int64_t Hq, int64_t Hkv, int64_t Nq, int64_t Nk, bool diagnostics) {
+    const al::Tensor<float> q({1, Hq, Nq, 8}, 0.5f), k({1, Hkv, Nk, 8}, 0.25f), v({1, Hkv, Nk, 8}, 1.0f);
+    if (diagnostics) {
+      al::Tensor<float> out(q.shape()), lse({1, Hq, Nq, 1}), pmax({1, Hq, Nq, 1});
+      const al::RowDiagnostics<float> diag{pmax.view(), {}, {}};
+      al::engine::attention_forward(q.view(), k.view(), v.view(), {}, out.view(), lse.view(), &diag);
+    } else {
+      al::attention_forward(q.view(), k.view(), v.view());
+    }
+    return al::engine::last_forward_path();
+  };
+  const int64_t chunk = al::engine::kDecodeChunk, br = al::engine::kBr;
+  EXPECT_EQ(path(8, 8, 1, chunk + 1, false), ForwardPath::decode);   // a decoding step
+  EXPECT_EQ(path(32, 8, 1, 4 * chunk, false), ForwardPath::decode);  // grouped-query heads
+  EXPECT_EQ(path(4, 1, br, chunk + 1, false), ForwardPath::decode);  // a chunk of new queries
+  EXPECT_EQ(path(8, 8, 1, chunk, false), ForwardPath::tiled);        // one chunk: nothing to split
+  EXPECT_EQ(path(2, 2, br + 1, 4 * chunk, false), ForwardPath::tiled);  // more than a query tile per head
+  EXPECT_EQ(path(8, 8, 1, 4 * chunk, true), ForwardPath::tiled);     // diagnostics are the tiled path's
+  {  // dropout is for training: the tiled path draws its mask
+    const al::Tensor<float> q({1, 2, 1, 8}, 0.5f), k({1, 2, 4 * chunk, 8}, 0.25f), v({1, 2, 4 * chunk, 8}, 1.0f);
+    al::AttentionOptions<float> o;
+    o.dropout = {0.1, 5};
+    al::attention_forward(q.view(), k.view(), v.view(), o);
+    EXPECT_EQ(al::engine::last_forward_path(), ForwardPath::tiled);
+  }
+}
+
+TEST(EngineDecode, BadInputGetsTheSameErrors) {
+  const int64_t nk = al::engine::kDecodeChunk * 3 + 5;
+  auto message = [](auto&& fn) {
+    try {
+      fn();
+    } catch (const al::Error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  // A NaN deep in the cache, and a key length past Nk: the reference's messages.
+  {
+    al::Tensor<float> q({2, 4, 1, 16}, 0.5f), k({2, 2, nk, 16}, 0.25f), v({2, 2, nk, 16}, 1.0f);
+    al::Tensor<double> qd({2, 4, 1, 16}, 0.5), kd({2, 2, nk, 16}, 0.25), vd({2, 2, nk, 16}, 1.0);
+    k(1, 1, nk - 3, 7) = NAN;
+    kd(1, 1, nk - 3, 7) = NAN;
+    const std::string want = message([&] { al::reference::attention_forward(qd.view(), kd.view(), vd.view()); });
+    EXPECT_EQ(want, "k: non-finite value nan at [1, 1, " + std::to_string(nk - 3) + ", 7]");
+    EXPECT_EQ(message([&] { al::attention_forward(q.view(), k.view(), v.view()); }), want);
+    k(1, 1, nk - 3, 7) = kd(1, 1, nk - 3, 7) = 0.25f;
+    al::AttentionOptions<float> of;
+    al::AttentionOptions<double> od;
+    const std::vector<int64_t> lengths{nk, nk + 1};
+    of.key_lengths = od.key_lengths = lengths;
+    const std::string want_len =
+        message([&] { al::reference::attention_forward(qd.view(), kd.view(), vd.view(), od); });
+    EXPECT_FALSE(want_len.empty());
+    EXPECT_EQ(message([&] { al::attention_forward(q.view(), k.view(), v.view(), of); }), want_len);
+  }
+  // The decode path checks K and V while it reads them, and scans the keys no row sees:
+  // a NaN or ±inf anywhere in them, used or not, gets the reference's message (and k's
+  // before v's before the additive mask's, as check_forward_args orders them).
+  {
+    struct Bad {
+      const char* what;
+      bool in_k;
+      int64_t key;
+      float value;
+      int causal;  // 0 none, 1 top-left (rows see 1 key: the rest are never read), 2 padding
+    };
+    const Bad cases[] = {
+        {"nan in v", false, 700, NAN, 0},          {"inf in k", true, 3, INFINITY, 0},
+        {"-inf in v", false, nk - 1, -INFINITY, 0}, {"nan in unread k", true, nk - 2, NAN, 1},
+        {"inf in unread v", false, 900, INFINITY, 1}, {"nan past the cache length", true, nk - 1, NAN, 2},
+    };
+    for (const Bad& c : cases) {
+      SCOPED_TRACE(c.what);
+      al::Tensor<float> q({2, 4, 1, 16}, 0.5f), k({2, 2, nk, 16}, 0.25f), v({2, 2, nk, 16}, 1.0f);
+      al::Tensor<double> qd({2, 4, 1, 16}, 0.5), kd({2, 2, nk, 16}, 0.25), vd({2, 2, nk, 16}, 1.0);
+      (c.in_k ? k : v)(1, 0, c.key, 5) = c.value;
+      (c.in_k ? kd : vd)(1, 0, c.key, 5) = c.value;
+      al::AttentionOptions<float> of;
+      al::AttentionOptions<double> od;
+      const std::vector<int64_t> lengths{nk, 100};
+      if (c.causal == 1) of.causal = od.causal = al::Causal::top_left;
+      if (c.causal == 2) of.key_lengths = od.key_lengths = lengths;
+      const std::string want = message([&] { al::reference::attention_forward(qd.view(), kd.view(), vd.view(), od); });
+      EXPECT_NE(want.find(c.in_k ? "k: non-finite value" : "v: non-finite value"), std::string::npos) << want;
+      EXPECT_EQ(message([&] { al::attention_forward(q.view(), k.view(), v.view(), of); }), want);
+      EXPECT_EQ(al::engine::last_forward_path(), ForwardPath::decode);
+      // k's or v's error comes before the additive mask's.
+      al::Tensor<float> am({1, 1, 1, nk}, 0.0f);
+      al::Tensor<double> amd({1, 1, 1, nk}, 0.0);
+      am(0, 0, 0, 4) = INFINITY;
+      amd(0, 0, 0, 4) = INFINITY;
+      of.additive_mask = am.view();
+      od.additive_mask = amd.view();
+      EXPECT_EQ(message([&] { al::reference::attention_forward(qd.view(), kd.view(), vd.view(), od); }), want);
+      EXPECT_EQ(message([&] { al::attention_forward(q.view(), k.view(), v.view(), of); }), want);
+    }
+  }
+  // Scores past float's range in one chunk of one row: that row is named, as in the tiled path.
+  {
+    al::Tensor<float> q({1, 2, 2, 2}, 0.5f), k({1, 1, nk, 2}, 0.5f), v({1, 1, nk, 2}, 1.0f);
+    q(0, 1, 1, 0) = q(0, 1, 1, 1) = 1e20f;
+    k(0, 0, nk - 2, 0) = k(0, 0, nk - 2, 1) = 1e20f;  // in the last chunk
+    al::AttentionOptions<float> none;
+    none.scale = al::ScalePolicy::none();
+    EXPECT_EQ(message([&] { al::attention_forward(q.view(), k.view(), v.view(), none); }),
+              "attention: scores of row [0, 1, 1] overflow float32 (|scale·q·k| > 3.4e38); scale the inputs down or "
+              "use the double-precision reference");
+    EXPECT_EQ(al::engine::last_forward_path(), ForwardPath::decode);
+    // With the check off: NaN in that row only, the others normal.
+    none.check_finite = false;
+    const auto f = al::attention_forward(q.view(), k.view(), v.view(), none);
+    for (int64_t h = 0; h < 2; ++h)
+      for (int64_t i = 0; i < 2; ++i) {
+        const bool bad = h == 1 && i == 1;
+        EXPECT_EQ(std::isnan(f.lse(0, h, i, 0)), bad) << h << " " << i;
+        EXPECT_EQ(std::isnan(f.out(0, h, i, 0)), bad) << h << " " << i;
+      }
+  }
+  // The caller's interrupt stops the decode path too.
+  {
+    const al::Tensor<float> q({1, 8, 1, 64}, 0.5f), k({1, 8, nk, 64}, 0.25f), v({1, 8, nk, 64}, 1.0f);
+    al::ComputeConfig cfg{2};
+    cfg.interrupt = [] { return true; };
+    EXPECT_THROW(al::attention_forward(q.view(), k.view(), v.view(), {}, cfg), al::Interrupted);
+    EXPECT_EQ(al::engine::last_forward_path(), ForwardPath::decode);
+  }
+}
+
+TEST(EngineDecode, PortableTargetRunsTheDecodePathWithinTheAccuracyRule) {
+  // EMU128 (4 lanes) or SCALAR (1): fewer rows than lanes take the dot products, more
+  // take Sᵀ = K·Qᵀ; odd head dims make K's rows a copy rather than read in place.
+  const std::string best = al::engine::target_name();
+  hwy::SetSupportedTargetsForTest(HWY_EMU128 | HWY_SCALAR);
+  for (int n = 0; n < 12 && !::testing::Test::HasFailure(); ++n) {
+    std::mt19937_64 rng(7000 + n);
+    al::test::ProblemLimits lim;
+    lim.dims = {1, 3, 64, 80};
+    lim.max_seq_q = n % 3 == 0 ? 6 : 2;
+    lim.min_seq_k = al::engine::kDecodeChunk + 1;
+    lim.max_seq_k = 1300;
+    lim.max_batch = 1;
+    const al::test::Problem p = al::test::random_problem(rng, lim);
+    SCOPED_TRACE("problem " + std::to_string(n) + " on " + al::engine::target_name() + ": " + p.describe());
+    al::test::check_engine_against_reference(p, n % 4 == 1, al::ComputeConfig{2});
+    EXPECT_EQ(al::engine::last_forward_path(), ForwardPath::decode);
+  }
+  hwy::SetSupportedTargetsForTest(0);
+  EXPECT_EQ(al::engine::target_name(), best);
+}

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# `attnlab peak` as a program, not as a measurement (no test asserts a speed):
+# the FMA peak and the read bandwidth (--memory) print a positive, finite figure
+# for 1 thread and for all threads, and options that would do nothing are errors.
+# Usage: peak_smoke.sh ATTNLAB_CLI
+set -euo pipefail
+cli=$1
+
+check_rows() {  # check_rows OUTPUT COLUMNS: two rows "1 x..." and "2 x...", every x > 0 and finite
+  /usr/bin/python3 - "$1" "$2" <<'PY'
+import math, re, sys
+out, cols = sys.argv[1], int(sys.argv[2])
+rows = [l.split() for l in out.splitlines() if re.fullmatch(r"\s*\d+(\s+[-+0-9.eE]+|\s+inf|\s+nan)+\s*", l)]
+assert [r[0] for r in rows] == ["1", "2"], out
+for r in rows:
+    assert len(r) == 1 + cols, out
+    for x in r[1:]:
+        v = float(x)
+        assert math.isfinite(v) and v > 0, out
+PY
+}
+
+out=$("$cli" peak --threads 2 --seconds 0.02)
+check_rows "$out" 2
+grep -q 'float32 FMA peak' <<< "$out"
+
+# A small buffer keeps the test quick; it is then partly cached, which is fine here.
+out=$("$cli" peak --memory --threads 2 --buffer-mb 16 --passes 2)
+check_rows "$out" 2
+grep -Eq 'memory read bandwidth, .* best of 2 passes over a 16 MiB buffer' <<< "$out"
+
+expect_error() {  # expect_error REGEX ARGS...
+  local regex=$1
+  shift
+  if out=$("$cli" peak "$@" 2>&1); then
+    echo "peak $*: succeeded, expected an error" >&2
+    exit 1
+  fi
+  grep -Eq -- "$regex" <<< "$out" || { echo "peak $*: said '$out', expected /$regex/" >&2; exit 1; }
+}
+expect_error 'passes needs --memory' --passes 3
+expect_error 'buffer-mb needs --memory' --buffer-mb 64
+expect_error 'seconds applies to the FMA peak' --memory --seconds 0.1
+expect_error 'passes.*not in range' --memory --passes 0
+echo "peak smoke test passed"
