@@ -1,5 +1,5 @@
 // The front door (attnlab/attention.hpp): one overload set for every element type,
-// routed here and nowhere else. float → the fused engine, double → the reference.
+// routed here and nowhere else. float, bfloat16, float16 → the fused engine, double → the reference.
 #include "attnlab/attention.hpp"
 
 #include "attnlab/engine.hpp"
@@ -11,6 +11,32 @@ void attention_forward(ConstView<float> q, ConstView<float> k, ConstView<float> 
                        const AttentionOptions<float>& options, TensorView<float> out, TensorView<float> lse,
                        const RowDiagnostics<float>* diagnostics, const ComputeConfig& config) {
   engine::attention_forward(q, k, v, options, out, lse, diagnostics, config);
+}
+
+void attention_forward(ConstView<bfloat16> q, ConstView<bfloat16> k, ConstView<bfloat16> v,
+                       const AttentionOptions<float>& options, TensorView<bfloat16> out, TensorView<float> lse,
+                       const RowDiagnostics<float>* diagnostics, const ComputeConfig& config) {
+  engine::attention_forward(q, k, v, options, out, lse, diagnostics, config);
+}
+
+void attention_forward(ConstView<float16> q, ConstView<float16> k, ConstView<float16> v,
+                       const AttentionOptions<float>& options, TensorView<float16> out, TensorView<float> lse,
+                       const RowDiagnostics<float>* diagnostics, const ComputeConfig& config) {
+  engine::attention_forward(q, k, v, options, out, lse, diagnostics, config);
+}
+
+void attention_backward(ConstView<bfloat16> q, ConstView<bfloat16> k, ConstView<bfloat16> v, ConstView<bfloat16> out,
+                        ConstView<float> lse, ConstView<bfloat16> grad_out, const AttentionOptions<float>& options,
+                        TensorView<bfloat16> dq, TensorView<bfloat16> dk, TensorView<bfloat16> dv,
+                        const ComputeConfig& config, std::span<float> dsinks) {
+  engine::attention_backward(q, k, v, out, lse, grad_out, options, dq, dk, dv, config, dsinks);
+}
+
+void attention_backward(ConstView<float16> q, ConstView<float16> k, ConstView<float16> v, ConstView<float16> out,
+                        ConstView<float> lse, ConstView<float16> grad_out, const AttentionOptions<float>& options,
+                        TensorView<float16> dq, TensorView<float16> dk, TensorView<float16> dv,
+                        const ComputeConfig& config, std::span<float> dsinks) {
+  engine::attention_backward(q, k, v, out, lse, grad_out, options, dq, dk, dv, config, dsinks);
 }
 
 void attention_forward(ConstView<double> q, ConstView<double> k, ConstView<double> v,

@@ -196,8 +196,8 @@ void check_variants(const AttentionOptions<T>& o, const AttentionDims& d) {
   }
 }
 
-template <class T>
-AttentionDims check_inputs(ConstView<T> q, ConstView<T> k, ConstView<T> v, const AttentionOptions<T>& options,
+template <class E, class T>
+AttentionDims check_inputs(ConstView<E> q, ConstView<E> k, ConstView<E> v, const AttentionOptions<T>& options,
                            ValueChecks values = ValueChecks::all) {
   // Emptiness first: an empty tensor usually has no data pointer either, and
   // "empty" is the message that helps.
@@ -246,6 +246,34 @@ AttentionDims check_inputs(ConstView<T> q, ConstView<T> k, ConstView<T> v, const
   return d;
 }
 
+// Element-type helpers: whether a value is finite, and its value for a message.
+template <class T>
+bool is_finite_value(T x) {
+  if constexpr (std::is_floating_point_v<T>) {
+    return std::isfinite(x);
+  } else {
+    return x.is_finite();
+  }
+}
+template <class T>
+double value_of(T x) {
+  if constexpr (std::is_floating_point_v<T>) {
+    return static_cast<double>(x);
+  } else {
+    return static_cast<double>(x.to_float());
+  }
+}
+// The bits of T and its exponent field (all ones: inf or NaN).
+template <class T>
+using BitsOf = std::conditional_t<sizeof(T) == 2, uint16_t, std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>>;
+template <class T>
+constexpr BitsOf<T> exponent_mask() {
+  if constexpr (std::is_same_v<T, float>) return 0x7f800000u;
+  if constexpr (std::is_same_v<T, double>) return 0x7ff0000000000000u;
+  if constexpr (std::is_same_v<T, bfloat16>) return 0x7f80u;
+  if constexpr (std::is_same_v<T, float16>) return 0x7c00u;
+}
+
 // The position of the first NaN or ±inf of x, if any. The checks run on every
 // engine call, over every input and output: written element by element with an
 // early exit they took 6 % of the forward at N = 2048, d = 64. So each row is
@@ -253,8 +281,8 @@ AttentionDims check_inputs(ConstView<T> q, ConstView<T> k, ConstView<T> v, const
 // vectorises, and only a row that fails is searched element by element.
 template <class T>
 std::optional<std::array<int64_t, 4>> first_non_finite(ConstView<T> x) {
-  using Bits = std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>;
-  constexpr Bits kExponent = static_cast<Bits>(sizeof(T) == 4 ? 0x7f800000u : 0x7ff0000000000000u);  // all ones: inf or NaN
+  using Bits = BitsOf<T>;
+  constexpr Bits kExponent = exponent_mask<T>();
   const int64_t n = x.dim(), st = x.stride(kDim);
   for (int64_t b = 0; b < x.batch(); ++b)
     for (int64_t h = 0; h < x.heads(); ++h)
@@ -264,11 +292,11 @@ std::optional<std::array<int64_t, 4>> first_non_finite(ConstView<T> x) {
         if (st == 1) {
           for (int64_t j = 0; j < n; ++j) bad |= ((std::bit_cast<Bits>(r[j]) & kExponent) == kExponent);
         } else {
-          for (int64_t j = 0; j < n; ++j) bad |= !std::isfinite(r[j * st]);
+          for (int64_t j = 0; j < n; ++j) bad |= !is_finite_value(r[j * st]);
         }
         if (bad == 0) continue;
         for (int64_t j = 0; j < n; ++j)
-          if (!std::isfinite(r[j * st])) return std::array<int64_t, 4>{b, h, i, j};
+          if (!is_finite_value(r[j * st])) return std::array<int64_t, 4>{b, h, i, j};
       }
   return std::nullopt;
 }
@@ -279,7 +307,7 @@ template <class T>
 void check_finite(ConstView<T> x, const char* name) {
   if (const auto at = first_non_finite(x)) {
     const auto [b, h, i, j] = *at;
-    throw Error(fmt::format("{}: non-finite value {} at [{}, {}, {}, {}]", name, x(b, h, i, j), b, h, i, j));
+    throw Error(fmt::format("{}: non-finite value {} at [{}, {}, {}, {}]", name, value_of(x(b, h, i, j)), b, h, i, j));
   }
 }
 
@@ -289,13 +317,15 @@ void check_result_finite(ConstView<T> x, const char* name) {
     const auto [b, h, i, j] = *at;
     throw Error(fmt::format("attention: {} overflows {} at [{}, {}, {}, {}] (an intermediate such as dO·v "
                             "or the sum of p·v left the type's range); scale the inputs down{}",
-                            name, sizeof(T) == 4 ? "float32" : "float64", b, h, i, j,
-                            sizeof(T) == 4 ? " or use the double-precision reference" : ""));
+                            name, type_name(static_cast<const T*>(nullptr)), b, h, i, j,
+                            std::is_same_v<T, float>    ? " or use the double-precision reference"
+                            : std::is_same_v<T, double> ? ""
+                                                        : " or compute in float32 (bfloat16 has float32's range)"));
   }
 }
 
-template <class T>
-void check_deferred_values(ConstView<T> k, ConstView<T> v, const AttentionOptions<T>& options, bool k_and_v) {
+template <class E, class T>
+void check_deferred_values(ConstView<E> k, ConstView<E> v, const AttentionOptions<T>& options, bool k_and_v) {
   if (!options.check_finite) return;
   if (k_and_v) {
     check_finite(k, "k");
@@ -304,9 +334,9 @@ void check_deferred_values(ConstView<T> k, ConstView<T> v, const AttentionOption
   check_additive_values(options.additive_mask);
 }
 
-template <class T>
-AttentionDims check_forward_args(ConstView<T> q, ConstView<T> k, ConstView<T> v, const AttentionOptions<T>& options,
-                                 TensorView<T> out, TensorView<T> lse, ValueChecks values) {
+template <class E, class T>
+AttentionDims check_forward_args(ConstView<E> q, ConstView<E> k, ConstView<E> v, const AttentionOptions<T>& options,
+                                 TensorView<E> out, TensorView<T> lse, ValueChecks values) {
   const AttentionDims d = check_inputs(q, k, v, options, values);
   require_shape(out, {d.B, d.Hq, d.Nq, d.dv}, "out");
   require_shape(lse, {d.B, d.Hq, d.Nq, 1}, "lse");
@@ -318,10 +348,10 @@ AttentionDims check_forward_args(ConstView<T> q, ConstView<T> k, ConstView<T> v,
   return d;
 }
 
-template <class T>
-AttentionDims check_backward_args(ConstView<T> q, ConstView<T> k, ConstView<T> v, ConstView<T> out, ConstView<T> lse,
-                                  ConstView<T> grad_out, const AttentionOptions<T>& options, TensorView<T> dq,
-                                  TensorView<T> dk, TensorView<T> dv, std::span<T> dsinks) {
+template <class E, class T>
+AttentionDims check_backward_args(ConstView<E> q, ConstView<E> k, ConstView<E> v, ConstView<E> out, ConstView<T> lse,
+                                  ConstView<E> grad_out, const AttentionOptions<T>& options, TensorView<E> dq,
+                                  TensorView<E> dk, TensorView<E> dv, std::span<T> dsinks) {
   const AttentionDims d = check_inputs(q, k, v, options);
   if (!dsinks.empty() && options.sinks.empty())
     throw Error("dsinks: given, but options.sinks is empty (there is no sink to differentiate)");
@@ -385,18 +415,21 @@ void check_row_output(const TensorView<T>& x, const AttentionDims& d, const char
   max_offset(x, name);  // negative strides, or an offset past int64
 }
 
-#define ATTNLAB_INSTANTIATE(T)                                                                                     \
-  template void check_row_output<T>(const TensorView<T>&, const AttentionDims&, const char*);                       \
-  template void check_finite<T>(ConstView<T>, const char*);                                                         \
-  template void check_result_finite<T>(ConstView<T>, const char*);                                                  \
-  template AttentionDims check_forward_args<T>(ConstView<T>, ConstView<T>, ConstView<T>, const AttentionOptions<T>&, \
-                                               TensorView<T>, TensorView<T>, ValueChecks);                         \
-  template void check_deferred_values<T>(ConstView<T>, ConstView<T>, const AttentionOptions<T>&, bool);              \
-  template AttentionDims check_backward_args<T>(ConstView<T>, ConstView<T>, ConstView<T>, ConstView<T>,              \
-                                                ConstView<T>, ConstView<T>, const AttentionOptions<T>&,              \
-                                                TensorView<T>, TensorView<T>, TensorView<T>, std::span<T>);
-ATTNLAB_INSTANTIATE(float)
-ATTNLAB_INSTANTIATE(double)
+#define ATTNLAB_INSTANTIATE(E, T)                                                                                  \
+  template void check_finite<E>(ConstView<E>, const char*);                                                         \
+  template void check_result_finite<E>(ConstView<E>, const char*);                                                  \
+  template AttentionDims check_forward_args<E, T>(ConstView<E>, ConstView<E>, ConstView<E>, const AttentionOptions<T>&, \
+                                                  TensorView<E>, TensorView<T>, ValueChecks);                      \
+  template void check_deferred_values<E, T>(ConstView<E>, ConstView<E>, const AttentionOptions<T>&, bool);           \
+  template AttentionDims check_backward_args<E, T>(ConstView<E>, ConstView<E>, ConstView<E>, ConstView<E>,           \
+                                                   ConstView<T>, ConstView<E>, const AttentionOptions<T>&,           \
+                                                   TensorView<E>, TensorView<E>, TensorView<E>, std::span<T>);
+template void check_row_output<float>(const TensorView<float>&, const AttentionDims&, const char*);
+template void check_row_output<double>(const TensorView<double>&, const AttentionDims&, const char*);
+ATTNLAB_INSTANTIATE(float, float)
+ATTNLAB_INSTANTIATE(double, double)
+ATTNLAB_INSTANTIATE(bfloat16, float)
+ATTNLAB_INSTANTIATE(float16, float)
 #undef ATTNLAB_INSTANTIATE
 
 }  // namespace attnlab::detail

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "attnlab/attention_options.hpp"
+#include "attnlab/float16.hpp"
 #include "attnlab/tensor.hpp"
 #include "core/visibility.hpp"
 
@@ -20,24 +21,26 @@ namespace attnlab::detail {
 enum class ValueChecks { all, q_only };
 
 // Validate shapes, strides, masks, padding, aliasing and (if options.check_finite)
-// the values of q, k, v. Throws attnlab::Error.
-template <class T>
-AttentionDims check_forward_args(ConstView<T> q, ConstView<T> k, ConstView<T> v,
+// the values of q, k, v. Throws attnlab::Error. E is the element type of the tensors
+// (float, double, bfloat16, float16), T that of the options and lse (float for the
+// 16-bit types, which the engine computes in float32).
+template <class E, class T>
+AttentionDims check_forward_args(ConstView<E> q, ConstView<E> k, ConstView<E> v,
                                  const AttentionOptions<T>& options,
-                                 TensorView<T> out, TensorView<T> lse, ValueChecks values = ValueChecks::all);
+                                 TensorView<E> out, TensorView<T> lse, ValueChecks values = ValueChecks::all);
 
 // The value checks that ValueChecks::q_only left to the caller, in check_forward_args's
 // order (k, v, the additive mask; nothing without options.check_finite). k_and_v = false
 // when the caller has established that k and v are finite.
-template <class T>
-void check_deferred_values(ConstView<T> k, ConstView<T> v, const AttentionOptions<T>& options, bool k_and_v);
+template <class E, class T>
+void check_deferred_values(ConstView<E> k, ConstView<E> v, const AttentionOptions<T>& options, bool k_and_v);
 
 // dsinks: empty, or [Hq] when options.sinks is given.
-template <class T>
-AttentionDims check_backward_args(ConstView<T> q, ConstView<T> k, ConstView<T> v,
-                                  ConstView<T> out, ConstView<T> lse, ConstView<T> grad_out,
+template <class E, class T>
+AttentionDims check_backward_args(ConstView<E> q, ConstView<E> k, ConstView<E> v,
+                                  ConstView<E> out, ConstView<T> lse, ConstView<E> grad_out,
                                   const AttentionOptions<T>& options,
-                                  TensorView<T> dq, TensorView<T> dk, TensorView<T> dv,
+                                  TensorView<E> dq, TensorView<E> dk, TensorView<E> dv,
                                   std::span<T> dsinks = {});
 
 // A per-row output such as a diagnostic: absent, or [B, Hq, Nq, 1] with
@@ -59,7 +62,8 @@ void check_finite(ConstView<T> x, const char* name);
 
 // After a computation on finite inputs: a non-finite output means an
 // intermediate overflowed the type (for float: |dO·v|, Σ p·v or |S| beyond
-// 3.4e38). Throws "attention: NAME overflows <type> at [b, h, i, j] (...)".
+// 3.4e38; for float16 a result beyond 65504). Throws "attention: NAME overflows
+// <type> at [b, h, i, j] (...)".
 template <class T>
 void check_result_finite(ConstView<T> x, const char* name);
 

@@ -55,6 +55,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 
 #include "hwy/aligned_allocator.h"
 #include "hwy/cache_control.h"
@@ -117,17 +118,19 @@ void PackQueries(const DecodeWork& w, int64_t b, int64_t hk, DecodeScratch& sc) 
       PackRows(p.q, b, w.head_of(hk, r), w.query_of(r), 1, d, p.d_pad, sc.q.get() + r * p.d_pad);
     return;
   }
-  const int64_t q_ks = p.q.stride(kDim);
-  for (int64_t r0 = 0; r0 < w.rows; r0 += kBr) {
-    const int64_t W = std::min(kBr, w.rows - r0), w_pad = round_up(W, L);
-    float* qt = sc.q.get() + (r0 / kBr) * d * kBr;
-    for (int64_t r = 0; r < W; ++r) {
-      const float* q = p.q.row(b, w.head_of(hk, r0 + r), w.query_of(r0 + r));
-      for (int64_t c = 0; c < d; ++c) qt[c * w_pad + r] = q[c * q_ks];
+  WithElementType(p.q, [&](auto qv) {
+    const int64_t q_ks = qv.stride(kDim);
+    for (int64_t r0 = 0; r0 < w.rows; r0 += kBr) {
+      const int64_t W = std::min(kBr, w.rows - r0), w_pad = round_up(W, L);
+      float* qt = sc.q.get() + (r0 / kBr) * d * kBr;
+      for (int64_t r = 0; r < W; ++r) {
+        const auto* q = qv.row(b, w.head_of(hk, r0 + r), w.query_of(r0 + r));
+        for (int64_t c = 0; c < d; ++c) qt[c * w_pad + r] = ToFloat(q[c * q_ks]);
+      }
+      for (int64_t c = 0; c < d; ++c)
+        for (int64_t r = W; r < w_pad; ++r) qt[c * w_pad + r] = 0.0f;
     }
-    for (int64_t c = 0; c < d; ++c)
-      for (int64_t r = W; r < w_pad; ++r) qt[c * w_pad + r] = 0.0f;
-  }
+  });
 }
 
 #if HWY_TARGET == HWY_AVX2
@@ -198,8 +201,10 @@ HWY_INLINE void KeepInRegister(VF& v) {
 #endif
 }
 
-template <int R, int KB, int U>
-HWY_INLINE void DotBlock(size_t cols, const float* HWY_RESTRICT q, size_t q_rs, const float* HWY_RESTRICT k,
+// K's elements are KE (float, bfloat16, float16), converted to float in registers as they
+// are loaded: a 16-bit cache is read at half the bytes.
+template <int R, int KB, int U, class KE>
+HWY_INLINE void DotBlock(size_t cols, const float* HWY_RESTRICT q, size_t q_rs, const KE* HWY_RESTRICT k,
                          size_t k_rs, float* HWY_RESTRICT s, size_t s_rs) {
   const DF df;
   const size_t L = hn::Lanes(df);
@@ -212,7 +217,7 @@ HWY_INLINE void DotBlock(size_t cols, const float* HWY_RESTRICT q, size_t q_rs, 
     for (int u = 0; u < U; ++u) {
       VF kv[KB];
 #pragma GCC unroll 8
-      for (int j = 0; j < KB; ++j) kv[j] = hn::LoadU(df, k + j * k_rs + c + u * L);
+      for (int j = 0; j < KB; ++j) kv[j] = LoadAsFloat(k + j * k_rs + c + u * L);
 #pragma GCC unroll 8
       for (int r = 0; r < R; ++r) {
         VF qv = hn::LoadU(df, q + r * q_rs + c + u * L);
@@ -230,28 +235,36 @@ HWY_INLINE void DotBlock(size_t cols, const float* HWY_RESTRICT q, size_t q_rs, 
     }
 }
 
-// Asks for rows [j, j + n) of x (row stride x_rs, `bytes` each) to be brought into the
-// caches. Decoding streams K and V from memory with little work per byte: without
-// it, the V rows a tile needs are only fetched when its PV product asks for them,
-// after the scores, and the memory stays idle while the scores are computed.
-HWY_INLINE void PrefetchRows(const float* x, size_t x_rs, size_t j, size_t n, size_t bytes) {
+// Asks for rows [j, j + n) of x (row stride x_rs elements, `bytes` each) to be brought
+// into the caches. Decoding streams K and V from memory with little work per byte:
+// without it, the V rows a tile needs are only fetched when its PV product asks for
+// them, after the scores, and the memory stays idle while the scores are computed.
+template <class E>
+HWY_INLINE void PrefetchRows(const E* x, size_t x_rs, size_t j, size_t n, size_t bytes) {
   for (size_t r = j; r < j + n; ++r) {
     const char* row = reinterpret_cast<const char*>(x + r * x_rs);
     for (size_t b = 0; b < bytes; b += 64) hwy::Prefetch(row + b);
   }
 }
 
+// The V rows a decode block prefetches for its product: rows of `row_bytes` bytes,
+// `stride` bytes apart (none when data is null).
+struct PrefetchV {
+  const char* data = nullptr;
+  size_t stride = 0, row_bytes = 0;
+};
+
 // Prefetch: the rows of K kPrefetchAhead keys ahead, and those of `v` (the V rows of the
-// same keys, for the product after the scores; nullptr: none).
+// same keys, for the product after the scores).
 inline constexpr size_t kPrefetchAhead = 16;
 
-template <int R, int KB, int U>
-HWY_INLINE void DotRows(size_t nc, size_t cols, const float* q, size_t q_rs, const float* k, size_t k_rs, float* s,
-                        size_t s_rs, const float* v, size_t v_rs, size_t v_bytes) {
+template <int R, int KB, int U, class KE>
+HWY_INLINE void DotRows(size_t nc, size_t cols, const float* q, size_t q_rs, const KE* k, size_t k_rs, float* s,
+                        size_t s_rs, PrefetchV v) {
   size_t j = 0;
   for (; j + KB <= nc; j += KB) {
-    if (j + kPrefetchAhead + KB <= nc) PrefetchRows(k, k_rs, j + kPrefetchAhead, KB, cols * sizeof(float));
-    if (v != nullptr) PrefetchRows(v, v_rs, j, KB, v_bytes);
+    if (j + kPrefetchAhead + KB <= nc) PrefetchRows(k, k_rs, j + kPrefetchAhead, KB, cols * sizeof(KE));
+    if (v.data != nullptr) PrefetchRows(v.data, v.stride, j, KB, v.row_bytes);
     DotBlock<R, KB, U>(cols, q, q_rs, k + j * k_rs, k_rs, s + j, s_rs);
   }
   for (; j < nc; ++j) DotBlock<R, 1, U>(cols, q, q_rs, k + j * k_rs, k_rs, s + j, s_rs);
@@ -260,19 +273,19 @@ HWY_INLINE void DotRows(size_t nc, size_t cols, const float* q, size_t q_rs, con
 // The scores of rows [0, W), W < Lanes, against nc keys (DotBlock): rows in pairs, 4 keys
 // at a time; a single row 4 keys at a time, two accumulators each (8 in all: 8 key
 // pointers would not fit the general registers beside the loop's).
-void ScoresByDot(size_t W, size_t nc, size_t cols, const float* q, size_t q_rs, const float* k, size_t k_rs, float* s,
-                 size_t s_rs, const float* v, size_t v_rs, size_t v_bytes) {
+template <class KE>
+void ScoresByDot(size_t W, size_t nc, size_t cols, const float* q, size_t q_rs, const KE* k, size_t k_rs, float* s,
+                 size_t s_rs, PrefetchV v) {
   const size_t L = hn::Lanes(DF());
   size_t r = 0;
   // The first group of rows prefetches V; later ones find K in cache.
-  for (; r + 4 <= W; r += 4, v = nullptr)
-    DotRows<4, 2, 1>(nc, cols, q + r * q_rs, q_rs, k, k_rs, s + r * s_rs, s_rs, v, v_rs, v_bytes);
-  for (; r + 2 <= W; r += 2, v = nullptr)
-    DotRows<2, 4, 1>(nc, cols, q + r * q_rs, q_rs, k, k_rs, s + r * s_rs, s_rs, v, v_rs, v_bytes);
+  for (; r + 4 <= W; r += 4, v = PrefetchV{})
+    DotRows<4, 2, 1>(nc, cols, q + r * q_rs, q_rs, k, k_rs, s + r * s_rs, s_rs, v);
+  for (; r + 2 <= W; r += 2, v = PrefetchV{})
+    DotRows<2, 4, 1>(nc, cols, q + r * q_rs, q_rs, k, k_rs, s + r * s_rs, s_rs, v);
   if (r == W) return;
-  if (cols % (2 * L) == 0)
-    return DotRows<1, 4, 2>(nc, cols, q + r * q_rs, q_rs, k, k_rs, s + r * s_rs, s_rs, v, v_rs, v_bytes);
-  DotRows<1, 4, 1>(nc, cols, q + r * q_rs, q_rs, k, k_rs, s + r * s_rs, s_rs, v, v_rs, v_bytes);
+  if (cols % (2 * L) == 0) return DotRows<1, 4, 2>(nc, cols, q + r * q_rs, q_rs, k, k_rs, s + r * s_rs, s_rs, v);
+  DotRows<1, 4, 1>(nc, cols, q + r * q_rs, q_rs, k, k_rs, s + r * s_rs, s_rs, v);
 }
 
 // Sᵀ [nc × w_pad] = K·Qᵀ (see the top): the microkernel, with 8 keys per block when the
@@ -292,8 +305,9 @@ void KeysTimesQueries(size_t nc, size_t w_pad, size_t d, const float* k, size_t 
 // (32 KB at dv = 128) stay in L1 for all of them. One or two rows would leave the
 // microkernel's 4 × 2 (or 6 × 4) blocks mostly empty and waiting on the FMA latency:
 // wider blocks (8 vectors of columns for a row, 4 for two) keep 8 chains going.
-template <int R, int NV>
-HWY_INLINE void ValuesColumns(size_t nv, size_t n, const float* p, const float* v, size_t v_rs, float* o,
+// V's elements are VE (float, bfloat16, float16), converted in registers (GemmBlock).
+template <int R, int NV, class VE>
+HWY_INLINE void ValuesColumns(size_t nv, size_t n, const float* p, const VE* v, size_t v_rs, float* o,
                               size_t o_rs) {
   const size_t L = hn::Lanes(DF());
   size_t c = 0;
@@ -301,7 +315,8 @@ HWY_INLINE void ValuesColumns(size_t nv, size_t n, const float* p, const float* 
   for (; c < nv; ++c) GemmBlock<R, 1>(n, p, kBc, 1, v + c * L, v_rs, o + c * L, o_rs, true);
 }
 
-void ProbsTimesValues(size_t W, size_t dv_pad, size_t nc, const float* p, const float* v, size_t v_rs, float* o) {
+template <class VE>
+void ProbsTimesValues(size_t W, size_t dv_pad, size_t nc, const float* p, const VE* v, size_t v_rs, float* o) {
   const size_t nv = dv_pad / hn::Lanes(DF());
   constexpr size_t kKeys = 64;
   for (size_t j = 0; j < nc; j += kKeys) {
@@ -342,6 +357,18 @@ bool RowsFinite(ConstView<float> x, int64_t b, int64_t h, int64_t j0, int64_t n,
   }
   return true;
 }
+template <class E>
+bool RowsFinite(ConstView<E> x, int64_t b, int64_t h, int64_t j0, int64_t n, int64_t cols) {
+  for (int64_t j = j0; j < j0 + n; ++j)
+    for (int64_t c = 0; c < cols; ++c)
+      if (!x(b, h, j, c).is_finite()) return false;
+  return true;
+}
+bool RowsFinite(const Operand& x, int64_t b, int64_t h, int64_t j0, int64_t n, int64_t cols) {
+  bool finite = true;
+  WithElementType(x, [&](auto view) { finite = RowsFinite(view, b, h, j0, n, cols); });
+  return finite;
+}
 
 // True if no row of block [r0, r0 + W) may see any key of tile [j0, j0 + nc): by
 // causality and padding (key_end), a window or a packed sequence (key_begin), or
@@ -365,42 +392,60 @@ bool DecodeBlockHidden(const DecodeWork& w, int64_t b, int64_t hk, int64_t r0, i
   return true;
 }
 
-// Rows [j0, j0 + nc) of K for the dot products: K's own memory when its rows are
-// unit-stride and a whole number of vectors long, else a zero-padded copy [nc × d_pad].
-const float* KRowsOperand(const Plan& p, int64_t b, int64_t hk, int64_t j0, int64_t nc, DecodeScratch& sc,
-                          size_t& k_rs) {
-  const int64_t L = static_cast<int64_t>(hn::Lanes(DF()));
-  if (p.k.stride(kDim) == 1 && p.dims.d % L == 0) {
-    k_rs = static_cast<size_t>(p.k.stride(kSeq));
-    return p.k.row(b, hk, j0);
-  }
-  PackRows(p.k, b, hk, j0, nc, p.dims.d, p.d_pad, sc.k.get());
-  k_rs = static_cast<size_t>(p.d_pad);
-  return sc.k.get();
+// Rows of x (K or V) read in place by the decode kernels: the view when its rows are
+// unit-stride and `cols` is a whole number of `multiple` (the dot products load whole
+// vectors of K's d values; O += P·V loads dv_pad values of each V row, so dv must be a
+// multiple of kPad), of its own element type. Null otherwise: the rows are then packed
+// into float scratch.
+template <class E>
+struct InPlaceRows {
+  const E* data = nullptr;
+  size_t stride = 0;  // elements between rows
+};
+template <class E>
+InPlaceRows<E> RowsInPlace(ConstView<E> x, int64_t b, int64_t h, int64_t j0, int64_t cols, int64_t multiple) {
+  if (x.stride(kDim) != 1 || cols % multiple != 0) return {};
+  return {x.row(b, h, j0), static_cast<size_t>(x.stride(kSeq))};
 }
 
 // One row block on one key tile: S = scores, the online-softmax step, O += P·V.
-// v_rows [nc × dv_pad], row stride v_rs; sc.q holds the item's packed queries.
+// V's rows: in place (v_rows.data, of element type VE), or packed into sc.v (float,
+// [nc × dv_pad]); sc.q holds the item's packed queries.
+template <class E, class VE>
 void DecodeBlock(const DecodeWork& w, int64_t item, int64_t b, int64_t hk, int64_t r0, int64_t W, int64_t j0,
-                 int64_t nc, const float* v_rows, size_t v_rs, DecodeScratch& sc) {
+                 int64_t nc, InPlaceRows<VE> v_rows, DecodeScratch& sc) {
   const Plan& p = *w.p;
   const auto& dm = p.dims;
   const int64_t L = static_cast<int64_t>(hn::Lanes(DF()));
+  const ConstView<E> kv = p.k.as<E>();
   float* s = sc.s.get();  // S [W × width], row stride kBc
   if (ScoresAsDots(w.rows)) {
-    // K's rows in place when they are whole vectors; V's rows prefetched for the product below.
-    size_t k_rs = 0;
-    const float* k_rows = KRowsOperand(p, b, hk, j0, nc, sc, k_rs);
-    const size_t cols = static_cast<size_t>(k_rows == sc.k.get() ? p.d_pad : dm.d);
-    ScoresByDot(static_cast<size_t>(W), static_cast<size_t>(nc), cols, sc.q.get() + r0 * p.d_pad,
-                static_cast<size_t>(p.d_pad), k_rows, k_rs, s, kBc, v_rows, v_rs,
-                static_cast<size_t>(p.dv_pad) * sizeof(float));
+    // K's rows in place when they are whole vectors (converted in registers); V's rows
+    // prefetched for the product below.
+    const PrefetchV pv{reinterpret_cast<const char*>(v_rows.data), v_rows.stride * sizeof(VE),
+                       static_cast<size_t>(dm.dv) * sizeof(VE)};
+    const float* q = sc.q.get() + r0 * p.d_pad;
+    if (const InPlaceRows<E> k_rows = RowsInPlace(kv, b, hk, j0, dm.d, L); k_rows.data != nullptr) {
+      ScoresByDot(static_cast<size_t>(W), static_cast<size_t>(nc), static_cast<size_t>(dm.d), q,
+                  static_cast<size_t>(p.d_pad), k_rows.data, k_rows.stride, s, kBc, pv);
+    } else {
+      PackRows(kv, b, hk, j0, nc, dm.d, p.d_pad, sc.k.get());
+      ScoresByDot(static_cast<size_t>(W), static_cast<size_t>(nc), static_cast<size_t>(p.d_pad), q,
+                  static_cast<size_t>(p.d_pad), sc.k.get(), static_cast<size_t>(p.d_pad), s, kBc, pv);
+    }
   } else {
-    // Sᵀ [nc × w_pad] = K·Qᵀ, K's rows read in place, then transposed into S.
+    // Sᵀ [nc × w_pad] = K·Qᵀ, K's rows read in place (float32; 16-bit K is converted
+    // into scratch first: this path is compute bound), then transposed into S.
     const int64_t w_pad = round_up(W, L);
-    KeysTimesQueries(static_cast<size_t>(nc), static_cast<size_t>(w_pad), static_cast<size_t>(dm.d),
-                     p.k.row(b, hk, j0), static_cast<size_t>(p.k.stride(kSeq)), static_cast<size_t>(p.k.stride(kDim)),
-                     sc.q.get() + (r0 / kBr) * dm.d * kBr, sc.st.get());
+    const float* k_rows = sc.k.get();
+    size_t k_rs = static_cast<size_t>(p.d_pad), k_ks = 1;
+    if constexpr (std::is_same_v<E, float>) {
+      k_rows = kv.row(b, hk, j0), k_rs = static_cast<size_t>(kv.stride(kSeq)), k_ks = static_cast<size_t>(kv.stride(kDim));
+    } else {
+      PackRows(kv, b, hk, j0, nc, dm.d, p.d_pad, sc.k.get());
+    }
+    KeysTimesQueries(static_cast<size_t>(nc), static_cast<size_t>(w_pad), static_cast<size_t>(dm.d), k_rows, k_rs,
+                     k_ks, sc.q.get() + (r0 / kBr) * dm.d * kBr, sc.st.get());
     TransposeScores(W, nc, w_pad, sc.st.get(), s);
   }
   // Every score of a row involves every K value of the tile, and a NaN or ±inf in K makes
@@ -418,11 +463,18 @@ void DecodeBlock(const DecodeWork& w, int64_t item, int64_t b, int64_t hk, int64
                w.nan_score[at], w.o + at * p.dv_pad, nullptr);
   }
   // O [W × dv_pad] += P [W × nc] · V [nc × dv_pad]
-  ProbsTimesValues(static_cast<size_t>(W), static_cast<size_t>(p.dv_pad), static_cast<size_t>(nc), s, v_rows, v_rs,
-                   w.o + (row0 + r0) * p.dv_pad);
+  float* o = w.o + (row0 + r0) * p.dv_pad;
+  if (v_rows.data != nullptr)
+    ProbsTimesValues(static_cast<size_t>(W), static_cast<size_t>(p.dv_pad), static_cast<size_t>(nc), s, v_rows.data,
+                     v_rows.stride, o);
+  else
+    ProbsTimesValues(static_cast<size_t>(W), static_cast<size_t>(p.dv_pad), static_cast<size_t>(nc), s, sc.v.get(),
+                     static_cast<size_t>(p.dv_pad), o);
 }
 
 // Item `item` of the batch: key/value head kv = b·Hkv + hk, chunk c. Writes its partial.
+// E: the element type of q, k, v (float, bfloat16, float16).
+template <class E>
 void DecodeChunk(const DecodeWork& w, int64_t item, int64_t kv, int64_t c, DecodeScratch& sc) {
   const Plan& p = *w.p;
   const auto& dm = p.dims;
@@ -444,16 +496,17 @@ void DecodeChunk(const DecodeWork& w, int64_t item, int64_t kv, int64_t c, Decod
   int64_t computed = 0;  // (row block, key tile) pairs, for TileCounts
   for (int64_t j0 = c * kDecodeChunk; j0 < (verify ? chunk_end : keys_end); j0 += kBc) {
     const int64_t nc = std::min(kBc, dm.Nk - j0);  // a whole tile (masking hides what lies past keys_end)
-    size_t v_rs = 0;
-    const float* v_rows = nullptr;  // copied only if some block needs it
+    bool used = false;  // V's rows packed (when not read in place) only if some block needs them
     for (int64_t r0 = 0; r0 < w.rows && j0 < keys_end; r0 += kBr) {
       const int64_t W = std::min(kBr, w.rows - r0);
       if (DecodeBlockHidden(w, b, hk, r0, W, j0, nc)) continue;
-      if (v_rows == nullptr) v_rows = RowsOperand(p.v, b, hk, j0, nc, dm.dv, p.dv_pad, sc.v.get(), v_rs);
-      DecodeBlock(w, item, b, hk, r0, W, j0, nc, v_rows, v_rs, sc);
+      const InPlaceRows<E> v_rows = RowsInPlace(p.v.as<E>(), b, hk, j0, dm.dv, kPad);
+      if (!used && v_rows.data == nullptr) PackRows(p.v, b, hk, j0, nc, dm.dv, p.dv_pad, sc.v.get());
+      used = true;
+      DecodeBlock<E>(w, item, b, hk, r0, W, j0, nc, v_rows, sc);
       ++computed;
     }
-    if (verify && v_rows == nullptr && !(RowsFinite(p.k, b, hk, j0, nc, dm.d) && RowsFinite(p.v, b, hk, j0, nc, dm.dv)))
+    if (verify && !used && !(RowsFinite(p.k, b, hk, j0, nc, dm.d) && RowsFinite(p.v, b, hk, j0, nc, dm.dv)))
       w.kv_suspect->store(true, std::memory_order_relaxed);
   }
   if (verify && !AllFinite(w.o + row0 * p.dv_pad, w.rows * p.dv_pad)) w.kv_suspect->store(true, std::memory_order_relaxed);

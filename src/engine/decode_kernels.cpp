@@ -85,7 +85,11 @@ bool DecodeForwardImpl(const Plan& p, TensorView<float> out, TensorView<float> l
         // skipped chunk is never merged, and never needs to be).
         if (!sc || p.stop()) continue;
         const int64_t kvl = it / w.n_chunks;
-        DecodeChunk(w, it, kv0 + kvl, it % w.n_chunks, *sc);
+        switch (p.k.type()) {
+          case ElementType::f32: DecodeChunk<float>(w, it, kv0 + kvl, it % w.n_chunks, *sc); break;
+          case ElementType::bf16: DecodeChunk<bfloat16>(w, it, kv0 + kvl, it % w.n_chunks, *sc); break;
+          case ElementType::f16: DecodeChunk<float16>(w, it, kv0 + kvl, it % w.n_chunks, *sc); break;
+        }
         // acq_rel: the last of a head's chunks sees the partials the others wrote.
         if (chunks_left[kvl].fetch_sub(1, std::memory_order_acq_rel) == 1)
           for (int64_t r = 0; r < w.rows; ++r) MergeRow(w, kvl, kv0 + kvl, r, out, lse);

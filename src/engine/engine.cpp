@@ -6,6 +6,7 @@
 
 #include <new>
 #include <optional>
+#include <type_traits>
 #include <fmt/format.h>
 #include <omp.h>
 
@@ -57,11 +58,39 @@ void throw_if_interrupted(const Plan& plan) {
   if (plan.stop.stopped()) throw Interrupted("attention: interrupted by the caller (ComputeConfig::interrupt)");
 }
 
-}  // namespace
+// Forward and backward for every element type E of q, k, v (float, bfloat16, float16).
+// The kernels read 16-bit inputs converting on load (plan.hpp's Operand) and compute in
+// float32; a 16-bit result (out; dq, dk, dv) is computed into a float32 buffer and
+// rounded to E once, at the end: dq in particular is summed over key tiles in float32
+// (never in a 16-bit buffer). lse, the options and dsinks are float for every E.
+template <class E>
+constexpr bool kIsFloat = std::is_same_v<E, float>;
 
-void attention_forward(ConstView<float> q, ConstView<float> k, ConstView<float> v,
-                       const AttentionOptions<float>& options, TensorView<float> out, TensorView<float> lse,
-                       const RowDiagnostics<float>* diagnostics, const ComputeConfig& config) {
+// dst = src rounded to E (round to nearest even), element by element.
+template <class E>
+void round_into(ConstView<float> src, TensorView<E> dst) {
+  for (int64_t b = 0; b < dst.batch(); ++b)
+    for (int64_t h = 0; h < dst.heads(); ++h)
+      for (int64_t i = 0; i < dst.seq(); ++i)
+        for (int64_t j = 0; j < dst.dim(); ++j) dst(b, h, i, j) = E::from_float(src(b, h, i, j));
+}
+
+// The float32 buffer a kernel writes for the result `x`: x itself when E is float,
+// else `own` (allocated here).
+template <class E>
+TensorView<float> float_result(TensorView<E> x, Tensor<float>& own) {
+  if constexpr (kIsFloat<E>) {
+    return x;
+  } else {
+    out_of_memory_as_error([&] { own = Tensor<float>(x.shape()); });
+    return own.view();
+  }
+}
+
+template <class E>
+void forward_impl(ConstView<E> q, ConstView<E> k, ConstView<E> v, const AttentionOptions<float>& options,
+                  TensorView<E> out, TensorView<float> lse, const RowDiagnostics<float>* diagnostics,
+                  const ComputeConfig& config) {
   // The path from the lengths alone (if the shapes are wrong, check_forward_args says so).
   last_path = choose_forward_path(q.seq(), k.seq(), diagnostics != nullptr, options.dropout.present());
   const bool decode = last_path == ForwardPath::decode;
@@ -73,53 +102,113 @@ void attention_forward(ConstView<float> q, ConstView<float> k, ConstView<float> 
       detail::check_forward_args(q, k, v, options, out, lse, decode ? detail::ValueChecks::q_only : detail::ValueChecks::all);
   if (diagnostics != nullptr) detail::check_diagnostics(*diagnostics, dims);
   Plan plan(dims, q, k, v, options, resolve_threads(config), &config.interrupt);
+  Tensor<float> own_out;
+  const TensorView<float> out32 = float_result(out, own_out);
   std::optional<BlockMask> own_block_mask;
   bool kv_suspect = false;
   out_of_memory_as_error([&] {
     clear_applied_mask(options);
     if (decode) {
-      kv_suspect = decode_forward(plan, out, lse);
+      kv_suspect = decode_forward(plan, out32, lse);
     } else {
       attach_block_mask(plan, own_block_mask);
-      flash_forward(plan, out, lse, diagnostics);
+      flash_forward(plan, out32, lse, diagnostics);
     }
   });
   tile_counts().forward.fetch_add(plan.tiles_computed.load(), std::memory_order_relaxed);
   throw_if_interrupted(plan);
   if (decode) detail::check_deferred_values(k, v, options, kv_suspect);
+  if (options.check_finite) {
+    if (const int64_t row = plan.overflowed_rows.first(); row != RowErrorLog::kNone)
+      throw Error(fmt::format("attention: scores of row [{}, {}, {}] overflow float32 (|scale·q·k| > 3.4e38); "
+                              "scale the inputs down or use the double-precision reference",
+                              row / (dims.Hq * dims.Nq), row / dims.Nq % dims.Hq, row % dims.Nq));
+    detail::check_result_finite<float>(out32, "out");
+  }
   // With the input check off, NaN inputs make NaN scores too: the caller opted out of both checks.
-  if (!options.check_finite) return;
-  if (const int64_t row = plan.overflowed_rows.first(); row != RowErrorLog::kNone)
-    throw Error(fmt::format("attention: scores of row [{}, {}, {}] overflow float32 (|scale·q·k| > 3.4e38); "
-                            "scale the inputs down or use the double-precision reference",
-                            row / (dims.Hq * dims.Nq), row / dims.Nq % dims.Hq, row % dims.Nq));
-  detail::check_result_finite<float>(out, "out");
+  if constexpr (!kIsFloat<E>) {
+    round_into<E>(out32, out);
+    if (options.check_finite) detail::check_result_finite<E>(out, "out");  // float16's range
+  }
+}
+
+template <class E>
+void backward_impl(ConstView<E> q, ConstView<E> k, ConstView<E> v, ConstView<E> out, ConstView<float> lse,
+                   ConstView<E> grad_out, const AttentionOptions<float>& options, TensorView<E> dq, TensorView<E> dk,
+                   TensorView<E> dv, const ComputeConfig& config, std::span<float> dsinks) {
+  const auto dims = detail::check_backward_args(q, k, v, out, lse, grad_out, options, dq, dk, dv, dsinks);
+  Plan plan(dims, q, k, v, options, resolve_threads(config), &config.interrupt);
+  Tensor<float> own_dq, own_dk, own_dv;
+  const TensorView<float> dq32 = float_result(dq, own_dq), dk32 = float_result(dk, own_dk),
+                          dv32 = float_result(dv, own_dv);
+  std::optional<BlockMask> own_block_mask;
+  out_of_memory_as_error([&] {
+    attach_block_mask(plan, own_block_mask);
+    flash_backward(plan, Operand(out), lse, Operand(grad_out), dq32, dk32, dv32,
+                   dsinks.empty() ? nullptr : dsinks.data());
+  });
+  tile_counts().backward.fetch_add(plan.tiles_computed.load(), std::memory_order_relaxed);
+  throw_if_interrupted(plan);
+  // Finite inputs can still overflow float in dO·v or dS·k: say so, never return NaN.
+  if (options.check_finite) {
+    detail::check_result_finite<float>(dq32, "dq");
+    detail::check_result_finite<float>(dk32, "dk");
+    detail::check_result_finite<float>(dv32, "dv");
+  }
+  if constexpr (!kIsFloat<E>) {
+    round_into<E>(dq32, dq);
+    round_into<E>(dk32, dk);
+    round_into<E>(dv32, dv);
+    if (options.check_finite) {  // float16's range
+      detail::check_result_finite<E>(dq, "dq");
+      detail::check_result_finite<E>(dk, "dk");
+      detail::check_result_finite<E>(dv, "dv");
+    }
+  }
+}
+
+}  // namespace
+
+void attention_forward(ConstView<float> q, ConstView<float> k, ConstView<float> v,
+                       const AttentionOptions<float>& options, TensorView<float> out, TensorView<float> lse,
+                       const RowDiagnostics<float>* diagnostics, const ComputeConfig& config) {
+  forward_impl(q, k, v, options, out, lse, diagnostics, config);
+}
+void attention_forward(ConstView<bfloat16> q, ConstView<bfloat16> k, ConstView<bfloat16> v,
+                       const AttentionOptions<float>& options, TensorView<bfloat16> out, TensorView<float> lse,
+                       const RowDiagnostics<float>* diagnostics, const ComputeConfig& config) {
+  forward_impl(q, k, v, options, out, lse, diagnostics, config);
+}
+void attention_forward(ConstView<float16> q, ConstView<float16> k, ConstView<float16> v,
+                       const AttentionOptions<float>& options, TensorView<float16> out, TensorView<float> lse,
+                       const RowDiagnostics<float>* diagnostics, const ComputeConfig& config) {
+  forward_impl(q, k, v, options, out, lse, diagnostics, config);
 }
 
 void attention_backward(ConstView<float> q, ConstView<float> k, ConstView<float> v, ConstView<float> out,
                         ConstView<float> lse, ConstView<float> grad_out, const AttentionOptions<float>& options,
                         TensorView<float> dq, TensorView<float> dk, TensorView<float> dv,
                         const ComputeConfig& config) {
-  engine::attention_backward(q, k, v, out, lse, grad_out, options, dq, dk, dv, config, std::span<float>());
+  backward_impl(q, k, v, out, lse, grad_out, options, dq, dk, dv, config, std::span<float>());
 }
 
 void attention_backward(ConstView<float> q, ConstView<float> k, ConstView<float> v, ConstView<float> out,
                         ConstView<float> lse, ConstView<float> grad_out, const AttentionOptions<float>& options,
                         TensorView<float> dq, TensorView<float> dk, TensorView<float> dv, const ComputeConfig& config,
                         std::span<float> dsinks) {
-  const auto dims = detail::check_backward_args(q, k, v, out, lse, grad_out, options, dq, dk, dv, dsinks);
-  Plan plan(dims, q, k, v, options, resolve_threads(config), &config.interrupt);
-  std::optional<BlockMask> own_block_mask;
-  out_of_memory_as_error([&] {
-    attach_block_mask(plan, own_block_mask);
-    flash_backward(plan, out, lse, grad_out, dq, dk, dv, dsinks.empty() ? nullptr : dsinks.data());
-  });
-  tile_counts().backward.fetch_add(plan.tiles_computed.load(), std::memory_order_relaxed);
-  throw_if_interrupted(plan);
-  // Finite inputs can still overflow float in dO·v or dS·k: say so, never return NaN.
-  if (options.check_finite) detail::check_result_finite<float>(dq, "dq");
-  if (options.check_finite) detail::check_result_finite<float>(dk, "dk");
-  if (options.check_finite) detail::check_result_finite<float>(dv, "dv");
+  backward_impl(q, k, v, out, lse, grad_out, options, dq, dk, dv, config, dsinks);
+}
+void attention_backward(ConstView<bfloat16> q, ConstView<bfloat16> k, ConstView<bfloat16> v, ConstView<bfloat16> out,
+                        ConstView<float> lse, ConstView<bfloat16> grad_out, const AttentionOptions<float>& options,
+                        TensorView<bfloat16> dq, TensorView<bfloat16> dk, TensorView<bfloat16> dv,
+                        const ComputeConfig& config, std::span<float> dsinks) {
+  backward_impl(q, k, v, out, lse, grad_out, options, dq, dk, dv, config, dsinks);
+}
+void attention_backward(ConstView<float16> q, ConstView<float16> k, ConstView<float16> v, ConstView<float16> out,
+                        ConstView<float> lse, ConstView<float16> grad_out, const AttentionOptions<float>& options,
+                        TensorView<float16> dq, TensorView<float16> dk, TensorView<float16> dv,
+                        const ComputeConfig& config, std::span<float> dsinks) {
+  backward_impl(q, k, v, out, lse, grad_out, options, dq, dk, dv, config, dsinks);
 }
 
 std::string target_name() { return flash_target_name(); }

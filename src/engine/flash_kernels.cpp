@@ -227,7 +227,8 @@ struct BackwardScratch {
 
 struct BackwardArgs {
   const Plan* p;
-  ConstView<float> lse, grad_out;
+  ConstView<float> lse;
+  Operand grad_out;  // the element type of q, k, v
   TensorView<float> dq, dk, dv;
   const float* D;      // [B, Hq, Nq] rowsum(dO ∘ O)
   const float* scale;  // [B, Hq, Nq] scale_i
@@ -422,7 +423,34 @@ void BackwardKeyTile(const BackwardArgs& a, int64_t b, int64_t hk, int64_t t, Ba
 
 }  // namespace
 
-void BackwardImpl(const Plan& p, ConstView<float> out, ConstView<float> lse, ConstView<float> grad_out,
+// D_i = dO_i·O_i. The same sequence of fused multiply-adds, in the same order over c, as
+// the microkernel that computes dP_ij = dO_i·v_j: where the row's O_i is v_j (one-hot
+// attention) dP_ij − D_i is then exactly 0, as it is in a naive implementation that
+// takes D_i = Σ_j P_ij dP_ij. A more accurate D (double) is worse: D's error then no
+// longer cancels dP's, and it shifts every dS of the row alike.
+// hn::MulAdd, not std::fma: the portable targets may not fuse it.
+template <class E>
+float OutputDotGrad(ConstView<E> out, ConstView<E> grad_out, int64_t b, int64_t h, int64_t i, int64_t dv) {
+  const E* o = out.row(b, h, i);
+  const E* g = grad_out.row(b, h, i);
+  const DF df;
+  VF acc = hn::Zero(df);
+  for (int64_t c = 0; c < dv; ++c)
+    acc = hn::MulAdd(hn::Set(df, ToFloat(g[c * grad_out.stride(kDim)])), hn::Set(df, ToFloat(o[c * out.stride(kDim)])),
+                     acc);
+  return hn::GetLane(acc);
+}
+float OutputDotGrad(const Operand& out, const Operand& grad_out, int64_t b, int64_t h, int64_t i, int64_t dv) {
+  switch (out.type()) {
+    case ElementType::bf16: return OutputDotGrad(out.as<bfloat16>(), grad_out.as<bfloat16>(), b, h, i, dv);
+    case ElementType::f16: return OutputDotGrad(out.as<float16>(), grad_out.as<float16>(), b, h, i, dv);
+    case ElementType::f32: break;
+  }
+  return OutputDotGrad(out.f32(), grad_out.f32(), b, h, i, dv);
+}
+
+// out and grad_out are of the element type of q, k, v (the Plan's); dq, dk, dv are float.
+void BackwardImpl(const Plan& p, Operand out, ConstView<float> lse, Operand grad_out,
                   TensorView<float> dq, TensorView<float> dk, TensorView<float> dv, float* dsinks) {
   const auto& dm = p.dims;
   const int64_t n_rows = dm.B * dm.Hq * dm.Nq;
@@ -432,20 +460,7 @@ void BackwardImpl(const Plan& p, ConstView<float> out, ConstView<float> lse, Con
 #pragma omp parallel for num_threads(p.threads) schedule(static)
   for (int64_t row = 0; row < n_rows; ++row) {
     const int64_t b = row / (dm.Hq * dm.Nq), h = (row / dm.Nq) % dm.Hq, i = row % dm.Nq;
-    const float* o = out.row(b, h, i);
-    const float* g = grad_out.row(b, h, i);
-    // The same sequence of fused multiply-adds, in the same order over c, as
-    // the microkernel that computes dP_ij = dO_i·v_j: where the row's O_i is
-    // v_j (one-hot attention) dP_ij − D_i is then exactly 0, as it is in a
-    // naive implementation that takes D_i = Σ_j P_ij dP_ij. A more accurate D
-    // (double) is worse: D's error then no longer cancels dP's, and it shifts
-    // every dS of the row alike.
-    // hn::MulAdd, not std::fma: the portable targets may not fuse it.
-    const DF df;
-    VF acc = hn::Zero(df);
-    for (int64_t c = 0; c < dm.dv; ++c)
-      acc = hn::MulAdd(hn::Set(df, g[c * grad_out.stride(kDim)]), hn::Set(df, o[c * out.stride(kDim)]), acc);
-    D[static_cast<size_t>(row)] = hn::GetLane(acc);
+    D[static_cast<size_t>(row)] = OutputDotGrad(out, grad_out, b, h, i, dm.dv);
     scale[static_cast<size_t>(row)] = p.scale(b, h, i);
     // The sink is one more logit with no value row: dS_sink = P_sink·(0 − D_i).
     if (p.sinks) {
@@ -528,7 +543,7 @@ void flash_forward(const Plan& p, TensorView<float> out, TensorView<float> lse, 
   HWY_DYNAMIC_DISPATCH(ForwardImpl)(p, out, lse, diag);
 }
 
-void flash_backward(const Plan& p, ConstView<float> out, ConstView<float> lse, ConstView<float> grad_out,
+void flash_backward(const Plan& p, const Operand& out, ConstView<float> lse, const Operand& grad_out,
                     TensorView<float> dq, TensorView<float> dk, TensorView<float> dv, float* dsinks) {
   HWY_DYNAMIC_DISPATCH(BackwardImpl)(p, out, lse, grad_out, dq, dk, dv, dsinks);
 }

@@ -6,8 +6,9 @@
 namespace attnlab::engine {
 
 void flash_forward(const Plan& p, TensorView<float> out, TensorView<float> lse, const RowDiagnostics<float>* diag);
-// dsinks: [Hq] when p.sinks and the caller asked for it, else nullptr.
-void flash_backward(const Plan& p, ConstView<float> out, ConstView<float> lse, ConstView<float> grad_out,
+// dsinks: [Hq] when p.sinks and the caller asked for it, else nullptr. out and grad_out are
+// of the element type of q, k, v; the gradients are float (16-bit ones are rounded by the caller).
+void flash_backward(const Plan& p, const Operand& out, ConstView<float> lse, const Operand& grad_out,
                     TensorView<float> dq, TensorView<float> dk, TensorView<float> dv, float* dsinks);
 const char* flash_target_name();  // "AVX3", "AVX2", "EMU128", ...
 

@@ -34,6 +34,7 @@ struct RowDiag {
 struct ForwardScratch {
   hwy::AlignedFreeUniquePtr<float[]> s, o;  // S/P tile [Br × Bc], O accumulator [Br × dv_pad]
   hwy::AlignedFreeUniquePtr<float[]> v;     // one key tile's V rows [Bc × dv_pad], when V is not packed whole
+  hwy::AlignedFreeUniquePtr<float[]> q;     // the query tile [Br × d_pad] converted to float (16-bit q only)
   hwy::AlignedFreeUniquePtr<uint32_t[]> words;  // dropout's random words of one row [Bc + kDropoutSlack]
   float m[kBr], l[kBr], scale[kBr], slope[kBr];
   int64_t diagonal[kBr];  // each row's diagonal as a key index (ALiBi)
@@ -42,6 +43,7 @@ struct ForwardScratch {
   RowDiag diag[kBr];
   ForwardScratch(const Plan& p)
       : s(Scratch(kBr * kBc)), o(Scratch(kBr * p.dv_pad)), v(Scratch(kBc * p.dv_pad)),
+        q(Scratch(p.q.is_f32() ? 0 : kBr * p.d_pad)),
         words(ScratchWords(p.dropout ? kBc + kDropoutSlack : 0)) {}
 };
 
@@ -250,9 +252,17 @@ void ForwardQueryTile(const Plan& p, int64_t b, int64_t h, int64_t qt, const flo
   const auto& dm = p.dims;
   const int64_t i0 = qt * kBr, rows = std::min(kBr, dm.Nq - i0);
   const auto L = static_cast<int64_t>(hn::Lanes(DF()));
-  // Q is the A operand of S = Q Kᵀ (read by scalar broadcasts): any strides do.
-  const float* q_tile = p.q.row(b, h, i0);
-  const size_t q_rs = static_cast<size_t>(p.q.stride(kSeq)), q_ks = static_cast<size_t>(p.q.stride(kDim));
+  // Q is the A operand of S = Q Kᵀ (read by scalar broadcasts): any strides do. 16-bit
+  // queries are converted once per query tile (Br·d values per Br·Nk·d products).
+  const float* q_tile = nullptr;
+  size_t q_rs = static_cast<size_t>(p.d_pad), q_ks = 1;
+  if (p.q.is_f32()) {
+    q_tile = p.q.f32().row(b, h, i0);
+    q_rs = static_cast<size_t>(p.q.stride(kSeq)), q_ks = static_cast<size_t>(p.q.stride(kDim));
+  } else {
+    PackRows(p.q, b, h, i0, rows, dm.d, p.d_pad, w.q.get());
+    q_tile = w.q.get();
+  }
   BeginQueryTile(p, b, h, i0, rows, w);
   const auto [t_first, t_last] = w.rows.key_tiles();
   int64_t computed = 0;

@@ -15,6 +15,7 @@
 #include <omp.h>
 
 #include "attnlab/engine.hpp"
+#include "attnlab/float16.hpp"
 #include "core/attention_checks.hpp"
 #include "core/interrupt_poll.hpp"
 #include "core/philox.hpp"
@@ -109,6 +110,41 @@ struct TileRows {
   }
 };
 
+// An input the kernels read (q, k, v; the backward's out and dO): a view of float32,
+// bfloat16 or float16 elements. The kernels convert 16-bit values to float32 as they
+// load them (PackRows, PackTransposed, RowsOperand in tile_ops-inl.h; the decode path's
+// dot products and P·V in registers), never in a pass of their own, and compute in
+// float32 from there: the results are those of the float32 engine on the inputs
+// converted up front, bit for bit. f32() gives the float view for the code that reads
+// float32 in place; the 16-bit types go through the packing functions.
+enum class ElementType { f32, bf16, f16 };
+
+class Operand {
+ public:
+  Operand() = default;
+  Operand(ConstView<float> x) : Operand(ElementType::f32, x.data(), x.shape(), x.strides()) {}  // NOLINT
+  Operand(ConstView<bfloat16> x) : Operand(ElementType::bf16, x.data(), x.shape(), x.strides()) {}  // NOLINT
+  Operand(ConstView<float16> x) : Operand(ElementType::f16, x.data(), x.shape(), x.strides()) {}  // NOLINT
+
+  ElementType type() const { return type_; }
+  bool is_f32() const { return type_ == ElementType::f32; }
+  int64_t stride(int axis) const { return strides_[axis]; }
+  const Shape& shape() const { return shape_; }
+  // The view as its element type E (which must be type()'s).
+  template <class E>
+  ConstView<E> as() const {
+    return {static_cast<const E*>(data_), shape_, strides_};
+  }
+  ConstView<float> f32() const { return as<float>(); }
+
+ private:
+  Operand(ElementType t, const void* data, const Shape& shape, const Shape& strides)
+      : type_(t), data_(data), shape_(shape), strides_(strides) {}
+  ElementType type_ = ElementType::f32;
+  const void* data_ = nullptr;
+  Shape shape_{0, 0, 0, 0}, strides_{0, 0, 0, 0};
+};
+
 // Test hook: the tile pairs (query tile × key tile of one (b, h)) the kernels computed,
 // summed over every call of this process (engine.cpp adds each call's count). The
 // tile-skipping tests read it; nothing else does.
@@ -119,7 +155,7 @@ TileCounts& tile_counts();
 
 struct Plan {
   detail::AttentionDims dims;
-  ConstView<float> q, k, v;
+  Operand q, k, v;  // float32, bfloat16 or float16, all three the same type
   const AttentionOptions<float>* options = nullptr;
   int threads = 1;
   int64_t d_pad = 0, dv_pad = 0;  // d, dv rounded up to kPad
@@ -142,7 +178,7 @@ struct Plan {
   StopRequest stop{nullptr};            // the caller's interrupt (ComputeConfig::interrupt)
   mutable std::atomic<int64_t> tiles_computed{0};  // tile pairs computed by this call (TileCounts)
 
-  Plan(const detail::AttentionDims& dm, ConstView<float> q_, ConstView<float> k_, ConstView<float> v_,
+  Plan(const detail::AttentionDims& dm, Operand q_, Operand k_, Operand v_,
        const AttentionOptions<float>& opt, int threads_, const std::function<bool()>* interrupt = nullptr)
       : dims(dm), q(q_), k(k_), v(v_), options(&opt), threads(threads_), stop(interrupt) {
     d_pad = round_up(dims.d, kPad);

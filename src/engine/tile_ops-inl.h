@@ -19,6 +19,7 @@
 #include <limits>
 #include <optional>
 #include <string>
+#include <type_traits>
 
 #include "attnlab/error.hpp"
 
@@ -82,31 +83,71 @@ struct ScratchFailure {
   }
 };
 
+// 16-bit inputs (plan.hpp's Operand): converted to float32 where they are loaded
+// (LoadAsFloat, gemm-inl.h, for vectors).
+template <class E>
+HWY_INLINE float ToFloat(E x) {
+  if constexpr (std::is_same_v<E, float>) {
+    return x;
+  } else {
+    return x.to_float();
+  }
+}
+
+// dst[c] = float(src[c]) for c < n (src unit-stride).
+template <class E>
+void ConvertRow(const E* src, int64_t n, float* dst) {
+  if constexpr (std::is_same_v<E, float>) {
+    std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
+  } else {
+    const DF df;
+    const auto L = static_cast<int64_t>(hn::Lanes(df));
+    int64_t c = 0;
+    for (; c + L <= n; c += L) hn::StoreU(LoadAsFloat(src + c), df, dst + c);
+    for (; c < n; ++c) dst[c] = ToFloat(src[c]);
+  }
+}
+
+// Calls f(view) with the Operand's view of its own element type.
+template <class F>
+HWY_INLINE void WithElementType(const Operand& x, F&& f) {
+  switch (x.type()) {
+    case ElementType::f32: return f(x.as<float>());
+    case ElementType::bf16: return f(x.as<bfloat16>());
+    case ElementType::f16: return f(x.as<float16>());
+  }
+}
+
 // dst[r · dst_stride + c] = src row r, element c, for r < rows, c < cols;
-// zero for c in [cols, padded_cols). Rows come from a strided view.
-void PackRows(ConstView<float> x, int64_t b, int64_t h, int64_t r0, int64_t rows, int64_t cols,
+// zero for c in [cols, padded_cols). Rows come from a strided view (converted to float).
+template <class E>
+void PackRows(ConstView<E> x, int64_t b, int64_t h, int64_t r0, int64_t rows, int64_t cols,
               int64_t padded_cols, float* dst) {
   const int64_t st = x.stride(kDim);
   for (int64_t r = 0; r < rows; ++r) {
-    const float* src = x.row(b, h, r0 + r);
+    const E* src = x.row(b, h, r0 + r);
     float* d = dst + r * padded_cols;
     if (st == 1) {
-      std::memcpy(d, src, static_cast<size_t>(cols) * sizeof(float));
+      ConvertRow(src, cols, d);
     } else {
-      for (int64_t c = 0; c < cols; ++c) d[c] = src[c * st];
+      for (int64_t c = 0; c < cols; ++c) d[c] = ToFloat(src[c * st]);
     }
     for (int64_t c = cols; c < padded_cols; ++c) d[c] = 0.0f;
   }
 }
+void PackRows(const Operand& x, int64_t b, int64_t h, int64_t r0, int64_t rows, int64_t cols, int64_t padded_cols,
+              float* dst) {
+  WithElementType(x, [&](auto view) { PackRows(view, b, h, r0, rows, cols, padded_cols, dst); });
+}
 
 // Rows [r0, r0 + rows) of x as a B operand of the products (vector loads): x's
-// own memory when its rows are unit-stride and a whole number of vectors long,
-// else a padded copy in `scratch`. Sets `row_stride`.
-const float* RowsOperand(ConstView<float> x, int64_t b, int64_t h, int64_t r0, int64_t rows, int64_t cols,
+// own memory when it is float32, its rows unit-stride and a whole number of vectors
+// long, else a padded float copy in `scratch`. Sets `row_stride`.
+const float* RowsOperand(const Operand& x, int64_t b, int64_t h, int64_t r0, int64_t rows, int64_t cols,
                          int64_t padded_cols, float* scratch, size_t& row_stride) {
-  if (x.stride(kDim) == 1 && cols == padded_cols) {
+  if (x.is_f32() && x.stride(kDim) == 1 && cols == padded_cols) {
     row_stride = static_cast<size_t>(x.stride(kSeq));
-    return x.row(b, h, r0);
+    return x.f32().row(b, h, r0);
   }
   PackRows(x, b, h, r0, rows, cols, padded_cols, scratch);
   row_stride = static_cast<size_t>(padded_cols);
@@ -118,17 +159,21 @@ const float* RowsOperand(ConstView<float> x, int64_t b, int64_t h, int64_t r0, i
 // has w = kBc; a short last tile is stored narrow, so that a short sequence
 // with a large head dim (the training study: N = 16, d = 1024) packs and
 // touches d·16 floats per head, not d·kBc.
-void PackTransposed(ConstView<float> x, int64_t b, int64_t h, int64_t j0, int64_t n, int64_t cols, float* dst) {
+template <class E>
+void PackTransposed(ConstView<E> x, int64_t b, int64_t h, int64_t j0, int64_t n, int64_t cols, float* dst) {
   const int64_t w = TileWidth(n);
   // Writes run along dst rows (contiguous), reads gather down the key rows: a
   // scattered write per element was ~6 % of the forward's time.
   const int64_t st = x.stride(kDim), rs = x.stride(kSeq);
-  const float* src = n > 0 ? x.row(b, h, j0) : nullptr;
+  const E* src = n > 0 ? x.row(b, h, j0) : nullptr;
   for (int64_t c = 0; c < cols; ++c) {
     float* d = dst + c * w;
-    for (int64_t j = 0; j < n; ++j) d[j] = src[j * rs + c * st];
+    for (int64_t j = 0; j < n; ++j) d[j] = ToFloat(src[j * rs + c * st]);
     for (int64_t j = n; j < w; ++j) d[j] = 0.0f;
   }
+}
+void PackTransposed(const Operand& x, int64_t b, int64_t h, int64_t j0, int64_t n, int64_t cols, float* dst) {
+  WithElementType(x, [&](auto view) { PackTransposed(view, b, h, j0, n, cols, dst); });
 }
 
 // One row's part in a tile's score treatment (MaskRow): where it is, which keys of the

@@ -268,6 +268,33 @@ std::vector<Case> api_cases() {
                  const auto f = reference::attention_forward(q, rep, rep);
                  return describe(f.out, f.lse) + " (a view may repeat input elements)";
                }});
+  // Issue 15: the 16-bit element types (engine only: the reference is double).
+  c.push_back({"NaN in a bfloat16 input", "engine, bfloat16 k[0,0,2,1] = NaN", [] {
+                 Tensor<bfloat16> q({1, 1, 4, 8}, bfloat16::from_float(0.5f)), k(q.shape(), bfloat16::from_float(0.25f)),
+                     out(q.shape());
+                 Tensor<float> lse({1, 1, 4, 1});
+                 k(0, 0, 2, 1) = bfloat16::from_float(std::numeric_limits<float>::quiet_NaN());
+                 try {
+                   attention_forward(q.view(), k.view(), k.view(), {}, out.view(), lse.view());
+                 } catch (const Error& e) {
+                   return std::string("error: ") + e.what();
+                 }
+                 return std::string("result: accepted (wrong)");
+               }});
+  c.push_back({"float16 gradient beyond 65504", "engine, float16: 600 rows of dO = 200 on one key (dv = 120000)", [] {
+                 Tensor<float16> q({1, 1, 600, 8}), k({1, 1, 1, 8}), v(k.shape(), float16::from_float(1.0f)),
+                     out(q.shape()), g(q.shape(), float16::from_float(200.0f)), dq(q.shape()), dk(k.shape()),
+                     dv(k.shape());
+                 Tensor<float> lse({1, 1, 600, 1});
+                 try {
+                   attention_forward(q.view(), k.view(), v.view(), {}, out.view(), lse.view());
+                   attention_backward(q.view(), k.view(), v.view(), out.view(), lse.view(), g.view(), {}, dq.view(),
+                                      dk.view(), dv.view());
+                 } catch (const Error& e) {
+                   return std::string("error: ") + e.what();
+                 }
+                 return std::string("result: accepted (wrong)");
+               }});
   // Issue 18: a thread count that crashed libgomp, and NaN into the softmax derivatives.
   c.push_back({"thread count beyond the bound", "engine, threads = 99999", [] {
                  Tensor<float> q({1, 1, 4, 4}, 0.5f);

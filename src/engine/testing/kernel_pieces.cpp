@@ -34,7 +34,7 @@ void SoftmaxPieceImpl(float* s, int64_t rows, int64_t nc, int64_t steps) {
   HWY_ASSERT(rows >= 1 && rows <= kBr && nc >= 1 && nc <= kBc);
   const detail::AttentionDims dims{1, 1, 1, rows, nc, 64, 64};
   const AttentionOptions<float> options;
-  const Plan p(dims, {}, {}, {}, options, 1);
+  const Plan p(dims, ConstView<float>(), ConstView<float>(), ConstView<float>(), options, 1);
   ForwardScratch w(p);
   BeginQueryTile(p, 0, 0, 0, rows, w);
   auto raw = Scratch(rows * kBc);
@@ -87,7 +87,7 @@ void DecodeChunkPieceImpl(const float* q, const float* k, const float* v, int64_
   w.l = l.get();
   w.nan_score = nan.get();
   DecodeScratch sc(p);
-  for (int64_t step = 0; step < steps; ++step) DecodeChunk(w, 0, 0, 0, sc);
+  for (int64_t step = 0; step < steps; ++step) DecodeChunk<float>(w, 0, 0, 0, sc);
 }
 
 const char* PiecesTargetImpl() { return hwy::TargetName(HWY_TARGET); }

@@ -1,0 +1,287 @@
+// bfloat16 and float16 (attnlab/float16.hpp) through the engine.
+//  - The conversions: exact to float; round to nearest even from float, checked against
+//    an independent oracle (the nearest of all finite 16-bit values, ties to the even
+//    pattern) on every midpoint between neighbours and its float neighbours, and on
+//    random floats; overflow to ±inf, NaN kept.
+//  - The engine's promise for the 16-bit types (docs/engine.md, "bfloat16 and float16"):
+//    results equal, bit for bit, the float32 engine's on the inputs converted to float32
+//    up front, rounded to the type once; lse and dsinks equal the float32 engine's. Over
+//    random problems with every option, strided views, grouped heads, both forward paths
+//    (the decode path reads 16-bit K and V in place), and every thread count.
+//  - Bad input: NaN in a 16-bit tensor, a float16 result past 65504.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "attnlab/attention.hpp"
+#include "attnlab/float16.hpp"
+#include "engine/decode_path.hpp"
+#include "naive_float.hpp"
+
+namespace al = attnlab;
+using al::bfloat16;
+using al::float16;
+
+namespace {
+
+// Every finite value of T, ascending, with its bit pattern: the oracle's table.
+template <class T>
+std::vector<std::pair<double, uint16_t>> finite_values() {
+  std::vector<std::pair<double, uint16_t>> v;
+  for (uint32_t b = 0; b < 65536; ++b) {
+    const T x = T::from_bits(static_cast<uint16_t>(b));
+    if (x.is_finite() && b != 0x8000) v.emplace_back(static_cast<double>(x.to_float()), static_cast<uint16_t>(b));
+  }
+  std::sort(v.begin(), v.end());
+  return v;
+}
+
+// The oracle: x rounded to T by search (nearest finite value, ties to the even pattern,
+// ±inf past the largest finite value by half an ulp or more), as bits. x finite.
+template <class T>
+uint16_t oracle_round(const std::vector<std::pair<double, uint16_t>>& table, float xf, uint16_t inf_bits) {
+  const double x = xf;
+  const double top = table.back().first, ulp_top = top - table[table.size() - 2].first;
+  const uint16_t sign = std::signbit(xf) ? 0x8000 : 0;
+  if (std::abs(x) >= top + ulp_top / 2) {
+    // Exactly halfway past the top rounds to even: the top's pattern is odd (…fff), so inf.
+    return static_cast<uint16_t>(sign | inf_bits);
+  }
+  auto it = std::lower_bound(table.begin(), table.end(), std::make_pair(x, uint16_t{0}));
+  if (it == table.end()) return table.back().second;   // within half an ulp above the top
+  if (it == table.begin()) return it->second;          // within half an ulp below the bottom
+  if (it->first == x) return x == 0 ? (sign | it->second) : it->second;
+  const auto hi = *it, lo = *(it - 1);
+  const double dl = x - lo.first, dh = hi.first - x;
+  uint16_t r = dl < dh ? lo.second : dh < dl ? hi.second : ((lo.second & 1) == 0 ? lo.second : hi.second);
+  if (r == 0 || r == 0x8000) r = sign;  // rounded to zero: keeps x's sign
+  return r;
+}
+
+template <class T>
+void check_rounding(uint16_t inf_bits) {
+  const auto table = finite_values<T>();
+  std::vector<float> xs;
+  for (size_t n = 1; n < table.size(); ++n) {
+    const double mid = (table[n - 1].first + table[n].first) / 2;
+    const auto m = static_cast<float>(mid);  // exact: 16-bit midpoints have ≤ 12 significant bits
+    xs.insert(xs.end(), {m, std::nextafter(m, -INFINITY), std::nextafter(m, INFINITY), static_cast<float>(table[n].first)});
+  }
+  std::mt19937 rng(7);
+  for (int n = 0; n < 2000000; ++n) {
+    const auto x = std::bit_cast<float>(static_cast<uint32_t>(rng()));
+    if (std::isfinite(x)) xs.push_back(x);
+  }
+  int64_t wrong = 0;
+  for (float x : xs) {
+    const uint16_t want = oracle_round<T>(table, x, inf_bits), got = T::from_float(x).bits;
+    if (got != want && ++wrong <= 5) ADD_FAILURE() << "x = " << x << ": got 0x" << std::hex << got << ", want 0x" << want;
+  }
+  EXPECT_EQ(wrong, 0) << "of " << xs.size();
+}
+
+}  // namespace
+
+TEST(Float16Types, EveryPatternConvertsToFloatAndBackExactly) {
+  for (uint32_t b = 0; b < 65536; ++b) {
+    const auto bits = static_cast<uint16_t>(b);
+    const bfloat16 x = bfloat16::from_bits(bits);
+    const float16 y = float16::from_bits(bits);
+    if (std::isnan(x.to_float()))
+      EXPECT_TRUE(std::isnan(bfloat16::from_float(x.to_float()).to_float()));
+    else
+      EXPECT_EQ(bfloat16::from_float(x.to_float()).bits, bits);
+    if (std::isnan(y.to_float()))
+      EXPECT_TRUE(std::isnan(float16::from_float(y.to_float()).to_float()));
+    else
+      EXPECT_EQ(float16::from_float(y.to_float()).bits, bits);
+    EXPECT_EQ(x.is_finite(), std::isfinite(x.to_float()));
+    EXPECT_EQ(y.is_finite(), std::isfinite(y.to_float()));
+  }
+  EXPECT_EQ(float16::from_bits(0x7bff).to_float(), 65504.0f);
+  EXPECT_EQ(float16::from_bits(0x0001).to_float(), std::ldexp(1.0f, -24));
+  EXPECT_EQ(bfloat16::from_bits(0x3f80).to_float(), 1.0f);
+}
+
+TEST(Float16Types, BFloat16RoundsToNearestEven) { check_rounding<bfloat16>(0x7f80); }
+TEST(Float16Types, Float16RoundsToNearestEven) { check_rounding<float16>(0x7c00); }
+
+TEST(Float16Types, OverflowInfinityAndNaN) {
+  EXPECT_EQ(float16::from_float(65519.0f).bits, 0x7bff);
+  EXPECT_EQ(float16::from_float(65520.0f).bits, 0x7c00);
+  EXPECT_EQ(float16::from_float(-1e30f).bits, 0xfc00);
+  EXPECT_EQ(bfloat16::from_float(3.4e38f).bits, 0x7f80);  // past bfloat16's largest, 3.39e38
+  EXPECT_EQ(bfloat16::from_float(-INFINITY).bits, 0xff80);
+  EXPECT_TRUE(std::isnan(float16::from_float(NAN).to_float()));
+  EXPECT_TRUE(std::isnan(bfloat16::from_float(NAN).to_float()));
+  EXPECT_TRUE(std::isnan(bfloat16::from_float(std::bit_cast<float>(0x7f800001u)).to_float()));  // not inf
+}
+
+// ---------------------------------------------------------------------------
+// The engine: 16-bit results are the float32 engine's on the up-converted inputs.
+// ---------------------------------------------------------------------------
+namespace {
+
+// x's values rounded to T, in a layout with permuted axes and gaps when `spread` > 1
+// (storage keeps the memory), and the same values as float, contiguous.
+template <class T>
+al::TensorView<T> to_type(const al::Tensor<double>& x, const std::array<int, 4>& order, int spread,
+                          std::vector<T>& storage, al::Tensor<float>& as_float) {
+  const al::Shape s = x.shape();
+  al::Shape strides{};
+  int64_t stride = spread;
+  for (int a = 3; a >= 0; --a) {
+    strides[order[a]] = stride;
+    stride *= s[order[a]];
+  }
+  storage.assign(static_cast<size_t>(stride), T::from_float(1234.0f));
+  al::TensorView<T> v(storage.data(), s, strides);
+  as_float = al::Tensor<float>(s);
+  for (int64_t b = 0; b < s[0]; ++b)
+    for (int64_t h = 0; h < s[1]; ++h)
+      for (int64_t i = 0; i < s[2]; ++i)
+        for (int64_t j = 0; j < s[3]; ++j) {
+          v(b, h, i, j) = T::from_float(static_cast<float>(x(b, h, i, j)));
+          as_float(b, h, i, j) = v(b, h, i, j).to_float();
+        }
+  return v;
+}
+
+template <class T>
+int64_t count_differences(al::ConstView<T> got, const al::Tensor<float>& want_float) {
+  int64_t n = 0;
+  for (int64_t b = 0; b < got.batch(); ++b)
+    for (int64_t h = 0; h < got.heads(); ++h)
+      for (int64_t i = 0; i < got.seq(); ++i)
+        for (int64_t j = 0; j < got.dim(); ++j)
+          n += got(b, h, i, j).bits != T::from_float(want_float(b, h, i, j)).bits;
+  return n;
+}
+
+int64_t count_differences(const al::Tensor<float>& a, const al::Tensor<float>& b) {
+  int64_t n = 0;
+  for (int64_t i = 0; i < a.numel(); ++i) n += std::bit_cast<uint32_t>(a.data()[i]) != std::bit_cast<uint32_t>(b.data()[i]);
+  return n;
+}
+
+// One problem in type T against the float32 engine on the same values; `path` is the
+// forward path the problem must take.
+template <class T>
+void check_equals_float_engine(const al::test::Problem& p, bool strided, int threads, al::engine::ForwardPath path) {
+  const al::test::FloatProblem f(p);
+  const al::AttentionOptions<float> opt = f.options(p);
+  const std::array<int, 4> plain{0, 1, 2, 3};
+  std::vector<T> sq, sk, sv, sg, sdq, sdk, sdv;
+  al::Tensor<float> q32, k32, v32, g32, o32;
+  const al::ConstView<T> q = to_type<T>(p.q, strided ? std::array<int, 4>{0, 2, 1, 3} : plain, 1, sq, q32);
+  const al::ConstView<T> k = to_type<T>(p.k, strided ? std::array<int, 4>{2, 0, 1, 3} : plain, strided ? 2 : 1, sk, k32);
+  const al::ConstView<T> v = to_type<T>(p.v, strided ? std::array<int, 4>{0, 1, 3, 2} : plain, 1, sv, v32);
+  const al::ConstView<T> g = to_type<T>(p.grad_out, plain, 1, sg, g32);
+  const al::ComputeConfig config{threads};
+
+  // Forward.
+  al::Tensor<T> out({p.B, p.Hq, p.Nq, p.dv});
+  al::Tensor<float> lse({p.B, p.Hq, p.Nq, 1});
+  al::attention_forward(q, k, v, opt, out.view(), lse.view(), nullptr, config);
+  EXPECT_EQ(al::engine::last_forward_path(), path);
+  const auto f32 = al::attention_forward(q32.view(), k32.view(), v32.view(), opt, config);
+  EXPECT_EQ(count_differences<T>(out.view(), f32.out), 0) << "out";
+  EXPECT_EQ(count_differences(lse, f32.lse), 0) << "lse";
+
+  // Backward, from the 16-bit forward's out (what a caller holds), and the float engine
+  // from the same values.
+  const al::ConstView<T> o = out.view();
+  o32 = al::Tensor<float>(out.shape());
+  for (int64_t i = 0; i < out.numel(); ++i) o32.data()[i] = out.data()[i].to_float();
+  al::Tensor<float> unused;
+  const al::TensorView<T> dq = to_type<T>(p.q, strided ? std::array<int, 4>{1, 0, 2, 3} : plain, strided ? 3 : 1, sdq, unused);
+  const al::TensorView<T> dk = to_type<T>(p.k, plain, 1, sdk, unused);
+  const al::TensorView<T> dv = to_type<T>(p.v, plain, 1, sdv, unused);
+  std::vector<float> dsinks(p.sinks.size()), dsinks32(p.sinks.size());
+  al::attention_backward(q, k, v, o, lse.view(), g, opt, dq, dk, dv, config, std::span<float>(dsinks));
+  al::Tensor<float> dq32(p.q.shape()), dk32(p.k.shape()), dv32(p.v.shape());
+  al::attention_backward(q32.view(), k32.view(), v32.view(), o32.view(), f32.lse.view(), g32.view(), opt, dq32.view(),
+                         dk32.view(), dv32.view(), config, std::span<float>(dsinks32));
+  EXPECT_EQ(count_differences<T>(dq, dq32), 0) << "dq";
+  EXPECT_EQ(count_differences<T>(dk, dk32), 0) << "dk";
+  EXPECT_EQ(count_differences<T>(dv, dv32), 0) << "dv";
+  for (size_t h = 0; h < dsinks.size(); ++h)
+    EXPECT_EQ(std::bit_cast<uint32_t>(dsinks[h]), std::bit_cast<uint32_t>(dsinks32[h])) << "dsinks " << h;
+}
+
+template <class T>
+void check_random_problems(uint64_t seed) {
+  for (int n = 0; n < 120; ++n) {
+    std::mt19937_64 rng(seed + static_cast<uint64_t>(n));
+    al::test::ProblemLimits lim;
+    lim.dims = {3, 8, 16, 64, 80, 128};
+    lim.p_window = 0.2, lim.p_softcap = 0.2, lim.p_alibi = 0.2, lim.p_sinks = 0.2, lim.p_packed = 0.2;
+    lim.p_dropout = 0.15, lim.p_mask_mod = 0.1, lim.p_score_mod = 0.1;
+    if (n % 3 == 0) {  // a KV cache: the decode path (Nq ≤ 64 rows, Nk > 512 keys)
+      lim.max_seq_q = n % 2 == 0 ? 3 : 40;
+      lim.min_seq_k = 513;
+      lim.max_seq_k = 1300;
+      lim.max_batch = 1;
+      lim.p_dropout = 0;  // dropout takes the tiled path
+    } else {
+      lim.max_seq = n % 5 == 0 ? 300 : 40;
+    }
+    const al::test::Problem p = al::test::random_problem(rng, lim);
+    const bool strided = n % 4 == 1;
+    const int threads = 1 + n % 3;
+    SCOPED_TRACE("seed " + std::to_string(seed + n) + (strided ? " strided " : " ") + std::to_string(threads) +
+                 " threads: " + p.describe());
+    check_equals_float_engine<T>(p, strided, threads,
+                                 n % 3 == 0 ? al::engine::ForwardPath::decode : al::engine::ForwardPath::tiled);
+    if (::testing::Test::HasFailure()) return;
+  }
+}
+
+}  // namespace
+
+TEST(EnginePrecision, BFloat16EqualsFloat32EngineOnConvertedInputsBitwise) { check_random_problems<bfloat16>(515); }
+TEST(EnginePrecision, Float16EqualsFloat32EngineOnConvertedInputsBitwise) { check_random_problems<float16>(9091); }
+
+TEST(EnginePrecision, NaNInA16BitInputIsNamed) {
+  al::Tensor<bfloat16> q({1, 1, 4, 8}, bfloat16::from_float(0.5f)), k({1, 1, 6, 8}, bfloat16::from_float(0.25f)),
+      v({1, 1, 6, 8}, bfloat16::from_float(1.0f)), out({1, 1, 4, 8});
+  al::Tensor<float> lse({1, 1, 4, 1});
+  k(0, 0, 5, 3) = bfloat16::from_float(NAN);
+  try {
+    al::attention_forward(q.view(), k.view(), v.view(), {}, out.view(), lse.view());
+    FAIL() << "no error";
+  } catch (const al::Error& e) {
+    EXPECT_STREQ(e.what(), "k: non-finite value nan at [0, 0, 5, 3]");
+  }
+  al::Tensor<float16> qh({1, 1, 4, 8}, float16::from_float(0.5f)), kh({1, 1, 6, 8}), vh({1, 1, 6, 8}), oh({1, 1, 4, 8});
+  vh(0, 0, 2, 1) = float16::from_float(-INFINITY);
+  try {
+    al::attention_forward(qh.view(), kh.view(), vh.view(), {}, oh.view(), lse.view());
+    FAIL() << "no error";
+  } catch (const al::Error& e) {
+    EXPECT_STREQ(e.what(), "v: non-finite value -inf at [0, 0, 2, 1]");
+  }
+}
+
+TEST(EnginePrecision, Float16ResultPastItsRangeIsAnError) {
+  // dV = Pᵀ dO: 600 rows of dO = 200 on one key give 120000 > 65504.
+  const int64_t N = 600;
+  al::Tensor<float16> q({1, 1, N, 8}), k({1, 1, 1, 8}), v({1, 1, 1, 8}, float16::from_float(1.0f));
+  al::Tensor<float16> out({1, 1, N, 8}), g({1, 1, N, 8}, float16::from_float(200.0f));
+  al::Tensor<float> lse({1, 1, N, 1});
+  al::attention_forward(q.view(), k.view(), v.view(), {}, out.view(), lse.view());
+  al::Tensor<float16> dq(q.shape()), dk(k.shape()), dv(v.shape());
+  try {
+    al::attention_backward(q.view(), k.view(), v.view(), out.view(), lse.view(), g.view(), {}, dq.view(), dk.view(),
+                           dv.view());
+    FAIL() << "no error";
+  } catch (const al::Error& e) {
+    EXPECT_STREQ(e.what(),
+                 "attention: dv overflows float16 at [0, 0, 0, 0] (an intermediate such as dO·v or the sum of p·v "
+                 "left the type's range); scale the inputs down or compute in float32 (bfloat16 has float32's range)");
+  }
+}
