@@ -16,6 +16,7 @@
 // Also: no NaN, fully masked rows give O = 0, L = −inf and zero dQ.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
 #include <limits>
 #include <span>
@@ -34,6 +35,64 @@ struct EngineErrors {
 };
 
 inline const char* kQuantity[kQuantities] = {"out", "lse", "dq", "dk", "dv", "dsinks"};
+
+// The rule's floor for each of O, L, dQ, dK, dV, dsinks (see the top), from the problem
+// (its inputs exactly those of the implementations), the reference's forward and
+// results, and the naive float32 run (its max |D| and column mass).
+inline std::array<double, kQuantities> accuracy_floors(const Problem& p, const AttentionForward<double>& rf,
+                                                        const Tensor<double>* const (&ref)[kQuantities],
+                                                        const NaiveResult& nv) {
+  double max_lse = 0;
+  for (double y : rf.lse.storage())
+    if (std::isfinite(y)) max_lse = std::max(max_lse, std::abs(y));
+  // Size of the terms each result sums (its rounding errors scale with them,
+  // not with a result that cancels): |v| for O, |S| ≤ |scale|·‖q‖·‖k‖ for L,
+  // |dO| for dV; for dQ and dK the result itself.
+  auto max_abs_of = [](const Tensor<double>& t) { return max_abs(t); };
+  auto max_norm = [](const Tensor<double>& t) {
+    double m = 0;
+    for (int64_t r = 0; r < t.numel() / t.size(3); ++r) {
+      double n = 0;
+      for (int64_t c = 0; c < t.size(3); ++c) n += t.data()[r * t.size(3) + c] * t.data()[r * t.size(3) + c];
+      m = std::max(m, std::sqrt(n));
+    }
+    return m;
+  };
+  double max_scale = 0;
+  for (int64_t n = 1; n <= p.Nk; ++n) max_scale = std::max(max_scale, std::abs(p.scale(p.d, n)));
+  // With softcap the scores are at most c; ALiBi adds up to slope·N to them.
+  double max_score = max_scale * max_norm(p.q) * max_norm(p.k);
+  if (p.softcap) max_score = std::min(max_score, *p.softcap);
+  for (double slope : p.alibi_slopes) max_score += slope * static_cast<double>(std::max(p.Nq, p.Nk));
+  // dsinks_h sums −P_sink·D_i over the rows of head h: the size of those terms.
+  double sink_terms = 0;
+  for (int64_t h = 0; h < static_cast<int64_t>(p.sinks.size()); ++h) {
+    double sum = 0;
+    for (int64_t b = 0; b < p.B; ++b)
+      for (int64_t i = 0; i < p.Nq; ++i) {
+        double D = 0;
+        for (int64_t c = 0; c < p.dv; ++c) D += p.grad_out(b, h, i, c) * rf.out(b, h, i, c);
+        sum += std::exp(std::min(p.sinks[static_cast<size_t>(h)] - rf.lse(b, h, i, 0), 0.0)) * std::abs(D);
+      }
+    sink_terms = std::max(sink_terms, sum);
+  }
+  const double term[kQuantities] = {max_abs_of(p.v), max_score, 0.0, 0.0, max_abs_of(p.grad_out), sink_terms};
+  std::array<double, kQuantities> floor{};
+  for (int x = 0; x < kQuantities; ++x) {
+    double big = 0;
+    for (double y : ref[x]->storage())
+      if (std::isfinite(y)) big = std::max(big, std::abs(y));
+    floor[x] = 16.0 * std::numeric_limits<float>::epsilon() * std::max(big, term[x]) * (1.0 + max_lse);
+    // dQ and dK also carry the rounding of D_i = rowsum(dO∘O) (FlashAttention's), which enters
+    // every dS_ij = P_ij (dP_ij − D_i) of the row alike: in a near one-hot row dP − D cancels to
+    // far below D, and half an ulp of D, times |k| (dQ) or |q| times the rows on a key (dK), is
+    // then the error of any float implementation, whichever rounds luckier (docs/engine.md).
+    const double ulp_D = std::numeric_limits<float>::epsilon() * nv.max_abs_D;
+    if (x == 2) floor[x] += 2.0 * ulp_D * max_scale * max_norm(p.k);
+    if (x == 3) floor[x] += 2.0 * ulp_D * max_scale * max_norm(p.q) * std::max(1.0, nv.max_column_mass);
+  }
+  return floor;
+}
 
 // strided: pass q, k, v and dq through views with permuted, spread layouts.
 inline EngineErrors check_engine_against_reference(const Problem& p0, bool strided, const ComputeConfig& config = {}) {
@@ -84,59 +143,14 @@ inline EngineErrors check_engine_against_reference(const Problem& p0, bool strid
   const Tensor<float>* eng[kQuantities] = {&fe.out, &fe.lse, &dq_t, &dk, &dv, &dsinks};
   const Tensor<float>* nai[kQuantities] = {&nv.out, &nv.lse, &nv.dq, &nv.dk, &nv.dv, &nv.dsinks};
   const Tensor<float>* aut[kQuantities] = {&na.out, &na.lse, &na.dq, &na.dk, &na.dv, &na.dsinks};
-  double max_lse = 0;
-  for (double y : rf.lse.storage())
-    if (std::isfinite(y)) max_lse = std::max(max_lse, std::abs(y));
-  // Size of the terms each result sums (its rounding errors scale with them,
-  // not with a result that cancels): |v| for O, |S| ≤ |scale|·‖q‖·‖k‖ for L,
-  // |dO| for dV; for dQ and dK the result itself.
-  auto max_abs_of = [](const Tensor<double>& t) { return max_abs(t); };
-  auto max_norm = [](const Tensor<double>& t) {
-    double m = 0;
-    for (int64_t r = 0; r < t.numel() / t.size(3); ++r) {
-      double n = 0;
-      for (int64_t c = 0; c < t.size(3); ++c) n += t.data()[r * t.size(3) + c] * t.data()[r * t.size(3) + c];
-      m = std::max(m, std::sqrt(n));
-    }
-    return m;
-  };
-  double max_scale = 0;
-  for (int64_t n = 1; n <= p.Nk; ++n) max_scale = std::max(max_scale, std::abs(p.scale(p.d, n)));
-  // With softcap the scores are at most c; ALiBi adds up to slope·N to them.
-  double max_score = max_scale * max_norm(p.q) * max_norm(p.k);
-  if (p.softcap) max_score = std::min(max_score, *p.softcap);
-  for (double slope : p.alibi_slopes) max_score += slope * static_cast<double>(std::max(p.Nq, p.Nk));
-  // dsinks_h sums −P_sink·D_i over the rows of head h: the size of those terms.
-  double sink_terms = 0;
-  for (int64_t h = 0; h < static_cast<int64_t>(p.sinks.size()); ++h) {
-    double sum = 0;
-    for (int64_t b = 0; b < p.B; ++b)
-      for (int64_t i = 0; i < p.Nq; ++i) {
-        double D = 0;
-        for (int64_t c = 0; c < p.dv; ++c) D += p.grad_out(b, h, i, c) * rf.out(b, h, i, c);
-        sum += std::exp(std::min(p.sinks[static_cast<size_t>(h)] - rf.lse(b, h, i, 0), 0.0)) * std::abs(D);
-      }
-    sink_terms = std::max(sink_terms, sum);
-  }
-  const double term[kQuantities] = {max_abs_of(p.v), max_score, 0.0, 0.0, max_abs_of(p.grad_out), sink_terms};
+  const std::array<double, kQuantities> floor = accuracy_floors(p, rf, ref, nv);
   EngineErrors e;
   for (int x = 0; x < kQuantities; ++x) {
     for (float y : eng[x]->storage()) EXPECT_FALSE(std::isnan(y)) << kQuantity[x];
     e.engine[x] = max_abs_diff(to_double(*eng[x]), *ref[x]);
     e.naive[x] = max_abs_diff(to_double(*nai[x]), *ref[x]);
     e.autograd[x] = max_abs_diff(to_double(*aut[x]), *ref[x]);
-    double big = 0;
-    for (double y : ref[x]->storage())
-      if (std::isfinite(y)) big = std::max(big, std::abs(y));
-    double floor = 16.0 * std::numeric_limits<float>::epsilon() * std::max(big, term[x]) * (1.0 + max_lse);
-    // dQ and dK also carry the rounding of D_i = rowsum(dO∘O) (FlashAttention's), which enters
-    // every dS_ij = P_ij (dP_ij − D_i) of the row alike: in a near one-hot row dP − D cancels to
-    // far below D, and half an ulp of D, times |k| (dQ) or |q| times the rows on a key (dK), is
-    // then the error of any float implementation, whichever rounds luckier (docs/engine.md).
-    const double ulp_D = std::numeric_limits<float>::epsilon() * nv.max_abs_D;
-    if (x == 2) floor += 2.0 * ulp_D * max_scale * max_norm(p.k);
-    if (x == 3) floor += 2.0 * ulp_D * max_scale * max_norm(p.q) * std::max(1.0, nv.max_column_mass);
-    EXPECT_LE(e.engine[x], 2.0 * e.naive[x] + floor)
+    EXPECT_LE(e.engine[x], 2.0 * e.naive[x] + floor[x])
         << kQuantity[x] << ": engine error " << e.engine[x] << ", naive float32 error " << e.naive[x];
   }
   // Fully masked rows.

@@ -47,7 +47,10 @@ struct NaiveResult {
 
 // The variants as a user would write them around the matrices: scores treated element by
 // element (softcap, ALiBi, score_mod), the sink as one more logit, dropout as a mask on P.
-inline NaiveResult naive_float_attention(const Problem& p, const FloatProblem& f, bool d_from_out = false) {
+// d_from_out: D = rowsum(dO∘O) with O this forward's, or `out_for_D` when given (the
+// 16-bit regime: the O a caller holds is the forward's, rounded to the type).
+inline NaiveResult naive_float_attention(const Problem& p, const FloatProblem& f, bool d_from_out = false,
+                                         const Tensor<float>* out_for_D = nullptr) {
   NaiveResult r{Tensor<float>({p.B, p.Hq, p.Nq, p.dv}), Tensor<float>({p.B, p.Hq, p.Nq, 1}),
                 Tensor<float>(p.q.shape()),          Tensor<float>(p.k.shape()),
                 Tensor<float>(p.v.shape()),          Tensor<float>({1, p.Hq, 1, 1})};
@@ -123,7 +126,8 @@ inline NaiveResult naive_float_attention(const Problem& p, const FloatProblem& f
         }
         if (d_from_out) {
           D = 0;
-          for (int64_t c = 0; c < p.dv; ++c) D += f.grad_out(b, h, i, c) * r.out(b, h, i, c);
+          const Tensor<float>& o = out_for_D != nullptr ? *out_for_D : r.out;
+          for (int64_t c = 0; c < p.dv; ++c) D += f.grad_out(b, h, i, c) * o(b, h, i, c);
         }
         r.max_abs_D = std::max(r.max_abs_D, static_cast<double>(std::abs(D)));
         if (!p.sinks.empty() && r.lse(b, h, i, 0) != -INFINITY)
