@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `attnlab bench` as a program, not as a measurement (no test asserts a speed):
 # tiny runs (self-attention, and a grouped-query chunk against a longer cache)
-# write the JSON that issues #3 and #14 specify, with FLOPs and K/V bytes counted
+# write the JSON that issues #3, #14 and #15 specify (each result's "dtype"), with FLOPs and K/V bytes counted
 # as documented and the peers agreeing with the engine, and bad flags are errors
 # that name the flag and leave an earlier JSON file as it was.
 # Usage: bench_smoke.sh ATTNLAB_CLI WORK_DIR
@@ -13,13 +13,13 @@ json=$dir/bench.json
 # LibTorch is an optional peer; attnlab and OpenBLAS are always there.
 "$cli" bench --batch 1 --heads 2 --seq 48 --dim 16 --causal --threads 2 --repeats 2 --settle-ms 0 \
   --impls attnlab,openblas --json "$json" > "$dir/table.txt"
-grep -q '^attnlab   forward' "$dir/table.txt"
+grep -q '^attnlab   f32   forward' "$dir/table.txt"
 # A decoding-like shape: grouped-query heads, 3 new queries at the end of a 300-key cache.
 "$cli" bench --batch 2 --heads 6 --kv-heads 2 --seq-q 3 --seq-k 300 --dim 16 --causal --causal-align bottom_right \
   --threads 2 --repeats 1 --settle-ms 0 --impls attnlab,openblas --json "$dir/gqa.json" > "$dir/gqa.txt"
 /usr/bin/python3 - "$json" "$dir/gqa.json" <<'PY'
 import json, math, sys
-keys = {"impl", "pass", "batch", "heads", "kv_heads", "seq", "seq_q", "seq_k", "dim", "causal", "causal_align",
+keys = {"impl", "dtype", "speedup_vs_f32", "pass", "batch", "heads", "kv_heads", "seq", "seq_q", "seq_k", "dim", "causal", "causal_align",
         "median_ms", "gflops", "peak_fraction", "kv_gbps", "bandwidth_fraction", "kv_gbps_cpu",
         "bandwidth_fraction_cpu", "max_rss_mb", "max_abs_diff"}
 def check(path, shape, pairs, keys_read):
@@ -29,6 +29,7 @@ def check(path, shape, pairs, keys_read):
     rows = j["results"]
     assert sorted((r["impl"], r["pass"]) for r in rows) == sorted(
         (i, p) for i in ("attnlab", "openblas") for p in ("forward", "backward")), rows
+    assert all(r["dtype"] == "f32" and r["speedup_vs_f32"] is None for r in rows), rows
     B, Hq, Hkv, Nq, Nk, d, align = shape
     for r in rows:
         assert set(r) == keys, set(r) ^ keys
@@ -52,6 +53,30 @@ check(sys.argv[1], (1, 2, 2, 48, 48, 16, "top_left"), 48 * 49 // 2, 48)
 check(sys.argv[2], (2, 6, 2, 3, 300, 16, "bottom_right"), 298 + 299 + 300, 300)
 PY
 
+# --dtype: the engine in each element type, interleaved; K/V bytes of the type; the 16-bit
+# runs' speed relative to float32's; results within the type's rounding of float32's.
+"$cli" bench --batch 1 --heads 2 --seq-q 2 --seq-k 600 --dim 16 --threads 2 --repeats 2 --settle-ms 0 \
+  --impls attnlab --dtype f32,bf16,f16 --json "$dir/dtype.json" > "$dir/dtype.txt"
+grep -q '^attnlab   bf16  forward' "$dir/dtype.txt"
+/usr/bin/python3 - "$dir/dtype.json" <<'PY'
+import json, sys
+j = json.load(open(sys.argv[1]))
+rows = {(r["dtype"], r["pass"]): r for r in j["results"]}
+assert sorted(rows) == sorted((t, p) for t in ("f32", "bf16", "f16") for p in ("forward", "backward")), rows
+assert j["diff_reference"] == "attnlab", j
+for (t, p), r in rows.items():
+    assert r["impl"] == "attnlab", r
+    size = 4 if t == "f32" else 2
+    kv_bytes = 2 * 1 * 2 * 600 * 16 * size
+    assert abs(r["kv_gbps"] * r["median_ms"] * 1e6 / kv_bytes - 1) < 1e-9, r
+    if t == "f32":
+        assert r["speedup_vs_f32"] is None and r["max_abs_diff"] == 0, r
+    else:
+        f32 = rows[("f32", p)]
+        assert abs(r["speedup_vs_f32"] * r["median_ms"] / f32["median_ms"] - 1) < 1e-9, r
+        assert 0 < r["max_abs_diff"] < (0.05 if t == "bf16" else 0.01), r
+PY
+
 cp "$json" "$dir/before.json"
 expect_error() {  # expect_error REGEX ARGS...: fails, says REGEX, and bench.json is untouched
   local regex=$1
@@ -70,6 +95,7 @@ expect_error 'settle-ms.*not in range' --seq 8 --impls attnlab --settle-ms -1
 expect_error 'Could not convert.*--threads' --seq 8 --impls attnlab --threads two
 expect_error 'kv-heads 3 must divide --heads 4' --seq 8 --heads 4 --kv-heads 3 --impls attnlab
 expect_error 'seq-k must be at least 1 \(or 0: as --seq\), got -2' --seq 8 --seq-k -2 --impls attnlab
+expect_error "unknown --dtype 'f64' \\(f32, bf16, f16\\)" --seq 8 --impls attnlab --dtype f32,f64
 expect_error 'causal-align given without --causal' --seq 8 --causal-align bottom_right --impls attnlab
 expect_error "causal-align must be top_left or bottom_right, got 'diagonal'" --seq 8 --causal --causal-align diagonal \
   --impls attnlab

@@ -14,6 +14,11 @@
 // bandwidth, so that is its yardstick (`attnlab peak --memory`).
 // Every implementation runs on --threads threads (OpenMP for attnlab,
 // openblas_set_num_threads, torch::set_num_threads).
+// --dtype f32,bf16,f16 times the engine in each element type (inputs and outputs of
+// the type, computed in float32: docs/engine.md), interleaved with the others repeat
+// by repeat; the peers run in float32. K/V bytes count the type's size (a bfloat16
+// KV cache is half the bytes), and each 16-bit result carries its speed relative to
+// the float32 engine's in the same run.
 #include <omp.h>
 #include <sys/resource.h>
 
@@ -57,6 +62,7 @@ struct BenchArgs {
   int settle_ms = 150;
   std::string json;
   std::vector<std::string> impls{"attnlab", "openblas", "libtorch"};
+  std::vector<std::string> dtypes{"f32"};
 };
 
 // Peak resident memory: /proc/self/clear_refs "5" resets VmHWM to the current
@@ -108,6 +114,58 @@ class EnginePeer final : public ab::Peer {
   al::Tensor<float> lse_;
   al::ConstView<float> q_, k_, v_, out_;
 };
+
+// The engine in a 16-bit type T (bfloat16, float16) behind the same interface: it keeps
+// its own 16-bit copies of the inputs, made on the first call (the bench passes the same
+// arrays every time), and converts its outputs to float for the bench's comparison on
+// that first call only (the warm-up), so that the timed calls are the engine's alone.
+template <class T>
+class EnginePeer16 final : public ab::Peer {
+ public:
+  EnginePeer16(const ab::PeerShape& s, int threads)
+      : s_(s), q_(q_shape()), k_(kv_shape()), v_(kv_shape()), out_(q_shape()), go_(q_shape()), dq_(q_shape()),
+        dk_(kv_shape()), dv_(kv_shape()), lse_({s.B, s.Hq, s.Nq, 1}) {
+    cfg_.threads = threads;
+    opt_.causal = s.causal == ab::PeerCausal::top_left       ? al::Causal::top_left
+                  : s.causal == ab::PeerCausal::bottom_right ? al::Causal::bottom_right
+                                                             : al::Causal::none;
+  }
+  std::string name() const override { return "attnlab"; }
+  void forward(const float* q, const float* k, const float* v, float* out) override {
+    const bool first = !forward_done_;
+    if (first) convert_in(q, q_), convert_in(k, k_), convert_in(v, v_);
+    al::attention_forward(q_.view(), k_.view(), v_.view(), opt_, out_.view(), lse_.view(), nullptr, cfg_);
+    if (first) convert_out(out_, out);
+    forward_done_ = true;
+  }
+  void backward(const float* grad_out, float* dq, float* dk, float* dv) override {
+    const bool first = !backward_done_;
+    if (first) convert_in(grad_out, go_);
+    al::attention_backward(q_.view(), k_.view(), v_.view(), out_.view(), lse_.view(), go_.view(), opt_, dq_.view(),
+                           dk_.view(), dv_.view(), cfg_);
+    if (first) convert_out(dq_, dq), convert_out(dk_, dk), convert_out(dv_, dv);
+    backward_done_ = true;
+  }
+
+ private:
+  al::Shape q_shape() const { return {s_.B, s_.Hq, s_.Nq, s_.D}; }
+  al::Shape kv_shape() const { return {s_.B, s_.Hkv, s_.Nk, s_.D}; }
+  static void convert_in(const float* x, al::Tensor<T>& t) {
+    for (int64_t i = 0; i < t.numel(); ++i) t.data()[i] = T::from_float(x[i]);
+  }
+  static void convert_out(const al::Tensor<T>& t, float* x) {
+    for (int64_t i = 0; i < t.numel(); ++i) x[i] = t.data()[i].to_float();
+  }
+  ab::PeerShape s_;
+  al::ComputeConfig cfg_;
+  al::AttentionOptions<float> opt_;
+  al::Tensor<T> q_, k_, v_, out_, go_, dq_, dk_, dv_;
+  al::Tensor<float> lse_;
+  bool forward_done_ = false, backward_done_ = false;
+};
+
+// The element types --dtype names, and their sizes.
+int64_t dtype_bytes(const std::string& dtype) { return dtype == "f32" ? 4 : 2; }
 
 struct Sample {
   std::vector<double> ms;      // wall-clock time of each repeat
@@ -181,16 +239,31 @@ void run_bench(const BenchArgs& a) {
   const double score_floats = static_cast<double>(shape.B * shape.Hq) * static_cast<double>(shape.Nq) *
                               static_cast<double>(shape.Nk);  // one Nq×Nk matrix per query head
 
-  std::vector<std::unique_ptr<ab::Peer>> impls;
+  for (const auto& dt : a.dtypes)
+    if (dt != "f32" && dt != "bf16" && dt != "f16")
+      throw al::Error(fmt::format("bench: unknown --dtype '{}' (f32, bf16, f16)", dt));
+  if (a.dtypes.empty()) throw al::Error("bench: --dtype needs at least one of f32, bf16, f16");
+  // Each implementation with the element type it runs in: the engine once per --dtype,
+  // the peers in float32.
+  struct Impl {
+    std::unique_ptr<ab::Peer> peer;
+    std::string dtype = "f32";
+    std::string key() const { return peer->name() + "/" + dtype; }
+  };
+  std::vector<Impl> impls;
   for (const auto& name : a.impls) {
     if (name == "attnlab") {
-      impls.push_back(std::make_unique<EnginePeer>(shape, threads));
+      for (const auto& dt : a.dtypes) {
+        if (dt == "f32") impls.push_back({std::make_unique<EnginePeer>(shape, threads), dt});
+        if (dt == "bf16") impls.push_back({std::make_unique<EnginePeer16<al::bfloat16>>(shape, threads), dt});
+        if (dt == "f16") impls.push_back({std::make_unique<EnginePeer16<al::float16>>(shape, threads), dt});
+      }
     } else if (name == "openblas") {
       const double gb = 4.0 * (score_floats + static_cast<double>(shape.Nq) * static_cast<double>(shape.Nk)) / 1e9;
       if (gb > 8.0)
         throw al::Error(fmt::format("bench: the openblas peer would materialise {:.1f} GB of N×N matrices; "
                                     "use --impls attnlab for this size", gb));
-      impls.push_back(ab::make_openblas_peer(shape, threads));
+      impls.push_back({ab::make_openblas_peer(shape, threads)});
     } else if (name == "libtorch") {
       const double gb = 12.0 * score_floats / 1e9;
       if (gb > 8.0)
@@ -199,7 +272,7 @@ void run_bench(const BenchArgs& a) {
       std::string why;
       auto peer = ab::make_libtorch_peer(shape, threads, &why);
       if (!peer) throw al::Error("bench: " + why);
-      impls.push_back(std::move(peer));
+      impls.push_back({std::move(peer)});
     } else {
       throw al::Error(fmt::format("bench: unknown implementation '{}' (attnlab, openblas, libtorch)", name));
     }
@@ -263,11 +336,12 @@ void run_bench(const BenchArgs& a) {
   };
   for (int r = -1; r < a.repeats; ++r) {  // r = −1: warm-up, not recorded
     for (auto& impl : impls) {
-      timed(impl->name(), "forward", [&] { impl->forward(q.data(), k.data(), v.data(), out.data()); }, r >= 0);
-      if (r < 0) compare(impl->name(), "forward", first_out, {&out});
+      ab::Peer& peer = *impl.peer;
+      timed(impl.key(), "forward", [&] { peer.forward(q.data(), k.data(), v.data(), out.data()); }, r >= 0);
+      if (r < 0) compare(impl.key(), "forward", first_out, {&out});
       if (a.forward_only) continue;
-      timed(impl->name(), "backward", [&] { impl->backward(go.data(), dq.data(), dk.data(), dv.data()); }, r >= 0);
-      if (r < 0) compare(impl->name(), "backward", first_grads, {&dq, &dk, &dv});
+      timed(impl.key(), "backward", [&] { peer.backward(go.data(), dq.data(), dk.data(), dv.data()); }, r >= 0);
+      if (r < 0) compare(impl.key(), "backward", first_grads, {&dq, &dk, &dv});
     }
   }
   first_out = first_grads = {};
@@ -282,6 +356,7 @@ void run_bench(const BenchArgs& a) {
   }
 
   const double pairs = shape.visible_pairs() * static_cast<double>(shape.B * shape.Hq) * static_cast<double>(shape.D);
+  // K and V bytes in float32; a 16-bit type's are half.
   const double kv_bytes = 2.0 * static_cast<double>(shape.B * shape.Hkv) * static_cast<double>(shape.keys_read()) *
                           static_cast<double>(shape.D) * sizeof(float);
   fmt::print("attnlab bench: batch {} heads {}/{} (query/key-value) seq {}/{} (query/key) dim {}{} | {} threads | {} | "
@@ -297,32 +372,41 @@ void run_bench(const BenchArgs& a) {
   fmt::print("(% peak and peak_gflops: the wall-clock peak, measured under the same load as the timings; the CPU\n"
              " columns divide by CPU time per thread instead, against the CPU-time peak and bandwidth: the rate while\n"
              " running; KV GB/s: the {:.1f} MB of K and V that some query row sees, over the pass's time; % bw: of the\n"
-             " read bandwidth;\n"
-             " max diff: the largest |difference| from {}'s result, out (forward) or dq, dk, dv (backward))\n",
-             kv_bytes / 1e6, impls.front()->name());
+             " read bandwidth (a 16-bit dtype's K and V are half the bytes); vs f32: the float32 engine's time over\n"
+             " this one's, same run;\n"
+             " max diff: the largest |difference| from {} {}'s result, out (forward) or dq, dk, dv (backward))\n",
+             kv_bytes / 1e6, impls.front().peer->name(), impls.front().dtype);
   if (!rss_ok) fmt::print("(peak RSS is the process-wide high-water mark: /proc/self/clear_refs not writable)\n");
-  fmt::print("{:<9} {:<9} {:>11} {:>9} {:>7} {:>9} {:>7} {:>13} {:>9} {:>10} {:>9} {:>9} {:>9}\n", "impl", "pass",
-             "median ms", "GFLOP/s", "% peak", "KV GB/s", "% bw", "max RSS MB", "CPU GF/s", "% CPU pk", "CPU GB/s",
-             "% CPU bw", "max diff");
+  fmt::print("{:<9} {:<5} {:<9} {:>11} {:>9} {:>7} {:>9} {:>7} {:>7} {:>13} {:>9} {:>10} {:>9} {:>9} {:>9}\n", "impl",
+             "dtype", "pass", "median ms", "GFLOP/s", "% peak", "KV GB/s", "% bw", "vs f32", "max RSS MB", "CPU GF/s",
+             "% CPU pk", "CPU GB/s", "% CPU bw", "max diff");
   nlohmann::json results = nlohmann::json::array();
   for (const std::string pass : {"forward", "backward"}) {
     if (pass == "backward" && a.forward_only) continue;
     for (auto& impl : impls) {
-      const Sample& s = samples[{impl->name(), pass}];
+      const Sample& s = samples[{impl.key(), pass}];
       const double ms = median(s.ms);
       const double flops = (pass == "forward" ? 4.0 : 10.0) * pairs;
       const double gflops = flops / (ms * 1e-3) / 1e9;
-      const double kv_gbps = kv_bytes / (ms * 1e-3) / 1e9;
+      const double bytes = kv_bytes * static_cast<double>(dtype_bytes(impl.dtype)) / 4.0;
+      const double kv_gbps = bytes / (ms * 1e-3) / 1e9;
       // Rate while running: FLOPs over the CPU time per thread (spinning threads count as busy).
       const double cpu_gflops = flops / (median(s.cpu_ms) * 1e-3 / threads) / 1e9;
-      const double cpu_kv_gbps = kv_bytes / (median(s.cpu_ms) * 1e-3 / threads) / 1e9;
-      const double max_diff = diff[{impl->name(), pass}];
-      fmt::print("{:<9} {:<9} {:>11.2f} {:>9.1f} {:>6.1f}% {:>9.1f} {:>6.1f}% {:>13.1f} {:>9.1f} {:>9.1f}% {:>9.1f} "
-                 "{:>8.1f}% {:>9.1e}\n",
-                 impl->name(), pass, ms, gflops, 100.0 * gflops / peak.gflops, kv_gbps,
-                 100.0 * kv_gbps / bandwidth.gbps, s.rss_mb, cpu_gflops, 100.0 * cpu_gflops / peak.gflops_cpu,
-                 cpu_kv_gbps, 100.0 * cpu_kv_gbps / bandwidth.gbps_cpu, max_diff);
-      results.push_back({{"impl", impl->name()},
+      const double cpu_kv_gbps = bytes / (median(s.cpu_ms) * 1e-3 / threads) / 1e9;
+      const double max_diff = diff[{impl.key(), pass}];
+      // The float32 engine's time over this one's (when both ran).
+      const auto f32 = samples.find({"attnlab/f32", pass});
+      const bool engine16 = impl.peer->name() == "attnlab" && impl.dtype != "f32" && f32 != samples.end();
+      const double vs_f32 = engine16 ? median(f32->second.ms) / ms : 0.0;
+      fmt::print("{:<9} {:<5} {:<9} {:>11.2f} {:>9.1f} {:>6.1f}% {:>9.1f} {:>6.1f}% {:>7} {:>13.1f} {:>9.1f} {:>9.1f}% "
+                 "{:>9.1f} {:>8.1f}% {:>9.1e}\n",
+                 impl.peer->name(), impl.dtype, pass, ms, gflops, 100.0 * gflops / peak.gflops, kv_gbps,
+                 100.0 * kv_gbps / bandwidth.gbps, engine16 ? fmt::format("{:.2f}x", vs_f32) : "", s.rss_mb,
+                 cpu_gflops, 100.0 * cpu_gflops / peak.gflops_cpu, cpu_kv_gbps,
+                 100.0 * cpu_kv_gbps / bandwidth.gbps_cpu, max_diff);
+      results.push_back({{"impl", impl.peer->name()},
+                         {"dtype", impl.dtype},
+                         {"speedup_vs_f32", engine16 ? nlohmann::json(vs_f32) : nlohmann::json(nullptr)},
                          {"pass", pass},
                          {"batch", shape.B},
                          {"heads", shape.Hq},
@@ -349,7 +433,8 @@ void run_bench(const BenchArgs& a) {
                                 {"bandwidth_gbps", bandwidth.gbps},
                                 {"bandwidth_gbps_cpu", bandwidth.gbps_cpu},
                                 {"threads", threads},
-                                {"diff_reference", impls.front()->name()},
+                                {"diff_reference", impls.front().peer->name() +
+                                                       (impls.front().dtype == "f32" ? "" : " " + impls.front().dtype)},
                                 {"load_average", {load[0], load[1], load[2]}},
                                 {"results", results}};
     al::io::write_file_atomically(a.json, doc.dump(2) + "\n");
@@ -380,6 +465,9 @@ const attnlab::cli::Registrar reg(
           ->check(CLI::Range(0, 10000));
       sub.add_option("--json", a.json, "also write the results as JSON to this file");
       sub.add_option("--impls", a.impls, "implementations to run: attnlab, openblas, libtorch")->delimiter(',');
+      sub.add_option("--dtype", a.dtypes,
+                     "element types of the engine's runs, interleaved: f32, bf16, f16 (the peers run in f32)")
+          ->delimiter(',');
       sub.callback([] { run_bench(a); });
     });
 
