@@ -124,3 +124,44 @@ def test_bad_files_fail_cleanly_and_keep_existing_outputs(tmp_path, problem):
     r = run("attention", "--q", p["q"], "--k", p["k"], "--v", p["v"], "--out", out, "--lse", tmp_path / "no" / "l.npy")
     assert r.returncode != 0 and "cannot write" in r.stderr, r.stderr
     assert out.read_bytes() == before  # not replaced either: all outputs or none
+
+
+def to_bfloat16_bits(x):
+    b = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32).astype(np.uint64)
+    return ((b + 0x7FFF + ((b >> 16) & 1)) >> 16).astype(np.uint16)
+
+
+@pytest.mark.parametrize("half", ["float16", "bfloat16"])
+def test_cli_16bit_files_match_the_module(tmp_path, rng, problem, half):
+    """float16 '<f2' files, and bfloat16 as uint16 '<u2' with --bf16: the outputs in the
+    inputs' dtype (lse float32), bit for bit the Python module's (the same engine)."""
+    a, _ = problem(np.float32)
+    if half == "float16":
+        a = {n: x.astype(np.float16) for n, x in a.items()}
+        flag, kw = [], {}
+    else:
+        a = {n: to_bfloat16_bits(x) for n, x in a.items()}
+        flag, kw = ["--bf16"], {"bfloat16": True}
+    p = {n: save(tmp_path / f"{n}16.npy", x) for n, x in a.items()}
+    common = ["--q", p["q"], "--k", p["k"], "--v", p["v"], "--causal", *flag]
+    r = run("attention", *common, "--out", tmp_path / "o.npy", "--lse", tmp_path / "l.npy")
+    assert r.returncode == 0, r.stderr
+    r = run("attention-backward", *common, "--grad-out", p["do"], "--dq", tmp_path / "dq.npy", "--dk",
+            tmp_path / "dk.npy", "--dv", tmp_path / "dv.npy")
+    assert r.returncode == 0, r.stderr
+    got = {n: np.load(tmp_path / f"{n}.npy") for n in ("o", "l", "dq", "dk", "dv")}
+    out, lse = attnlab.attention_forward(a["q"], a["k"], a["v"], causal=True, **kw)
+    grads = attnlab.attention_backward(a["q"], a["k"], a["v"], out, lse, a["do"], causal=True, **kw)
+    assert got["o"].dtype == a["q"].dtype and got["l"].dtype == np.float32
+    np.testing.assert_array_equal(got["o"], out)
+    np.testing.assert_array_equal(got["l"], lse)
+    for n, g in zip(("dq", "dk", "dv"), grads):
+        assert got[n].dtype == a["q"].dtype
+        np.testing.assert_array_equal(got[n], g)
+    # The same files without --bf16 (bfloat16), or with a float32 grad-out: named errors.
+    if half == "bfloat16":
+        r = run("attention", "--q", p["q"], "--k", p["k"], "--v", p["v"], "--out", tmp_path / "x.npy")
+        assert r.returncode == 2 and "dtype uint16; if it holds bfloat16 values, add --bf16" in r.stderr
+    r = run("attention-backward", *common, "--grad-out", save(tmp_path / "g32.npy", np.zeros(a["do"].shape, np.float32)),
+            "--dq", tmp_path / "x1.npy", "--dk", tmp_path / "x2.npy", "--dv", tmp_path / "x3.npy")
+    assert r.returncode == 2 and "does not match q's" in r.stderr

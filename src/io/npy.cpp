@@ -151,8 +151,8 @@ struct Descr {
 Descr parse_descr(const std::string& d, const std::string& name) {
   const bool little_host = std::endian::native == std::endian::little;
   auto unsupported = [&] {
-    fail(name, fmt::format("dtype '{}' is not supported (float32 '<f4', float64 '<f8', either byte order, "
-                           "or bool '|b1')", d));
+    fail(name, fmt::format("dtype '{}' is not supported (float16 '<f2', float32 '<f4', float64 '<f8', uint16 "
+                           "'<u2' for bfloat16, either byte order, or bool '|b1')", d));
   };
   if (d.size() != 3) unsupported();
   const char order = d[0];
@@ -164,6 +164,8 @@ Descr parse_descr(const std::string& d, const std::string& name) {
   const bool swap = (order != '=') && (little != little_host);
   if (code == "f4") return {DType::float32, 4, swap};
   if (code == "f8") return {DType::float64, 8, swap};
+  if (code == "f2") return {DType::float16, 2, swap};
+  if (code == "u2") return {DType::uint16, 2, swap};
   unsupported();
   return {};  // unreachable
 }
@@ -228,6 +230,8 @@ const char* to_string(DType dtype) {
     case DType::float32: return "float32";
     case DType::float64: return "float64";
     case DType::boolean: return "bool";
+    case DType::float16: return "float16";
+    case DType::uint16: return "uint16";
   }
   return "?";
 }
@@ -305,6 +309,8 @@ Array decode_array(const Layout& layout, const unsigned char* data) {
   switch (a.dtype) {
     case DType::float32: a.f32 = decode<float>(data, n, swap); break;
     case DType::float64: a.f64 = decode<double>(data, n, swap); break;
+    case DType::float16:
+    case DType::uint16: a.u16 = decode<uint16_t>(data, n, swap); break;
     case DType::boolean:
       a.b8.resize(static_cast<size_t>(n));
       for (int64_t i = 0; i < n; ++i) a.b8[static_cast<size_t>(i)] = data[i] != 0;
@@ -353,6 +359,12 @@ std::string encode(std::span<const float> values, std::span<const int64_t> shape
 }
 std::string encode(std::span<const double> values, std::span<const int64_t> shape) {
   return encode_impl(values, shape, "<f8");
+}
+std::string encode(std::span<const float16> values, std::span<const int64_t> shape) {
+  return encode_impl(values, shape, "<f2");
+}
+std::string encode(std::span<const bfloat16> values, std::span<const int64_t> shape) {
+  return encode_impl(values, shape, "<u2");
 }
 std::string encode_bool(std::span<const uint8_t> values, std::span<const int64_t> shape) {
   for (uint8_t v : values)

@@ -87,6 +87,8 @@ void prepare_files() {
   write_bytes(d / "truncated.npy", good.substr(0, good.size() - 10));
   write_bytes(d / "fortran.npy", npy_raw("<f4", true, "(1, 2, 4, 8)", 256));
   write_bytes(d / "int32.npy", npy_raw("<i4", false, "(1, 2, 4, 8)", 256));
+  write_bytes(d / "q_f16.npy", npy_raw("<f2", false, "(1, 2, 4, 8)", 128));
+  write_bytes(d / "q_u2.npy", npy_raw("<u2", false, "(1, 2, 4, 8)", 128));
   write_bytes(d / "huge_shape.npy", npy_raw("<f4", false, "(100000, 100000, 100000, 100000)", 16));
   // Outputs that are not attnlab's to replace.
   fs::remove(d / "fifo");
@@ -129,6 +131,12 @@ std::vector<Case> cli_cases() {
       "attention --q fortran.npy --k kv.npy --v kv.npy --out o.npy");
   add("unsupported file: int32 dtype", "attention --q int32.npy ...",
       "attention --q int32.npy --k kv.npy --v kv.npy --out o.npy");
+  // Issue 15: float16 files, and bfloat16 stored as uint16 ('<u2') with --bf16.
+  add("dtype mismatch: float16 q, float32 k and v", "attention --q q_f16.npy --k kv.npy ...",
+      "attention --q q_f16.npy --k kv.npy --v kv.npy --out o.npy");
+  add("uint16 file without --bf16", "attention --q q_u2.npy --k q_u2.npy --v q_u2.npy ...",
+      "attention --q q_u2.npy --k q_u2.npy --v q_u2.npy --out o.npy");
+  add("--bf16 with float32 files", "attention ... --bf16", "attention " + qkv + " --out o.npy --bf16");
   add("wrong rank: 1-D", "attention --q rank1.npy ...", "attention --q rank1.npy --k kv.npy --v kv.npy --out o.npy");
   add("wrong rank: 5-D", "attention --q rank5.npy ...", "attention --q rank5.npy --k kv.npy --v kv.npy --out o.npy");
   add("NaN in an input file", "attention --q nan.npy ...", "attention --q nan.npy --k kv.npy --v kv.npy --out o.npy");

@@ -17,6 +17,8 @@ namespace {
 
 using attnlab::Error;
 namespace npy = attnlab::npy;
+using attnlab::bfloat16;
+using attnlab::float16;
 
 std::vector<unsigned char> bytes_of(const std::string& s) { return {s.begin(), s.end()}; }
 
@@ -86,6 +88,28 @@ TEST(Npy, ReadsBigEndianAndBool) {
   EXPECT_EQ(c.b8, (std::vector<uint8_t>{1, 0, 0, 1}));
 }
 
+TEST(Npy, ReadsAndWritesFloat16AndBFloat16AsUint16) {
+  // float16 '<f2' and uint16 '<u2' (bfloat16's storage): the 16-bit patterns, either byte order.
+  const std::vector<uint16_t> bits{0x3c00, 0xc500, 0x7bff, 0x0001};  // 1, -5, 65504, 2^-24 as float16
+  const auto a = npy::parse(bytes_of(file_with("{'descr': '<f2', 'fortran_order': False, 'shape': (2, 2), }",
+                                               raw(bits))));
+  EXPECT_EQ(a.dtype, npy::DType::float16);
+  EXPECT_EQ(a.u16, bits);
+  const auto b = npy::parse(bytes_of(file_with("{'descr': '>u2', 'fortran_order': False, 'shape': (4,), }",
+                                               raw(bits, /*big_endian=*/true))));
+  EXPECT_EQ(b.dtype, npy::DType::uint16);
+  EXPECT_EQ(b.u16, bits);
+  std::vector<float16> h;
+  std::vector<bfloat16> bf;
+  for (uint16_t x : bits) h.push_back(float16::from_bits(x)), bf.push_back(bfloat16::from_bits(x));
+  const std::vector<int64_t> shape{4};
+  const std::string eh = npy::encode(std::span<const float16>(h), shape), eb = npy::encode(std::span<const bfloat16>(bf), shape);
+  EXPECT_NE(eh.find("'descr': '<f2'"), std::string::npos);
+  EXPECT_NE(eb.find("'descr': '<u2'"), std::string::npos);
+  EXPECT_EQ(npy::parse(bytes_of(eh)).u16, bits);
+  EXPECT_EQ(npy::parse(bytes_of(eb)).u16, bits);
+}
+
 TEST(Npy, ReadsVersion2Headers) {
   std::string f = file_with("{'descr': '<f8', 'fortran_order': False, 'shape': (1,), }", raw(std::vector<double>{2.0}));
   // Re-frame the same header with a 4-byte length (format 2.0).
@@ -102,8 +126,8 @@ TEST(Npy, RejectsFortranOrderAndOtherDtypes) {
   expect_error(file_with("{'descr': '<f8', 'fortran_order': True, 'shape': (2,), }", two_doubles), "Fortran-order");
   expect_error(file_with("{'descr': '<i8', 'fortran_order': False, 'shape': (2,), }", two_doubles),
                "dtype '<i8' is not supported");
-  expect_error(file_with("{'descr': '<f2', 'fortran_order': False, 'shape': (8,), }", two_doubles),
-               "dtype '<f2' is not supported");
+  expect_error(file_with("{'descr': '<i2', 'fortran_order': False, 'shape': (8,), }", two_doubles),
+               "dtype '<i2' is not supported");
   expect_error(file_with("{'descr': '<c16', 'fortran_order': False, 'shape': (1,), }", two_doubles),
                "dtype '<c16' is not supported");
   expect_error(file_with("{'descr': '|u1', 'fortran_order': False, 'shape': (16,), }", two_doubles),

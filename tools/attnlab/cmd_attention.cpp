@@ -15,8 +15,11 @@ struct AttentionCommand {
 
   template <class T>
   void run(AttentionProblem<T>&& p) const {
-    AttentionForward<T> f{Tensor<T>({p.q.size(0), p.q.size(1), p.q.size(2), p.v.size(3)}),
-                          Tensor<T>({p.q.size(0), p.q.size(1), p.q.size(2), 1})};
+    struct {
+      Tensor<T> out;
+      Tensor<ScalarOf<T>> lse;
+    } f{Tensor<T>({p.q.size(0), p.q.size(1), p.q.size(2), p.v.size(3)}),
+        Tensor<ScalarOf<T>>({p.q.size(0), p.q.size(1), p.q.size(2), 1})};
     Tensor<uint8_t> mask({p.q.size(0), p.q.size(1), p.q.size(2), dropout_mask.empty() ? 0 : p.k.size(2)});
     if (!dropout_mask.empty()) p.options.dropout.applied_mask = mask.view();
     attention_forward(p.q.view(), p.k.view(), p.v.view(), p.options, f.out.view(), f.lse.view(), nullptr, p.config);

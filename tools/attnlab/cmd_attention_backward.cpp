@@ -19,24 +19,29 @@ struct AttentionBackwardCommand {
   template <class T>
   void run(AttentionProblem<T>&& p) const {
     npy::Array g = npy::load(grad_out);
-    const bool same_dtype = (g.dtype == npy::DType::float32) == std::is_same_v<T, float>;
-    if (g.dtype == npy::DType::boolean || !same_dtype)
-      throw Error(fmt::format("{}: dtype {} does not match q's", grad_out, npy::to_string(g.dtype)));
+    if (g.dtype != p.dtype)
+      throw Error(fmt::format("{}: dtype {} does not match q's ({})", grad_out, npy::to_string(g.dtype),
+                              npy::to_string(p.dtype)));
     if (rank_of(g) != p.rank)
       throw Error(fmt::format("{}: {} dimensions; expected {} like q", grad_out, rank_of(g), p.rank));
     const Tensor<T> dO = to_tensor<T>(std::move(g));
-    AttentionGrads<T> grads{Tensor<T>(p.q.shape()), Tensor<T>(p.k.shape()), Tensor<T>(p.v.shape())};
+    struct {
+      Tensor<T> dq, dk, dv;
+    } grads{Tensor<T>(p.q.shape()), Tensor<T>(p.k.shape()), Tensor<T>(p.v.shape())};
     if (!dsinks.empty() && p.sinks.empty()) throw Error("--dsinks: given without --sinks (there is no sink)");
-    std::vector<T> ds(dsinks.empty() ? 0 : p.sinks.size());
-    const auto f = attention_forward(p.q.view(), p.k.view(), p.v.view(), p.options, p.config);
-    attention_backward(p.q.view(), p.k.view(), p.v.view(), f.out.view(), f.lse.view(), dO.view(), p.options,
-                       grads.dq.view(), grads.dk.view(), grads.dv.view(), p.config, std::span<T>(ds));
+    using S = ScalarOf<T>;
+    std::vector<S> ds(dsinks.empty() ? 0 : p.sinks.size());
+    Tensor<T> out({p.q.size(0), p.q.size(1), p.q.size(2), p.v.size(3)});
+    Tensor<S> lse({p.q.size(0), p.q.size(1), p.q.size(2), 1});
+    attention_forward(p.q.view(), p.k.view(), p.v.view(), p.options, out.view(), lse.view(), nullptr, p.config);
+    attention_backward(p.q.view(), p.k.view(), p.v.view(), out.view(), lse.view(), dO.view(), p.options,
+                       grads.dq.view(), grads.dk.view(), grads.dv.view(), p.config, std::span<S>(ds));
     std::vector<std::pair<std::string, std::string>> outputs{{dq, encode_result(grads.dq, p.rank)},
                                                              {dk, encode_result(grads.dk, p.rank)},
                                                              {dv, encode_result(grads.dv, p.rank)}};
     if (!dsinks.empty()) {
       const std::vector<int64_t> shape{static_cast<int64_t>(ds.size())};
-      outputs.emplace_back(dsinks, npy::encode(std::span<const T>(ds), shape));
+      outputs.emplace_back(dsinks, npy::encode(std::span<const S>(ds), shape));
     }
     auto inputs = input_files(flags);
     inputs.push_back(grad_out);

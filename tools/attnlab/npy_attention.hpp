@@ -4,13 +4,17 @@
 //
 // q [B, Hq, Nq, d], k [B, Hkv, Nk, d], v [B, Hkv, Nk, dv], or the same without the
 // batch axis ([H, N, d], read as B = 1). float32 files run on the engine, float64
-// files on the double reference; q, k and v must share one dtype. The mask (bool:
+// files on the double reference, float16 files ('<f2') and, with --bf16, bfloat16 stored
+// as uint16 ('<u2', NumPy having no bfloat16) on the engine in that type (computed in
+// float32; the lse and the mask in float32); q, k and v must share one dtype, and the
+// outputs have it (bfloat16 written as '<u2' again). The mask (bool:
 // True = attend; float: added to the scaled scores) is [Nq, Nk], [H|1, Nq, Nk] or
 // [B|1, H|1, Nq, Nk], size-1 axes broadcast without copies.
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -26,6 +30,7 @@ namespace attnlab::cli {
 // The flags both commands share.
 struct AttentionFlags {
   std::string q, k, v, mask;
+  bool bf16 = false;  // '<u2' files hold bfloat16 bit patterns
   std::string scale = "inv_sqrt_d";
   bool causal = false;
   std::string causal_align;  // empty: top_left; given without --causal, an error (it would do nothing)
@@ -40,9 +45,13 @@ struct AttentionFlags {
   uint64_t seed = 0;
 
   void add_to(CLI::App& app) {
-    app.add_option("--q", q, "query .npy: [B, Hq, Nq, d] or [Hq, Nq, d], float32 or float64")->required();
+    app.add_option("--q", q, "query .npy: [B, Hq, Nq, d] or [Hq, Nq, d], float16, float32 or float64 (or bfloat16 with --bf16)")
+        ->required();
     app.add_option("--k", k, "key .npy: [B, Hkv, Nk, d] (Hq a multiple of Hkv)")->required();
     app.add_option("--v", v, "value .npy: [B, Hkv, Nk, dv]")->required();
+    app.add_flag("--bf16", bf16,
+                 "q, k, v (and grad-out) are bfloat16 stored as uint16 '<u2' (e.g. torch: t.view(torch.int16).numpy()"
+                 ".view('<u2')); outputs are written so too");
     app.add_option("--mask", mask, "mask .npy, broadcast to [B, Hq, Nq, Nk]: bool (True = attend) or float (added)");
     app.add_option("--scale", scale,
                    "a number, or inv_sqrt_d (default), none, inv_d, entropy_invariant, ssmax, ssmax:S");
@@ -79,24 +88,37 @@ inline Shape shape4(const npy::Array& a) {
   return s;
 }
 
+// The type of the options, the lse and dsinks for element type T: float for float and the
+// 16-bit types (the engine computes in float32), double for double.
+template <class T>
+using ScalarOf = std::conditional_t<std::is_same_v<T, double>, double, float>;
+
+// The array's values as a tensor of T, whose dtype the caller has checked (float16 and
+// uint16 arrays hold 16-bit patterns).
 template <class T>
 Tensor<T> to_tensor(npy::Array&& a) {
   Tensor<T> t(shape4(a));
-  if constexpr (std::is_same_v<T, float>) t.storage() = std::move(a.f32);
-  else t.storage() = std::move(a.f64);
+  if constexpr (std::is_same_v<T, float>) {
+    t.storage() = std::move(a.f32);
+  } else if constexpr (std::is_same_v<T, double>) {
+    t.storage() = std::move(a.f64);
+  } else {
+    for (size_t i = 0; i < a.u16.size(); ++i) t.storage()[i] = T::from_bits(a.u16[i]);
+  }
   return t;
 }
 
-// q, k, v and the options, in precision T.
+// q, k, v and the options, in element type T (options in ScalarOf<T>).
 template <class T>
 struct AttentionProblem {
   int rank = 4;  // rank of the input files (3 or 4): outputs have the same
+  npy::DType dtype = npy::DType::float32;  // of the input files
   Tensor<T> q, k, v;
   Tensor<uint8_t> bool_mask;  // one of the masks, possibly broadcast views over it
-  Tensor<T> additive_mask;
-  std::vector<T> alibi_slopes, sinks;  // behind options' spans (a move keeps their buffers)
+  Tensor<ScalarOf<T>> additive_mask;
+  std::vector<ScalarOf<T>> alibi_slopes, sinks;  // behind options' spans (a move keeps their buffers)
   std::vector<int64_t> cu_seqlens_q, cu_seqlens_k;
-  AttentionOptions<T> options;
+  AttentionOptions<ScalarOf<T>> options;
   ComputeConfig config;
 };
 
@@ -126,6 +148,7 @@ template <class T>
 AttentionProblem<T> make_problem(const AttentionFlags& f, npy::Array&& q, npy::Array&& k, npy::Array&& v) {
   AttentionProblem<T> p;
   p.rank = rank_of(q);
+  p.dtype = q.dtype;
   p.q = to_tensor<T>(std::move(q));
   p.k = to_tensor<T>(std::move(k));
   p.v = to_tensor<T>(std::move(v));
@@ -157,16 +180,22 @@ AttentionProblem<T> make_problem(const AttentionFlags& f, npy::Array&& q, npy::A
       p.bool_mask.storage() = std::move(m.b8);
       p.options.bool_mask = broadcast_mask(p.bool_mask, scores, f.mask);
     } else {
-      p.additive_mask = Tensor<T>(shape4(m));
-      if (m.dtype == npy::DType::float32) p.additive_mask.storage().assign(m.f32.begin(), m.f32.end());
-      else p.additive_mask.storage().assign(m.f64.begin(), m.f64.end());
+      if (m.dtype == npy::DType::uint16)
+        throw Error(fmt::format("{}: mask of dtype uint16; expected bool or float (float16, float32, float64)", f.mask));
+      p.additive_mask = Tensor<ScalarOf<T>>(shape4(m));
+      auto& dst = p.additive_mask.storage();
+      if (m.dtype == npy::DType::float32) dst.assign(m.f32.begin(), m.f32.end());
+      else if (m.dtype == npy::DType::float64) dst.assign(m.f64.begin(), m.f64.end());
+      else
+        for (size_t i = 0; i < m.u16.size(); ++i) dst[i] = float16::from_bits(m.u16[i]).to_float();
       p.options.additive_mask = broadcast_mask(p.additive_mask, scores, f.mask);
     }
   }
   return p;
 }
 
-// Loads q, k, v, checks ranks and dtypes, and calls run<T>(problem) with T = float or double.
+// Loads q, k, v, checks ranks and dtypes, and calls run<T>(problem) with T = float, double,
+// float16 or bfloat16 (uint16 files with --bf16).
 template <class Run>
 void with_problem(const AttentionFlags& f, Run&& run) {
   npy::Array q = npy::load(f.q), k = npy::load(f.k), v = npy::load(f.v);
@@ -176,13 +205,26 @@ void with_problem(const AttentionFlags& f, Run&& run) {
   if (rank_of(k) != rank_of(q) || rank_of(v) != rank_of(q))
     throw Error(fmt::format("q, k and v must have the same number of dimensions ({}, {}, {})", rank_of(q), rank_of(k),
                             rank_of(v)));
-  for (const auto& [a, path] : {std::pair{&q, &f.q}, std::pair{&k, &f.k}, std::pair{&v, &f.v}})
-    if (a->dtype == npy::DType::boolean) throw Error(fmt::format("{}: dtype bool; expected float32 or float64", *path));
+  for (const auto& [a, path] : {std::pair{&q, &f.q}, std::pair{&k, &f.k}, std::pair{&v, &f.v}}) {
+    if (a->dtype == npy::DType::boolean)
+      throw Error(fmt::format("{}: dtype bool; expected float16, float32 or float64 (or bfloat16 as uint16 with --bf16)",
+                              *path));
+    if (a->dtype == npy::DType::uint16 && !f.bf16)
+      throw Error(fmt::format("{}: dtype uint16; if it holds bfloat16 values, add --bf16", *path));
+    if (a->dtype != npy::DType::uint16 && f.bf16)
+      throw Error(fmt::format("{}: dtype {}; --bf16 reads bfloat16 stored as uint16 '<u2'", *path,
+                              npy::to_string(a->dtype)));
+  }
   if (k.dtype != q.dtype || v.dtype != q.dtype)
     throw Error(fmt::format("q, k and v must share one dtype (got {}, {}, {})", npy::to_string(q.dtype),
                             npy::to_string(k.dtype), npy::to_string(v.dtype)));
-  if (q.dtype == npy::DType::float32) run(make_problem<float>(f, std::move(q), std::move(k), std::move(v)));
-  else run(make_problem<double>(f, std::move(q), std::move(k), std::move(v)));
+  switch (q.dtype) {
+    case npy::DType::float32: return run(make_problem<float>(f, std::move(q), std::move(k), std::move(v)));
+    case npy::DType::float64: return run(make_problem<double>(f, std::move(q), std::move(k), std::move(v)));
+    case npy::DType::float16: return run(make_problem<float16>(f, std::move(q), std::move(k), std::move(v)));
+    case npy::DType::uint16: return run(make_problem<bfloat16>(f, std::move(q), std::move(k), std::move(v)));
+    case npy::DType::boolean: break;
+  }
 }
 
 // The .npy bytes of a [B, H, N, x] result in the inputs' rank; drop_last removes a
