@@ -6,6 +6,7 @@
 #include "attnlab/attention_options.hpp"
 #include "attnlab/engine.hpp"
 #include "attnlab/error.hpp"
+#include "attnlab/float16.hpp"
 #include "attnlab/reference.hpp"
 #include "attnlab/scale.hpp"
 #include "attnlab/softmax.hpp"

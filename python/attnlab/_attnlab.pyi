@@ -52,6 +52,7 @@ def attention_forward(
     dropout_p: float = 0.0,
     seed: int = 0,
     return_dropout_mask: Literal[False] = False,
+    bfloat16: bool = False,
 ) -> tuple[FloatArray, FloatArray]: ...
 @overload
 def attention_forward(
@@ -75,6 +76,7 @@ def attention_forward(
     dropout_p: float = 0.0,
     seed: int = 0,
     return_dropout_mask: Literal[True],
+    bfloat16: bool = False,
 ) -> tuple[FloatArray, FloatArray, BoolArray]: ...
 @overload
 def attention_forward(
@@ -98,6 +100,7 @@ def attention_forward(
     dropout_p: float = 0.0,
     seed: int = 0,
     return_dropout_mask: Literal[False] = False,
+    bfloat16: bool = False,
 ) -> tuple[FloatArray, FloatArray, Diagnostics]: ...
 @overload
 def attention_forward(
@@ -121,6 +124,7 @@ def attention_forward(
     dropout_p: float = 0.0,
     seed: int = 0,
     return_dropout_mask: Literal[True],
+    bfloat16: bool = False,
 ) -> tuple[FloatArray, FloatArray, Diagnostics, BoolArray]: ...
 def attention_backward(
     query: ArrayLike,
@@ -144,6 +148,7 @@ def attention_backward(
     cu_seqlens_k: Sequence[int] | npt.NDArray[np.integer] | None = None,
     dropout_p: float = 0.0,
     seed: int = 0,
+    bfloat16: bool = False,
 ) -> tuple[FloatArray, FloatArray, FloatArray] | tuple[FloatArray, FloatArray, FloatArray, FloatArray]: ...
 def softmax(x: ArrayLike) -> FloatArray: ...
 def log_softmax(x: ArrayLike) -> FloatArray: ...

@@ -1,6 +1,7 @@
 // attnlab.scaled_dot_product_attention, attention_forward, attention_backward.
-// float32 calls go to the fused engine (attnlab/engine.hpp), float64 calls to the
-// double-precision reference (attnlab/reference.hpp). Arrays are read in place
+// float32, float16 and bfloat16 (uint16 bit patterns, bfloat16=True) calls go to the fused
+// engine (attnlab/engine.hpp; the 16-bit types with their options, lse and dsinks in
+// float32), float64 calls to the double-precision reference (attnlab/reference.hpp). Arrays are read in place
 // (see ndarray.hpp); the GIL is released while the kernels run.
 #include <memory>
 
@@ -10,6 +11,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "attnlab/attention.hpp"
@@ -185,11 +187,16 @@ void attach_mask(const py::object& mask, const Shape& scores, AttentionOptions<T
   }
 }
 
-void require_same_dtype(const py::array& a, const char* name, DType want, const char* first) {
-  if (float_dtype(a, name) != want)
+void require_same_dtype(const py::array& a, const char* name, DType want, const char* first, bool bf16 = false) {
+  if (float_dtype(a, name, bf16) != want)
     throw py::type_error(fmt::format("{}: dtype {} does not match {}'s {}", name, dtype_name(a), first,
-                                     want == DType::float32 ? "float32" : "float64"));
+                                     to_string(want)));
 }
+
+// The type of the options, lse, diagnostics and dsinks for element type E: float for
+// float and the 16-bit types (computed in float32), double for double.
+template <class E>
+using ScalarOf = std::conditional_t<std::is_same_v<E, double>, double, float>;
 
 // ---- the kernels, by precision -------------------------------------------------
 
@@ -222,22 +229,22 @@ void run_interruptible(int threads, F&& compute) {
   }
 }
 
-// One call for either precision: attnlab::attention_forward routes float to the
-// engine and double to the reference.
-template <class T>
-void run_forward(ConstView<T> q, ConstView<T> k, ConstView<T> v, const AttentionOptions<T>& o, TensorView<T> out,
-                 TensorView<T> lse, DiagnosticOutputs<T>* diag, int threads) {
-  RowDiagnostics<T> rd;
+// One call for every element type: attnlab::attention_forward routes float and the
+// 16-bit types to the engine and double to the reference.
+template <class E>
+void run_forward(ConstView<E> q, ConstView<E> k, ConstView<E> v, const AttentionOptions<ScalarOf<E>>& o,
+                 TensorView<E> out, TensorView<ScalarOf<E>> lse, DiagnosticOutputs<ScalarOf<E>>* diag, int threads) {
+  RowDiagnostics<ScalarOf<E>> rd;
   if (diag != nullptr) rd = {diag->max_prob.view, diag->entropy.view, diag->jacobian_fro_sq.view};
   run_interruptible(threads, [&](const ComputeConfig& config) {
     attention_forward(q, k, v, o, out, lse, diag != nullptr ? &rd : nullptr, config);
   });
 }
 
-template <class T>
-void run_backward(ConstView<T> q, ConstView<T> k, ConstView<T> v, ConstView<T> out, ConstView<T> lse,
-                  ConstView<T> dout, const AttentionOptions<T>& o, TensorView<T> dq, TensorView<T> dk,
-                  TensorView<T> dv, std::span<T> dsinks, int threads) {
+template <class E>
+void run_backward(ConstView<E> q, ConstView<E> k, ConstView<E> v, ConstView<E> out, ConstView<ScalarOf<E>> lse,
+                  ConstView<E> dout, const AttentionOptions<ScalarOf<E>>& o, TensorView<E> dq, TensorView<E> dk,
+                  TensorView<E> dv, std::span<ScalarOf<E>> dsinks, int threads) {
   run_interruptible(threads, [&](const ComputeConfig& config) {
     attention_backward(q, k, v, out, lse, dout, o, dq, dk, dv, config, dsinks);
   });
@@ -249,10 +256,11 @@ void require_threads(int threads) {
 
 // ---- scaled_dot_product_attention ------------------------------------------------
 
-template <class T>
+template <class E>
 py::array sdpa(py::array qa, py::array ka, py::array va, const py::object& attn_mask, double dropout_p, uint64_t seed,
                bool is_causal, const py::object& scale, bool enable_gqa) {
-  auto q = operand<T>(qa, "query"), k = operand<T>(ka, "key"), v = operand<T>(va, "value");
+  using T = ScalarOf<E>;
+  auto q = operand<E>(qa, "query"), k = operand<E>(ka, "key"), v = operand<E>(va, "value");
   for (const auto* x : {&q, &k, &v})
     if (x->rank < 2)
       throw Error(fmt::format("{}: {} dimension(s); expected [..., L, E]", x == &q ? "query" : x == &k ? "key" : "value",
@@ -283,9 +291,9 @@ py::array sdpa(py::array qa, py::array ka, py::array va, const py::object& attn_
 
   const int rank = std::max({q.rank, k.rank, v.rank});
   const Shape out_shape{B, H, Nq, dv};
-  auto out = make_output<T>(out_shape, trailing_shape(out_shape, rank));
+  auto out = make_output<E>(out_shape, trailing_shape(out_shape, rank));
   Tensor<T> lse({B, H, Nq, 1});  // [B, H, Nq, 1] needed by the kernel, not returned
-  run_forward<T>(q.view, k.view, v.view, o, out.view, lse.view(), nullptr, 0);
+  run_forward<E>(q.view, k.view, v.view, o, out.view, lse.view(), nullptr, 0);
   return std::move(out.array);
 }
 
@@ -309,6 +317,7 @@ py::array scaled_dot_product_attention(const py::object& query, const py::object
   require_same_dtype(k, "key", t, "query");
   require_same_dtype(v, "value", t, "query");
   if (t == DType::float32) return sdpa<float>(q, k, v, attn_mask, dropout_p, seed, is_causal, scale, enable_gqa);
+  if (t == DType::float16) return sdpa<float16>(q, k, v, attn_mask, dropout_p, seed, is_causal, scale, enable_gqa);
   return sdpa<double>(q, k, v, attn_mask, dropout_p, seed, is_causal, scale, enable_gqa);
 }
 
@@ -332,8 +341,8 @@ Inputs<T> read_inputs(py::array qa, py::array ka, py::array va) {
   return in;
 }
 
-template <class T>
-AttentionOptions<T> read_options(const Inputs<T>& in, const py::object& attn_mask, const py::object& causal,
+template <class E, class T = ScalarOf<E>>
+AttentionOptions<T> read_options(const Inputs<E>& in, const py::object& attn_mask, const py::object& causal,
                                  const py::object& scale, const py::object& key_lengths, bool check_finite,
                                  const Variants& variants, OptionStorage<T>& keep) {
   AttentionOptions<T> o;
@@ -347,18 +356,19 @@ AttentionOptions<T> read_options(const Inputs<T>& in, const py::object& attn_mas
   return o;
 }
 
-template <class T>
+template <class E>
 py::tuple forward(py::array qa, py::array ka, py::array va, const py::object& attn_mask, const py::object& causal,
                   const py::object& scale, const py::object& key_lengths, bool diagnostics, bool check_finite,
                   int threads, const Variants& variants, bool return_dropout_mask) {
-  auto in = read_inputs<T>(qa, ka, va);
+  using T = ScalarOf<E>;
+  auto in = read_inputs<E>(qa, ka, va);
   OptionStorage<T> keep;
   auto o = read_options(in, attn_mask, causal, scale, key_lengths, check_finite, variants, keep);
   const auto& q = in.q.view;
   const Shape out_shape{q.batch(), q.heads(), q.seq(), in.v.view.dim()}, row_shape{q.batch(), q.heads(), q.seq(), 1};
   const auto row_py_shape = trailing_shape(row_shape, in.rank);  // [..., Nq, 1] → drop the unit axis below
   const std::vector<py::ssize_t> lse_py_shape(row_py_shape.begin(), row_py_shape.end() - 1);
-  auto out = make_output<T>(out_shape, trailing_shape(out_shape, in.rank));
+  auto out = make_output<E>(out_shape, trailing_shape(out_shape, in.rank));
   auto lse = make_output<T>(row_shape, lse_py_shape);
   std::optional<DiagnosticOutputs<T>> diag;
   if (diagnostics)
@@ -370,7 +380,7 @@ py::tuple forward(py::array qa, py::array ka, py::array va, const py::object& at
     mask = make_output<uint8_t>(mask_shape, trailing_shape(mask_shape, in.rank));
     o.dropout.applied_mask = mask->view;
   }
-  run_forward<T>(in.q.view, in.k.view, in.v.view, o, out.view, lse.view, diag ? &*diag : nullptr, threads);
+  run_forward<E>(in.q.view, in.k.view, in.v.view, o, out.view, lse.view, diag ? &*diag : nullptr, threads);
   py::list result;
   result.append(std::move(out.array));
   result.append(std::move(lse.array));
@@ -385,22 +395,23 @@ py::tuple forward(py::array qa, py::array ka, py::array va, const py::object& at
   return py::tuple(result);
 }
 
-template <class T>
+template <class E>
 py::tuple backward(py::array qa, py::array ka, py::array va, py::array oa, py::array la, py::array ga,
                    const py::object& attn_mask, const py::object& causal, const py::object& scale,
                    const py::object& key_lengths, bool check_finite, int threads, const Variants& variants) {
-  auto in = read_inputs<T>(qa, ka, va);
-  auto out = operand<T>(oa, "out"), grad_out = operand<T>(ga, "grad_out");
+  using T = ScalarOf<E>;
+  auto in = read_inputs<E>(qa, ka, va);
+  auto out = operand<E>(oa, "out"), grad_out = operand<E>(ga, "grad_out");
   auto lse = row_operand<T>(la, in.rank, "lse");
   if (out.rank != in.rank || grad_out.rank != in.rank)
     throw Error(fmt::format("out, grad_out: ranks {} and {} must equal query's {}", out.rank, grad_out.rank, in.rank));
   OptionStorage<T> keep;
   const auto o = read_options(in, attn_mask, causal, scale, key_lengths, check_finite, variants, keep);
-  auto dq = make_output<T>(in.q.view.shape(), trailing_shape(in.q.view.shape(), in.rank));
-  auto dk = make_output<T>(in.k.view.shape(), trailing_shape(in.k.view.shape(), in.rank));
-  auto dv = make_output<T>(in.v.view.shape(), trailing_shape(in.v.view.shape(), in.rank));
+  auto dq = make_output<E>(in.q.view.shape(), trailing_shape(in.q.view.shape(), in.rank));
+  auto dk = make_output<E>(in.k.view.shape(), trailing_shape(in.k.view.shape(), in.rank));
+  auto dv = make_output<E>(in.v.view.shape(), trailing_shape(in.v.view.shape(), in.rank));
   py::array_t<T> dsinks(static_cast<py::ssize_t>(keep.sinks.size()));
-  run_backward<T>(in.q.view, in.k.view, in.v.view, out.view, lse.view, grad_out.view, o, dq.view, dk.view, dv.view,
+  run_backward<E>(in.q.view, in.k.view, in.v.view, out.view, lse.view, grad_out.view, o, dq.view, dk.view, dv.view,
                   std::span<T>(dsinks.mutable_data(), keep.sinks.size()), threads);
   if (keep.sinks.empty()) return py::make_tuple(std::move(dq.array), std::move(dk.array), std::move(dv.array));
   return py::make_tuple(std::move(dq.array), std::move(dk.array), std::move(dv.array), std::move(dsinks));
@@ -418,19 +429,26 @@ py::tuple attention_forward_py(const py::object& query, const py::object& key, c
                                const py::object& window_size, const py::object& softcap,
                                const py::object& alibi_slopes, const py::object& sinks,
                                const py::object& cu_seqlens_q, const py::object& cu_seqlens_k, double dropout_p,
-                               uint64_t seed, bool return_dropout_mask) {
+                               uint64_t seed, bool return_dropout_mask, bool bf16) {
   require_threads(threads);
   const py::array q = as_array(query), k = as_array(key), v = as_array(value);
-  const DType t = float_dtype(q, "query");
-  require_same_dtype(k, "key", t, "query");
-  require_same_dtype(v, "value", t, "query");
+  const DType t = float_dtype(q, "query", bf16);
+  require_same_dtype(k, "key", t, "query", bf16);
+  require_same_dtype(v, "value", t, "query", bf16);
   const Variants var =
       read_variants(window_size, softcap, alibi_slopes, sinks, cu_seqlens_q, cu_seqlens_k, dropout_p, seed);
-  if (t == DType::float32)
-    return forward<float>(q, k, v, attn_mask, causal, scale, key_lengths, diagnostics, check_finite, threads, var,
-                          return_dropout_mask);
-  return forward<double>(q, k, v, attn_mask, causal, scale, key_lengths, diagnostics, check_finite, threads, var,
-                         return_dropout_mask);
+  auto run = [&](auto element) {
+    using E = decltype(element);
+    return forward<E>(q, k, v, attn_mask, causal, scale, key_lengths, diagnostics, check_finite, threads, var,
+                      return_dropout_mask);
+  };
+  switch (t) {
+    case DType::float32: return run(float{});
+    case DType::float64: return run(double{});
+    case DType::float16: return run(float16{});
+    case DType::bfloat16: return run(bfloat16{});
+  }
+  return py::tuple();
 }
 
 py::tuple attention_backward_py(const py::object& query, const py::object& key, const py::object& value,
@@ -440,21 +458,33 @@ py::tuple attention_backward_py(const py::object& query, const py::object& key, 
                                 const py::object& window_size, const py::object& softcap,
                                 const py::object& alibi_slopes, const py::object& sinks,
                                 const py::object& cu_seqlens_q, const py::object& cu_seqlens_k, double dropout_p,
-                                uint64_t seed) {
+                                uint64_t seed, bool bf16) {
   require_threads(threads);
   const py::array q = as_array(query), k = as_array(key), v = as_array(value), o = as_array(out), l = as_array(lse),
                   g = as_array(grad_out);
-  const DType t = float_dtype(q, "query");
-  require_same_dtype(k, "key", t, "query");
-  require_same_dtype(v, "value", t, "query");
-  require_same_dtype(o, "out", t, "query");
-  require_same_dtype(l, "lse", t, "query");
-  require_same_dtype(g, "grad_out", t, "query");
+  const DType t = float_dtype(q, "query", bf16);
+  require_same_dtype(k, "key", t, "query", bf16);
+  require_same_dtype(v, "value", t, "query", bf16);
+  require_same_dtype(o, "out", t, "query", bf16);
+  require_same_dtype(g, "grad_out", t, "query", bf16);
+  // lse is float32 for float32 and the 16-bit types (attention_forward returns it so).
+  const DType lse_type = t == DType::float64 ? DType::float64 : DType::float32;
+  if (float_dtype(l, "lse") != lse_type)
+    throw py::type_error(fmt::format("lse: dtype {} should be {} for query of dtype {}", dtype_name(l),
+                                     to_string(lse_type), to_string(t)));
   const Variants var =
       read_variants(window_size, softcap, alibi_slopes, sinks, cu_seqlens_q, cu_seqlens_k, dropout_p, seed);
-  if (t == DType::float32)
-    return backward<float>(q, k, v, o, l, g, attn_mask, causal, scale, key_lengths, check_finite, threads, var);
-  return backward<double>(q, k, v, o, l, g, attn_mask, causal, scale, key_lengths, check_finite, threads, var);
+  auto run = [&](auto element) {
+    using E = decltype(element);
+    return backward<E>(q, k, v, o, l, g, attn_mask, causal, scale, key_lengths, check_finite, threads, var);
+  };
+  switch (t) {
+    case DType::float32: return run(float{});
+    case DType::float64: return run(double{});
+    case DType::float16: return run(float16{});
+    case DType::bfloat16: return run(bfloat16{});
+  }
+  return py::tuple();
 }
 
 }  // namespace
@@ -469,13 +499,13 @@ void bind_attention(py::module_& m) {
         "diagnostics"_a = false, "check_finite"_a = true, "threads"_a = 0, "window_size"_a = py::none(),
         "softcap"_a = py::none(), "alibi_slopes"_a = py::none(), "sinks"_a = py::none(),
         "cu_seqlens_q"_a = py::none(), "cu_seqlens_k"_a = py::none(), "dropout_p"_a = 0.0, "seed"_a = 0,
-        "return_dropout_mask"_a = false, docs::attention_forward);
+        "return_dropout_mask"_a = false, "bfloat16"_a = false, docs::attention_forward);
   m.def("attention_backward", &attention_backward_py, "query"_a, "key"_a, "value"_a, "out"_a, "lse"_a, "grad_out"_a,
         "attn_mask"_a = py::none(), py::kw_only(), "causal"_a = false, "scale"_a = py::none(),
         "key_lengths"_a = py::none(), "check_finite"_a = true, "threads"_a = 0, "window_size"_a = py::none(),
         "softcap"_a = py::none(), "alibi_slopes"_a = py::none(), "sinks"_a = py::none(),
         "cu_seqlens_q"_a = py::none(), "cu_seqlens_k"_a = py::none(), "dropout_p"_a = 0.0, "seed"_a = 0,
-        docs::attention_backward);
+        "bfloat16"_a = false, docs::attention_backward);
 }
 
 }  // namespace attnlab::python

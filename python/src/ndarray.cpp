@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <type_traits>
+
 #include "attnlab/error.hpp"
 
 namespace attnlab::python {
@@ -13,10 +15,39 @@ py::array as_array(py::handle obj) {
 
 std::string dtype_name(const py::array& a) { return py::str(a.dtype()).cast<std::string>(); }
 
-DType float_dtype(const py::array& a, const char* name) {
-  if (a.dtype().kind() == 'f' && a.itemsize() == 4) return DType::float32;
-  if (a.dtype().kind() == 'f' && a.itemsize() == 8) return DType::float64;
-  throw py::type_error(fmt::format("{}: dtype {} is not supported (use float32 or float64)", name, dtype_name(a)));
+const char* to_string(DType t) {
+  switch (t) {
+    case DType::float32: return "float32";
+    case DType::float64: return "float64";
+    case DType::float16: return "float16";
+    case DType::bfloat16: return "bfloat16";
+  }
+  return "?";
+}
+
+DType float_dtype(const py::array& a, const char* name, bool bfloat16) {
+  const char kind = a.dtype().kind();
+  if (bfloat16) {
+    if ((kind == 'u' || kind == 'i') && a.itemsize() == 2) return DType::bfloat16;
+    throw py::type_error(fmt::format("{}: dtype {}; with bfloat16=True the arrays hold bfloat16 bit patterns as "
+                                     "uint16 (or int16)", name, dtype_name(a)));
+  }
+  if (kind == 'f' && a.itemsize() == 2) return DType::float16;
+  if (kind == 'f' && a.itemsize() == 4) return DType::float32;
+  if (kind == 'f' && a.itemsize() == 8) return DType::float64;
+  throw py::type_error(fmt::format("{}: dtype {} is not supported (use float16, float32 or float64; bfloat16 as "
+                                   "uint16 bit patterns with bfloat16=True)", name, dtype_name(a)));
+}
+
+template <class T>
+py::dtype numpy_dtype() {
+  if constexpr (std::is_same_v<T, float16>) {
+    return py::dtype("float16");
+  } else if constexpr (std::is_same_v<T, bfloat16>) {
+    return py::dtype("uint16");
+  } else {
+    return py::dtype::of<T>();
+  }
 }
 
 namespace {
@@ -24,7 +55,9 @@ namespace {
 // `a` as native-endian T, C-contiguous only if its strides cannot be expressed in elements.
 template <class T>
 py::array readable_as(py::array a) {
-  const auto want = py::dtype::of<T>();
+  const auto want = numpy_dtype<T>();
+  // bfloat16 from int16: the same bits, viewed (native byte order only; else astype copies).
+  if (std::is_same_v<T, bfloat16> && a.dtype().equal(py::dtype("int16"))) a = a.attr("view")(want);
   if (!a.dtype().equal(want)) a = a.attr("astype")(want);
   for (py::ssize_t i = 0; i < a.ndim(); ++i) {
     const py::ssize_t s = a.strides(i);
@@ -93,8 +126,8 @@ void broadcast_axis(TensorView<const T>& x, int axis, int64_t n, const char* nam
 
 template <class T>
 Output<T> make_output(const Shape& shape4, const std::vector<py::ssize_t>& py_shape) {
-  Output<T> r{py::array_t<T>(py_shape), {}};
-  r.view = TensorView<T>(r.array.mutable_data(), shape4);
+  Output<T> r{py::array(numpy_dtype<T>(), py_shape), {}};
+  r.view = TensorView<T>(static_cast<T*>(r.array.mutable_data()), shape4);
   return r;
 }
 
@@ -106,10 +139,13 @@ std::vector<py::ssize_t> trailing_shape(const Shape& shape4, int rank) {
   template Operand<T> operand<T>(py::array, const char*);                                          \
   template Operand<T> row_operand<T>(py::array, int, const char*);                                 \
   template void broadcast_axis<T>(TensorView<const T>&, int, int64_t, const char*, const char*);   \
-  template Output<T> make_output<T>(const Shape&, const std::vector<py::ssize_t>&);
+  template Output<T> make_output<T>(const Shape&, const std::vector<py::ssize_t>&);              \
+  template py::dtype numpy_dtype<T>();
 ATTNLAB_NDARRAY(float)
 ATTNLAB_NDARRAY(double)
 ATTNLAB_NDARRAY(uint8_t)
+ATTNLAB_NDARRAY(float16)
+ATTNLAB_NDARRAY(bfloat16)
 #undef ATTNLAB_NDARRAY
 
 }  // namespace attnlab::python

@@ -4,7 +4,8 @@
 // attnlab's kernels take rank-4 views [batch, heads, seq, dim] with element
 // strides. A NumPy array of rank r ≤ 4 maps onto one by prepending size-1 axes
 // (stride 0), and its byte strides become element strides. A copy is made only
-// when that is impossible: a dtype other than native float32/float64 (e.g. '>f8'),
+// when that is impossible: a dtype other than native float16/float32/float64 (e.g. '>f8';
+// bfloat16, which NumPy lacks, is read from uint16 or int16 arrays of its bit patterns),
 // a negative stride, or a stride that is not a multiple of the item size.
 // Broadcasting (a size-1 axis read as size n) is a zero stride, never a copy.
 #include <pybind11/numpy.h>
@@ -13,20 +14,27 @@
 #include <string>
 #include <vector>
 
+#include "attnlab/float16.hpp"
 #include "attnlab/tensor.hpp"
 
 namespace attnlab::python {
 
 namespace py = pybind11;
 
-enum class DType { float32, float64 };
+enum class DType { float32, float64, float16, bfloat16 };
+const char* to_string(DType t);  // "float32", "float64", "float16", "bfloat16"
 
 // np.asarray(obj) (lists and scalars become arrays; arrays pass through untouched).
 py::array as_array(py::handle obj);
 
-// float32 or float64 (either byte order); anything else is a TypeError naming `name`.
-DType float_dtype(const py::array& a, const char* name);
+// float16, float32 or float64 (either byte order); with `bfloat16`, uint16 or int16 arrays
+// of bfloat16 bit patterns (and nothing else). Anything else is a TypeError naming `name`.
+DType float_dtype(const py::array& a, const char* name, bool bfloat16 = false);
 std::string dtype_name(const py::array& a);
+
+// The NumPy dtype an array of T is read as, or written in (bfloat16: uint16).
+template <class T>
+py::dtype numpy_dtype();
 
 // A 4-D view of `a` read as T. `owner` keeps the memory alive (it is `a` itself
 // unless a cast or copy was needed).
@@ -55,7 +63,7 @@ Operand<T> row_operand(py::array a, int query_rank, const char* name);
 // `shape4` (same elements in the same order, e.g. [B, H, Nq] and [B, H, Nq, 1]).
 template <class T>
 struct Output {
-  py::array_t<T> array;
+  py::array array;  // of numpy_dtype<T>()
   TensorView<T> view;
 };
 template <class T>

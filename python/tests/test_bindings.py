@@ -62,8 +62,12 @@ def test_dtype_errors_are_type_errors(rng):
         attnlab.scaled_dot_product_attention(q.astype(np.int64), k, v)
     with pytest.raises(TypeError, match="key: dtype float32 does not match query's float64"):
         attnlab.scaled_dot_product_attention(q, k.astype(np.float32), v)
-    with pytest.raises(TypeError, match="float16"):
+    with pytest.raises(TypeError, match="key: dtype float64 does not match query's float16"):
         attnlab.attention_forward(q.astype(np.float16), k, v)
+    with pytest.raises(TypeError, match="query: dtype uint16 is not supported .*bfloat16=True"):
+        attnlab.attention_forward(q.astype(np.uint16), k.astype(np.uint16), v.astype(np.uint16))
+    with pytest.raises(TypeError, match="query: dtype float64; with bfloat16=True"):
+        attnlab.attention_forward(q, k, v, bfloat16=True)
     with pytest.raises(TypeError, match="attn_mask: dtype int"):
         attnlab.scaled_dot_product_attention(q, k, v, attn_mask=np.ones((5, 5), dtype=np.int32))
     with pytest.raises(TypeError, match="x: dtype"):
@@ -290,3 +294,67 @@ def test_out_of_memory_is_memory_error_not_an_abort(tmp_path):
         "except MemoryError as e:\n"
         "    print('MemoryError:', e)\n")
     assert "MemoryError: attention: out of memory allocating a working buffer of 67108864 bytes" in out, out
+
+
+# ---- float16 and bfloat16 -----------------------------------------------------------
+
+def to_bfloat16_bits(x):
+    """float32 values rounded to bfloat16 (nearest, ties to even), as uint16 bit patterns."""
+    b = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32).astype(np.uint64)
+    return ((b + 0x7FFF + ((b >> 16) & 1)) >> 16).astype(np.uint16)
+
+
+def from_bfloat16_bits(b):
+    return (b.astype(np.uint32) << 16).view(np.float32)
+
+
+@pytest.mark.parametrize("half", ["float16", "bfloat16"])
+def test_16bit_results_are_the_float32_engines_rounded_once(rng, half):
+    """The promise of docs/engine.md: computed in float32 on the 16-bit inputs, rounded once,
+    bit for bit; lse (float32) equal to the float32 engine's."""
+    q, k, v = qkv(rng, np.float32, shape=(2, 4, 70, 24))
+    g = rng.standard_normal(q.shape).astype(np.float32)
+    if half == "float16":
+        q, k, v, g = (x.astype(np.float16) for x in (q, k, v, g))
+        up, down, kw = (lambda x: x.astype(np.float32)), (lambda x: x.astype(np.float16)), {}
+    else:
+        q, k, v, g = (to_bfloat16_bits(x) for x in (q, k, v, g))
+        up, down, kw = from_bfloat16_bits, to_bfloat16_bits, {"bfloat16": True}
+    out, lse = attnlab.attention_forward(q, k, v, causal="bottom_right", **kw)
+    out32, lse32 = attnlab.attention_forward(up(q), up(k), up(v), causal="bottom_right")
+    assert out.dtype == q.dtype and lse.dtype == np.float32
+    np.testing.assert_array_equal(out, down(out32))
+    np.testing.assert_array_equal(lse, lse32)
+    grads = attnlab.attention_backward(q, k, v, out, lse, g, causal="bottom_right", **kw)
+    grads32 = attnlab.attention_backward(up(q), up(k), up(v), up(out), lse, up(g), causal="bottom_right")
+    for name, x, x32 in zip(("dq", "dk", "dv"), grads, grads32):
+        assert x.dtype == q.dtype, name
+        np.testing.assert_array_equal(x, down(x32), err_msg=name)
+    # An int16 view of the bit patterns is read in place, the same bfloat16 values.
+    if half == "bfloat16":
+        out16, _ = attnlab.attention_forward(q.view(np.int16), k.view(np.int16), v.view(np.int16),
+                                             causal="bottom_right", bfloat16=True)
+        np.testing.assert_array_equal(out16, out)
+    # scaled_dot_product_attention takes float16 too.
+    if half == "float16":
+        np.testing.assert_array_equal(attnlab.scaled_dot_product_attention(q, k, v), down(
+            attnlab.scaled_dot_product_attention(up(q), up(k), up(v))))
+
+
+def test_16bit_errors(rng):
+    q, k, v = (x.astype(np.float16) for x in qkv(rng))
+    out, lse = attnlab.attention_forward(q, k, v)
+    with pytest.raises(TypeError, match="lse: dtype float16 should be float32 for query of dtype float16"):
+        attnlab.attention_backward(q, k, v, out, lse.astype(np.float16), out)
+    with pytest.raises(TypeError, match="grad_out: dtype float32 does not match query's float16"):
+        attnlab.attention_backward(q, k, v, out, lse, out.astype(np.float32))
+    bad = q.copy()
+    bad[0, 1, 2, 3] = np.nan
+    with pytest.raises(ValueError, match=r"q: non-finite value nan at \[0, 1, 2, 3\]"):
+        attnlab.attention_forward(bad, k, v)
+    big = np.full((1, 1, 600, 8), 200, dtype=np.float16)
+    o, l = attnlab.attention_forward(np.zeros_like(big), np.zeros((1, 1, 1, 8), np.float16),
+                                     np.ones((1, 1, 1, 8), np.float16))
+    with pytest.raises(ValueError, match="dv overflows float16"):
+        attnlab.attention_backward(np.zeros_like(big), np.zeros((1, 1, 1, 8), np.float16),
+                                   np.ones((1, 1, 1, 8), np.float16), o, l, big)

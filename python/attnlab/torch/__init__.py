@@ -10,8 +10,9 @@ name (Debian's torch 1.13 has none): shapes (..., H, L, E) with broadcasting, bo
 computation with attnlab's own options: `causal="bottom_right"`, `key_lengths`, scale
 policies, `diagnostics`, the log-sum-exp, `threads`, `check_finite`.
 
-Both run attnlab's fused float32 engine for float32 tensors and its double-precision
-reference for float64, forward and backward (a torch.autograd.Function that keeps O and
+Both run attnlab's fused engine for float32, float16 and bfloat16 tensors (the 16-bit
+types computed in float32 and rounded once, lse and a float mask in float32) and its
+double-precision reference for float64, forward and backward (a torch.autograd.Function that keeps O and
 the per-row log-sum-exp, never the N×N probabilities). Tensors are read where they are,
 with their strides; nothing is copied on the way in except where several broadcast batch
 axes must be merged. The GIL is released while attnlab computes. Threads: torch's
@@ -19,8 +20,8 @@ axes must be merged. The GIL is released while attnlab computes. Threads: torch'
 
 Differences from torch 2.x, by design: a row that sees no key gives 0 (as torch ≥ 2.5's
 math backend, not NaN as earlier versions), NaN or ±inf in the inputs is a ValueError
-(`attention(..., check_finite=False)` lets NaN through), and only CPU tensors of float32
-and float64 are taken (bf16 and fp16 with the precision issue, 15). Not supported, with an
+(`attention(..., check_finite=False)` lets NaN through), and only CPU tensors of float32,
+float64, float16 and bfloat16 are taken. Not supported, with an
 error that says so: `dropout_p > 0` (attnlab's dropout is issue 17), double backward, a
 float mask's gradient together with a scale policy that differs from row to row.
 
@@ -39,7 +40,7 @@ except ImportError as e:  # `import attnlab` works without torch; this module ca
 
 from ._function import Options, attend, key_lengths_array
 from ._shapes import pad_to_rank, sdpa_operands
-from ._tensors import check_float, check_tensor
+from ._tensors import check_float, check_tensor, options_dtype
 
 __all__ = ["attention", "scaled_dot_product_attention"]
 
@@ -59,7 +60,9 @@ def _check_inputs(query, key, value, attn_mask) -> None:
 
 
 def _mask_in_dtype(mask, dtype):
-    """A float mask in the inputs' dtype (a tracked conversion: its gradient flows back)."""
+    """A float mask in the dtype attnlab takes it in for inputs of `dtype` (float32 for the
+    16-bit types), by a tracked conversion: its gradient flows back."""
+    dtype = options_dtype(dtype)
     if mask is None or mask.dtype == torch.bool or mask.dtype == dtype:
         return mask
     check_float(mask, "attn_mask")

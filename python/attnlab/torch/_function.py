@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 from .. import _attnlab
-from ._tensors import as_numpy
+from ._tensors import HALF_DTYPES, as_numpy, from_numpy, options_dtype
 
 # What attnlab.torch raises where attnlab.torch cannot do what was asked (yet).
 DOUBLE_BACKWARD = ("attnlab.torch: attnlab's backward is not itself differentiable, so double backward "
@@ -39,9 +39,12 @@ class Options:
     # variants' window_size, softcap, ... once the extension has them), as (name, value) pairs.
     extra: tuple = ()
 
-    def kwargs(self) -> dict:
+    def kwargs(self, dtype: torch.dtype = torch.float32) -> dict:
+        """The keyword arguments of the extension's calls for inputs of `dtype` (bfloat16
+        travels as int16 bit patterns with bfloat16=True)."""
+        extra = dict(bfloat16=True) if dtype == torch.bfloat16 else {}
         return dict(causal=self.causal, scale=self.scale, key_lengths=self.key_lengths,
-                    check_finite=self.check_finite, threads=self.threads, **dict(self.extra))
+                    check_finite=self.check_finite, threads=self.threads, **extra, **dict(self.extra))
 
 
 def _nothing_to_compute(q, k, v) -> bool:
@@ -67,14 +70,15 @@ def forward(q, k, v, mask, options: Options, diagnostics: bool):
     """(out [B, Hq, Nq, dv], lse [B, Hq, Nq], diagnostics dict or None), all torch tensors."""
     if _nothing_to_compute(q, k, v):
         B, Hq, Nq, _ = q.shape
+        rows = options_dtype(q.dtype)
         out = q.new_zeros((B, Hq, Nq, v.shape[3]))
-        lse = q.new_full((B, Hq, Nq), -math.inf)
-        diag = {name: q.new_full((B, Hq, Nq), math.nan)
+        lse = q.new_full((B, Hq, Nq), -math.inf, dtype=rows)
+        diag = {name: q.new_full((B, Hq, Nq), math.nan, dtype=rows)
                 for name in ("max_prob", "entropy", "jacobian_fro_sq")} if diagnostics else None
         return out, lse, diag
     r = _call(_attnlab.attention_forward, as_numpy(q), as_numpy(k), as_numpy(v), as_numpy(mask),
-              diagnostics=diagnostics, **options.kwargs())
-    out, lse = torch.from_numpy(r[0]), torch.from_numpy(r[1])
+              diagnostics=diagnostics, **options.kwargs(q.dtype))
+    out, lse = from_numpy(r[0], q.dtype), torch.from_numpy(r[1])
     diag = {name: torch.from_numpy(a) for name, a in r[2].items()} if diagnostics else None
     return out, lse, diag
 
@@ -105,8 +109,8 @@ class AttentionFunction(torch.autograd.Function):
                 dq, dk, dv = torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v)
             else:
                 r = _call(_attnlab.attention_backward, as_numpy(q), as_numpy(k), as_numpy(v), as_numpy(out),
-                          as_numpy(lse), as_numpy(grad_out), as_numpy(mask), **ctx.options.kwargs())
-                dq, dk, dv = (torch.from_numpy(g) for g in r)
+                          as_numpy(lse), as_numpy(grad_out), as_numpy(mask), **ctx.options.kwargs(q.dtype))
+                dq, dk, dv = (from_numpy(g, q.dtype) for g in r)
         if need_mask:
             dmask = additive_mask_gradient(q, k, v, mask, out, lse, grad_out, ctx.options)
         return (dq if need_q else None, dk if need_k else None, dv if need_v else None, dmask, None, None)
@@ -168,6 +172,8 @@ def additive_mask_gradient(q, k, v, mask, out, lse, grad_out, options: Options) 
     if options.extra:
         raise NotImplementedError("attn_mask: its gradient is not supported together with "
                                   f"{', '.join(name for name, _ in options.extra)}; detach the mask")
+    if q.dtype in HALF_DTYPES:  # in float32, the mask's dtype (and torch 1.13 has no float16 matmul on CPU)
+        q, k, v, out, grad_out = (x.float() for x in (q, k, v, out, grad_out))
     B, Hq, Nq, d = q.shape
     Hkv, Nk, dv = k.shape[1], k.shape[2], v.shape[3]
     group = Hq // Hkv

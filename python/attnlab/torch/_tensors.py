@@ -1,11 +1,14 @@
 """Which torch tensors attnlab.torch takes, and how they reach the extension.
 
 The extension reads NumPy arrays in place with any non-negative strides (zero strides are
-broadcasting; see python/src/ndarray.hpp). A strided CPU tensor of float32 or float64 is
-exactly such an array: `tensor.detach().numpy()` is a view of the same memory with the same
-strides (element strides become byte strides), so no tensor attnlab.torch accepts is ever
-copied on its way in. Outputs are NumPy arrays the extension allocates, wrapped by
-`torch.from_numpy` (no copy either).
+broadcasting; see python/src/ndarray.hpp). A strided CPU tensor of float32, float64 or
+float16 is exactly such an array: `tensor.detach().numpy()` is a view of the same memory
+with the same strides (element strides become byte strides), so no tensor attnlab.torch
+accepts is ever copied on its way in. NumPy has no bfloat16: a bfloat16 tensor goes as
+`tensor.view(torch.int16).numpy()`, its bit patterns in place, with the extension's
+`bfloat16=True`. Outputs are NumPy arrays the extension allocates, wrapped by
+`torch.from_numpy` (no copy either; bfloat16 outputs come back as uint16 bit patterns and
+are viewed as bfloat16).
 """
 
 from __future__ import annotations
@@ -13,10 +16,15 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-# float32 runs on attnlab's float32 engine, float64 on its double-precision reference.
-COMPUTE_DTYPES = (torch.float32, torch.float64)
-# Half precision comes with the precision issue (issue 15); until then it is an error.
+# float32, float16 and bfloat16 run on attnlab's engine (the 16-bit types computed in
+# float32, with lse and a float mask in float32), float64 on its double-precision reference.
 HALF_DTYPES = (torch.float16, torch.bfloat16)
+COMPUTE_DTYPES = (torch.float32, torch.float64, *HALF_DTYPES)
+
+
+def options_dtype(dtype: torch.dtype) -> torch.dtype:
+    """The dtype of a float mask, the lse and the diagnostics for inputs of `dtype`."""
+    return torch.float32 if dtype in HALF_DTYPES else dtype
 
 
 def check_tensor(x, name: str) -> None:
@@ -32,13 +40,22 @@ def check_tensor(x, name: str) -> None:
 
 
 def check_float(x: torch.Tensor, name: str) -> None:
-    if x.dtype in HALF_DTYPES:
-        raise TypeError(f"{name}: dtype {x.dtype} is not supported yet (bf16 and fp16 arrive with attnlab's "
-                        "precision issue, 15); use float32 or float64, e.g. .float()")
     if x.dtype not in COMPUTE_DTYPES:
-        raise TypeError(f"{name}: dtype {x.dtype} is not supported (use float32 or float64)")
+        raise TypeError(f"{name}: dtype {x.dtype} is not supported (use float32, float64, float16 or bfloat16)")
 
 
 def as_numpy(x: torch.Tensor | None) -> np.ndarray | None:
-    """The tensor's memory as a NumPy array (a view: same data pointer, same strides)."""
-    return None if x is None else x.detach().numpy()
+    """The tensor's memory as a NumPy array (a view: same data pointer, same strides);
+    bfloat16 as its int16 bit patterns."""
+    if x is None:
+        return None
+    x = x.detach()
+    return x.view(torch.int16).numpy() if x.dtype == torch.bfloat16 else x.numpy()
+
+
+def from_numpy(a: np.ndarray, dtype: torch.dtype) -> torch.Tensor:
+    """An array the extension returned as a tensor of `dtype` (bfloat16: from its uint16
+    bit patterns), sharing its memory."""
+    if dtype == torch.bfloat16:
+        return torch.from_numpy(a.view(np.int16)).view(torch.bfloat16)
+    return torch.from_numpy(a)
