@@ -21,9 +21,11 @@ axes must be merged. The GIL is released while attnlab computes. Threads: torch'
 Differences from torch 2.x, by design: a row that sees no key gives 0 (as torch ≥ 2.5's
 math backend, not NaN as earlier versions), NaN or ±inf in the inputs is a ValueError
 (`attention(..., check_finite=False)` lets NaN through), and only CPU tensors of float32,
-float64, float16 and bfloat16 are taken. Not supported, with an
-error that says so: `dropout_p > 0` (attnlab's dropout is issue 17), double backward, a
-float mask's gradient together with a scale policy that differs from row to row.
+float64, float16 and bfloat16 are taken. `dropout_p` is PyTorch's dropout with attnlab's
+own generator (Philox, seeded from torch's generator): the same distribution, not the
+same bits as torch's mask. Not supported, with an error that says so: double backward, a
+float mask's gradient together with a scale policy that differs from row to row, or with
+dropout, sinks or the other variants.
 
 Importing attnlab never imports torch: this module is loaded only by `import attnlab.torch`.
 """
@@ -69,13 +71,28 @@ def _mask_in_dtype(mask, dtype):
     return mask.to(dtype)
 
 
-def _check_dropout(dropout_p) -> None:
-    if not isinstance(dropout_p, numbers.Real) or not 0.0 <= dropout_p <= 1.0:
-        raise ValueError(f"dropout_p: {dropout_p!r} is not a probability in [0, 1]")
-    if dropout_p != 0.0:
-        raise NotImplementedError(f"dropout_p={dropout_p}: attnlab has no attention dropout yet (issue 17 adds "
-                                  "it); pass dropout_p=0.0 (e.g. `dropout_p if self.training else 0.0` in "
-                                  "evaluation), or use the plain torch formula for training with dropout")
+def _dropout_seed(dropout_p) -> int:
+    """Checks dropout_p and draws the seed of attnlab's dropout mask from torch's default
+    generator (so torch.manual_seed makes a training run repeatable); 0 without dropout."""
+    if isinstance(dropout_p, bool) or not isinstance(dropout_p, numbers.Real) or not 0.0 <= dropout_p < 1.0:
+        raise ValueError(f"dropout_p: {dropout_p!r} is not a probability in [0, 1) "
+                         "(each probability is kept with 1 - dropout_p)")
+    if dropout_p == 0.0:
+        return 0
+    return int(torch.randint(0, 2**62, (1,), dtype=torch.int64).item())
+
+
+def _sinks_tensor(sinks, query):
+    """sinks as a tensor in the inputs' dtype (a tracked conversion), or None."""
+    if sinks is None:
+        return None
+    if not isinstance(sinks, torch.Tensor):
+        sinks = torch.as_tensor(sinks, dtype=query.dtype)
+    check_tensor(sinks, "sinks")
+    check_float(sinks, "sinks")
+    if sinks.dim() != 1:
+        raise ValueError(f"sinks: shape {tuple(sinks.shape)}; expected [Hq], one logit per query head")
+    return sinks if sinks.dtype == query.dtype else sinks.to(query.dtype)
 
 
 def scaled_dot_product_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
@@ -92,7 +109,7 @@ def scaled_dot_product_attention(query: torch.Tensor, key: torch.Tensor, value: 
     scale: default 1/sqrt(E). Differentiable in query, key, value and a float mask.
     """
     _check_inputs(query, key, value, attn_mask)
-    _check_dropout(dropout_p)
+    seed = _dropout_seed(dropout_p)
     if is_causal and attn_mask is not None:
         raise ValueError("attn_mask: must be None when is_causal=True (as in torch); put the causal mask "
                          "into attn_mask, or use attnlab.torch.attention(causal=...), which takes both")
@@ -101,7 +118,7 @@ def scaled_dot_product_attention(query: torch.Tensor, key: torch.Tensor, value: 
                         "(attnlab.torch.attention takes scale policies by name)")
     ops = sdpa_operands(query, key, value, _mask_in_dtype(attn_mask, query.dtype), enable_gqa)
     options = Options(causal=bool(is_causal), scale=None if scale is None else float(scale),
-                      threads=torch.get_num_threads())
+                      threads=torch.get_num_threads(), dropout_p=float(dropout_p), seed=seed)
     out = attend(ops.q, ops.k, ops.v, ops.mask, options)[0]
     return out.reshape(ops.out_shape)
 
@@ -110,7 +127,7 @@ def attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
               attn_mask: torch.Tensor | None = None, *, causal: bool | str = False,
               scale: float | str | None = None, key_lengths=None, diagnostics: bool = False,
               return_lse: bool = False, check_finite: bool = True, threads: int | None = None,
-              dropout_p: float = 0.0, **options):
+              dropout_p: float = 0.0, sinks=None, **options):
     """Attention with attnlab's options, differentiable in query, key, value and a float mask.
 
     query [..., Hq, Nq, E], key [..., Hkv, Nk, E], value [..., Hkv, Nk, Ev], all of one rank
@@ -121,14 +138,19 @@ def attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
     batch entry (keys at or past it are padding). scale: None (1/sqrt(E)), a number, or a
     policy name ("inv_sqrt_d", "none", "inv_d", "entropy_invariant", "ssmax", "ssmax:S").
     threads: default torch.get_num_threads(). check_finite=False lets NaN through.
-    Further keyword options go to attnlab.attention_forward/backward as they are.
+    dropout_p: PyTorch's dropout on the probabilities, the mask from a seed drawn from torch's
+    generator (torch.manual_seed repeats it) and regenerated by the backward.
+    sinks: a [Hq] tensor of sink logits (gpt-oss), differentiable: its gradient is attnlab's dsinks.
+    The attention variants go to attnlab.attention_forward/backward as they are:
+    window_size=(left, right), softcap=c, alibi_slopes=[Hq] or [B·Hq], cu_seqlens_q=,
+    cu_seqlens_k= (packed sequences, batch 1).
 
     Returns out; (out, lse) with return_lse=True; (out, lse, diagnostics) with
     diagnostics=True, where diagnostics is a dict of per-row max_prob, entropy and
     jacobian_fro_sq. lse and the diagnostics are [..., Hq, Nq] and carry no gradient.
     """
     _check_inputs(query, key, value, attn_mask)
-    _check_dropout(dropout_p)
+    seed = _dropout_seed(dropout_p)
     rank = query.dim()
     if not 2 <= rank <= 4:
         raise ValueError(f"query: {rank} dimension(s); expected [N, E], [H, N, E] or [B, H, N, E]")
@@ -138,9 +160,9 @@ def attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
     opts = Options(causal=causal, scale=scale, key_lengths=key_lengths_array(key_lengths),
                    check_finite=bool(check_finite),
                    threads=torch.get_num_threads() if threads is None else threads,
-                   extra=tuple(sorted(options.items())))
+                   dropout_p=float(dropout_p), seed=seed, extra=tuple(sorted(options.items())))
     q, k, v = (pad_to_rank(x, 4) for x in (query, key, value))
-    result = attend(q, k, v, _mask_in_dtype(attn_mask, query.dtype), opts, diagnostics)
+    result = attend(q, k, v, _mask_in_dtype(attn_mask, query.dtype), opts, diagnostics, _sinks_tensor(sinks, query))
     rows = tuple(query.shape[:-1])  # [..., Hq, Nq]
     out = result[0].reshape(*rows, value.shape[-1])
     if not (return_lse or diagnostics):

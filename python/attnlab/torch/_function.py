@@ -35,16 +35,27 @@ class Options:
     key_lengths: Any = None  # None, or an int64 NumPy array: one length per batch entry
     check_finite: bool = True
     threads: int = 1
+    # Dropout on the probabilities (PyTorch's dropout_p) and the seed of attnlab's Philox
+    # mask, drawn from torch's generator by the caller: the backward regenerates the same mask.
+    dropout_p: float = 0.0
+    seed: int = 0
     # Further keyword options, passed to both extension calls as they are (the attention
-    # variants' window_size, softcap, ... once the extension has them), as (name, value) pairs.
+    # variants' window_size, softcap, alibi_slopes, cu_seqlens_q/k), as (name, value) pairs.
     extra: tuple = ()
 
     def kwargs(self, dtype: torch.dtype = torch.float32) -> dict:
         """The keyword arguments of the extension's calls for inputs of `dtype` (bfloat16
-        travels as int16 bit patterns with bfloat16=True)."""
-        extra = dict(bfloat16=True) if dtype == torch.bfloat16 else {}
-        return dict(causal=self.causal, scale=self.scale, key_lengths=self.key_lengths,
-                    check_finite=self.check_finite, threads=self.threads, **extra, **dict(self.extra))
+        travels as int16 bit patterns with bfloat16=True; tensor options go as float32
+        arrays for the 16-bit types, whose options attnlab takes in float32)."""
+        kw = dict(causal=self.causal, scale=self.scale, key_lengths=self.key_lengths,
+                  check_finite=self.check_finite, threads=self.threads,
+                  **{name: as_numpy(_in_options_dtype(x)) if isinstance(x, torch.Tensor) else x
+                     for name, x in self.extra})
+        if dtype == torch.bfloat16:
+            kw.update(bfloat16=True)
+        if self.dropout_p:
+            kw.update(dropout_p=self.dropout_p, seed=self.seed)
+        return kw
 
 
 def _nothing_to_compute(q, k, v) -> bool:
@@ -66,33 +77,48 @@ def _call(fn, *args, **kwargs):
                         f"({', '.join(sorted(kwargs))}); it takes {signature}") from None
 
 
-def forward(q, k, v, mask, options: Options, diagnostics: bool):
-    """(out [B, Hq, Nq, dv], lse [B, Hq, Nq], diagnostics dict or None), all torch tensors."""
+def _in_options_dtype(x: torch.Tensor) -> torch.Tensor:
+    """A tensor option (sinks, ALiBi slopes) as attnlab takes it: 16-bit ones in float32."""
+    return x.detach().float() if x.dtype in HALF_DTYPES else x
+
+
+def _sink_kwargs(sinks) -> dict:
+    return {} if sinks is None else {"sinks": as_numpy(_in_options_dtype(sinks))}
+
+
+def forward(q, k, v, mask, sinks, options: Options, diagnostics: bool):
+    """(out [B, Hq, Nq, dv], lse [B, Hq, Nq], diagnostics dict or None), all torch tensors.
+    sinks: None, or a [Hq] tensor of sink logits (one more logit per row, no value row)."""
     if _nothing_to_compute(q, k, v):
+        # Every row sees no key: O = 0, L = −inf (or the sink, which then takes all the
+        # mass), and the diagnostics of a fully masked row, 0 (attnlab's RowDiagnostics).
         B, Hq, Nq, _ = q.shape
         rows = options_dtype(q.dtype)
         out = q.new_zeros((B, Hq, Nq, v.shape[3]))
-        lse = q.new_full((B, Hq, Nq), -math.inf, dtype=rows)
-        diag = {name: q.new_full((B, Hq, Nq), math.nan, dtype=rows)
+        if sinks is None:
+            lse = q.new_full((B, Hq, Nq), -math.inf, dtype=rows)
+        else:
+            lse = sinks.detach().to(rows).reshape(1, Hq, 1).expand(B, Hq, Nq).clone()
+        diag = {name: q.new_zeros((B, Hq, Nq), dtype=rows)
                 for name in ("max_prob", "entropy", "jacobian_fro_sq")} if diagnostics else None
         return out, lse, diag
     r = _call(_attnlab.attention_forward, as_numpy(q), as_numpy(k), as_numpy(v), as_numpy(mask),
-              diagnostics=diagnostics, **options.kwargs(q.dtype))
+              diagnostics=diagnostics, **_sink_kwargs(sinks), **options.kwargs(q.dtype))
     out, lse = from_numpy(r[0], q.dtype), torch.from_numpy(r[1])
     diag = {name: torch.from_numpy(a) for name, a in r[2].items()} if diagnostics else None
     return out, lse, diag
 
 
 class AttentionFunction(torch.autograd.Function):
-    """apply(q, k, v, mask, options, diagnostics) -> (out, lse[, max_prob, entropy, jacobian_fro_sq]).
+    """apply(q, k, v, mask, sinks, options, diagnostics) -> (out, lse[, max_prob, entropy, jacobian_fro_sq]).
 
-    Differentiable in q, k, v and a float mask; lse and the diagnostics are not."""
+    Differentiable in q, k, v, a float mask and the sinks; lse and the diagnostics are not."""
 
     @staticmethod
-    def forward(ctx, q, k, v, mask, options, diagnostics):
-        out, lse, diag = forward(q, k, v, mask, options, diagnostics)
+    def forward(ctx, q, k, v, mask, sinks, options, diagnostics):
+        out, lse, diag = forward(q, k, v, mask, sinks, options, diagnostics)
         ctx.options = options
-        ctx.save_for_backward(q, k, v, mask, out, lse)
+        ctx.save_for_backward(q, k, v, mask, sinks, out, lse)
         extras = tuple(diag.values()) if diag else ()
         ctx.mark_non_differentiable(lse, *extras)
         return (out, lse, *extras)
@@ -101,29 +127,35 @@ class AttentionFunction(torch.autograd.Function):
     def backward(ctx, grad_out, *_):
         if torch.is_grad_enabled():  # backward(create_graph=True): a graph of this backward is wanted
             raise NotImplementedError(DOUBLE_BACKWARD)
-        q, k, v, mask, out, lse = ctx.saved_tensors
-        need_q, need_k, need_v, need_mask = ctx.needs_input_grad[:4]
-        dq = dk = dv = dmask = None
-        if need_q or need_k or need_v:
+        q, k, v, mask, sinks, out, lse = ctx.saved_tensors
+        need_q, need_k, need_v, need_mask, need_sinks = ctx.needs_input_grad[:5]
+        dq = dk = dv = dmask = dsinks = None
+        if need_q or need_k or need_v or need_sinks:
             if _nothing_to_compute(q, k, v):
                 dq, dk, dv = torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v)
+                if sinks is not None:  # a row of nothing but its sink: P(sink) = 1 whatever it is
+                    dsinks = torch.zeros_like(sinks)
             else:
                 r = _call(_attnlab.attention_backward, as_numpy(q), as_numpy(k), as_numpy(v), as_numpy(out),
-                          as_numpy(lse), as_numpy(grad_out), as_numpy(mask), **ctx.options.kwargs(q.dtype))
-                dq, dk, dv = (from_numpy(g, q.dtype) for g in r)
+                          as_numpy(lse), as_numpy(grad_out), as_numpy(mask), **_sink_kwargs(sinks),
+                          **ctx.options.kwargs(q.dtype))
+                dq, dk, dv = (from_numpy(g, q.dtype) for g in r[:3])
+                if sinks is not None:
+                    dsinks = torch.from_numpy(np.asarray(r[3])).to(sinks.dtype)
         if need_mask:
-            dmask = additive_mask_gradient(q, k, v, mask, out, lse, grad_out, ctx.options)
-        return (dq if need_q else None, dk if need_k else None, dv if need_v else None, dmask, None, None)
+            dmask = additive_mask_gradient(q, k, v, mask, out, lse, grad_out, ctx.options, sinks)
+        return (dq if need_q else None, dk if need_k else None, dv if need_v else None, dmask,
+                dsinks if need_sinks else None, None, None)
 
 
-def attend(q, k, v, mask, options: Options, diagnostics: bool = False):
+def attend(q, k, v, mask, options: Options, diagnostics: bool = False, sinks=None):
     """Attention on 4-D tensors, through the autograd Function when a gradient may be wanted."""
     wants_grad = torch.is_grad_enabled() and any(
-        x is not None and x.requires_grad for x in (q, k, v, mask))
+        x is not None and x.requires_grad for x in (q, k, v, mask, sinks))
     if not wants_grad:  # no_grad, inference_mode, or nothing requires grad: nothing to save
-        out, lse, diag = forward(q, k, v, mask, options, diagnostics)
+        out, lse, diag = forward(q, k, v, mask, sinks, options, diagnostics)
         return (out, lse, *(diag.values() if diag else ()))
-    return AttentionFunction.apply(q, k, v, mask, options, diagnostics)
+    return AttentionFunction.apply(q, k, v, mask, sinks, options, diagnostics)
 
 
 # ---- the gradient of a float mask -------------------------------------------------------
@@ -162,16 +194,18 @@ def _visible(b: int, Nq: int, Nk: int, options: Options) -> torch.Tensor | None:
     return torch.arange(Nk)[None, :] < end[:, None]
 
 
-def additive_mask_gradient(q, k, v, mask, out, lse, grad_out, options: Options) -> torch.Tensor:
+def additive_mask_gradient(q, k, v, mask, out, lse, grad_out, options: Options, sinks=None) -> torch.Tensor:
     """dL/dmask for a float mask added to the scaled scores: the score gradient
     dS = P ∘ (dP − D), with P = exp(scale·QKᵀ + mask − L), dP = dO Vᵀ, D = rowsum(dO ∘ O),
     summed over the axes along which the mask broadcasts. This is what torch's autograd
     gives for the explicit formula. It needs the N×N matrices that attnlab's own backward
     never forms, so it is computed here, with torch, one batch entry at a time (memory
     Hq·Nq·Nk), from the L that attnlab's forward kept."""
-    if options.extra:
+    unsupported = [name for name, _ in options.extra] + ["sinks"] * (sinks is not None) + \
+        ["dropout_p"] * (options.dropout_p != 0)
+    if unsupported:
         raise NotImplementedError("attn_mask: its gradient is not supported together with "
-                                  f"{', '.join(name for name, _ in options.extra)}; detach the mask")
+                                  f"{', '.join(unsupported)}; detach the mask")
     if q.dtype in HALF_DTYPES:  # in float32, the mask's dtype (and torch 1.13 has no float16 matmul on CPU)
         q, k, v, out, grad_out = (x.float() for x in (q, k, v, out, grad_out))
     B, Hq, Nq, d = q.shape
