@@ -1,6 +1,7 @@
 // The catalogue of claims and their sources, transcribed from docs/claims.md (the
-// quotes from ../shared/seeds/, as stored: [brackets] mark characters the stored copy of
-// seed 003 lost to a broken encoding and that are restored here).
+// quotes of C1–C12 from ../shared/seeds/, as stored: [brackets] mark characters the stored
+// copy of seed 003 lost to a broken encoding and that are restored here; those of C13
+// onwards from the papers' abstracts and text, only where the wording is certain).
 #include "attnlab/lab.hpp"
 
 namespace attnlab::lab {
@@ -20,6 +21,9 @@ const std::vector<SourceInfo>& sources() {
        "and cites https://arxiv.org/abs/1706.03762"},
       {"004", "Why attention in the transformer divides by √d_k, with a NumPy experiment",
        "transfomer中attention为什么要除以根号d_k", "", "the stored copy names no source"},
+      // The papers of C13 onwards: what models after 2017 do to keep attention logits in range.
+      {"ssmax", "Ken M. Nakanishi, Scalable-Softmax Is Superior for Attention (arXiv:2501.19399, 2025)", "",
+       "https://arxiv.org/abs/2501.19399", "its Figure 1 is reproduced exactly by C13", "Nakanishi 2025"},
   };
   return all;
 }
@@ -27,7 +31,9 @@ const std::vector<SourceInfo>& sources() {
 const SourceInfo& source(const std::string& seed) {
   for (const auto& s : sources())
     if (s.seed == seed) return s;
-  throw Error("unknown source seed '" + seed + "' (000..004)");
+  std::string known;
+  for (const auto& s : sources()) known += (known.empty() ? "" : ", ") + s.seed;
+  throw Error("unknown source '" + seed + "' (" + known + ")");
 }
 
 const std::vector<ClaimInfo>& claims() {
@@ -77,6 +83,14 @@ const std::vector<ClaimInfo>& claims() {
        "With 1/√d_k, attention entropy grows with sequence length n; a log n-aware scale (entropy-invariant, "
        "scalable softmax) keeps it near constant.",
        {"003"}, {{"003", "[从]熵[不变]性看Attention的Scale[操]作", "“Looking at attention's scale from entropy invariance”: the article by Su Jianlin that article 003 points to for a deeper treatment (https://spaces.ac.cn/archives/8823)."}}},
+      // ---- after 2017: how today's models keep attention logits in range ----
+      {"C13", "Attention fades as n grows; scalable softmax keeps it",
+       "As the number of keys n grows, the largest softmax output goes to 0 even for a clearly preferred key: for "
+       "logits −2 everywhere and one +3 it is 1/(1 + (n − 1)e⁻⁵), about 0.015 at n = 10⁴. SSMax multiplies the "
+       "logits by s·ln n (s = 0.43 in the paper's Figure 1) and keeps it near 1; the same holds for a query with one "
+       "matching key among random ones.",
+       {"ssmax"}, {{"ssmax", "The maximum element of the vector output by the Softmax function approaches zero as the input vector size increases.", "", "en"},
+                   {"ssmax", "… an analysis of attention scores reveals that SSMax enables the model to focus attention on key information even in long contexts.", "", "en"}}},
   };
   return all;
 }
@@ -84,7 +98,7 @@ const std::vector<ClaimInfo>& claims() {
 const ClaimInfo& claim(const std::string& id) {
   for (const auto& c : claims())
     if (c.id == id) return c;
-  throw Error("unknown claim '" + id + "' (C1..C12)");
+  throw Error("unknown claim '" + id + "' (C1.." + claims().back().id + ")");
 }
 
 }  // namespace attnlab::lab

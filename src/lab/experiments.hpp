@@ -9,6 +9,7 @@ namespace attnlab::lab {
 Experiment additive_experiment();
 Experiment classifier_experiment();
 Experiment entropy_experiment();
+Experiment fading_experiment();
 Experiment gradflow_experiment();
 Experiment heads_experiment();
 Experiment jacobian_experiment();

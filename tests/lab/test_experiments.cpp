@@ -1,6 +1,8 @@
 // Every experiment runs on its quick configuration and gives its verdicts; a
 // configuration where the claim must fail turns the verdict (verdicts are computed,
 // not written down); bad parameters are errors naming the key.
+#include <cmath>
+#include <cstring>
 #include <gtest/gtest.h>
 
 #include "attnlab/lab.hpp"
@@ -32,7 +34,8 @@ std::string describe(const lab::Result& r) {
 }  // namespace
 
 TEST(Experiments, AllRegisteredWithClaimsAndParameters) {
-  for (const char* name : {"variance", "saturation", "jacobian", "gradflow", "classifier", "heads", "additive", "entropy"}) {
+  for (const char* name : {"variance", "saturation", "jacobian", "gradflow", "classifier", "heads", "additive", "entropy",
+                           "fading"}) {
     const lab::Experiment* e = lab::find_experiment(name);
     ASSERT_NE(e, nullptr) << name;
     EXPECT_FALSE(e->claims.empty()) << name;
@@ -94,7 +97,9 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"additive", {{"C9", O::confirmed}}, "C9", {{"init", "standard_normal"}}, "weights without fan scaling"},
         // C12's quick verdict is inconclusive (one log n-aware policy holds the entropy, the other does
         // not: see docs/lab.md), so only its refutation is pinned down here.
-        Case{"entropy", {}, "C12", {{"policies", "inv_sqrt_d,ssmax:0.05"}}, "a log n scale too small to matter"}),
+        Case{"entropy", {}, "C12", {{"policies", "inv_sqrt_d,ssmax:0.05"}}, "a log n scale too small to matter"},
+        // SSMax with s = 0.05: s·ln n grows too slowly to offset n − 1 competing keys, so it fades too.
+        Case{"fading", {{"C13", O::confirmed}}, "C13", {{"ssmax_s", "0.05"}}, "SSMax's s too small to matter"}),
     [](const ::testing::TestParamInfo<Case>& info) { return std::string(info.param.experiment) + std::to_string(info.index); });
 
 // C7's verdict carries its outcome per range of d_k, and says in words which way the gradient
@@ -160,6 +165,20 @@ TEST(Experiments, EntropyGivesAVerdictOnC12) {
   EXPECT_TRUE(supplementary);
 }
 
+// C13 reproduces the paper's Figure 1 exactly: the reference's largest softmax output for
+// logits −2 and one +3 is 1/(1 + (n − 1)e⁻⁵), 0.0146 at n = 10⁴, and SSMax (s = 0.43) stays near 1.
+TEST(Experiments, C13ReproducesFigure1Exactly) {
+  const auto r = run_quick("fading");
+  const lab::Table& t = r.tables.at(0);
+  ASSERT_EQ(t.name, "fading_exact");
+  const auto& n = t.column("n");
+  for (size_t i = 0; i < t.rows(); ++i) {
+    EXPECT_NEAR(t.column("softmax_max")[i], 1 / (1 + (n[i] - 1) * std::exp(-5.0)), 1e-12) << n[i];
+    if (n[i] == 10000) EXPECT_NEAR(t.column("softmax_max")[i], 0.01463, 5e-5);
+    if (n[i] >= 100) EXPECT_GT(t.column("ssmax_max")[i], 0.99) << n[i];
+  }
+}
+
 TEST(Experiments, BadParametersNameTheKey) {
   auto message = [](const std::string& name, const lab::Config& c) {
     try {
@@ -179,6 +198,8 @@ TEST(Experiments, BadParametersNameTheKey) {
   EXPECT_NE(message("classifier", {{"classes", "1"}}).find("classes"), std::string::npos);
   EXPECT_NE(message("additive", {{"init", "he"}}).find("init"), std::string::npos);
   EXPECT_NE(message("jacobian", {{"trials", "x"}}).find("trials"), std::string::npos);
+  EXPECT_NE(message("fading", {{"headline_n", "12345"}}).find("headline_n"), std::string::npos);
+  EXPECT_NE(message("fading", {{"high_logit", "-3"}}).find("high_logit"), std::string::npos);
   EXPECT_NE(message("jacobian", {{"nonsense", "1"}}).find("nonsense"), std::string::npos);
 }
 
@@ -190,11 +211,21 @@ TEST(Experiments, SameSeedSameNumbers) {
   EXPECT_NE(a.tables[0].column("random_max_median"), c.tables[0].column("random_max_median"));
 }
 
+// Bitwise equal tables (a NaN, "no theory here", equals a NaN).
+bool same_bits(const std::vector<std::vector<double>>& a, const std::vector<std::vector<double>>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t c = 0; c < a.size(); ++c) {
+    if (a[c].size() != b[c].size()) return false;
+    if (std::memcmp(a[c].data(), b[c].data(), a[c].size() * sizeof(double)) != 0) return false;
+  }
+  return true;
+}
+
 // The lab's loops run on OpenMP with each index writing its own slot, combined in
 // index order: every table is bitwise identical for 1, 2 and 3 threads (3 oversubscribes
 // a 2-core machine). Covers every experiment with a parallel loop.
 TEST(Experiments, SameNumbersForAnyThreadCount) {
-  for (const char* name : {"variance", "additive", "gradflow", "entropy"}) {
+  for (const char* name : {"variance", "additive", "gradflow", "entropy", "fading"}) {
     const lab::Experiment* e = lab::find_experiment(name);
     ASSERT_NE(e, nullptr) << name;
     std::vector<lab::Result> runs;
@@ -207,7 +238,7 @@ TEST(Experiments, SameNumbersForAnyThreadCount) {
     for (size_t i = 1; i < runs.size(); ++i) {
       ASSERT_EQ(runs[0].tables.size(), runs[i].tables.size()) << name;
       for (size_t t = 0; t < runs[0].tables.size(); ++t)
-        EXPECT_EQ(runs[0].tables[t].columns, runs[i].tables[t].columns)  // exact: operator== on doubles
+        EXPECT_TRUE(same_bits(runs[0].tables[t].columns, runs[i].tables[t].columns))  // exact, NaN where NaN
             << name << " table " << runs[0].tables[t].name << ", threads 1 vs " << i + 1;
     }
   }
