@@ -24,6 +24,11 @@ const std::vector<SourceInfo>& sources() {
       // The papers of C13 onwards: what models after 2017 do to keep attention logits in range.
       {"ssmax", "Ken M. Nakanishi, Scalable-Softmax Is Superior for Attention (arXiv:2501.19399, 2025)", "",
        "https://arxiv.org/abs/2501.19399", "its Figure 1 is reproduced exactly by C13", "Nakanishi 2025"},
+      {"su8823", "Su Jianlin, Looking at attention's scale operation from entropy invariance (kexue.fm, 2021)",
+       "从熵不变性看Attention的Scale操作", "https://kexue.fm/archives/8823",
+       "the article that article 003 points to (there as spaces.ac.cn/archives/8823); its short derivation, with the "
+       "assumption C14 tests, is “A quick derivation of entropy-invariant softmax”, https://kexue.fm/archives/9034",
+       "Su 2021"},
   };
   return all;
 }
@@ -91,6 +96,13 @@ const std::vector<ClaimInfo>& claims() {
        "matching key among random ones.",
        {"ssmax"}, {{"ssmax", "The maximum element of the vector output by the Softmax function approaches zero as the input vector size increases.", "", "en"},
                    {"ssmax", "… an analysis of attention scores reveals that SSMax enables the model to focus attention on key information even in long contexts.", "", "en"}}},
+      {"C14", "The entropy-invariant scale log₅₁₂(n)/√d",
+       "With the scale log₅₁₂(n)/√d (equal to 1/√d at n = 512, the length a model was tuned at), a row's attention "
+       "entropy stays near constant as the number of keys n grows. The derivation assumes the softmax puts its weight "
+       "on the largest score (Σ p_i s_i ≈ s_max); the claim holds where that assumption does, and not where the "
+       "weight is spread (random q and k), which is C12's split.",
+       {"su8823"}, {{"su8823", "从熵不变性看Attention的Scale操作", "Looking at attention's scale operation from entropy invariance (the article's title)."},
+                    {"su8823", "Attention(Q,K,V) = softmax(log₅₁₂n / √d · QKᵀ) V", "", "en"}}},
   };
   return all;
 }

@@ -346,6 +346,10 @@ Verdict verdict_c12(const EntropyConfig& c, const Policies& policies, const Entr
                                                          "regime C3–C6 warn against", flat_but_saturated,
                                                          flat_but_saturated == 1 ? "is" : "are")
                                            : std::string());
+  for (const auto& p : policies.list)
+    if (p.kind() == ScalePolicy::Kind::entropy_invariant)
+      v.plain += " Why log₅₁₂(n)/√d_k holds the entropy on some inputs and not on others is C14's subject: its "
+                 "derivation assumes the softmax's weight sits on the largest score, which random rows do not do.";
   return v;
 }
 

@@ -12,6 +12,7 @@ Experiment entropy_experiment();
 Experiment fading_experiment();
 Experiment gradflow_experiment();
 Experiment heads_experiment();
+Experiment invariance_experiment();
 Experiment jacobian_experiment();
 Experiment saturation_experiment();
 Experiment train_experiment();

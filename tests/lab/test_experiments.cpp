@@ -35,7 +35,7 @@ std::string describe(const lab::Result& r) {
 
 TEST(Experiments, AllRegisteredWithClaimsAndParameters) {
   for (const char* name : {"variance", "saturation", "jacobian", "gradflow", "classifier", "heads", "additive", "entropy",
-                           "fading"}) {
+                           "fading", "invariance"}) {
     const lab::Experiment* e = lab::find_experiment(name);
     ASSERT_NE(e, nullptr) << name;
     EXPECT_FALSE(e->claims.empty()) << name;
@@ -99,7 +99,8 @@ INSTANTIATE_TEST_SUITE_P(
         // not: see docs/lab.md), so only its refutation is pinned down here.
         Case{"entropy", {}, "C12", {{"policies", "inv_sqrt_d,ssmax:0.05"}}, "a log n scale too small to matter"},
         // SSMax with s = 0.05: s·ln n grows too slowly to offset n − 1 competing keys, so it fades too.
-        Case{"fading", {{"C13", O::confirmed}}, "C13", {{"ssmax_s", "0.05"}}, "SSMax's s too small to matter"}),
+        Case{"fading", {{"C13", O::confirmed}}, "C13", {{"ssmax_s", "0.05"}}, "SSMax's s too small to matter"},
+        Case{"invariance", {{"C14", O::confirmed}}, "C14", {{"candidate", "inv_d"}}, "a scale that does not grow with n (1/d_k)"}),
     [](const ::testing::TestParamInfo<Case>& info) { return std::string(info.param.experiment) + std::to_string(info.index); });
 
 // C7's verdict carries its outcome per range of d_k, and says in words which way the gradient
@@ -179,6 +180,21 @@ TEST(Experiments, C13ReproducesFigure1Exactly) {
   }
 }
 
+// C14 explains C12's split by the derivation's assumption: on random inputs (β = 0) the row's
+// weight is spread and log₅₁₂(n)/√d keeps most of 1/√d's rise in entropy; with one key standing
+// out it keeps little. The share kept falls as the weight concentrates.
+TEST(Experiments, C14TheAssumptionDecides) {
+  const auto r = run_quick("invariance");
+  const lab::Table& t = r.tables.at(1);
+  ASSERT_EQ(t.name, "invariance_summary");
+  ASSERT_GE(t.rows(), 3u);
+  EXPECT_EQ(t.column("beta")[0], 0.0);
+  EXPECT_EQ(t.column("assumption")[0], 0.0) << "random rows are spread";
+  EXPECT_GT(t.column("ratio")[0], 0.5) << "random rows: most of 1/√d's rise is kept";
+  EXPECT_LT(t.column("ratio").back(), 0.25) << "a key standing out: near constant";
+  EXPECT_GT(t.column("anchor_max_prob").back(), t.column("anchor_max_prob")[0]);
+}
+
 TEST(Experiments, BadParametersNameTheKey) {
   auto message = [](const std::string& name, const lab::Config& c) {
     try {
@@ -200,6 +216,8 @@ TEST(Experiments, BadParametersNameTheKey) {
   EXPECT_NE(message("jacobian", {{"trials", "x"}}).find("trials"), std::string::npos);
   EXPECT_NE(message("fading", {{"headline_n", "12345"}}).find("headline_n"), std::string::npos);
   EXPECT_NE(message("fading", {{"high_logit", "-3"}}).find("high_logit"), std::string::npos);
+  EXPECT_NE(message("invariance", {{"anchor_n", "500"}}).find("anchor_n"), std::string::npos);
+  EXPECT_NE(message("invariance", {{"candidate", "bogus"}}).find("candidate"), std::string::npos);
   EXPECT_NE(message("jacobian", {{"nonsense", "1"}}).find("nonsense"), std::string::npos);
 }
 
@@ -225,7 +243,7 @@ bool same_bits(const std::vector<std::vector<double>>& a, const std::vector<std:
 // index order: every table is bitwise identical for 1, 2 and 3 threads (3 oversubscribes
 // a 2-core machine). Covers every experiment with a parallel loop.
 TEST(Experiments, SameNumbersForAnyThreadCount) {
-  for (const char* name : {"variance", "additive", "gradflow", "entropy", "fading"}) {
+  for (const char* name : {"variance", "additive", "gradflow", "entropy", "fading", "invariance"}) {
     const lab::Experiment* e = lab::find_experiment(name);
     ASSERT_NE(e, nullptr) << name;
     std::vector<lab::Result> runs;
