@@ -9,10 +9,8 @@
 //            Closed forms: softmax max = 1/(1 + (n − 1)e^{low − high}),
 //                          SSMax  max = 1/(1 + (n − 1)·n^{s(low − high)}).
 //   planted  q = β·k_t + N(0, I) against n random keys (lab/row_stats.hpp), 1/√d against
-//            SSMax applied to the 1/√d logits. Theory (mean field with the planted logit's
-//            spread): the planted logit a ~ N(scale·β·d, scale²·d·(2β² + 1)), the n − 1
-//            others ≈ N(0, τ²) with τ² = scale²·d·(β² + 1), whose Σ e^x ≈ (n − 1)e^{τ²/2}
-//            while it self-averages (τ² < ½ ln n); E over a of 1/(1 + (n − 1)e^{τ²/2 − a}).
+//            SSMax applied to the 1/√d logits. Theory: the mean field with the planted
+//            logit's spread (util::planted_theory, lab/row_stats.hpp).
 //   random   q, k ~ N(0, I): no key is preferred (shown, not judged: fading is then right).
 #include <cmath>
 #include <fmt/format.h>
@@ -56,14 +54,8 @@ struct FadingConfig {
 };
 
 void validate(const FadingConfig& c) {
-  util::require_positive("exact_ns", c.exact_ns);
-  util::require_positive("ns", c.ns);
-  for (const auto* list : {&c.exact_ns, &c.ns}) {
-    if (list->size() < 2) throw Error(std::string(list == &c.ns ? "ns" : "exact_ns") + ": need at least 2 sizes");
-    for (size_t i = 0; i < list->size(); ++i)
-      if ((*list)[i] < 2 || (i > 0 && (*list)[i] <= (*list)[i - 1]))
-        throw Error(std::string(list == &c.ns ? "ns" : "exact_ns") + ": sizes must be ≥ 2 and increasing");
-  }
+  util::require_increasing("exact_ns", c.exact_ns);
+  util::require_increasing("ns", c.ns);
   if (std::find(c.exact_ns.begin(), c.exact_ns.end(), c.headline_n) == c.exact_ns.end())
     throw Error(fmt::format("headline_n: {} is not one of exact_ns", c.headline_n));
   if (!(c.high_logit > c.low_logit)) throw Error("high_logit: must be above low_logit (one clearly preferred key)");
@@ -126,21 +118,6 @@ Exact measure_exact(const FadingConfig& c, RunContext& ctx) {
 
 // ---- random and planted rows ---------------------------------------------------------
 
-// E over the planted logit a of 1/(1 + (n − 1)e^{τ²/2 − a}) (see the file's comment);
-// NaN where the distractors' sum does not self-average (τ² ≥ ½ ln n).
-double planted_theory(double scale, double beta, double d, double n) {
-  const double mean = scale * beta * d, sd = scale * std::sqrt(d * (2 * beta * beta + 1));
-  const double tau2 = scale * scale * d * (beta * beta + 1);
-  if (!(tau2 < 0.5 * std::log(n))) return NAN;
-  double sum = 0, weight = 0;
-  for (int i = -400; i <= 400; ++i) {  // the normal density on ±8 sd, step sd/50
-    const double z = i / 50.0, w = std::exp(-0.5 * z * z), a = mean + sd * z;
-    sum += w / (1 + (n - 1) * std::exp(tau2 / 2 - a));
-    weight += w;
-  }
-  return sum / weight;
-}
-
 struct Rows {
   Table table{"fading_rows", {"input", "policy", "n", "scale", "mean_max_prob", "mean_entropy", "theory_max_prob"}};
   // [input: 0 random, 1 planted][policy: 0 1/√d, 1 SSMax][n]
@@ -167,8 +144,8 @@ Rows measure_rows(const FadingConfig& c, RunContext& ctx) {
       r.stats[input][pi][ni] = util::row_stats(policies[pi], {input == 1, c.planted_signal, n, c.d_k, c.queries}, ctx.seed,
                                                fmt::format("fading/{}/{}", input, n));
       if (input == 1)
-        r.theory[input][pi][ni] = planted_theory(policies[pi](c.d_k, n), c.planted_signal, static_cast<double>(c.d_k),
-                                                 static_cast<double>(n));
+        r.theory[input][pi][ni] = util::planted_theory(policies[pi](c.d_k, n), c.planted_signal,
+                                                       static_cast<double>(c.d_k), static_cast<double>(n)).max_prob;
     }
   });
   for (size_t input = 0; input < 2; ++input)

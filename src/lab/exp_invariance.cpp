@@ -13,9 +13,8 @@
 // β = 0 is the random input, larger β puts more of the row's weight on one key. How well the
 // assumption holds is measured by the mean largest weight at n = 512, where both scales are
 // equal. Per β: the entropy's rise from the smallest n to the largest, under log₅₁₂(n)/√d
-// against 1/√d. Theory (dashed): the mean-field two-population entropy, the planted key's
-// weight p(a) = 1/(1 + (n − 1)e^{τ²/2 − a}) as in `fading`, and the rest spread with entropy
-// ln(n − 1) − τ²/2: H ≈ E_a[h(p) + (1 − p)(ln(n − 1) − τ²/2)], drawn where τ² < ½ ln n.
+// against 1/√d. Theory (dashed): the mean-field two-population entropy
+// (util::planted_theory, lab/row_stats.hpp), drawn where it applies.
 #include <cmath>
 #include <fmt/format.h>
 
@@ -54,10 +53,7 @@ struct InvarianceConfig {
 };
 
 ScalePolicy validate(const InvarianceConfig& c) {
-  util::require_positive("ns", c.ns);
-  if (c.ns.size() < 2) throw Error("ns: need at least 2 sizes");
-  for (size_t i = 0; i < c.ns.size(); ++i)
-    if (c.ns[i] < 2 || (i > 0 && c.ns[i] <= c.ns[i - 1])) throw Error("ns: sizes must be ≥ 2 and increasing");
+  util::require_increasing("ns", c.ns);
   if (std::find(c.ns.begin(), c.ns.end(), c.anchor_n) == c.ns.end())
     throw Error(fmt::format("anchor_n: {} is not one of ns", c.anchor_n));
   if (c.betas.empty()) throw Error("betas: empty list");
@@ -77,23 +73,6 @@ ScalePolicy validate(const InvarianceConfig& c) {
     throw Error(std::string("candidate: ") + e.what());
   }
   return candidate;
-}
-
-// The mean-field two-population entropy (see the file's comment); NaN where it does not apply.
-double entropy_theory(double scale, double beta, double d, double n) {
-  const double mean = scale * beta * d, sd = scale * std::sqrt(d * (2 * beta * beta + 1));
-  const double tau2 = scale * scale * d * (beta * beta + 1);
-  if (!(tau2 < 0.5 * std::log(n))) return NAN;
-  const double rest = std::log(n - 1) - tau2 / 2;
-  double sum = 0, weight = 0;
-  for (int i = -400; i <= 400; ++i) {
-    const double z = i / 50.0, w = std::exp(-0.5 * z * z);
-    const double p = 1 / (1 + (n - 1) * std::exp(tau2 / 2 - (mean + sd * z)));
-    const double h = (p > 0 ? -p * std::log(p) : 0) + (p < 1 ? -(1 - p) * std::log(1 - p) : 0);
-    sum += w * (h + (1 - p) * rest);
-    weight += w;
-  }
-  return sum / weight;
 }
 
 struct PerBeta {
@@ -127,8 +106,8 @@ Measured measure(const InvarianceConfig& c, const ScalePolicy& candidate, RunCon
       // Same stream for both policies (paired); β = 0 draws no planted signal.
       m.stats[bi][pi][ni] = util::row_stats(policies[pi], {c.betas[bi] > 0, c.betas[bi], n, c.d_k, c.queries}, ctx.seed,
                                             fmt::format("invariance/{}/{}", c.betas[bi], n));
-      m.theory[bi][pi][ni] = entropy_theory(policies[pi](c.d_k, n), c.betas[bi], static_cast<double>(c.d_k),
-                                            static_cast<double>(n));
+      m.theory[bi][pi][ni] = util::planted_theory(policies[pi](c.d_k, n), c.betas[bi], static_cast<double>(c.d_k),
+                                                  static_cast<double>(n)).entropy;
     }
   });
   const size_t anchor = static_cast<size_t>(std::find(c.ns.begin(), c.ns.end(), c.anchor_n) - c.ns.begin());

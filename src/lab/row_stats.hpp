@@ -63,4 +63,28 @@ inline RowStats row_stats(const ScalePolicy& policy, const RowInput& in, uint64_
   return r;
 }
 
+// The mean-field theory of a planted row (see `fading` and `invariance`): the planted logit
+// a = scale·q·k_t ~ N(scale·β·d, scale²·d·(2β² + 1)) against n − 1 others ≈ N(0, τ²),
+// τ² = scale²·d·(β² + 1), whose Σe^x ≈ (n − 1)e^{τ²/2} while it self-averages (τ² < ½ ln n).
+// The planted key's weight is p(a) = 1/(1 + (n − 1)e^{τ²/2 − a}); the rest is spread with
+// entropy ln(n − 1) − τ²/2. Expectations over a (β = 0: a random key, the same formulas).
+struct PlantedTheory {
+  double max_prob = NAN;  // E[p(a)]: the planted key's weight (the largest while it dominates)
+  double entropy = NAN;   // E[h(p) + (1 − p)(ln(n − 1) − τ²/2)]
+};
+inline PlantedTheory planted_theory(double scale, double beta, double d, double n) {
+  const double mean = scale * beta * d, sd = scale * std::sqrt(d * (2 * beta * beta + 1));
+  const double tau2 = scale * scale * d * (beta * beta + 1);
+  if (!(tau2 < 0.5 * std::log(n))) return {};  // the sum over the others does not self-average
+  const double rest = std::log(n - 1) - tau2 / 2;
+  double weight = 0, sum_p = 0, sum_h = 0;
+  for (int i = -400; i <= 400; ++i) {  // the normal density on ±8 sd, step sd/50
+    const double z = i / 50.0, w = std::exp(-0.5 * z * z);
+    const double p = 1 / (1 + (n - 1) * std::exp(tau2 / 2 - (mean + sd * z)));
+    const double h = (p > 0 ? -p * std::log(p) : 0) + (p < 1 ? -(1 - p) * std::log(1 - p) : 0);
+    weight += w, sum_p += w * p, sum_h += w * (h + (1 - p) * rest);
+  }
+  return {sum_p / weight, sum_h / weight};
+}
+
 }  // namespace attnlab::lab::util
