@@ -29,6 +29,9 @@ const std::vector<SourceInfo>& sources() {
        "the article that article 003 points to (there as spaces.ac.cn/archives/8823); its short derivation, with the "
        "assumption C14 tests, is “A quick derivation of entropy-invariant softmax”, https://kexue.fm/archives/9034",
        "Su 2021"},
+      {"gemma2", "Gemma Team, Gemma 2: Improving Open Language Models at a Practical Size (arXiv:2408.00118, 2024)", "",
+       "https://arxiv.org/abs/2408.00118", "logit soft-capping in every attention layer (c = 50) and the final layer (c = 30)",
+       "Gemma Team 2024"},
   };
   return all;
 }
@@ -103,6 +106,11 @@ const std::vector<ClaimInfo>& claims() {
        "weight is spread (random q and k), which is C12's split.",
        {"su8823"}, {{"su8823", "从熵不变性看Attention的Scale操作", "Looking at attention's scale operation from entropy invariance (the article's title)."},
                     {"su8823", "Attention(Q,K,V) = softmax(log₅₁₂n / √d · QKᵀ) V", "", "en"}}},
+      {"C15", "A softcap bounds the logits",
+       "Gemma 2 caps every attention logit after the scale, s ← c·tanh(s/c) with c = 50, so that it stays in (−c, c). "
+       "With n keys a row's largest weight is then at most 1/(1 + (n − 1)e^(−2c)), however large the scores grow; what "
+       "the cap does to the gradient is measured beside it.",
+       {"gemma2"}, {{"gemma2", "logits ← soft_cap ∗ tanh(logits/soft_cap)", "", "en"}}},
   };
   return all;
 }

@@ -35,7 +35,7 @@ std::string describe(const lab::Result& r) {
 
 TEST(Experiments, AllRegisteredWithClaimsAndParameters) {
   for (const char* name : {"variance", "saturation", "jacobian", "gradflow", "classifier", "heads", "additive", "entropy",
-                           "fading", "invariance"}) {
+                           "fading", "invariance", "softcap"}) {
     const lab::Experiment* e = lab::find_experiment(name);
     ASSERT_NE(e, nullptr) << name;
     EXPECT_FALSE(e->claims.empty()) << name;
@@ -100,7 +100,9 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"entropy", {}, "C12", {{"policies", "inv_sqrt_d,ssmax:0.05"}}, "a log n scale too small to matter"},
         // SSMax with s = 0.05: s·ln n grows too slowly to offset n − 1 competing keys, so it fades too.
         Case{"fading", {{"C13", O::confirmed}}, "C13", {{"ssmax_s", "0.05"}}, "SSMax's s too small to matter"},
-        Case{"invariance", {{"C14", O::confirmed}}, "C14", {{"candidate", "inv_d"}}, "a scale that does not grow with n (1/d_k)"}),
+        Case{"invariance", {{"C14", O::confirmed}}, "C14", {{"candidate", "inv_d"}}, "a scale that does not grow with n (1/d_k)"},
+        // The cap applied to the unit logits before the scale σ: the logits reach σ·c.
+        Case{"softcap", {{"C15", O::confirmed}}, "C15", {{"cap_order", "before_scale"}}, "the cap applied before the scale"}),
     [](const ::testing::TestParamInfo<Case>& info) { return std::string(info.param.experiment) + std::to_string(info.index); });
 
 // C7's verdict carries its outcome per range of d_k, and says in words which way the gradient
@@ -195,6 +197,24 @@ TEST(Experiments, C14TheAssumptionDecides) {
   EXPECT_GT(t.column("anchor_max_prob").back(), t.column("anchor_max_prob")[0]);
 }
 
+// C15's check beside the claim: a cap keeps the typical row's gradient where the uncapped softmax
+// saturates (σ far above the cap), and the check turns when the sweep stops before the rows saturate.
+TEST(Experiments, C15GradientCheckDependsOnSaturation) {
+  auto gradient_check = [](const lab::Result& r) {
+    for (const auto& v : r.verdicts)
+      if (v.claim == "C15" && v.supplementary) return v.outcome;
+    throw std::runtime_error("no gradient check");
+  };
+  const auto r = run_quick("softcap");
+  EXPECT_EQ(gradient_check(r), O::confirmed) << describe(r);
+  const auto short_sweep = run_quick("softcap", {{"sigma_max", "2"}});
+  EXPECT_EQ(gradient_check(short_sweep), O::refuted) << describe(short_sweep);
+  // The bound itself: every capped logit below its cap, read from the forward's lse and max p.
+  const lab::Table& t = r.tables.at(0);
+  for (size_t i = 0; i < t.rows(); ++i)
+    if (t.column("cap")[i] > 0) EXPECT_LE(t.column("max_logit")[i], t.column("cap")[i] * (1 + 1e-12));
+}
+
 TEST(Experiments, BadParametersNameTheKey) {
   auto message = [](const std::string& name, const lab::Config& c) {
     try {
@@ -218,6 +238,8 @@ TEST(Experiments, BadParametersNameTheKey) {
   EXPECT_NE(message("fading", {{"high_logit", "-3"}}).find("high_logit"), std::string::npos);
   EXPECT_NE(message("invariance", {{"anchor_n", "500"}}).find("anchor_n"), std::string::npos);
   EXPECT_NE(message("invariance", {{"candidate", "bogus"}}).find("candidate"), std::string::npos);
+  EXPECT_NE(message("softcap", {{"caps", "10,2"}}).find("caps"), std::string::npos);
+  EXPECT_NE(message("softcap", {{"cap_order", "sideways"}}).find("cap_order"), std::string::npos);
   EXPECT_NE(message("jacobian", {{"nonsense", "1"}}).find("nonsense"), std::string::npos);
 }
 
@@ -243,7 +265,7 @@ bool same_bits(const std::vector<std::vector<double>>& a, const std::vector<std:
 // index order: every table is bitwise identical for 1, 2 and 3 threads (3 oversubscribes
 // a 2-core machine). Covers every experiment with a parallel loop.
 TEST(Experiments, SameNumbersForAnyThreadCount) {
-  for (const char* name : {"variance", "additive", "gradflow", "entropy", "fading", "invariance"}) {
+  for (const char* name : {"variance", "additive", "gradflow", "entropy", "fading", "invariance", "softcap"}) {
     const lab::Experiment* e = lab::find_experiment(name);
     ASSERT_NE(e, nullptr) << name;
     std::vector<lab::Result> runs;
