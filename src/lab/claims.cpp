@@ -32,6 +32,10 @@ const std::vector<SourceInfo>& sources() {
       {"gemma2", "Gemma Team, Gemma 2: Improving Open Language Models at a Practical Size (arXiv:2408.00118, 2024)", "",
        "https://arxiv.org/abs/2408.00118", "logit soft-capping in every attention layer (c = 50) and the final layer (c = 30)",
        "Gemma Team 2024"},
+      {"mup", "Greg Yang, Edward J. Hu et al., Tensor Programs V: Tuning Large Neural Networks via Zero-Shot Hyperparameter "
+              "Transfer (arXiv:2203.03466, 2022)", "",
+       "https://arxiv.org/abs/2203.03466", "μP: among its rules, attention logits scaled by 1/d instead of 1/√d",
+       "Yang et al. 2022"},
   };
   return all;
 }
@@ -111,6 +115,11 @@ const std::vector<ClaimInfo>& claims() {
        "With n keys a row's largest weight is then at most 1/(1 + (n − 1)e^(−2c)), however large the scores grow; what "
        "the cap does to the gradient is measured beside it.",
        {"gemma2"}, {{"gemma2", "logits ← soft_cap ∗ tanh(logits/soft_cap)", "", "en"}}},
+      {"C16", "1/d_k keeps the logits' updates independent of width (μP)",
+       "μP scales attention logits by 1/d_k instead of 1/√d_k. At initialisation that makes them shrink as d_k^−½; in "
+       "training with Adam at one learning rate, the change of the logits in the first steps stays the same at every "
+       "width under 1/d_k, while under 1/√d_k it grows as √d_k (μP's coordinate check).",
+       {"mup"}, {}},
   };
   return all;
 }

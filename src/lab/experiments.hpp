@@ -14,6 +14,7 @@ Experiment gradflow_experiment();
 Experiment heads_experiment();
 Experiment invariance_experiment();
 Experiment jacobian_experiment();
+Experiment mup_experiment();
 Experiment saturation_experiment();
 Experiment softcap_experiment();
 Experiment train_experiment();

@@ -9,24 +9,11 @@
 #include "attnlab/train.hpp"
 #include "train/model.hpp"
 #include "train/optimizer.hpp"
+#include "train/run_setup.hpp"
 
 namespace attnlab::train {
-namespace {
 
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-
-// splitmix64: decorrelates the seeds of init, training batches and the held-out set.
-uint64_t mix(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
-
-// The held-out set depends on the task only, so every run is scored on the same examples.
-constexpr uint64_t kEvalSeed = 0x5EED0E7A1ull;
-
-void check(const RunConfig& c) {
+void check_run_config(const RunConfig& c) {
   auto need = [](bool ok, const std::string& what) {
     if (!ok) throw Error("train: " + what);
   };
@@ -38,6 +25,10 @@ void check(const RunConfig& c) {
   need(std::isfinite(c.lr) && c.lr >= 0, "lr must be finite and ≥ 0 (0 = default)");
   need(c.threshold > 0 && c.threshold <= 1, "threshold must be in (0, 1]");
 }
+
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 struct Evaluation {
   double loss = 0, accuracy = 0, entropy = 0, jacobian_fro = 0, max_prob = 0;
@@ -65,7 +56,7 @@ Evaluation evaluate(Model<float>& model, const Batch& eval) {
 }  // namespace
 
 RunResult train_run(const RunConfig& config) {
-  check(config);
+  check_run_config(config);
   const auto start = std::chrono::steady_clock::now();
   RunResult r;
   r.config = config;
@@ -97,7 +88,7 @@ RunResult train_run(const RunConfig& config) {
 
   record(0);
   for (int64_t step = 0; step < config.steps; ++step) {
-    const Batch batch = make_batch(config.task, config.batch, mix(mix(config.seed) ^ mix(static_cast<uint64_t>(step) + 1)));
+    const Batch batch = training_batch(config, step);
     model.zero_grad();
     double loss = kNaN;
     try {

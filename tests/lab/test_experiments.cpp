@@ -35,7 +35,7 @@ std::string describe(const lab::Result& r) {
 
 TEST(Experiments, AllRegisteredWithClaimsAndParameters) {
   for (const char* name : {"variance", "saturation", "jacobian", "gradflow", "classifier", "heads", "additive", "entropy",
-                           "fading", "invariance", "softcap"}) {
+                           "fading", "invariance", "softcap", "mup"}) {
     const lab::Experiment* e = lab::find_experiment(name);
     ASSERT_NE(e, nullptr) << name;
     EXPECT_FALSE(e->claims.empty()) << name;
@@ -102,7 +102,9 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"fading", {{"C13", O::confirmed}}, "C13", {{"ssmax_s", "0.05"}}, "SSMax's s too small to matter"},
         Case{"invariance", {{"C14", O::confirmed}}, "C14", {{"candidate", "inv_d"}}, "a scale that does not grow with n (1/d_k)"},
         // The cap applied to the unit logits before the scale σ: the logits reach σ·c.
-        Case{"softcap", {{"C15", O::confirmed}}, "C15", {{"cap_order", "before_scale"}}, "the cap applied before the scale"}),
+        Case{"softcap", {{"C15", O::confirmed}}, "C15", {{"cap_order", "before_scale"}}, "the cap applied before the scale"},
+        // SGD's update carries the scale itself: 1/√d_k's change is then flat and 1/d_k's shrinks as d_k^−1.
+        Case{"mup", {{"C16", O::confirmed}}, "C16", {{"optimizer", "sgd"}}, "SGD instead of Adam"}),
     [](const ::testing::TestParamInfo<Case>& info) { return std::string(info.param.experiment) + std::to_string(info.index); });
 
 // C7's verdict carries its outcome per range of d_k, and says in words which way the gradient
@@ -240,6 +242,8 @@ TEST(Experiments, BadParametersNameTheKey) {
   EXPECT_NE(message("invariance", {{"candidate", "bogus"}}).find("candidate"), std::string::npos);
   EXPECT_NE(message("softcap", {{"caps", "10,2"}}).find("caps"), std::string::npos);
   EXPECT_NE(message("softcap", {{"cap_order", "sideways"}}).find("cap_order"), std::string::npos);
+  EXPECT_NE(message("mup", {{"optimizer", "lion"}}).find("optimizer"), std::string::npos);
+  EXPECT_NE(message("mup", {{"widths", "64,16"}}).find("widths"), std::string::npos);
   EXPECT_NE(message("jacobian", {{"nonsense", "1"}}).find("nonsense"), std::string::npos);
 }
 
@@ -265,7 +269,7 @@ bool same_bits(const std::vector<std::vector<double>>& a, const std::vector<std:
 // index order: every table is bitwise identical for 1, 2 and 3 threads (3 oversubscribes
 // a 2-core machine). Covers every experiment with a parallel loop.
 TEST(Experiments, SameNumbersForAnyThreadCount) {
-  for (const char* name : {"variance", "additive", "gradflow", "entropy", "fading", "invariance", "softcap"}) {
+  for (const char* name : {"variance", "additive", "gradflow", "entropy", "fading", "invariance", "softcap", "mup"}) {
     const lab::Experiment* e = lab::find_experiment(name);
     ASSERT_NE(e, nullptr) << name;
     std::vector<lab::Result> runs;
