@@ -36,6 +36,12 @@ const std::vector<SourceInfo>& sources() {
               "Transfer (arXiv:2203.03466, 2022)", "",
        "https://arxiv.org/abs/2203.03466", "μP: among its rules, attention logits scaled by 1/d instead of 1/√d",
        "Yang et al. 2022"},
+      {"wortsman", "Mitchell Wortsman et al., Small-scale proxies for large-scale Transformer training instabilities "
+                   "(arXiv:2309.14322, 2023)", "",
+       "https://arxiv.org/abs/2309.14322",
+       "after Dehghani et al., Scaling Vision Transformers to 22 Billion Parameters (arXiv:2302.05442, 2023), who "
+       "introduced the QK layer norm against attention logit growth",
+       "Wortsman et al. 2023"},
   };
   return all;
 }
@@ -120,6 +126,11 @@ const std::vector<ClaimInfo>& claims() {
        "training with Adam at one learning rate, the change of the logits in the first steps stays the same at every "
        "width under 1/d_k, while under 1/√d_k it grows as √d_k (μP's coordinate check).",
        {"mup"}, {}},
+      {"C17", "Logits grow at high learning rates; QK-norm widens the range of good ones",
+       "In small models trained at high learning rates the attention logits grow until attention is one-hot and the loss "
+       "degrades or diverges; normalising q and k before their product removes the growth and widens the band of "
+       "learning rates whose final loss is close to the best.",
+       {"wortsman"}, {}},
   };
   return all;
 }

@@ -15,6 +15,7 @@ Experiment heads_experiment();
 Experiment invariance_experiment();
 Experiment jacobian_experiment();
 Experiment mup_experiment();
+Experiment qknorm_experiment();
 Experiment saturation_experiment();
 Experiment softcap_experiment();
 Experiment train_experiment();

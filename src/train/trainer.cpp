@@ -31,7 +31,7 @@ namespace {
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 struct Evaluation {
-  double loss = 0, accuracy = 0, entropy = 0, jacobian_fro = 0, max_prob = 0;
+  double loss = 0, accuracy = 0, entropy = 0, jacobian_fro = 0, max_prob = 0, max_logit = 0;
 };
 
 Evaluation evaluate(Model<float>& model, const Batch& eval) {
@@ -47,6 +47,7 @@ Evaluation evaluate(Model<float>& model, const Batch& eval) {
       e.max_prob += layer.max_prob[i];
       n += 1;
     }
+  for (double x : model.layers().back().logits()) e.max_logit = std::max(e.max_logit, std::abs(x));
   e.entropy /= n;
   e.jacobian_fro /= n;
   e.max_prob /= n;
@@ -80,6 +81,7 @@ RunResult train_run(const RunConfig& config) {
     p.entropy = e.entropy;
     p.jacobian_fro = e.jacobian_fro;
     p.max_prob = e.max_prob;
+    p.max_logit = e.max_logit;
     r.curve.push_back(p);
     if (r.steps_to_threshold < 0 && e.accuracy >= config.threshold) r.steps_to_threshold = step;
     loss_sum = 0;

@@ -35,7 +35,7 @@ std::string describe(const lab::Result& r) {
 
 TEST(Experiments, AllRegisteredWithClaimsAndParameters) {
   for (const char* name : {"variance", "saturation", "jacobian", "gradflow", "classifier", "heads", "additive", "entropy",
-                           "fading", "invariance", "softcap", "mup"}) {
+                           "fading", "invariance", "softcap", "mup", "qknorm"}) {
     const lab::Experiment* e = lab::find_experiment(name);
     ASSERT_NE(e, nullptr) << name;
     EXPECT_FALSE(e->claims.empty()) << name;
@@ -104,7 +104,9 @@ INSTANTIATE_TEST_SUITE_P(
         // The cap applied to the unit logits before the scale σ: the logits reach σ·c.
         Case{"softcap", {{"C15", O::confirmed}}, "C15", {{"cap_order", "before_scale"}}, "the cap applied before the scale"},
         // SGD's update carries the scale itself: 1/√d_k's change is then flat and 1/d_k's shrinks as d_k^−1.
-        Case{"mup", {{"C16", O::confirmed}}, "C16", {{"optimizer", "sgd"}}, "SGD instead of Adam"}),
+        Case{"mup", {{"C16", O::confirmed}}, "C16", {{"optimizer", "sgd"}}, "SGD instead of Adam"},
+        // No scale at all as the candidate: its best loss is far from 1/√d_k's, so it has no good rate.
+        Case{"qknorm", {{"C17", O::confirmed}}, "C17", {{"candidate", "none"}}, "no scale instead of QK-norm"}),
     [](const ::testing::TestParamInfo<Case>& info) { return std::string(info.param.experiment) + std::to_string(info.index); });
 
 // C7's verdict carries its outcome per range of d_k, and says in words which way the gradient
@@ -217,6 +219,23 @@ TEST(Experiments, C15GradientCheckDependsOnSaturation) {
     if (t.column("cap")[i] > 0) EXPECT_LE(t.column("max_logit")[i], t.column("cap")[i] * (1 + 1e-12));
 }
 
+// C17: at the highest rate the logits under 1/√d_k grow far beyond their size at initialisation
+// and attention goes nearly one-hot; under QK-norm they stay bounded by the learned temperature.
+TEST(Experiments, C17LogitsGrowWithoutQkNorm) {
+  const auto r = run_quick("qknorm");
+  const lab::Table& t = r.tables.at(0);
+  ASSERT_EQ(t.name, "qknorm_runs");
+  const double top = t.column("lr").back();
+  double base = 0, cand = 0, init = 0;
+  for (size_t i = 0; i < t.rows(); ++i)
+    if (t.column("lr")[i] == top) {
+      (t.column("scaling")[i] == 0 ? base : cand) = std::max(t.column("scaling")[i] == 0 ? base : cand, t.column("max_logit")[i]);
+      init = std::max(init, t.column("max_logit_init")[i]);
+    }
+  EXPECT_GT(base, 20 * init) << "1/√d_k's logits grow at a high rate";
+  EXPECT_LT(cand, 5 * init) << "QK-norm's stay near their initial size";
+}
+
 TEST(Experiments, BadParametersNameTheKey) {
   auto message = [](const std::string& name, const lab::Config& c) {
     try {
@@ -244,6 +263,8 @@ TEST(Experiments, BadParametersNameTheKey) {
   EXPECT_NE(message("softcap", {{"cap_order", "sideways"}}).find("cap_order"), std::string::npos);
   EXPECT_NE(message("mup", {{"optimizer", "lion"}}).find("optimizer"), std::string::npos);
   EXPECT_NE(message("mup", {{"widths", "64,16"}}).find("widths"), std::string::npos);
+  EXPECT_NE(message("qknorm", {{"candidate", "inv_sqrt_d"}}).find("candidate"), std::string::npos);
+  EXPECT_NE(message("qknorm", {{"rates", "0.1,0.01"}}).find("rates"), std::string::npos);
   EXPECT_NE(message("jacobian", {{"nonsense", "1"}}).find("nonsense"), std::string::npos);
 }
 

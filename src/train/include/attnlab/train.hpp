@@ -126,6 +126,7 @@ struct CurvePoint {
   double max_prob = 0;         // mean largest attention probability
   double grad_qk = 0;          // ‖(∂L/∂W_q, ∂L/∂W_k)‖ of the last training step (all layers); NaN at step 0
   double temperature = 0;      // exp(s) of layer 1 under qk-norm, else the policy's scale for a full row
+  double max_logit = 0;        // largest |S| = |scale·q·k| of the last attention layer on the held-out set
 };
 
 struct RunResult {
