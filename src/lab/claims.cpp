@@ -42,6 +42,9 @@ const std::vector<SourceInfo>& sources() {
        "after Dehghani et al., Scaling Vision Transformers to 22 Billion Parameters (arXiv:2302.05442, 2023), who "
        "introduced the QK layer norm against attention logit growth",
        "Wortsman et al. 2023"},
+      {"zhai", "Shuangfei Zhai et al., Stabilizing Transformer Training by Preventing Attention Entropy Collapse "
+               "(arXiv:2303.06296, ICML 2023)", "",
+       "https://arxiv.org/abs/2303.06296", "", "Zhai et al. 2023"},
   };
   return all;
 }
@@ -131,6 +134,10 @@ const std::vector<ClaimInfo>& claims() {
        "degrades or diverges; normalising q and k before their product removes the growth and widens the band of "
        "learning rates whose final loss is close to the best.",
        {"wortsman"}, {}},
+      {"C18", "Entropy collapse comes before unstable training",
+       "Pathologically low attention entropy goes with unstable training: in runs whose loss spikes or diverges at "
+       "higher learning rates, the attention entropy collapses first.",
+       {"zhai"}, {}},
   };
   return all;
 }

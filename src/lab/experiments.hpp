@@ -8,6 +8,7 @@ namespace attnlab::lab {
 
 Experiment additive_experiment();
 Experiment classifier_experiment();
+Experiment collapse_experiment();
 Experiment entropy_experiment();
 Experiment fading_experiment();
 Experiment gradflow_experiment();
