@@ -1,6 +1,7 @@
 // The catalogue of claims and their sources, transcribed from docs/claims.md (the
-// quotes from ../shared/seeds/, as stored: [brackets] mark characters the stored copy of
-// seed 003 lost to a broken encoding and that are restored here).
+// quotes of C1–C12 from ../shared/seeds/, as stored: [brackets] mark characters the stored
+// copy of seed 003 lost to a broken encoding and that are restored here; those of C13
+// onwards from the papers' abstracts and text, only where the wording is certain).
 #include "attnlab/lab.hpp"
 
 namespace attnlab::lab {
@@ -20,6 +21,30 @@ const std::vector<SourceInfo>& sources() {
        "and cites https://arxiv.org/abs/1706.03762"},
       {"004", "Why attention in the transformer divides by √d_k, with a NumPy experiment",
        "transfomer中attention为什么要除以根号d_k", "", "the stored copy names no source"},
+      // The papers of C13 onwards: what models after 2017 do to keep attention logits in range.
+      {"ssmax", "Ken M. Nakanishi, Scalable-Softmax Is Superior for Attention (arXiv:2501.19399, 2025)", "",
+       "https://arxiv.org/abs/2501.19399", "its Figure 1 is reproduced exactly by C13", "Nakanishi 2025"},
+      {"su8823", "Su Jianlin, Looking at attention's scale operation from entropy invariance (kexue.fm, 2021)",
+       "从熵不变性看Attention的Scale操作", "https://kexue.fm/archives/8823",
+       "the article that article 003 points to (there as spaces.ac.cn/archives/8823); its short derivation, with the "
+       "assumption C14 tests, is “A quick derivation of entropy-invariant softmax”, https://kexue.fm/archives/9034",
+       "Su 2021"},
+      {"gemma2", "Gemma Team, Gemma 2: Improving Open Language Models at a Practical Size (arXiv:2408.00118, 2024)", "",
+       "https://arxiv.org/abs/2408.00118", "logit soft-capping in every attention layer (c = 50) and the final layer (c = 30)",
+       "Gemma Team 2024"},
+      {"mup", "Greg Yang, Edward J. Hu et al., Tensor Programs V: Tuning Large Neural Networks via Zero-Shot Hyperparameter "
+              "Transfer (arXiv:2203.03466, 2022)", "",
+       "https://arxiv.org/abs/2203.03466", "μP: among its rules, attention logits scaled by 1/d instead of 1/√d",
+       "Yang et al. 2022"},
+      {"wortsman", "Mitchell Wortsman et al., Small-scale proxies for large-scale Transformer training instabilities "
+                   "(arXiv:2309.14322, 2023)", "",
+       "https://arxiv.org/abs/2309.14322",
+       "after Dehghani et al., Scaling Vision Transformers to 22 Billion Parameters (arXiv:2302.05442, 2023), who "
+       "introduced the QK layer norm against attention logit growth",
+       "Wortsman et al. 2023"},
+      {"zhai", "Shuangfei Zhai et al., Stabilizing Transformer Training by Preventing Attention Entropy Collapse "
+               "(arXiv:2303.06296, ICML 2023)", "",
+       "https://arxiv.org/abs/2303.06296", "", "Zhai et al. 2023"},
   };
   return all;
 }
@@ -27,7 +52,9 @@ const std::vector<SourceInfo>& sources() {
 const SourceInfo& source(const std::string& seed) {
   for (const auto& s : sources())
     if (s.seed == seed) return s;
-  throw Error("unknown source seed '" + seed + "' (000..004)");
+  std::string known;
+  for (const auto& s : sources()) known += (known.empty() ? "" : ", ") + s.seed;
+  throw Error("unknown source '" + seed + "' (" + known + ")");
 }
 
 const std::vector<ClaimInfo>& claims() {
@@ -77,6 +104,40 @@ const std::vector<ClaimInfo>& claims() {
        "With 1/√d_k, attention entropy grows with sequence length n; a log n-aware scale (entropy-invariant, "
        "scalable softmax) keeps it near constant.",
        {"003"}, {{"003", "[从]熵[不变]性看Attention的Scale[操]作", "“Looking at attention's scale from entropy invariance”: the article by Su Jianlin that article 003 points to for a deeper treatment (https://spaces.ac.cn/archives/8823)."}}},
+      // ---- after 2017: how today's models keep attention logits in range ----
+      {"C13", "Attention fades as n grows; scalable softmax keeps it",
+       "As the number of keys n grows, the largest softmax output goes to 0 even for a clearly preferred key: for "
+       "logits −2 everywhere and one +3 it is 1/(1 + (n − 1)e⁻⁵), about 0.015 at n = 10⁴. SSMax multiplies the "
+       "logits by s·ln n (s = 0.43 in the paper's Figure 1) and keeps it near 1; the same holds for a query with one "
+       "matching key among random ones.",
+       {"ssmax"}, {{"ssmax", "The maximum element of the vector output by the Softmax function approaches zero as the input vector size increases.", "", "en"},
+                   {"ssmax", "… an analysis of attention scores reveals that SSMax enables the model to focus attention on key information even in long contexts.", "", "en"}}},
+      {"C14", "The entropy-invariant scale log₅₁₂(n)/√d",
+       "With the scale log₅₁₂(n)/√d (equal to 1/√d at n = 512, the length a model was tuned at), a row's attention "
+       "entropy stays near constant as the number of keys n grows. The derivation assumes the softmax puts its weight "
+       "on the largest score (Σ p_i s_i ≈ s_max); the claim holds where that assumption does, and not where the "
+       "weight is spread (random q and k), which is C12's split.",
+       {"su8823"}, {{"su8823", "从熵不变性看Attention的Scale操作", "Looking at attention's scale operation from entropy invariance (the article's title)."},
+                    {"su8823", "Attention(Q,K,V) = softmax(log₅₁₂n / √d · QKᵀ) V", "", "en"}}},
+      {"C15", "A softcap bounds the logits",
+       "Gemma 2 caps every attention logit after the scale, s ← c·tanh(s/c) with c = 50, so that it stays in (−c, c). "
+       "With n keys a row's largest weight is then at most 1/(1 + (n − 1)e^(−2c)), however large the scores grow; what "
+       "the cap does to the gradient is measured beside it.",
+       {"gemma2"}, {{"gemma2", "logits ← soft_cap ∗ tanh(logits/soft_cap)", "", "en"}}},
+      {"C16", "1/d_k keeps the logits' updates independent of width (μP)",
+       "μP scales attention logits by 1/d_k instead of 1/√d_k. At initialisation that makes them shrink as d_k^−½; in "
+       "training with Adam at one learning rate, the change of the logits in the first steps stays the same at every "
+       "width under 1/d_k, while under 1/√d_k it grows as √d_k (μP's coordinate check).",
+       {"mup"}, {}},
+      {"C17", "Logits grow at high learning rates; QK-norm widens the range of good ones",
+       "In small models trained at high learning rates the attention logits grow until attention is one-hot and the loss "
+       "degrades or diverges; normalising q and k before their product removes the growth and widens the band of "
+       "learning rates whose final loss is close to the best.",
+       {"wortsman"}, {}},
+      {"C18", "Entropy collapse comes before unstable training",
+       "Pathologically low attention entropy goes with unstable training: in runs whose loss spikes or diverges at "
+       "higher learning rates, the attention entropy collapses first.",
+       {"zhai"}, {}},
   };
   return all;
 }
@@ -84,7 +145,7 @@ const std::vector<ClaimInfo>& claims() {
 const ClaimInfo& claim(const std::string& id) {
   for (const auto& c : claims())
     if (c.id == id) return c;
-  throw Error("unknown claim '" + id + "' (C1..C12)");
+  throw Error("unknown claim '" + id + "' (C1.." + claims().back().id + ")");
 }
 
 }  // namespace attnlab::lab

@@ -2,11 +2,8 @@
 // 1/√d, log₅₁₂(n)/√d (entropy-invariant) and s·ln(n)/√d (scalable softmax), and the
 // temperature α* that maximises the softmax's gradient ½‖J‖₁·α = α(1 − Σp²).
 //
-// Rows come from the engine's fused diagnostics (attnlab/engine.hpp: max p and entropy
-// per row): a few query rows against n keys, which is all a row statistic needs.
-// Two inputs: "random" (q, k ~ N(0, I)) and "planted" (each query is β·k_t + N(0, I)
-// for one key t: the query has one relevant key among n − 1 distractors, the
-// situation log n-aware scales were designed for).
+// Rows come from the engine's fused diagnostics on two inputs, random and planted
+// (lab/row_stats.hpp).
 // Theory, random: the logits of a row are ≈ N(0, τ²) with τ = scale·√d, and for
 // τ² < 2 ln n the entropy is ≈ ln n − τ²/2 (the mean of e^{x} over n Gaussians).
 #include <cmath>
@@ -17,6 +14,7 @@
 #include "attnlab/softmax.hpp"
 #include "lab/lab_util.hpp"
 #include "lab/parallel.hpp"
+#include "lab/row_stats.hpp"
 #include "lab/experiments.hpp"
 
 namespace attnlab::lab {
@@ -52,36 +50,7 @@ struct EntropyConfig {
   }
 };
 
-struct RowStats {
-  double entropy = 0, max_prob = 0;
-};
-
-RowStats measure(const ScalePolicy& policy, bool planted, double beta, int64_t n, int64_t d, int64_t queries,
-                 uint64_t seed, const std::string& stream) {
-  auto g = util::rng(seed, stream);
-  std::normal_distribution<float> normal(0, 1);
-  Tensor<float> q({1, 1, queries, d}), k({1, 1, n, d}), v({1, 1, n, 1});
-  for (auto& x : k.storage()) x = normal(g);
-  for (auto& x : v.storage()) x = normal(g);
-  std::uniform_int_distribution<int64_t> pick(0, n - 1);
-  for (int64_t i = 0; i < queries; ++i) {
-    const int64_t t = pick(g);
-    for (int64_t c = 0; c < d; ++c) q(0, 0, i, c) = (planted ? static_cast<float>(beta) * k(0, 0, t, c) : 0.0f) + normal(g);
-  }
-  Tensor<float> out({1, 1, queries, 1}), lse({1, 1, queries, 1}), mp({1, 1, queries, 1}), ent({1, 1, queries, 1});
-  RowDiagnostics<float> diag;
-  diag.max_prob = mp.view();
-  diag.entropy = ent.view();
-  AttentionOptions<float> o;
-  o.scale = policy;
-  attention_forward(q.view(), k.view(), v.view(), o, out.view(), lse.view(), &diag);
-  RowStats r;
-  for (int64_t i = 0; i < queries; ++i) {
-    r.entropy += ent(0, 0, i, 0) / static_cast<double>(queries);
-    r.max_prob += mp(0, 0, i, 0) / static_cast<double>(queries);
-  }
-  return r;
-}
+using util::RowStats;
 
 // g(α) = α(1 − Σp²), p = softmax(α z): the size ½‖αJ‖₁ of the gradient through a
 // softmax whose logits are α z.
@@ -157,8 +126,8 @@ EntropyRows measure_rows(const EntropyConfig& c, const Policies& policies, RunCo
       for (size_t ni = 0; ni < c.ns.size(); ++ni) {
         const int64_t n = c.ns[ni];
         // Same inputs for every policy (stream without the policy name): a paired comparison.
-        row[ni] = measure(policy, scenario == 1, c.planted_signal, n, c.d_k, c.queries, ctx.seed,
-                          fmt::format("entropy/{}/{}", scenario, n));
+        row[ni] = util::row_stats(policy, {scenario == 1, c.planted_signal, n, c.d_k, c.queries}, ctx.seed,
+                                  fmt::format("entropy/{}/{}", scenario, n));
         const double scale = policy(c.d_k, n), tau2 = scale * scale * d;
         rows.table.add_row({static_cast<double>(scenario), static_cast<double>(pi), static_cast<double>(n), scale,
                             row[ni].entropy, row[ni].max_prob, std::log(static_cast<double>(n)),
@@ -377,6 +346,10 @@ Verdict verdict_c12(const EntropyConfig& c, const Policies& policies, const Entr
                                                          "regime C3–C6 warn against", flat_but_saturated,
                                                          flat_but_saturated == 1 ? "is" : "are")
                                            : std::string());
+  for (const auto& p : policies.list)
+    if (p.kind() == ScalePolicy::Kind::entropy_invariant)
+      v.plain += " Why log₅₁₂(n)/√d_k holds the entropy on some inputs and not on others is C14's subject: its "
+                 "derivation assumes the softmax's weight sits on the largest score, which random rows do not do.";
   return v;
 }
 

@@ -8,11 +8,17 @@ namespace attnlab::lab {
 
 Experiment additive_experiment();
 Experiment classifier_experiment();
+Experiment collapse_experiment();
 Experiment entropy_experiment();
+Experiment fading_experiment();
 Experiment gradflow_experiment();
 Experiment heads_experiment();
+Experiment invariance_experiment();
 Experiment jacobian_experiment();
+Experiment mup_experiment();
+Experiment qknorm_experiment();
 Experiment saturation_experiment();
+Experiment softcap_experiment();
 Experiment train_experiment();
 Experiment variance_experiment();
 

@@ -131,6 +131,14 @@ inline void require_positive(const std::string& key, double v) {
   if (!(v > 0)) throw Error(key + ": " + std::to_string(v) + " is not positive");
 }
 
+// A list of sizes (numbers of keys, …): at least two, each ≥ min_value, increasing.
+inline void require_increasing(const std::string& key, const std::vector<int64_t>& v, int64_t min_value = 2) {
+  if (v.size() < 2) throw Error(key + ": need at least 2 sizes");
+  for (size_t i = 0; i < v.size(); ++i)
+    if (v[i] < min_value || (i > 0 && v[i] <= v[i - 1]))
+      throw Error(key + ": sizes must be ≥ " + std::to_string(min_value) + " and increasing");
+}
+
 // The scale policies named by a list parameter; a bad name is an Error naming the key.
 inline std::vector<ScalePolicy> parse_policies(const std::string& key, const std::vector<std::string>& names) {
   std::vector<ScalePolicy> policies;

@@ -5,13 +5,15 @@
 //   additions       what the measurements add to the articles (story.cpp)
 //   verdict table   every claim in one line, in plain words
 //   try it          the interactive figures (assets/lab.js, plotly.js)
-//   sources         the five articles, linked, in both languages
-//   claims          one section per claim: the claim, the articles' words, the finding,
+//   sources         the five articles, linked, in both languages, then the papers of C13 onwards
+//   claims          one section per claim (C13 onwards under their own heading): the claim, the
+//                   sources' words, the finding,
 //                   the outcome over the range measured, its figures, how it was judged
 //   terms           every term the page uses
 //   data            experiments, the settings they ran with, figures and CSV files
 #include <cmath>
 #include <ctime>
+#include <iterator>
 #include <fmt/format.h>
 #include <set>
 #include <sstream>
@@ -64,7 +66,29 @@ std::string figure_html(const Figure& f, bool lazy = true) {
 }
 
 std::string source_link(const std::string& seed) {
-  return fmt::format("<a href=\"#source-{0}\">article {0}</a>", html(seed));
+  const SourceInfo& s = source(seed);
+  return fmt::format("<a href=\"#source-{}\">{}</a>", html(seed), s.is_paper() ? html(s.cite) : "article " + html(seed));
+}
+
+// A claim that comes from the papers after 2017 rather than from the five articles.
+bool from_papers(const ClaimInfo& info) {
+  for (const auto& seed : info.seeds)
+    if (!source(seed).is_paper()) return false;
+  return !info.seeds.empty();
+}
+
+size_t count_claims(bool papers) {
+  size_t n = 0;
+  for (const auto& c : claims()) n += from_papers(c) == papers;
+  return n;
+}
+
+// "twelve", "four", ...: counts on the page read as words.
+std::string count_words(size_t n) {
+  static const char* const kWords[] = {"no", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine",
+                                       "ten", "eleven", "twelve", "thirteen", "fourteen", "fifteen", "sixteen",
+                                       "seventeen", "eighteen", "nineteen", "twenty"};
+  return n < std::size(kWords) ? kWords[n] : std::to_string(n);
 }
 
 std::string header(const ReportOptions& o, double seconds) {
@@ -74,14 +98,20 @@ std::string header(const ReportOptions& o, double seconds) {
   return fmt::format(
       "<header>\n<h1>Why attention divides by √d<sub>k</sub></h1>\n"
       "<p class=\"lead\">Transformers compute attention as softmax(QKᵀ/√d<sub>k</sub>)·V. Five short articles explain "
-      "the √d<sub>k</sub>; this page takes their twelve claims one by one and tests each against a measurement, then "
-      "says plainly where the data agree with them, where they do not, and what they add.</p>\n"
+      "the √d<sub>k</sub>; this page takes their {} claims one by one and tests each against a measurement, then "
+      "says plainly where the data agree with them, where they do not, and what they add.{}</p>\n"
       "<p class=\"sub\">Written by attnlab's lab (<code>make demo</code>), random seed {}{}, on {} in {:.0f} s. "
       "Every number below is recomputed from scratch on each run; the data are in <a href=\"data/\">data/</a>.</p>\n"
       "</header>\n"
       "<nav class=\"toc\"><a href=\"#story\">The argument</a><a href=\"#adds\">What the measurements add</a>"
       "<a href=\"#verdicts\">All claims</a><a href=\"#try\">Try it</a><a href=\"#sources\">The articles</a>"
       "<a href=\"#terms\">Terms</a><a href=\"#data\">Data</a></nav>\n",
+      count_words(count_claims(false)),
+      count_claims(true) == 0
+          ? std::string()
+          : fmt::format(" Then {} more claims, from papers after 2017, on what today's models do to keep the attention "
+                        "logits in range, measured the same way (<a href=\"#after-2017\">after 2017</a>).",
+                        count_words(count_claims(true))),
       o.seed, o.quick ? " (quick configuration: small samples, for tests)" : "", stamp, seconds);
 }
 
@@ -101,7 +131,7 @@ std::string additions_box(const Story& s) {
 
 std::string verdict_table(const std::vector<ClaimEntry>& claims) {
   std::string h =
-      "<section id=\"verdicts\">\n<h2>All twelve claims at a glance</h2>\n"
+      "<section id=\"verdicts\">\n<h2>All " + count_words(claims.size()) + " claims at a glance</h2>\n"
       "<p class=\"muted\">“Holds”: the measurement agrees with the claim within the stated tolerance. “Does not "
       "hold”: it contradicts it. “Depends on …”: it holds over part of the range measured and not over the rest. "
       "“Mixed”: some of its checks hold and some do not. Each rule is given in the claim's section.</p>\n"
@@ -163,19 +193,26 @@ every size (claims C1 and C2). The horizontal axis stays the same, so the two se
 )";
 }
 
+std::string source_item(const SourceInfo& s) {
+  std::string h = fmt::format("<li id=\"source-{}\"><b>{}</b>", html(s.seed), html(s.title));
+  if (!s.original_title.empty()) h += fmt::format(" (<span lang=\"zh\">{}</span>)", html(s.original_title));
+  if (!s.url.empty()) h += fmt::format(": <a href=\"{0}\">{0}</a>", html(s.url));
+  if (!s.note.empty()) h += (s.url.empty() ? ": " : "; ") + html(s.note);
+  return h + ".</li>\n";
+}
+
 std::string sources_section() {
   std::string h =
-      "<section id=\"sources\">\n<h2>The five articles</h2>\n<p>The claims come from five short Chinese-language "
+      "<section id=\"sources\">\n<h2>The five articles</h2>\n<p>Claims C1–C12 come from five short Chinese-language "
       "articles (stored with the project; the claims and their sources are listed in the project's "
       "<code>docs/claims.md</code>). Each claim's section quotes them in the original and in English.</p>\n<ol start=\"0\">\n";
-  for (const auto& s : sources()) {
-    h += fmt::format("<li id=\"source-{}\"><b>{}</b> (<span lang=\"zh\">{}</span>)", html(s.seed), html(s.title),
-                     html(s.original_title));
-    if (!s.url.empty()) h += fmt::format(": <a href=\"{0}\">{0}</a>", html(s.url));
-    if (!s.note.empty()) h += (s.url.empty() ? ": " : "; ") + html(s.note);
-    h += ".</li>\n";
-  }
-  return h + "</ol>\n</section>\n";
+  std::string papers;
+  for (const auto& s : sources()) (s.is_paper() ? papers : h) += source_item(s);
+  h += "</ol>\n";
+  if (!papers.empty())
+    h += "<h3>The papers after 2017</h3>\n<p>Claims C13 onwards come from these papers and reports, on what models "
+         "trained since do to keep the attention logits in range.</p>\n<ul>\n" + papers + "</ul>\n";
+  return h + "</section>\n";
 }
 
 std::string quotes_html(const ClaimInfo& info) {
@@ -183,9 +220,9 @@ std::string quotes_html(const ClaimInfo& info) {
   for (const auto& q : info.quotes) {
     const SourceInfo& s = source(q.seed);
     h += fmt::format(
-        "<blockquote class=\"quote\"><div class=\"original\" lang=\"zh\">{}</div><div class=\"english\" lang=\"en\">"
-        "{}</div><cite>{}{}</cite></blockquote>\n",
-        html(q.original), html(q.english), source_link(q.seed),
+        "<blockquote class=\"quote\"><div class=\"original\" lang=\"{}\">{}</div>{}<cite>{}{}</cite></blockquote>\n",
+        html(q.lang), html(q.original),
+        q.english.empty() ? "" : "<div class=\"english\" lang=\"en\">" + html(q.english) + "</div>", source_link(q.seed),
         s.url.empty() ? "" : fmt::format(", <a href=\"{0}\">original</a>", html(s.url)));
   }
   if (info.quotes.size() < info.seeds.size() || info.quotes.empty()) {
@@ -417,7 +454,19 @@ std::string build_page(const ReportOptions& o, const std::vector<Result>& result
       "<script src=\"assets/" + std::string(assets::kLabJs.file) + "\" defer></script>\n</head>\n<body>\n";
   page += header(o, seconds) + story_section(story) + additions_box(story) + verdict_table(claims) + try_section() +
           sources_section();
-  for (const auto& c : claims) page += claim_section(o, results, c);
+  bool after_2017 = false;
+  for (const auto& c : claims) {
+    if (!after_2017 && from_papers(c.info)) {
+      after_2017 = true;
+      page += "<h2 id=\"after-2017\" class=\"part\">After 2017: how today's models keep the logits in range</h2>\n"
+              "<p>The articles argue for 1/√d<sub>k</sub> alone. Models trained since add more: a scale that grows "
+              "with the number of keys, a cap on the logits, a scale of 1/d<sub>k</sub> tied to how the model is "
+              "widened. Each claim below comes from the paper that proposed it and is measured here, at the small "
+              "sizes a CPU allows, with the same rules as C1–C12: where an effect does not appear at this scale the "
+              "verdict says so.</p>\n";
+    }
+    page += claim_section(o, results, c);
+  }
   return page + terms_section() + data_section(o, results) + "</body>\n</html>\n";
 }
 

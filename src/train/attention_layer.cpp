@@ -133,6 +133,24 @@ double AttentionLayer<T>::scale(int64_t n_keys) const {
 }
 
 template <class T>
+std::vector<double> AttentionLayer<T>::logits() const {
+  const bool qk_norm = config_.scale.qk_norm;
+  const T* q = qk_norm ? qn_.data() : q_.data();  // [B·Nq, d_k]
+  const T* k = qk_norm ? kn_.data() : k_.data();  // [B·N, d_k]
+  const double s = scale(N_);
+  std::vector<double> out(static_cast<size_t>(B_ * Nq_ * N_));  // [B·Nq, N]
+  for (int64_t b = 0; b < B_; ++b)
+    for (int64_t i = 0; i < Nq_; ++i)
+      for (int64_t j = 0; j < N_; ++j) {
+        double dot = 0;
+        for (int64_t c = 0; c < dk_; ++c)
+          dot += static_cast<double>(q[(b * Nq_ + i) * dk_ + c]) * static_cast<double>(k[(b * N_ + j) * dk_ + c]);
+        out[static_cast<size_t>((b * Nq_ + i) * N_ + j)] = s * dot;
+      }
+  return out;
+}
+
+template <class T>
 std::vector<Param<T>*> AttentionLayer<T>::params() {
   std::vector<Param<T>*> p{&w_q, &w_k, &w_v, &w_o};
   if (config_.scale.qk_norm) p.push_back(&log_temp);

@@ -44,6 +44,9 @@ class AttentionLayer {
   ScalePolicy policy() const;
   // That policy's scale for a row that sees n_keys keys.
   double scale(int64_t n_keys) const;
+  // The logits S = scale·q·k of the last forward (of q̂·k̂ under qk-norm), [B·Nq, N] row-major:
+  // each querying row against the keys of its own sequence. For the coordinate check (μP).
+  std::vector<double> logits() const;
   std::vector<Param<T>*> params();
 
   Param<T> w_q, w_k;       // [D, d_k]

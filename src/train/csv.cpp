@@ -28,14 +28,14 @@ std::string runs_csv(const StudyResult& study) {
 std::string curves_csv(const StudyResult& study) {
   std::string s =
       "task,init,optimizer,d_k,scale,seed,step,train_loss,eval_loss,eval_accuracy,entropy,jacobian_fro,max_prob,"
-      "grad_qk,temperature\n";
+      "grad_qk,temperature,max_logit\n";
   for (const auto& r : study.runs) {
     const auto& c = r.config;
     for (const auto& p : r.curve)
-      s += fmt::format("{},{},{},{},{},{},{},{:.5g},{:.5g},{:.4f},{:.5g},{:.5g},{:.5g},{:.5g},{:.5g}\n",
+      s += fmt::format("{},{},{},{},{},{},{},{:.5g},{:.5g},{:.4f},{:.5g},{:.5g},{:.5g},{:.5g},{:.5g},{:.5g}\n",
                        to_string(c.task.kind), to_string(c.model.init), to_string(c.optimizer), c.model.d_k,
                        c.model.scale.name(), c.seed, p.step, p.train_loss, p.eval_loss, p.eval_accuracy, p.entropy,
-                       p.jacobian_fro, p.max_prob, p.grad_qk, p.temperature);
+                       p.jacobian_fro, p.max_prob, p.grad_qk, p.temperature, p.max_logit);
   }
   return s;
 }

@@ -9,24 +9,11 @@
 #include "attnlab/train.hpp"
 #include "train/model.hpp"
 #include "train/optimizer.hpp"
+#include "train/run_setup.hpp"
 
 namespace attnlab::train {
-namespace {
 
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-
-// splitmix64: decorrelates the seeds of init, training batches and the held-out set.
-uint64_t mix(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
-
-// The held-out set depends on the task only, so every run is scored on the same examples.
-constexpr uint64_t kEvalSeed = 0x5EED0E7A1ull;
-
-void check(const RunConfig& c) {
+void check_run_config(const RunConfig& c) {
   auto need = [](bool ok, const std::string& what) {
     if (!ok) throw Error("train: " + what);
   };
@@ -39,8 +26,12 @@ void check(const RunConfig& c) {
   need(c.threshold > 0 && c.threshold <= 1, "threshold must be in (0, 1]");
 }
 
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
 struct Evaluation {
-  double loss = 0, accuracy = 0, entropy = 0, jacobian_fro = 0, max_prob = 0;
+  double loss = 0, accuracy = 0, entropy = 0, jacobian_fro = 0, max_prob = 0, max_logit = 0;
 };
 
 Evaluation evaluate(Model<float>& model, const Batch& eval) {
@@ -56,6 +47,7 @@ Evaluation evaluate(Model<float>& model, const Batch& eval) {
       e.max_prob += layer.max_prob[i];
       n += 1;
     }
+  for (double x : model.layers().back().logits()) e.max_logit = std::max(e.max_logit, std::abs(x));
   e.entropy /= n;
   e.jacobian_fro /= n;
   e.max_prob /= n;
@@ -65,7 +57,7 @@ Evaluation evaluate(Model<float>& model, const Batch& eval) {
 }  // namespace
 
 RunResult train_run(const RunConfig& config) {
-  check(config);
+  check_run_config(config);
   const auto start = std::chrono::steady_clock::now();
   RunResult r;
   r.config = config;
@@ -89,6 +81,7 @@ RunResult train_run(const RunConfig& config) {
     p.entropy = e.entropy;
     p.jacobian_fro = e.jacobian_fro;
     p.max_prob = e.max_prob;
+    p.max_logit = e.max_logit;
     r.curve.push_back(p);
     if (r.steps_to_threshold < 0 && e.accuracy >= config.threshold) r.steps_to_threshold = step;
     loss_sum = 0;
@@ -97,7 +90,7 @@ RunResult train_run(const RunConfig& config) {
 
   record(0);
   for (int64_t step = 0; step < config.steps; ++step) {
-    const Batch batch = make_batch(config.task, config.batch, mix(mix(config.seed) ^ mix(static_cast<uint64_t>(step) + 1)));
+    const Batch batch = training_batch(config, step);
     model.zero_grad();
     double loss = kNaN;
     try {

@@ -105,10 +105,17 @@ TEST(LabInterface, TableRowsMustMatchColumns) {
 }
 
 TEST(LabInterface, ClaimsCatalogue) {
-  ASSERT_EQ(lab::claims().size(), 12u);
-  EXPECT_EQ(lab::claims().front().id, "C1");
-  EXPECT_EQ(lab::claims().back().id, "C12");
-  EXPECT_THROW(lab::claim("C13"), attnlab::Error);
+  // C1–C12 from the five articles, then C13 onwards from the papers, numbered in order.
+  const auto& all = lab::claims();
+  ASSERT_GE(all.size(), 13u);
+  for (size_t i = 0; i < all.size(); ++i) {
+    EXPECT_EQ(all[i].id, "C" + std::to_string(i + 1));
+    for (const auto& seed : all[i].seeds) EXPECT_EQ(lab::source(seed).is_paper(), i >= 12) << all[i].id << " " << seed;
+    for (const auto& q : all[i].quotes) EXPECT_NO_THROW(lab::source(q.seed)) << all[i].id;
+  }
+  EXPECT_EQ(lab::claim("C13").seeds, std::vector<std::string>{"ssmax"});
+  EXPECT_THROW(lab::claim("C99"), attnlab::Error);
+  EXPECT_THROW(lab::source("999"), attnlab::Error);
   EXPECT_EQ(lab::parse_outcome("pending"), lab::Outcome::pending);
   EXPECT_THROW(lab::parse_outcome("maybe"), attnlab::Error);
 }

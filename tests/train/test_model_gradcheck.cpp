@@ -130,6 +130,34 @@ TEST(Model, StatsComeFromTheEngine) {
   }
 }
 
+// The logits the coordinate check reads (AttentionLayer::logits) are the ones the engine
+// took the softmax of: their row softmax has the engine's largest probability and entropy,
+// under a policy and under qk-norm's temperature.
+TEST(Model, LogitsAreTheOnesTheEngineUsed) {
+  const TaskConfig task = small_task(TaskKind::copy_after_marker);
+  for (const Scaling& scale : {Scaling(ScalePolicy::inv_d()), Scaling::qk_norm_temperature()}) {
+    ModelConfig mc = small_model({TaskKind::copy_after_marker, 1, true, scale});
+    Model<float> m(mc, task);
+    m.init(3);
+    const Batch batch = make_batch(task, 4, 2);
+    const ForwardStats s = m.forward(batch, true);
+    const std::vector<double> logits = m.layers().back().logits();  // [B·1, N]
+    const auto n = static_cast<size_t>(task.seq_len);
+    ASSERT_EQ(logits.size(), 4 * n);
+    for (size_t r = 0; r < 4; ++r) {
+      double top = -INFINITY, sum = 0, entropy = 0;
+      for (size_t j = 0; j < n; ++j) top = std::max(top, logits[r * n + j]);
+      for (size_t j = 0; j < n; ++j) sum += std::exp(logits[r * n + j] - top);
+      for (size_t j = 0; j < n; ++j) {
+        const double p = std::exp(logits[r * n + j] - top) / sum;
+        entropy -= p > 0 ? p * std::log(p) : 0;
+      }
+      EXPECT_NEAR(1 / sum, s.layers.back().max_prob[r], 1e-5) << scale.name() << " row " << r;
+      EXPECT_NEAR(entropy, s.layers.back().entropy[r], 1e-4) << scale.name() << " row " << r;
+    }
+  }
+}
+
 TEST(Model, RejectsBadConfigs) {
   const TaskConfig task = small_task(TaskKind::associative_recall);
   ModelConfig mc;

@@ -45,6 +45,28 @@ TEST(Training, Deterministic) {
   for (size_t i = 0; i < a.curve.size(); ++i) EXPECT_EQ(a.curve[i].eval_loss, b.curve[i].eval_loss);
 }
 
+// The coordinate check: the logits' size at initialisation (1/√d_k: about 1 at every width;
+// 1/d_k: about 1/√d_k), their change over the first steps, deterministic, bad steps an error.
+TEST(Training, TraceLogitsAtInitAndThroughTheFirstSteps) {
+  RunConfig c = tiny_run();
+  c.lr = 3e-3;
+  for (int64_t width : {16, 256}) {
+    c.model.d_k = width;
+    c.model.scale = ScalePolicy::inv_sqrt_d();
+    const LogitTrace a = trace_logits(c, 3);
+    ASSERT_EQ(a.rms.size(), 4u);
+    ASSERT_FALSE(a.diverged);
+    EXPECT_EQ(a.change[0], 0.0);
+    EXPECT_GT(a.change[3], 0.0);
+    EXPECT_NEAR(a.rms[0], 1.0, 0.5) << width;
+    c.model.scale = ScalePolicy::inv_d();
+    const LogitTrace b = trace_logits(c, 3);
+    EXPECT_NEAR(b.rms[0] * std::sqrt(static_cast<double>(width)), a.rms[0], 1e-4 * a.rms[0]) << width;
+    EXPECT_EQ(trace_logits(c, 3).change, b.change);  // deterministic
+  }
+  EXPECT_THROW(trace_logits(c, 0), Error);
+}
+
 TEST(Training, RejectsBadConfigs) {
   RunConfig c = tiny_run();
   c.steps = 0;

@@ -1,6 +1,7 @@
 #pragma once
-// The lab: experiments that measure the claims of docs/claims.md (C1–C12)
-// and return numbers, figures (as data) and verdicts.
+// The lab: experiments that measure the claims of docs/claims.md (C1–C12 from the five
+// articles, C13 onwards from papers after 2017) and return numbers, figures (as data)
+// and verdicts.
 //
 // An experiment is one file src/lab/exp_<name>.cpp that returns its description,
 // listed in src/lab/experiments.hpp and registry.cpp:
@@ -215,22 +216,26 @@ struct Result {
 
 // ---- the catalogue of claims (CLAIMS.md) -----------------------------------
 
-// One of the source articles (docs/claims.md, "The sources").
+// One of the sources (docs/claims.md, "The sources"): the five articles (seeds "000".."004")
+// that C1–C12 come from, then the papers of C13 onwards (ids such as "ssmax").
 struct SourceInfo {
-  std::string seed;         // "000"
+  std::string seed;         // "000", or a paper's id ("ssmax")
   std::string title;        // in English
-  std::string original_title;
+  std::string original_title;  // in the original language ("" when that is English)
   std::string url;          // the original article; "" if the stored copy names none
   std::string note;         // e.g. what it cites, when it gives no address of its own
+  std::string cite = "";    // a paper's short citation ("Nakanishi 2025"); "" for the articles
+  bool is_paper() const { return !cite.empty(); }
 };
-const std::vector<SourceInfo>& sources();  // seeds 000..004
-const SourceInfo& source(const std::string& seed);  // throws Error for an unknown seed
+const std::vector<SourceInfo>& sources();  // the articles 000..004, then the papers
+const SourceInfo& source(const std::string& seed);  // throws Error for an unknown id
 
 // A sentence of a source that states a claim, as written and in English.
 struct Quote {
   std::string seed;
-  std::string original;  // the source's own words (Chinese); [brackets] mark characters the stored copy lost
-  std::string english;
+  std::string original;  // the source's own words; [brackets] mark characters the stored copy lost
+  std::string english;   // the translation; "" when the original is in English
+  std::string lang = "zh";  // the original's language (an HTML lang code)
 };
 
 struct ClaimInfo {
@@ -238,7 +243,7 @@ struct ClaimInfo {
   std::vector<std::string> seeds;
   std::vector<Quote> quotes;
 };
-const std::vector<ClaimInfo>& claims();  // C1..C12, in order
+const std::vector<ClaimInfo>& claims();  // C1, C2, ..., in order
 const ClaimInfo& claim(const std::string& id);  // throws Error for an unknown id
 
 // ---- experiments ------------------------------------------------------------
@@ -337,7 +342,7 @@ struct ReportOptions {
 
 struct ReportSummary {
   std::filesystem::path index_html;
-  std::vector<Verdict> claims;  // one aggregated verdict per claim C1..C12 (pending if unmeasured)
+  std::vector<Verdict> claims;  // one aggregated verdict per claim of claims() (pending if unmeasured)
   double seconds = 0;
 };
 

@@ -126,6 +126,7 @@ struct CurvePoint {
   double max_prob = 0;         // mean largest attention probability
   double grad_qk = 0;          // ‖(∂L/∂W_q, ∂L/∂W_k)‖ of the last training step (all layers); NaN at step 0
   double temperature = 0;      // exp(s) of layer 1 under qk-norm, else the policy's scale for a full row
+  double max_logit = 0;        // largest |S| = |scale·q·k| of the last attention layer on the held-out set
 };
 
 struct RunResult {
@@ -144,6 +145,18 @@ struct RunResult {
 // Trains one model on the calling thread (the engine with ComputeConfig{threads = 1}),
 // so that runs can be spread over cores. Throws attnlab::Error for invalid configurations.
 RunResult train_run(const RunConfig& config);
+
+// ---- coordinate check (μP, Tensor Programs V) -------------------------------------------
+// The attention logits S = scale·q·k of the model's last attention layer on a fixed probe
+// batch (the held-out set), at initialisation and after each of the first `steps` optimiser
+// steps at the constant learning rate config.lr (default_lr if 0; no warm-up, no decay):
+// how their size, and the size of their change, depend on width (μP's "coordinate check").
+struct LogitTrace {
+  std::vector<double> rms;     // [steps + 1] root mean square of S over the probe's rows and keys
+  std::vector<double> change;  // [steps + 1] RMS of S_t − S_0 (change[0] = 0)
+  bool diverged = false;       // the loss became non-finite: the trace stops there
+};
+LogitTrace trace_logits(const RunConfig& config, int64_t steps);  // throws attnlab::Error for a bad config
 
 // ---- the study ---------------------------------------------------------------------
 

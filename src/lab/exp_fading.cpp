@@ -1,0 +1,293 @@
+// Experiment `fading` (C13): attention fading and scalable softmax (Nakanishi 2025,
+// arXiv:2501.19399). As the number of keys n grows, softmax's largest output goes to 0
+// even for a clearly preferred key; SSMax multiplies the logits by s·ln n and keeps it.
+//
+// Three inputs, one panel each:
+//   exact    the paper's Figure 1: one row of logits, −2 everywhere and one +3, through the
+//            double-precision reference (d = 1, q = 1, k_j = the logit), softmax (no scale)
+//            against SSMax (the scalable_softmax policy, whose s·ln(n)/√d is s·ln n at d = 1).
+//            Closed forms: softmax max = 1/(1 + (n − 1)e^{low − high}),
+//                          SSMax  max = 1/(1 + (n − 1)·n^{s(low − high)}).
+//   planted  q = β·k_t + N(0, I) against n random keys (lab/row_stats.hpp), 1/√d against
+//            SSMax applied to the 1/√d logits. Theory: the mean field with the planted
+//            logit's spread (util::planted_theory, lab/row_stats.hpp).
+//   random   q, k ~ N(0, I): no key is preferred (shown, not judged: fading is then right).
+#include <cmath>
+#include <fmt/format.h>
+
+#include "attnlab/attention.hpp"
+#include "attnlab/scale.hpp"
+#include "lab/experiments.hpp"
+#include "lab/lab_util.hpp"
+#include "lab/parallel.hpp"
+#include "lab/row_stats.hpp"
+
+namespace attnlab::lab {
+namespace {
+
+struct FadingConfig {
+  std::vector<int64_t> exact_ns{10, 30, 100, 300, 1000, 3000, 10000, 30000, 100000};
+  double low_logit = -2, high_logit = 3;  // the paper's Figure 1
+  double ssmax_s = 0.43;                  // the paper's Figure 1
+  int64_t headline_n = 10000;             // the paper's number: softmax max ≈ 0.015 here
+  std::vector<int64_t> ns{16, 64, 256, 1024, 4096, 16384};
+  int64_t d_k = 64;
+  int64_t queries = 64;
+  double planted_signal = 1.0;            // β in q = β·k_t + noise
+  double exact_tolerance = 1e-9;          // relative agreement of the reference with the closed forms
+  double fade_factor = 5;                 // "fades": softmax's largest weight falls by more than this factor over the range
+  double keep_limit = 0.9;                // "keeps": SSMax's largest weight stays at or above this at every n
+  void bind(Params& p) {
+    p.add("exact_ns", exact_ns, "numbers of keys n for the paper's Figure 1 (logits low everywhere and one high)");
+    p.add("low_logit", low_logit, "Figure 1's logit of every key but one");
+    p.add("high_logit", high_logit, "Figure 1's logit of the preferred key");
+    p.add("ssmax_s", ssmax_s, "SSMax's s: the logits are multiplied by s·ln n (0.43 in the paper's Figure 1)");
+    p.add("headline_n", headline_n, "n at which the paper's number is read (softmax max ≈ 0.015 at 10⁴); must be in exact_ns");
+    p.add("ns", ns, "numbers of keys n for the random and planted inputs");
+    p.add("d_k", d_k, "head dim of the random and planted inputs");
+    p.add("queries", queries, "query rows per n (statistics are averaged over them)");
+    p.add("planted_signal", planted_signal, "β of the planted input q = β·k_t + N(0, I)");
+    p.add("exact_tolerance", exact_tolerance, "relative agreement required between the reference and the closed forms");
+    p.add("fade_factor", fade_factor, "softmax 'fades' when its largest weight falls by more than this factor from the smallest n to the largest");
+    p.add("keep_limit", keep_limit, "SSMax 'keeps' the preferred key when its largest weight stays at or above this at every n");
+  }
+};
+
+void validate(const FadingConfig& c) {
+  util::require_increasing("exact_ns", c.exact_ns);
+  util::require_increasing("ns", c.ns);
+  if (std::find(c.exact_ns.begin(), c.exact_ns.end(), c.headline_n) == c.exact_ns.end())
+    throw Error(fmt::format("headline_n: {} is not one of exact_ns", c.headline_n));
+  if (!(c.high_logit > c.low_logit)) throw Error("high_logit: must be above low_logit (one clearly preferred key)");
+  if (!std::isfinite(c.low_logit) || !std::isfinite(c.high_logit)) throw Error("low_logit, high_logit: must be finite");
+  util::require_positive("ssmax_s", c.ssmax_s);
+  util::require_positive("d_k", c.d_k);
+  util::require_positive("queries", c.queries);
+  util::require_positive("exact_tolerance", c.exact_tolerance);
+  if (!(c.fade_factor > 1)) throw Error("fade_factor: must be above 1");
+  if (!(c.keep_limit > 0 && c.keep_limit < 1)) throw Error("keep_limit: must be in (0, 1)");
+  if (!std::isfinite(c.planted_signal)) throw Error("planted_signal: must be finite");
+}
+
+// ---- the paper's Figure 1, exactly ------------------------------------------------
+
+double softmax_max_theory(const FadingConfig& c, double n) {
+  return 1 / (1 + (n - 1) * std::exp(c.low_logit - c.high_logit));
+}
+double ssmax_max_theory(const FadingConfig& c, double n) {
+  return 1 / (1 + (n - 1) * std::exp(c.ssmax_s * std::log(n) * (c.low_logit - c.high_logit)));
+}
+
+// The largest output of one row of Figure 1's logits under `policy`, through the reference.
+double figure1_max(const FadingConfig& c, int64_t n, const ScalePolicy& policy) {
+  Tensor<double> q({1, 1, 1, 1}, 1.0), k({1, 1, n, 1}, c.low_logit), v({1, 1, n, 1}, 0.0);  // [B, H, N, d = 1]
+  k(0, 0, n / 2, 0) = c.high_logit;  // anywhere: the softmax does not care where
+  Tensor<double> out({1, 1, 1, 1}), lse({1, 1, 1, 1}), mp({1, 1, 1, 1});
+  RowDiagnostics<double> diag;
+  diag.max_prob = mp.view();
+  AttentionOptions<double> o;
+  o.scale = policy;
+  attention_forward(q.view(), k.view(), v.view(), o, out.view(), lse.view(), &diag);
+  return mp(0, 0, 0, 0);
+}
+
+struct Exact {
+  Table table{"fading_exact", {"n", "softmax_max", "softmax_theory", "ssmax_max", "ssmax_theory"}};
+  std::vector<double> softmax, ssmax;  // measured, per n
+  double worst_error = 0;              // relative, over both curves
+  double headline = 0;                 // softmax max at headline_n
+};
+
+Exact measure_exact(const FadingConfig& c, RunContext& ctx) {
+  ctx.report(fmt::format("Figure 1: logits {:g} and one {:g}, n = {}..{}", c.low_logit, c.high_logit,
+                         c.exact_ns.front(), c.exact_ns.back()));
+  Exact e;
+  for (int64_t n : c.exact_ns) {
+    const double nd = static_cast<double>(n);
+    const double sm = figure1_max(c, n, ScalePolicy::none());
+    const double ss = figure1_max(c, n, ScalePolicy::scalable_softmax(c.ssmax_s));
+    const double sm_th = softmax_max_theory(c, nd), ss_th = ssmax_max_theory(c, nd);
+    e.softmax.push_back(sm);
+    e.ssmax.push_back(ss);
+    e.worst_error = std::max({e.worst_error, std::abs(sm / sm_th - 1), std::abs(ss / ss_th - 1)});
+    if (n == c.headline_n) e.headline = sm;
+    e.table.add_row({nd, sm, sm_th, ss, ss_th});
+  }
+  return e;
+}
+
+// ---- random and planted rows ---------------------------------------------------------
+
+struct Rows {
+  Table table{"fading_rows", {"input", "policy", "n", "scale", "mean_max_prob", "mean_entropy", "theory_max_prob"}};
+  // [input: 0 random, 1 planted][policy: 0 1/√d, 1 SSMax][n]
+  std::vector<std::vector<std::vector<util::RowStats>>> stats;
+  std::vector<std::vector<std::vector<double>>> theory;
+};
+
+std::vector<ScalePolicy> row_policies(const FadingConfig& c) {
+  return {ScalePolicy::inv_sqrt_d(), ScalePolicy::scalable_softmax(c.ssmax_s)};
+}
+
+Rows measure_rows(const FadingConfig& c, RunContext& ctx) {
+  const auto policies = row_policies(c);
+  Rows r;
+  r.stats.assign(2, std::vector<std::vector<util::RowStats>>(policies.size(), std::vector<util::RowStats>(c.ns.size())));
+  r.theory.assign(2, std::vector<std::vector<double>>(policies.size(), std::vector<double>(c.ns.size(), NAN)));
+  ctx.report(fmt::format("random and planted rows, n = {}..{}, d_k = {}", c.ns.front(), c.ns.back(), c.d_k));
+  // One index per (input, n): each writes its own slots; the same inputs for both policies.
+  const int64_t cells = 2 * static_cast<int64_t>(c.ns.size());
+  util::parallel_for(cells, ctx.threads, [&](int64_t cell) {
+    const size_t input = static_cast<size_t>(cell) / c.ns.size(), ni = static_cast<size_t>(cell) % c.ns.size();
+    const int64_t n = c.ns[ni];
+    for (size_t pi = 0; pi < policies.size(); ++pi) {
+      r.stats[input][pi][ni] = util::row_stats(policies[pi], {input == 1, c.planted_signal, n, c.d_k, c.queries}, ctx.seed,
+                                               fmt::format("fading/{}/{}", input, n));
+      if (input == 1)
+        r.theory[input][pi][ni] = util::planted_theory(policies[pi](c.d_k, n), c.planted_signal,
+                                                       static_cast<double>(c.d_k), static_cast<double>(n)).max_prob;
+    }
+  });
+  for (size_t input = 0; input < 2; ++input)
+    for (size_t pi = 0; pi < policies.size(); ++pi)
+      for (size_t ni = 0; ni < c.ns.size(); ++ni)
+        r.table.add_row({static_cast<double>(input), static_cast<double>(pi), static_cast<double>(c.ns[ni]),
+                         policies[pi](c.d_k, c.ns[ni]), r.stats[input][pi][ni].max_prob, r.stats[input][pi][ni].entropy,
+                         r.theory[input][pi][ni]});
+  return r;
+}
+
+std::vector<double> max_probs(const Rows& r, size_t input, size_t policy) {
+  std::vector<double> out;
+  for (const auto& s : r.stats[input][policy]) out.push_back(s.max_prob);
+  return out;
+}
+
+// ---- figure --------------------------------------------------------------------------
+
+Figure figure_fading(const FadingConfig& c, const Exact& e, const Rows& r) {
+  const auto policies = row_policies(c);
+  Figure f;
+  f.name = "fading";
+  f.caption = fmt::format(
+      "The largest softmax weight of a row against the number of keys n. Left: the paper's Figure 1, logits {:g} "
+      "everywhere and one {:g}, computed by the double-precision reference (points) on the closed forms (dashed): "
+      "softmax's falls as 1/(1 + (n − 1)e^{:g}), SSMax (logits × {:g}·ln n) stays near 1. Middle: each query is one "
+      "key plus noise (q = {:g}·k_t + noise, d_k = {}), so one key matches among n − 1 random ones; dashed: the "
+      "mean-field theory where it applies. Right: random queries and keys, where no key is preferred.",
+      c.low_logit, c.high_logit, c.low_logit - c.high_logit, c.ssmax_s, c.planted_signal, c.d_k);
+  f.layout_cols = 3;
+  f.width = 960;
+  f.height = 400;
+  const std::string ssmax_colour = util::policy_colour(policies[1]);
+  Panel p1 = util::panel("Figure 1: logits −2, one +3", "n (keys)", "largest weight", true, false);
+  const auto xe = util::to_double(c.exact_ns);
+  p1.series.push_back(util::series("softmax", Style::points, xe, e.softmax, util::policy_colour(ScalePolicy::none())));
+  p1.series.push_back(util::series("SSMax", Style::points, xe, e.ssmax, ssmax_colour));
+  p1.series.push_back(util::series("", Style::theory, xe, e.table.column("softmax_theory"), util::policy_colour(ScalePolicy::none())));
+  p1.series.push_back(util::series("", Style::theory, xe, e.table.column("ssmax_theory"), ssmax_colour));
+  p1.legend_position = "bottom left";
+  const auto xs = util::to_double(c.ns);
+  for (size_t input : {1, 0}) {
+    Panel p = util::panel(input ? fmt::format("planted (β = {:g})", c.planted_signal) : std::string("random (no preferred key)"),
+                          "n (keys)", "largest weight", true, false);
+    std::vector<Series> theory;
+    for (size_t pi = 0; pi < policies.size(); ++pi) {
+      const std::string col = util::policy_colour(policies[pi]);
+      p.series.push_back(util::series(pi == 0 ? "1/√d_k" : "SSMax", Style::linespoints, xs, max_probs(r, input, pi), col));
+      if (input == 1) theory.push_back(util::series("", Style::theory, xs, r.theory[input][pi], col));
+    }
+    p.series.insert(p.series.end(), theory.begin(), theory.end());
+    p.legend_position = input ? "bottom left" : "off";
+    f.panels.push_back(p);
+  }
+  for (auto& p : f.panels) p.y_min = 0, p.y_max = 1.05;
+  p1.y_min = 0, p1.y_max = 1.05;
+  f.panels.insert(f.panels.begin(), p1);
+  return f;
+}
+
+// ---- verdict -------------------------------------------------------------------------
+
+Verdict verdict_c13(const FadingConfig& c, const Exact& e, const Rows& r) {
+  const auto planted_sm = max_probs(r, 1, 0), planted_ss = max_probs(r, 1, 1);
+  const auto random_sm = max_probs(r, 0, 0), random_ss = max_probs(r, 0, 1);
+  const bool exact_ok = e.worst_error <= c.exact_tolerance;
+  const bool fades_exact = e.softmax.front() / e.softmax.back() > c.fade_factor;
+  const bool fades_planted = planted_sm.front() / planted_sm.back() > c.fade_factor;
+  const double ss_exact_min = *std::min_element(e.ssmax.begin(), e.ssmax.end());
+  const double ss_planted_min = *std::min_element(planted_ss.begin(), planted_ss.end());
+  const double ss_planted_max = *std::max_element(planted_ss.begin(), planted_ss.end());
+  const bool keeps = ss_exact_min >= c.keep_limit && ss_planted_min >= c.keep_limit;
+  Verdict v = make_verdict("C13");
+  v.theory = softmax_max_theory(c, static_cast<double>(c.headline_n));
+  v.theory_text = fmt::format("softmax max = 1/(1 + (n − 1)e^{{{:g}}}) = {:.4f} at n = {}; SSMax (s = {:g}) max = "
+                              "1/(1 + (n − 1)n^{{{:g}}}) → 1",
+                              c.low_logit - c.high_logit, v.theory, c.headline_n, c.ssmax_s,
+                              c.ssmax_s * (c.low_logit - c.high_logit));
+  v.measured = e.headline;
+  v.measured_text = fmt::format(
+      "Figure 1 (reference, double): softmax max {:.4f} at n = {} (falls {:.3g}× from n = {} to {}); SSMax ≥ {:.4f} "
+      "at every n; worst relative error against the closed forms {:.1e}. Planted (β = {:g}, d_k = {}): 1/√d_k's "
+      "largest weight {:.3f} → {:.3f} from n = {} to {}, SSMax's ≥ {:.3f}. Random: 1/√d_k {:.3f} → {:.4f}, SSMax "
+      "{:.3f} → {:.3f}",
+      e.headline, c.headline_n, e.softmax.front() / e.softmax.back(), c.exact_ns.front(), c.exact_ns.back(), ss_exact_min,
+      e.worst_error, c.planted_signal, c.d_k, planted_sm.front(), planted_sm.back(), c.ns.front(), c.ns.back(),
+      ss_planted_min, random_sm.front(), random_sm.back(), random_ss.front(), random_ss.back());
+  v.tolerance = c.exact_tolerance;
+  v.method = fmt::format(
+      "Confirmed when the reference matches both closed forms of Figure 1 within {:g} (relative) at every n, softmax's "
+      "largest weight falls by more than {:g}× over the range on Figure 1's logits and on the planted input, and "
+      "SSMax's stays ≥ {:g} at every n on both; refuted when softmax's does not fade or SSMax's does not stay; "
+      "inconclusive otherwise (the reference disagreeing with the closed forms). Random inputs are shown, not "
+      "judged: with no preferred key, fading is the right answer.",
+      c.exact_tolerance, c.fade_factor, c.keep_limit);
+  if (!(fades_exact && fades_planted) || !keeps)
+    v.outcome = Outcome::refuted;
+  else
+    v.outcome = exact_ok ? Outcome::confirmed : Outcome::inconclusive;
+  v.figure = "fading";
+  v.plain = fmt::format(
+      "The paper's Figure 1 comes out exactly: with one logit at +3 among n − 1 at −2, softmax gives the preferred key "
+      "{:.3f} at n = {} (the formula: {:.3f}), while SSMax with s = {:g} keeps {} at every n. With one matching key among "
+      "random ones, 1/√d_k's weight on it falls from {:.2f} to {:.2f} as n grows from {} to {}; SSMax's stays at {:.2f} "
+      "or more{}. On random inputs, where no key deserves the weight, SSMax's largest weight goes from {:.2f} to {:.2f}{}.",
+      e.headline, c.headline_n, v.theory, c.ssmax_s, ss_exact_min >= 0.999 ? "over 0.999" : fmt::format("at least {:.3f}", ss_exact_min),
+      planted_sm.front(), planted_sm.back(), c.ns.front(), c.ns.back(), ss_planted_min,
+      ss_planted_max > 0.99 ? fmt::format(", up to {:.3f}: nearly one-hot, the saturated regime in which C3–C6 find the "
+                                          "gradient through the softmax vanishing", ss_planted_max)
+                            : std::string(),
+      random_ss.front(), random_ss.back(),
+      random_ss.back() > 2 * random_ss.front()
+          ? ": as n grows it concentrates on whichever key happens to score highest"
+          : ", while 1/√d_k's falls with 1/n: SSMax's growth in ln n offsets the growing number of keys over this range");
+  return v;
+}
+
+Result run_fading(const FadingConfig& c, RunContext& ctx) {
+  validate(c);
+  const Exact exact = measure_exact(c, ctx);
+  const Rows rows = measure_rows(c, ctx);
+  Result result;
+  result.setup = fmt::format(
+      "Figure 1: one row of n logits through the double-precision reference, with no scale (plain softmax) and with "
+      "the scalable-softmax policy at s = {:g} (the logits multiplied by {:g}·ln n). Rows: {} queries against n random "
+      "keys of size d_k = {} through the float32 engine, scaled by 1/√d_k or by SSMax ({:g}·ln(n)/√d_k); the same "
+      "keys and queries for both.",
+      c.ssmax_s, c.ssmax_s, c.queries, c.d_k, c.ssmax_s);
+  result.tables = {exact.table, rows.table};
+  result.notes.push_back("fading_rows.csv: input 0 = random, 1 = planted; policy 0 = inv_sqrt_d, 1 = ssmax");
+  result.figures = {figure_fading(c, exact, rows)};
+  result.verdicts = {verdict_c13(c, exact, rows)};
+  return result;
+}
+
+}  // namespace
+
+Experiment fading_experiment() {
+  return make_experiment<FadingConfig>(
+      "fading", "Attention fading as n grows, and scalable softmax (Nakanishi 2025): the paper's Figure 1, then random and planted rows",
+      {"C13"}, run_fading, {{"ns", "16,1024,16384"}, {"queries", "16"}});
+}
+
+}  // namespace attnlab::lab
