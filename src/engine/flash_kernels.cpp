@@ -107,8 +107,10 @@
 // its counter, which starts at `first`; inside the run, a pair with nothing to
 // compute still waits for its turn and passes it on.
 //
-// Precision: float32 in, float32 accumulation throughout (like the naive
-// matmul + softmax + matmul it replaces), exp by ExpNonPositive (exp-inl.h:
+// Precision: float32 in (bfloat16 and float16 inputs are converted to float32 where
+// they are loaded: the packing functions of tile_ops-inl.h, through plan.hpp's Operand),
+// float32 accumulation throughout (like the naive matmul + softmax + matmul it replaces;
+// 16-bit results are rounded once, by engine.cpp, from float32 buffers), exp by ExpNonPositive (exp-inl.h:
 // the softmax's arguments are ≤ 0, which allows a cheaper exp than Highway's
 // contrib/math; its measured maximum error is stated there), scale applied in float.
 // ============================================================================
