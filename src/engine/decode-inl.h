@@ -267,12 +267,12 @@ inline constexpr size_t kPrefetchAhead = 16;
 // line of each K and V row is asked for, and the hardware's prefetchers bring the rest:
 // the prefetch instructions were half of that row's loads (one per 64 bytes against two
 // FMAs of K), and they queue behind the misses in flight. Measured on AMD Zen 3 (AVX2),
-// d = 128: 29.0 → 21.6 ns per key with K and V in L2 (BM_DecodeChunk/1/1/1/128), and on
-// 8/8 heads, Nq = 1, Nk = 32768, 25.4 → 28.7 GB/s at 2 threads and 14.2 → 15.5 at 1
-// (five and three interleaved rounds, faster in every one). With 2 and 4 rows per key
-// the same made decoding slower (4 rows: 23 → 15 GB/s), and so it did for a 16-bit cache
-// (rows of 256 bytes at d = 128; bf16 5.1 → 6.2 ms on the shape above): there every
-// line is asked for.
+// d = 128: 24.5–29.0 → 19.1–21.6 ns per key with K and V in L2 (BM_DecodeChunk/1/1/1/128,
+// several runs), and on 8/8 heads, Nq = 1, Nk = 32768, 25.4 → 28.7 GB/s at 2 threads and
+// 14.2 → 15.5 at 1 (five and three interleaved rounds, faster in every one). With 2 and 4
+// rows per key the same made decoding slower (4 rows: 23 → 15 GB/s), and so it did for a
+// 16-bit cache (rows of 256 bytes at d = 128; bf16 5.1 → 6.2 ms on the shape above): there
+// every line is asked for.
 template <int R, int KB, int U, class KE>
 HWY_INLINE void DotRows(size_t nc, size_t cols, const float* q, size_t q_rs, const KE* k, size_t k_rs, float* s,
                         size_t s_rs, PrefetchV v) {
