@@ -53,9 +53,7 @@ struct CollapseConfig {
 
 void validate(const CollapseConfig& c) {
   util::require_positive("base_rate", c.base_rate);
-  if (c.multipliers.empty()) throw Error("multipliers: empty list");
-  for (double m : c.multipliers)
-    if (!(m > 0) || !std::isfinite(m)) throw Error(fmt::format("multipliers: {} is not positive", m));
+  util::require_positive("multipliers", c.multipliers);
   util::require_positive("seeds", c.seeds);
   util::require_positive("steps", c.steps);
   util::require_positive("d_k", c.d_k);

@@ -11,6 +11,8 @@
 #include <string_view>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "attnlab/lab.hpp"
 #include "attnlab/scale.hpp"
 
@@ -123,6 +125,11 @@ inline void require_positive(const std::string& key, const std::vector<int64_t>&
   if (v.empty()) throw Error(key + ": empty list");
   for (int64_t x : v)
     if (x <= 0) throw Error(key + ": " + std::to_string(x) + " is not positive");
+}
+inline void require_positive(const std::string& key, const std::vector<double>& v) {
+  if (v.empty()) throw Error(key + ": empty list");
+  for (double x : v)
+    if (!(x > 0) || !std::isfinite(x)) throw Error(fmt::format("{}: {} is not positive", key, x));
 }
 inline void require_positive(const std::string& key, int64_t v) {
   if (v <= 0) throw Error(key + ": " + std::to_string(v) + " is not positive");
