@@ -1,6 +1,7 @@
 // Google Benchmark microbenchmarks of the engine: its pieces (the register-
 // blocked product at the tile shapes of the five products, exp), forward and
-// backward single-threaded and on 2 threads, and the FMA peak loop for
+// backward single-threaded and on 2 threads, the decode work item, a read stream
+// with arithmetic in its loop (what memory time hides), and the FMA peak loop for
 // reference. Run: build/attnlab_microbench
 #include <benchmark/benchmark.h>
 #include <omp.h>
@@ -10,7 +11,9 @@
 #include <vector>
 
 #include "attnlab/attention.hpp"
+#include "hwy/aligned_allocator.h"
 #include "peak_flops.hpp"
+#include "stream_arithmetic.hpp"
 #include "engine/testing/kernel_pieces.hpp"
 
 namespace al = attnlab;
@@ -149,6 +152,24 @@ void BM_DecodeChunk(benchmark::State& state) {
                                                  benchmark::Counter::kIsIterationInvariantRate);
 }
 
+// One core reading a buffer with `fmas` multiply-adds per loaded vector in its loop
+// (stream_arithmetic.hpp), with a software prefetch `prefetch` bytes ahead or none;
+// the buffer is 256 MiB (from memory) or 256 KiB (resident in L2: the arithmetic's own
+// time). The decode kernels' question: does a loop's arithmetic hide under its memory
+// time (ns/KB from memory = max of the two) or add to it (= their sum)? Args fmas,
+// prefetch, resident.
+void BM_StreamArithmetic(benchmark::State& state) {
+  const int fmas = static_cast<int>(state.range(0));
+  const size_t prefetch = static_cast<size_t>(state.range(1));
+  const size_t bytes = state.range(2) ? size_t{256} << 10 : size_t{256} << 20;
+  auto x = hwy::AllocateAligned<float>(bytes / sizeof(float) + prefetch / sizeof(float) + 64);
+  std::fill(x.get(), x.get() + bytes / sizeof(float) + prefetch / sizeof(float) + 64, 1.0f);
+  for (auto _ : state) benchmark::DoNotOptimize(al::bench::stream_with_arithmetic(x.get(), bytes / sizeof(float), fmas, prefetch));
+  state.counters["GB/s"] = benchmark::Counter(static_cast<double>(bytes) * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["ns/KB"] = benchmark::Counter(static_cast<double>(bytes) / 1024.0, benchmark::Counter::kIsIterationInvariantRate |
+                                                                                      benchmark::Counter::kInvert);
+}
+
 void BM_FmaPeak(benchmark::State& state) {
   for (auto _ : state) {
     const auto p = al::bench::measure_peak(static_cast<int>(state.range(0)), 0.05, 1);
@@ -188,5 +209,9 @@ BENCHMARK(BM_Decode)
 BENCHMARK(BM_DecodeChunk)
     ->Args({1, 1, 1, 128})->Args({4, 1, 1, 128})->Args({8, 1, 1, 128})->Args({4, 1, 16, 128})
     ->Args({1, 1, 1, 64})->Args({4, 1, 1, 64})->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_StreamArithmetic)
+    ->ArgsProduct({{0, 1, 2, 4, 8}, {0, 4096}, {1, 0}})
+    ->ArgNames({"fmas", "prefetch", "resident"})
+    ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_FmaPeak)->Arg(1)->Arg(2)->Iterations(3);
 BENCHMARK_MAIN();
