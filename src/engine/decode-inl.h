@@ -331,12 +331,26 @@ HWY_INLINE void ValuesColumns(size_t nv, size_t n, const float* p, const VE* v, 
   for (; c < nv; ++c) GemmBlock<R, 1>(n, p, kBc, 1, v + c * L, v_rs, o + c * L, o_rs, true);
 }
 
+// Streaming V (`stream_v`, grouped heads decoding): the keys 8 at a time, and the V rows
+// kStreamAhead keys ahead asked for, every line, as each block starts. The prefetches
+// then go out at the rate the product reads, while it computes, instead of in a burst
+// during the scores (each score asking for the K and V rows of its keys) and none
+// during the product. Measured on Zen 3, 32/8 heads, Nq = 1, Nk = 32768: 11.6 → 13.9 GB/s
+// on one thread, B = 4 and Nk = 4096 +19 % on two. Blocks of 8 keys cost the product a
+// load and store of O per 8 keys (in L1); with one query row the old way is faster (its
+// V prefetch asks for one line per row, see DotRows) and it is kept. Either way each
+// O column is the same chain of multiply-adds in key order: the results do not change.
+inline constexpr size_t kStreamKeys = 8, kStreamAhead = 16;
+
 template <class VE>
-void ProbsTimesValues(size_t W, size_t dv_pad, size_t nc, const float* p, const VE* v, size_t v_rs, float* o) {
+void ProbsTimesValues(size_t W, size_t dv_pad, size_t nc, const float* p, const VE* v, size_t v_rs, float* o,
+                      bool stream_v = false, size_t v_bytes = 0) {
   const size_t nv = dv_pad / hn::Lanes(DF());
-  constexpr size_t kKeys = 64;
+  const size_t kKeys = stream_v ? kStreamKeys : 64;
   for (size_t j = 0; j < nc; j += kKeys) {
     const size_t n = std::min(kKeys, nc - j);
+    if (stream_v && j + kStreamAhead < nc)
+      PrefetchRows(v, v_rs, j + kStreamAhead, std::min(n, nc - j - kStreamAhead), v_bytes, false);
     if (W == 1)
       ValuesColumns<1, 8>(nv, n, p + j, v + j * v_rs, v_rs, o, dv_pad);
     else if (W == 2)
@@ -424,6 +438,13 @@ InPlaceRows<E> RowsInPlace(ConstView<E> x, int64_t b, int64_t h, int64_t j0, int
   return {x.row(b, h, j0), static_cast<size_t>(x.stride(kSeq))};
 }
 
+// True when O += P·V streams V itself (ProbsTimesValues): several rows of a decoding
+// step (grouped heads) with V read in place.
+template <class VE>
+bool StreamV(const DecodeWork& w, InPlaceRows<VE> v_rows) {
+  return ScoresAsDots(w.rows) && w.rows >= 2 && v_rows.data != nullptr;
+}
+
 // One row block on one key tile: S = scores, the online-softmax step, O += P·V.
 // V's rows: in place (v_rows.data, of element type VE), or packed into sc.v (float,
 // [nc × dv_pad]); sc.q holds the item's packed queries.
@@ -436,10 +457,11 @@ void DecodeBlock(const DecodeWork& w, int64_t item, int64_t b, int64_t hk, int64
   const ConstView<E> kv = p.k.as<E>();
   float* s = sc.s.get();  // S [W × width], row stride kBc
   if (ScoresAsDots(w.rows)) {
-    // K's rows in place when they are whole vectors (converted in registers); V's rows
-    // prefetched for the product below.
-    const PrefetchV pv{reinterpret_cast<const char*>(v_rows.data), v_rows.stride * sizeof(VE),
-                       static_cast<size_t>(dm.dv) * sizeof(VE)};
+    // K's rows in place when they are whole vectors (converted in registers). V's rows are
+    // prefetched here for the product below, unless the product streams them itself.
+    const PrefetchV pv = StreamV(w, v_rows) ? PrefetchV{}
+                                            : PrefetchV{reinterpret_cast<const char*>(v_rows.data),
+                                                        v_rows.stride * sizeof(VE), static_cast<size_t>(dm.dv) * sizeof(VE)};
     const float* q = sc.q.get() + r0 * p.d_pad;
     if (const InPlaceRows<E> k_rows = RowsInPlace(kv, b, hk, j0, dm.d, L); k_rows.data != nullptr) {
       ScoresByDot(static_cast<size_t>(W), static_cast<size_t>(nc), static_cast<size_t>(dm.d), q,
@@ -482,7 +504,7 @@ void DecodeBlock(const DecodeWork& w, int64_t item, int64_t b, int64_t hk, int64
   float* o = w.o + (row0 + r0) * p.dv_pad;
   if (v_rows.data != nullptr)
     ProbsTimesValues(static_cast<size_t>(W), static_cast<size_t>(p.dv_pad), static_cast<size_t>(nc), s, v_rows.data,
-                     v_rows.stride, o);
+                     v_rows.stride, o, StreamV(w, v_rows), static_cast<size_t>(dm.dv) * sizeof(VE));
   else
     ProbsTimesValues(static_cast<size_t>(W), static_cast<size_t>(p.dv_pad), static_cast<size_t>(nc), s, sc.v.get(),
                      static_cast<size_t>(p.dv_pad), o);
