@@ -45,7 +45,7 @@ float StreamWithArithmetic(const float* x, size_t n, int fmas, size_t prefetch_b
     case 2: return Stream<2>(x, n, prefetch_bytes);
     case 4: return Stream<4>(x, n, prefetch_bytes);
     case 8: return Stream<8>(x, n, prefetch_bytes);
-    default: return 0.0f;
+    default: HWY_ABORT("stream_with_arithmetic: %d multiply-adds per vector (0, 1, 2, 4 or 8)", fmas);
   }
 }
 

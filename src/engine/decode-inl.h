@@ -335,8 +335,9 @@ HWY_INLINE void ValuesColumns(size_t nv, size_t n, const float* p, const VE* v, 
 // kStreamAhead keys ahead asked for, every line, as each block starts. The prefetches
 // then go out at the rate the product reads, while it computes, instead of in a burst
 // during the scores (each score asking for the K and V rows of its keys) and none
-// during the product. Measured on Zen 3, 32/8 heads, Nq = 1, Nk = 32768: 11.6 → 13.9 GB/s
-// on one thread, B = 4 and Nk = 4096 +19 % on two. Blocks of 8 keys cost the product a
+// during the product. Measured on Zen 3 (attnlab bench, 2 threads, old and new library in
+// alternate runs): 32/8 heads, Nq = 1, Nk = 32768 13.48 → 11.83 ms; B = 4, Nk = 4096
+// 7.05 → 6.16 ms. Blocks of 8 keys cost the product a
 // load and store of O per 8 keys (in L1); with one query row the old way is faster (its
 // V prefetch asks for one line per row, see DotRows) and it is kept. Either way each
 // O column is the same chain of multiply-adds in key order: the results do not change.
@@ -344,13 +345,14 @@ inline constexpr size_t kStreamKeys = 8, kStreamAhead = 16;
 
 template <class VE>
 void ProbsTimesValues(size_t W, size_t dv_pad, size_t nc, const float* p, const VE* v, size_t v_rs, float* o,
-                      bool stream_v = false, size_t v_bytes = 0) {
+                      bool stream_v = false) {
   const size_t nv = dv_pad / hn::Lanes(DF());
-  const size_t kKeys = stream_v ? kStreamKeys : 64;
-  for (size_t j = 0; j < nc; j += kKeys) {
-    const size_t n = std::min(kKeys, nc - j);
+  const size_t keys_per_block = stream_v ? kStreamKeys : 64;
+  for (size_t j = 0; j < nc; j += keys_per_block) {
+    const size_t n = std::min(keys_per_block, nc - j);
+    // V rows read in place are dv_pad elements long (RowsInPlace: dv is a multiple of kPad).
     if (stream_v && j + kStreamAhead < nc)
-      PrefetchRows(v, v_rs, j + kStreamAhead, std::min(n, nc - j - kStreamAhead), v_bytes, false);
+      PrefetchRows(v, v_rs, j + kStreamAhead, std::min(n, nc - j - kStreamAhead), dv_pad * sizeof(VE), false);
     if (W == 1)
       ValuesColumns<1, 8>(nv, n, p + j, v + j * v_rs, v_rs, o, dv_pad);
     else if (W == 2)
@@ -504,7 +506,7 @@ void DecodeBlock(const DecodeWork& w, int64_t item, int64_t b, int64_t hk, int64
   float* o = w.o + (row0 + r0) * p.dv_pad;
   if (v_rows.data != nullptr)
     ProbsTimesValues(static_cast<size_t>(W), static_cast<size_t>(p.dv_pad), static_cast<size_t>(nc), s, v_rows.data,
-                     v_rows.stride, o, StreamV(w, v_rows), static_cast<size_t>(dm.dv) * sizeof(VE));
+                     v_rows.stride, o, StreamV(w, v_rows));
   else
     ProbsTimesValues(static_cast<size_t>(W), static_cast<size_t>(p.dv_pad), static_cast<size_t>(nc), s, sc.v.get(),
                      static_cast<size_t>(p.dv_pad), o);
