@@ -337,10 +337,10 @@ HWY_INLINE void ValuesColumns(size_t nv, size_t n, const float* p, const VE* v, 
 // during the scores (each score asking for the K and V rows of its keys) and none
 // during the product. Measured on Zen 3 (attnlab bench, 2 threads, old and new library in
 // alternate runs): 32/8 heads, Nq = 1, Nk = 32768 13.48 → 11.83 ms; B = 4, Nk = 4096
-// 7.05 → 6.16 ms. Blocks of 8 keys cost the product a
-// load and store of O per 8 keys (in L1); with one query row the old way is faster (its
-// V prefetch asks for one line per row, see DotRows) and it is kept. Either way each
-// O column is the same chain of multiply-adds in key order: the results do not change.
+// 7.05 → 6.16 ms. Blocks of 8 keys cost the product a load and store of O per 8 keys (in
+// L1); with one query row the old way is faster (its V prefetch asks for one line per
+// row, see DotRows) and it is kept. Either way each O column is the same chain of
+// multiply-adds in key order: the results do not change.
 inline constexpr size_t kStreamKeys = 8, kStreamAhead = 16;
 
 template <class VE>
@@ -458,10 +458,11 @@ void DecodeBlock(const DecodeWork& w, int64_t item, int64_t b, int64_t hk, int64
   const int64_t L = static_cast<int64_t>(hn::Lanes(DF()));
   const ConstView<E> kv = p.k.as<E>();
   float* s = sc.s.get();  // S [W × width], row stride kBc
+  const bool stream_v = StreamV(w, v_rows);
   if (ScoresAsDots(w.rows)) {
     // K's rows in place when they are whole vectors (converted in registers). V's rows are
     // prefetched here for the product below, unless the product streams them itself.
-    const PrefetchV pv = StreamV(w, v_rows) ? PrefetchV{}
+    const PrefetchV pv = stream_v ? PrefetchV{}
                                             : PrefetchV{reinterpret_cast<const char*>(v_rows.data),
                                                         v_rows.stride * sizeof(VE), static_cast<size_t>(dm.dv) * sizeof(VE)};
     const float* q = sc.q.get() + r0 * p.d_pad;
@@ -506,7 +507,7 @@ void DecodeBlock(const DecodeWork& w, int64_t item, int64_t b, int64_t hk, int64
   float* o = w.o + (row0 + r0) * p.dv_pad;
   if (v_rows.data != nullptr)
     ProbsTimesValues(static_cast<size_t>(W), static_cast<size_t>(p.dv_pad), static_cast<size_t>(nc), s, v_rows.data,
-                     v_rows.stride, o, StreamV(w, v_rows));
+                     v_rows.stride, o, stream_v);
   else
     ProbsTimesValues(static_cast<size_t>(W), static_cast<size_t>(p.dv_pad), static_cast<size_t>(nc), s, sc.v.get(),
                      static_cast<size_t>(p.dv_pad), o);
