@@ -28,6 +28,11 @@
 // Either way S ends as rows for the shared per-row score treatment (SoftmaxRow:
 // MaskRow's masks and scale, the online softmax).
 //
+// Grouped heads decoding (2 to 4 rows) on whole tiles without a score treatment takes
+// the fused step instead (FusedDecodeBlock): the keys 8 at a time through scores,
+// online softmax and O += P·V, with the K and V lines 8 keys ahead asked for a few at a
+// time inside the product, so that the memory is kept busy while the core computes.
+//
 // Memory. With so little work per byte the caches must be filled ahead of use: while
 // the scores of a tile are computed, the K rows 16 keys ahead and the tile's V rows are
 // prefetched (PrefetchRows), so that K and V stream from memory side by side and the
@@ -447,16 +452,254 @@ bool StreamV(const DecodeWork& w, InPlaceRows<VE> v_rows) {
   return ScoresAsDots(w.rows) && w.rows >= 2 && v_rows.data != nullptr;
 }
 
+// ---- The fused decoding step of grouped heads ----
+//
+// With 2 to 4 rows per key (grouped heads decoding) a key costs 2·rows·(d + dv) FLOPs of
+// work in L1 for its (d + dv)·4 bytes from memory: at d = 128 and 4 rows about 64 FMA
+// cycles of a core against about 180 of its share of the bandwidth. The tile-at-a-time
+// step (scores of 256 keys, the softmax, O += P·V) hides that work under the memory only
+// in part: its prefetches come in bursts (a tile's V rows during its scores, then none
+// during the product), and a burst fills the core's miss buffers, so the prefetch
+// instructions wait, and while the product computes nothing is asked of the memory.
+// The fused step takes the keys kFusedKeys at a time through all three stages (the online
+// softmax per block of keys, O rescaled only when a row's max moves) and asks for the K
+// and V lines kFusedAhead keys ahead one or two per step of the product's inner loop:
+// requests go out at the rate the kernel consumes, so the memory is never idle and the
+// miss buffers never overflow. Its scores are reduced across lanes eight keys at a time
+// (on AVX2 by a tree of horizontal adds into one vector of the eight scores).
+// Measured on AMD Zen 3 (2 threads, float32, d = 128, interleaved with the tile-at-a-time
+// step): see docs/engine.md, "The fused grouped-heads step".
+//
+// It takes the common case only: float32 K and V read in place, every row seeing every
+// key of the tile (no mask, window edge or cache end inside it), and no treatment between
+// the scale and the softmax (softcap, ALiBi, score_mod, mask_mod, an additive or boolean
+// mask). Everything else goes through the tile-at-a-time step and SoftmaxRow. Sinks are
+// merged after the chunks (MergeRow) and do not concern it.
+inline constexpr size_t kFusedKeys = 8, kFusedAhead = 8;
+
+// Prefetches a run of rows line by line, a few lines per call (see the top): rows
+// [0, rows) at base + row·stride, `lines` 64-byte lines each.
+struct LinePrefetcher {
+  const char* base = nullptr;
+  size_t stride = 0, lines = 0, rows = 0;
+  size_t row = 0, line = 0;
+  HWY_INLINE void Next(size_t n) {
+    for (size_t i = 0; i < n && row < rows; ++i) {
+      hwy::Prefetch(base + row * stride + line * 64);
+      if (++line == lines) line = 0, ++row;
+    }
+  }
+};
+
+// The raw scores of R rows against keys [0, kFusedKeys) of k (row stride k_rs): dot
+// products over `cols` values (a whole number of vectors), `KB` keys at a time, each
+// reduced across its lanes into s[r · kFusedKeys + j].
+template <int R, int KB>
+HWY_INLINE void FusedScores(size_t cols, const float* HWY_RESTRICT q, size_t q_rs, const float* HWY_RESTRICT k,
+                            size_t k_rs, float* HWY_RESTRICT s) {
+  const DF df;
+  const size_t L = hn::Lanes(df);
+  // The accumulators of the eight keys of each row, [R][kFusedKeys][L], reduced together.
+  HWY_ALIGN float acc_out[R * kFusedKeys * (HWY_MAX_BYTES / sizeof(float))];
+  for (size_t j0 = 0; j0 < kFusedKeys; j0 += KB) {
+    VF acc[R][KB];
+    for (int r = 0; r < R; ++r)
+      for (int j = 0; j < KB; ++j) acc[r][j] = hn::Zero(df);
+    for (size_t c = 0; c < cols; c += L) {
+      VF kv[KB];
+      for (int j = 0; j < KB; ++j) {
+        kv[j] = hn::LoadU(df, k + (j0 + j) * k_rs + c);
+        KeepInRegister(kv[j]);
+      }
+      for (int r = 0; r < R; ++r) {
+        VF qv = hn::LoadU(df, q + r * q_rs + c);
+        KeepInRegister(qv);
+        for (int j = 0; j < KB; ++j) acc[r][j] = hn::MulAdd(qv, kv[j], acc[r][j]);
+      }
+    }
+    for (int r = 0; r < R; ++r)
+      for (int j = 0; j < KB; ++j) hn::Store(acc[r][j], df, acc_out + (r * kFusedKeys + j0 + j) * L);
+  }
+  for (int r = 0; r < R; ++r) {
+    const float* a = acc_out + r * kFusedKeys * L;
+#if HWY_TARGET == HWY_AVX2
+    // hadd(x, y) = [x0+x1, x2+x3, y0+y1, y2+y3 | x4+x5, …]: two rounds leave each key's
+    // sum in two halves, lanes j (keys 0–3) and j + 4 (keys 4–7) of y and z; one exchange
+    // of 128-bit halves and an add put key j's whole sum in lane j.
+    auto h = [&](int j) { return _mm256_hadd_ps(hn::Load(df, a + j * L).raw, hn::Load(df, a + (j + 1) * L).raw); };
+    const __m256 y = _mm256_hadd_ps(h(0), h(2)), z = _mm256_hadd_ps(h(4), h(6));
+    _mm256_storeu_ps(s + r * kFusedKeys,
+                     _mm256_add_ps(_mm256_permute2f128_ps(y, z, 0x20), _mm256_permute2f128_ps(y, z, 0x31)));
+#else
+    for (size_t j = 0; j < kFusedKeys; ++j) s[r * kFusedKeys + j] = hn::GetLane(hn::SumOfLanes(df, hn::Load(df, a + j * L)));
+#endif
+  }
+}
+
+// O [R × dv_pad] += P [R × kFusedKeys] · V [kFusedKeys × dv_pad] for the columns from c
+// on (V's rows at v, stride v_rs; O's rows dv_pad apart), NV vectors of columns at a time, asking `per_step` lines of each prefetcher at
+// every key of every column block.
+template <int R, int NV>
+HWY_INLINE void FusedValues(size_t c, size_t dv_pad, const float* HWY_RESTRICT p, const float* HWY_RESTRICT v,
+                            size_t v_rs, float* HWY_RESTRICT o, size_t per_step, LinePrefetcher& kpf,
+                            LinePrefetcher& vpf) {
+  const DF df;
+  const size_t L = hn::Lanes(df);
+  for (; c + NV * L <= dv_pad; c += NV * L) {
+    VF acc[R][NV];
+    for (int r = 0; r < R; ++r)
+      for (int u = 0; u < NV; ++u) acc[r][u] = hn::LoadU(df, o + r * dv_pad + c + u * L);
+    for (size_t j = 0; j < kFusedKeys; ++j) {
+      kpf.Next(per_step);
+      vpf.Next(per_step);
+      VF vv[NV];
+      for (int u = 0; u < NV; ++u) {
+        vv[u] = hn::LoadU(df, v + j * v_rs + c + u * L);
+        KeepInRegister(vv[u]);
+      }
+      for (int r = 0; r < R; ++r) {
+        const VF pr = hn::Set(df, p[r * kFusedKeys + j]);
+        for (int u = 0; u < NV; ++u) acc[r][u] = hn::MulAdd(pr, vv[u], acc[r][u]);
+      }
+    }
+    for (int r = 0; r < R; ++r)
+      for (int u = 0; u < NV; ++u) hn::StoreU(acc[r][u], df, o + r * dv_pad + c + u * L);
+  }
+  if constexpr (NV > 1)
+    if (c < dv_pad) FusedValues<R, 1>(c, dv_pad, p, v, v_rs, o, per_step, kpf, vpf);
+}
+
+// The online-softmax step of one row on a block of kFusedKeys raw scores x (in place:
+// they become P), as SoftmaxUpdateRow on a tile: the scale, the block's max, alpha, and
+// O rescaled only when the max moves. Every key of the block is visible.
+HWY_INLINE void FusedSoftmaxRow(float* x, float scale, float& m, float& l, bool& nan_score, float* o_row,
+                                size_t dv_pad) {
+  const hn::CappedTag<float, kFusedKeys> d8;
+  const size_t N = hn::Lanes(d8);
+  const auto vscale = hn::Set(d8, scale);
+  auto vmax = hn::Set(d8, kNegInf);
+  for (size_t j = 0; j < kFusedKeys; j += N) {
+    const auto xj = hn::Mul(hn::LoadU(d8, x + j), vscale);
+    hn::StoreU(xj, d8, x + j);
+    vmax = hn::Max(vmax, xj);
+  }
+  const float block_max = hn::GetLane(hn::MaxOfLanes(d8, vmax));
+  // As SoftmaxRow: a NaN score may be skipped by the max; only a block with no finite max is searched.
+  if (!(block_max > kNegInf) && !nan_score)
+    for (size_t j = 0; j < kFusedKeys; ++j) nan_score |= std::isnan(x[j]);
+  const float m_new = std::max(m, block_max);
+  if (m_new == kNegInf) {  // nothing finite yet: P = 0
+    std::fill(x, x + kFusedKeys, 0.0f);
+    return;
+  }
+  const float alpha = (m == kNegInf) ? 0.0f : (m == m_new) ? 1.0f : hn::GetLane(ExpNonPositive(d8, hn::Set(d8, m - m_new)));
+  const auto vm = hn::Set(d8, m_new);
+  auto sum = hn::Zero(d8);
+  for (size_t j = 0; j < kFusedKeys; j += N) {
+    const auto pj = ExpNonPositive(d8, hn::Sub(hn::LoadU(d8, x + j), vm));
+    sum = hn::Add(sum, pj);
+    hn::StoreU(pj, d8, x + j);
+  }
+  l = l * alpha + hn::GetLane(hn::SumOfLanes(d8, sum));
+  m = m_new;
+  if (alpha != 1.0f) {
+    const DF df;
+    const VF va = hn::Set(df, alpha);
+    for (size_t c = 0; c < dv_pad; c += hn::Lanes(df)) hn::StoreU(hn::Mul(va, hn::LoadU(df, o_row + c)), df, o_row + c);
+  }
+}
+
+// True when rows r0… of the item's block take the fused step on tile [j0, j0 + nc)
+// (see its comment): grouped heads decoding (2 to 4 rows, scores as dot products),
+// float32 K and V in place, whole blocks of keys, no score treatment, and every row's
+// key range covering the tile.
+template <class E>
+bool FusedApplies(const DecodeWork& w, int64_t b, int64_t W, int64_t j0, int64_t nc, InPlaceRows<E> k_rows,
+                  InPlaceRows<E> v_rows) {
+  if constexpr (!std::is_same_v<E, float>) {
+    return false;
+  } else {
+    const Plan& p = *w.p;
+    const AttentionOptions<float>& o = *p.options;
+    if (!ScoresAsDots(w.rows) || W < 2 || W > 4 || W != w.rows) return false;
+    if (k_rows.data == nullptr || v_rows.data == nullptr || nc % static_cast<int64_t>(kFusedKeys) != 0) return false;
+    if (p.softcap != 0.0f || p.alibi || p.score_mod != nullptr || p.mask_mod != nullptr || o.additive_mask.present() ||
+        o.bool_mask.present())
+      return false;
+    for (int64_t i = 0; i < p.dims.Nq; ++i) {
+      const int64_t at = b * p.dims.Nq + i;
+      if (w.begin[at] > j0 || w.end[at] < j0 + nc) return false;
+    }
+    return true;
+  }
+}
+
+// The fused step (see above) for the R = w.rows rows of item `item` on tile [j0, j0 + nc):
+// K's rows at k_rows, V's at v_rows (row j0 first), `ahead` keys from j0 on that may be
+// prefetched (the item's keys). sc.q holds the item's packed queries.
+template <int R>
+void FusedDecodeBlock(const DecodeWork& w, int64_t item, int64_t b, int64_t hk, int64_t nc, int64_t ahead,
+                      InPlaceRows<float> k_rows, InPlaceRows<float> v_rows, DecodeScratch& sc) {
+  const Plan& p = *w.p;
+  const auto& dm = p.dims;
+  const DF df;
+  const size_t L = hn::Lanes(df), dv_pad = static_cast<size_t>(p.dv_pad), d = static_cast<size_t>(dm.d);
+  const int64_t row0 = item * w.rows;
+  float* o = w.o + row0 * p.dv_pad;  // O [R × dv_pad], this item's rows
+  float scale[R];
+  for (int r = 0; r < R; ++r) scale[r] = w.scale[(b * dm.Hq + w.head_of(hk, r)) * dm.Nq + w.query_of(r)];
+  // Rows of 64-byte lines asked for per key of each column block of the product (the
+  // product takes kFusedKeys keys per column block): all of the K and V lines of the
+  // block kFusedAhead keys ahead, spread over its steps.
+  constexpr int NV = R == 2 ? 4 : 2;
+  const size_t k_lines = (d * sizeof(float) + 63) / 64, v_lines = (dv_pad * sizeof(float) + 63) / 64;
+  const size_t steps = (dv_pad / L + NV - 1) / NV * kFusedKeys;
+  const size_t per_step = (std::max(k_lines, v_lines) * kFusedKeys + steps - 1) / steps;
+  HWY_ALIGN float s[R * kFusedKeys];  // S, then P, of the block [R × kFusedKeys]
+  // Row 0's raw scores · 0, accumulated: NaN if K held a NaN or ±inf (check_finite, see DecodeBlock).
+  const hn::CappedTag<float, kFusedKeys> d8;
+  auto finite8 = hn::Zero(d8);
+  for (int64_t j = 0; j < nc; j += static_cast<int64_t>(kFusedKeys)) {
+    const float* k = k_rows.data + static_cast<size_t>(j) * k_rows.stride;
+    const float* v = v_rows.data + static_cast<size_t>(j) * v_rows.stride;
+    const int64_t next = j + static_cast<int64_t>(kFusedAhead);
+    const size_t pf_rows = next + static_cast<int64_t>(kFusedKeys) <= ahead ? kFusedKeys : 0;
+    LinePrefetcher kpf{reinterpret_cast<const char*>(k_rows.data + static_cast<size_t>(next) * k_rows.stride),
+                       k_rows.stride * sizeof(float), k_lines, pf_rows};
+    LinePrefetcher vpf{reinterpret_cast<const char*>(v_rows.data + static_cast<size_t>(next) * v_rows.stride),
+                       v_rows.stride * sizeof(float), v_lines, pf_rows};
+    FusedScores<R, R == 2 ? 4 : 2>(d, sc.q.get(), static_cast<size_t>(p.d_pad), k, k_rows.stride, s);
+    if (w.kv_suspect != nullptr)
+      for (size_t j8 = 0; j8 < kFusedKeys; j8 += hn::Lanes(d8)) finite8 = hn::MulAdd(hn::LoadU(d8, s + j8), hn::Zero(d8), finite8);
+    for (int r = 0; r < R; ++r) {
+      const int64_t at = row0 + r;
+      FusedSoftmaxRow(s + r * kFusedKeys, scale[r], w.m[at], w.l[at], w.nan_score[at], o + r * dv_pad, dv_pad);
+    }
+    FusedValues<R, NV>(0, dv_pad, s, v, v_rows.stride, o, per_step, kpf, vpf);
+  }
+  if (w.kv_suspect != nullptr && !hn::AllFalse(d8, hn::IsNaN(finite8))) w.kv_suspect->store(true, std::memory_order_relaxed);
+}
+
 // One row block on one key tile: S = scores, the online-softmax step, O += P·V.
 // V's rows: in place (v_rows.data, of element type VE), or packed into sc.v (float,
 // [nc × dv_pad]); sc.q holds the item's packed queries.
 template <class E, class VE>
 void DecodeBlock(const DecodeWork& w, int64_t item, int64_t b, int64_t hk, int64_t r0, int64_t W, int64_t j0,
-                 int64_t nc, InPlaceRows<VE> v_rows, DecodeScratch& sc) {
+                 int64_t nc, int64_t ahead, InPlaceRows<VE> v_rows, DecodeScratch& sc) {
   const Plan& p = *w.p;
   const auto& dm = p.dims;
   const int64_t L = static_cast<int64_t>(hn::Lanes(DF()));
   const ConstView<E> kv = p.k.as<E>();
+  if constexpr (std::is_same_v<E, float>) {
+    // Grouped heads decoding in the common case: the fused step (see FusedDecodeBlock).
+    const InPlaceRows<float> k_rows = RowsInPlace(kv, b, hk, j0, dm.d, L);
+    if (FusedApplies(w, b, W, j0, nc, k_rows, v_rows)) {
+      tile_counts().decode_fused.fetch_add(1, std::memory_order_relaxed);
+      if (W == 2) return FusedDecodeBlock<2>(w, item, b, hk, nc, ahead, k_rows, v_rows, sc);
+      if (W == 3) return FusedDecodeBlock<3>(w, item, b, hk, nc, ahead, k_rows, v_rows, sc);
+      return FusedDecodeBlock<4>(w, item, b, hk, nc, ahead, k_rows, v_rows, sc);
+    }
+  }
   float* s = sc.s.get();  // S [W × width], row stride kBc
   const bool stream_v = StreamV(w, v_rows);
   if (ScoresAsDots(w.rows)) {
@@ -544,7 +787,7 @@ void DecodeChunk(const DecodeWork& w, int64_t item, int64_t kv, int64_t c, Decod
       const InPlaceRows<E> v_rows = RowsInPlace(p.v.as<E>(), b, hk, j0, dm.dv, kPad);
       if (!used && v_rows.data == nullptr) PackRows(p.v, b, hk, j0, nc, dm.dv, p.dv_pad, sc.v.get());
       used = true;
-      DecodeBlock<E>(w, item, b, hk, r0, W, j0, nc, v_rows, sc);
+      DecodeBlock<E>(w, item, b, hk, r0, W, j0, nc, keys_end - j0, v_rows, sc);
       ++computed;
     }
     if (verify && !used && !(RowsFinite(p.k, b, hk, j0, nc, dm.d) && RowsFinite(p.v, b, hk, j0, nc, dm.dv)))

@@ -146,10 +146,11 @@ class Operand {
 };
 
 // Test hook: the tile pairs (query tile × key tile of one (b, h)) the kernels computed,
-// summed over every call of this process (engine.cpp adds each call's count). The
-// tile-skipping tests read it; nothing else does.
+// summed over every call of this process (engine.cpp adds each call's count), and the key
+// tiles the decode path took through its fused grouped-heads step (decode-inl.h). The
+// tile-skipping and decode tests read it; nothing else does.
 struct TileCounts {
-  std::atomic<int64_t> forward{0}, backward{0};
+  std::atomic<int64_t> forward{0}, backward{0}, decode_fused{0};
 };
 TileCounts& tile_counts();
 

@@ -69,7 +69,7 @@ TEST(EngineDecode, RandomDecodeAndChunkShapesWithinTheAccuracyRule) {
   const uint64_t seed = base_seed();
   constexpr int kProblems = 120;
   int gqa = 0, padded = 0, masked = 0, bottom_right = 0, top_left = 0, row_scale = 0, strided = 0, long_cache = 0,
-      chunk = 0, decode_path = 0;
+      chunk = 0, decode_path = 0, fused = 0;
   std::set<al::ScalePolicy::Kind> policies;
   std::set<int64_t> dims;
   double worst_ratio[5] = {};
@@ -89,8 +89,10 @@ TEST(EngineDecode, RandomDecodeAndChunkShapesWithinTheAccuracyRule) {
     chunk += p.Nq > 16;
     policies.insert(p.scale.kind());
     dims.insert(p.d);
+    const int64_t fused_before = al::engine::tile_counts().decode_fused.load();
     const auto e = al::test::check_engine_against_reference(p, use_strides, al::ComputeConfig{2});
     decode_path += al::engine::last_forward_path() == ForwardPath::decode;
+    fused += al::engine::tile_counts().decode_fused.load() > fused_before;
     EXPECT_EQ(al::engine::last_forward_path(), ForwardPath::decode);
     for (int x = 0; x < 5; ++x)
       if (e.naive[x] > 0) worst_ratio[x] = std::max(worst_ratio[x], e.engine[x] / e.naive[x]);
@@ -109,8 +111,49 @@ TEST(EngineDecode, RandomDecodeAndChunkShapesWithinTheAccuracyRule) {
   EXPECT_GT(strided, kProblems / 10);
   EXPECT_GE(long_cache, 3);
   EXPECT_GT(chunk, kProblems / 10);
+  // Grouped heads decoding (2 to 4 rows per key/value head, no score treatment) takes the
+  // fused step on its whole tiles; the rest the tile-at-a-time step (decode-inl.h).
+  EXPECT_GE(fused, 8);
+  EXPECT_LT(fused, kProblems);
   EXPECT_EQ(dims, (std::set<int64_t>{1, 64, 80, 128, 256}));
   EXPECT_EQ(policies.size(), 6u) << "every scale policy";
+}
+
+// Grouped heads decoding without a score treatment, the shapes of the fused step
+// (decode-inl.h): 2 to 4 rows per key/value head on whole tiles, the tile-at-a-time step
+// on partial ones (a cache length or the cache's end inside a tile) and on everything else.
+// Both within the accuracy rule, on long caches too (dozens of chunks merged).
+TEST(EngineDecode, GroupedHeadsFusedStepWithinTheAccuracyRule) {
+  const uint64_t seed = base_seed() + 3000;
+  constexpr int kProblems = 60;
+  int fused = 0, padded = 0, row_scale = 0;
+  std::set<int64_t> dims;
+  for (int n = 0; n < kProblems; ++n) {
+    std::mt19937_64 rng(seed + static_cast<uint64_t>(n));
+    al::test::ProblemLimits lim;
+    lim.dims = {1, 16, 64, 80, 128, 256};
+    lim.max_seq_q = 2;
+    lim.min_seq_k = al::engine::kDecodeChunk + 1;
+    lim.max_seq_k = n % 10 == 0 ? 12000 : 2000;
+    lim.max_batch = 2;
+    lim.max_kv_heads = 2;
+    lim.max_group = 4;
+    lim.p_bool_mask = lim.p_additive_mask = 0;
+    const al::test::Problem p = al::test::random_problem(rng, lim);
+    SCOPED_TRACE("seed " + std::to_string(seed + n) + ": " + p.describe());
+    padded += !p.key_lengths.empty();
+    row_scale += p.scale.depends_on_n();
+    dims.insert(p.d);
+    const int64_t fused_before = al::engine::tile_counts().decode_fused.load();
+    al::test::check_engine_against_reference(p, n % 5 == 2, al::ComputeConfig{2});
+    EXPECT_EQ(al::engine::last_forward_path(), ForwardPath::decode);
+    fused += al::engine::tile_counts().decode_fused.load() > fused_before;
+    if (::testing::Test::HasFailure() && std::getenv("ATTNLAB_KEEP_GOING") == nullptr) break;
+  }
+  EXPECT_GT(fused, kProblems / 4);
+  EXPECT_GT(padded, kProblems / 6);
+  EXPECT_GT(row_scale, kProblems / 20);
+  EXPECT_EQ(dims.size(), 6u);
 }
 
 // The variants of today's inference (attention_variants.hpp) on decode shapes: a sliding
@@ -294,8 +337,11 @@ TEST(EngineDecode, BadInputGetsTheSameErrors) {
       if (c.causal == 2) of.key_lengths = od.key_lengths = lengths;
       const std::string want = message([&] { al::reference::attention_forward(qd.view(), kd.view(), vd.view(), od); });
       EXPECT_NE(want.find(c.in_k ? "k: non-finite value" : "v: non-finite value"), std::string::npos) << want;
+      const int64_t fused_before = al::engine::tile_counts().decode_fused.load();
       EXPECT_EQ(message([&] { al::attention_forward(q.view(), k.view(), v.view(), of); }), want);
       EXPECT_EQ(al::engine::last_forward_path(), ForwardPath::decode);
+      // Two query heads per key/value head: without causality the tiles are the fused step's.
+      if (c.causal == 0) EXPECT_GT(al::engine::tile_counts().decode_fused.load(), fused_before);
       // k's or v's error comes before the additive mask's.
       al::Tensor<float> am({1, 1, 1, nk}, 0.0f);
       al::Tensor<double> amd({1, 1, 1, nk}, 0.0);
