@@ -336,7 +336,8 @@ HWY_INLINE void ValuesColumns(size_t nv, size_t n, const float* p, const VE* v, 
   for (; c < nv; ++c) GemmBlock<R, 1>(n, p, kBc, 1, v + c * L, v_rs, o + c * L, o_rs, true);
 }
 
-// Streaming V (`stream_v`, grouped heads decoding): the keys 8 at a time, and the V rows
+// Streaming V (`stream_v`, grouped heads decoding on the tiles the fused step does not
+// take: 16-bit caches, score treatments, partial tiles): the keys 8 at a time, and the V rows
 // kStreamAhead keys ahead asked for, every line, as each block starts. The prefetches
 // then go out at the rate the product reads, while it computes, instead of in a burst
 // during the scores (each score asking for the K and V rows of its keys) and none
