@@ -571,8 +571,8 @@ HWY_INLINE void FusedValues(size_t c, size_t dv_pad, const float* HWY_RESTRICT p
 }
 
 // The online-softmax step of one row on a block of kFusedKeys raw scores x (in place:
-// they become P), as SoftmaxUpdateRow on a tile: the scale, the block's max, alpha, and
-// O rescaled only when the max moves. Every key of the block is visible.
+// they become P): the scale and the block's max, then SoftmaxUpdateRow on the block (O
+// rescaled only when the max moves). Every key of the block is visible.
 HWY_INLINE void FusedSoftmaxRow(float* x, float scale, float& m, float& l, bool& nan_score, float* o_row,
                                 size_t dv_pad) {
   const hn::CappedTag<float, kFusedKeys> d8;
@@ -588,26 +588,7 @@ HWY_INLINE void FusedSoftmaxRow(float* x, float scale, float& m, float& l, bool&
   // As SoftmaxRow: a NaN score may be skipped by the max; only a block with no finite max is searched.
   if (!(block_max > kNegInf) && !nan_score)
     for (size_t j = 0; j < kFusedKeys; ++j) nan_score |= std::isnan(x[j]);
-  const float m_new = std::max(m, block_max);
-  if (m_new == kNegInf) {  // nothing finite yet: P = 0
-    std::fill(x, x + kFusedKeys, 0.0f);
-    return;
-  }
-  const float alpha = (m == kNegInf) ? 0.0f : (m == m_new) ? 1.0f : hn::GetLane(ExpNonPositive(d8, hn::Set(d8, m - m_new)));
-  const auto vm = hn::Set(d8, m_new);
-  auto sum = hn::Zero(d8);
-  for (size_t j = 0; j < kFusedKeys; j += N) {
-    const auto pj = ExpNonPositive(d8, hn::Sub(hn::LoadU(d8, x + j), vm));
-    sum = hn::Add(sum, pj);
-    hn::StoreU(pj, d8, x + j);
-  }
-  l = l * alpha + hn::GetLane(hn::SumOfLanes(d8, sum));
-  m = m_new;
-  if (alpha != 1.0f) {
-    const DF df;
-    const VF va = hn::Set(df, alpha);
-    for (size_t c = 0; c < dv_pad; c += hn::Lanes(df)) hn::StoreU(hn::Mul(va, hn::LoadU(df, o_row + c)), df, o_row + c);
-  }
+  SoftmaxUpdateRow(x, static_cast<int64_t>(kFusedKeys), block_max, m, l, o_row, static_cast<int64_t>(dv_pad), nullptr, d8);
 }
 
 // True when rows r0… of the item's block take the fused step on tile [j0, j0 + nc)
@@ -683,9 +664,10 @@ void FusedDecodeBlock(const DecodeWork& w, int64_t item, int64_t b, int64_t hk, 
 
 // One row block on one key tile: S = scores, the online-softmax step, O += P·V.
 // V's rows: in place (v_rows.data, of element type VE), or packed into sc.v (float,
-// [nc × dv_pad]); sc.q holds the item's packed queries.
+// [nc × dv_pad]); sc.q holds the item's packed queries. Returns true if the block took
+// the fused step (counted for the tests: TileCounts).
 template <class E, class VE>
-void DecodeBlock(const DecodeWork& w, int64_t item, int64_t b, int64_t hk, int64_t r0, int64_t W, int64_t j0,
+bool DecodeBlock(const DecodeWork& w, int64_t item, int64_t b, int64_t hk, int64_t r0, int64_t W, int64_t j0,
                  int64_t nc, int64_t ahead, InPlaceRows<VE> v_rows, DecodeScratch& sc) {
   const Plan& p = *w.p;
   const auto& dm = p.dims;
@@ -695,10 +677,10 @@ void DecodeBlock(const DecodeWork& w, int64_t item, int64_t b, int64_t hk, int64
     // Grouped heads decoding in the common case: the fused step (see FusedDecodeBlock).
     const InPlaceRows<float> k_rows = RowsInPlace(kv, b, hk, j0, dm.d, L);
     if (FusedApplies(w, b, W, j0, nc, k_rows, v_rows)) {
-      tile_counts().decode_fused.fetch_add(1, std::memory_order_relaxed);
-      if (W == 2) return FusedDecodeBlock<2>(w, item, b, hk, nc, ahead, k_rows, v_rows, sc);
-      if (W == 3) return FusedDecodeBlock<3>(w, item, b, hk, nc, ahead, k_rows, v_rows, sc);
-      return FusedDecodeBlock<4>(w, item, b, hk, nc, ahead, k_rows, v_rows, sc);
+      if (W == 2) FusedDecodeBlock<2>(w, item, b, hk, nc, ahead, k_rows, v_rows, sc);
+      else if (W == 3) FusedDecodeBlock<3>(w, item, b, hk, nc, ahead, k_rows, v_rows, sc);
+      else FusedDecodeBlock<4>(w, item, b, hk, nc, ahead, k_rows, v_rows, sc);
+      return true;
     }
   }
   float* s = sc.s.get();  // S [W × width], row stride kBc
@@ -755,6 +737,7 @@ void DecodeBlock(const DecodeWork& w, int64_t item, int64_t b, int64_t hk, int64
   else
     ProbsTimesValues(static_cast<size_t>(W), static_cast<size_t>(p.dv_pad), static_cast<size_t>(nc), s, sc.v.get(),
                      static_cast<size_t>(p.dv_pad), o);
+  return false;
 }
 
 // Item `item` of the batch: key/value head kv = b·Hkv + hk, chunk c. Writes its partial.
@@ -778,7 +761,7 @@ void DecodeChunk(const DecodeWork& w, int64_t item, int64_t kv, int64_t c, Decod
   // they are scanned here. So K and V are read once, not once to check and once to use.
   const bool verify = w.kv_suspect != nullptr;
   const int64_t chunk_end = std::min(dm.Nk, (c + 1) * kDecodeChunk);
-  int64_t computed = 0;  // (row block, key tile) pairs, for TileCounts
+  int64_t computed = 0, fused = 0;  // (row block, key tile) pairs, and those fused, for TileCounts
   for (int64_t j0 = c * kDecodeChunk; j0 < (verify ? chunk_end : keys_end); j0 += kBc) {
     const int64_t nc = std::min(kBc, dm.Nk - j0);  // a whole tile (masking hides what lies past keys_end)
     bool used = false;  // V's rows packed (when not read in place) only if some block needs them
@@ -788,7 +771,7 @@ void DecodeChunk(const DecodeWork& w, int64_t item, int64_t kv, int64_t c, Decod
       const InPlaceRows<E> v_rows = RowsInPlace(p.v.as<E>(), b, hk, j0, dm.dv, kPad);
       if (!used && v_rows.data == nullptr) PackRows(p.v, b, hk, j0, nc, dm.dv, p.dv_pad, sc.v.get());
       used = true;
-      DecodeBlock<E>(w, item, b, hk, r0, W, j0, nc, keys_end - j0, v_rows, sc);
+      fused += DecodeBlock<E>(w, item, b, hk, r0, W, j0, nc, keys_end - j0, v_rows, sc);
       ++computed;
     }
     if (verify && !used && !(RowsFinite(p.k, b, hk, j0, nc, dm.d) && RowsFinite(p.v, b, hk, j0, nc, dm.dv)))
@@ -796,6 +779,7 @@ void DecodeChunk(const DecodeWork& w, int64_t item, int64_t kv, int64_t c, Decod
   }
   if (verify && !AllFinite(w.o + row0 * p.dv_pad, w.rows * p.dv_pad)) w.kv_suspect->store(true, std::memory_order_relaxed);
   p.tiles_computed.fetch_add(computed, std::memory_order_relaxed);
+  if (fused != 0) tile_counts().decode_fused.fetch_add(fused, std::memory_order_relaxed);
 }
 
 // Row r of key/value head kv (batch item kvl): its partials merged in chunk order and

@@ -48,10 +48,13 @@ struct ForwardScratch {
 };
 
 // Online-softmax update of one row of the tile: turns scores s into
-// probabilities relative to the new running max, rescales the row's O.
+// probabilities relative to the new running max, rescales the row's O. `width` is a
+// whole number of vectors of df: full vectors for a tile, at most 8 lanes for the decode
+// path's blocks of 8 keys (FusedSoftmaxRow).
+template <class D = DF>
 void SoftmaxUpdateRow(float* s, int64_t width, float tile_max, float& m, float& l, float* o_row, int64_t dv_pad,
-                      RowDiag* diag) {
-  const DF df;
+                      RowDiag* diag, D df = D()) {
+  using V = hn::Vec<D>;
   const size_t L = hn::Lanes(df);
   const float m_new = std::max(m, tile_max);
   if (m_new == kNegInf) {  // nothing visible yet: P = 0
@@ -59,28 +62,28 @@ void SoftmaxUpdateRow(float* s, int64_t width, float tile_max, float& m, float& 
     return;
   }
   const float alpha = (m == kNegInf) ? 0.0f : (m == m_new) ? 1.0f : hn::GetLane(ExpNonPositive(df, hn::Set(df, m - m_new)));
-  const VF vm = hn::Set(df, m_new);
-  VF sum = hn::Zero(df);
+  const V vm = hn::Set(df, m_new);
+  V sum = hn::Zero(df);
   if (diag == nullptr) {
     for (size_t j = 0; j < static_cast<size_t>(width); j += L) {
-      const VF pj = ExpNonPositive(df, hn::Sub(hn::LoadU(df, s + j), vm));
+      const V pj = ExpNonPositive(df, hn::Sub(hn::LoadU(df, s + j), vm));
       sum = hn::Add(sum, pj);
       hn::StoreU(pj, df, s + j);
     }
   } else {
     // Sums over the tile's elements below the max (u < 1 strictly) and the
     // count of elements equal to the max (u = 1); see the comment at the top.
-    VF s1 = hn::Zero(df), s2 = hn::Zero(df), s3 = hn::Zero(df), hs = hn::Zero(df), neq = hn::Zero(df);
-    const VF one = hn::Set(df, 1.0f);
+    V s1 = hn::Zero(df), s2 = hn::Zero(df), s3 = hn::Zero(df), hs = hn::Zero(df), neq = hn::Zero(df);
+    const V one = hn::Set(df, 1.0f);
     for (size_t j = 0; j < static_cast<size_t>(width); j += L) {
-      const VF x = hn::Sub(hn::LoadU(df, s + j), vm);
-      const VF pj = ExpNonPositive(df, x);
+      const V x = hn::Sub(hn::LoadU(df, s + j), vm);
+      const V pj = ExpNonPositive(df, x);
       sum = hn::Add(sum, pj);
       hn::StoreU(pj, df, s + j);
       const auto below = hn::Lt(x, hn::Zero(df));
-      const VF pb = hn::IfThenElseZero(below, pj);
+      const V pb = hn::IfThenElseZero(below, pj);
       s1 = hn::Add(s1, pb);
-      const VF p2 = hn::Mul(pb, pb);
+      const V p2 = hn::Mul(pb, pb);
       s2 = hn::Add(s2, p2);
       s3 = hn::MulAdd(p2, pb, s3);
       // u·(S − m), with 0·(−inf) for hidden keys avoided
@@ -108,9 +111,10 @@ void SoftmaxUpdateRow(float* s, int64_t width, float tile_max, float& m, float& 
   const float tile_sum = hn::GetLane(hn::SumOfLanes(df, sum));
   l = l * alpha + tile_sum;
   if (alpha != 1.0f) {
-    const VF va = hn::Set(df, alpha);
-    for (size_t c = 0; c < static_cast<size_t>(dv_pad); c += L)
-      hn::StoreU(hn::Mul(hn::LoadU(df, o_row + c), va), df, o_row + c);
+    const DF dfo;  // O's row: whole vectors (dv_pad)
+    const VF va = hn::Set(dfo, alpha);
+    for (size_t c = 0; c < static_cast<size_t>(dv_pad); c += hn::Lanes(dfo))
+      hn::StoreU(hn::Mul(hn::LoadU(dfo, o_row + c), va), dfo, o_row + c);
   }
   m = m_new;
 }
