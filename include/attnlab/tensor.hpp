@@ -8,6 +8,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <new>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -74,6 +75,24 @@ class TensorView {
 template <class T>
 using ConstView = TensorView<const T>;
 
+// The allocator of Tensor's storage: every block starts on a 64-byte boundary (a cache
+// line, and the widest vector the engine uses). std::vector's own allocator gives
+// glibc's 16 bytes, so a [*, *, Nk, 128] float32 cache would have every row 16 bytes
+// past a line and every other vector load split across two; decoding read such a
+// cache 2 % slower than an aligned one (calls interleaved in one process, 32/8 heads).
+template <class T>
+struct CacheLineAllocator {
+  using value_type = T;
+  static constexpr std::align_val_t kAlignment{64};
+  CacheLineAllocator() = default;
+  template <class U>
+  CacheLineAllocator(const CacheLineAllocator<U>&) noexcept {}  // NOLINT(google-explicit-constructor)
+  T* allocate(size_t n) { return static_cast<T*>(::operator new(n * sizeof(T), kAlignment)); }
+  void deallocate(T* p, size_t) noexcept { ::operator delete(p, kAlignment); }
+  template <class U>
+  bool operator==(const CacheLineAllocator<U>&) const noexcept { return true; }
+};
+
 // Owning contiguous tensor. Sizes are validated (non-negative, no overflow).
 template <class T>
 class Tensor {
@@ -99,8 +118,9 @@ class Tensor {
   int64_t numel() const { return static_cast<int64_t>(storage_.size()); }
   T* data() { return storage_.data(); }
   const T* data() const { return storage_.data(); }
-  std::vector<T>& storage() { return storage_; }
-  const std::vector<T>& storage() const { return storage_; }
+  using Storage = std::vector<T, CacheLineAllocator<T>>;
+  Storage& storage() { return storage_; }
+  const Storage& storage() const { return storage_; }
   T& operator()(int64_t b, int64_t h, int64_t i, int64_t j) { return storage_[index(b, h, i, j)]; }
   const T& operator()(int64_t b, int64_t h, int64_t i, int64_t j) const { return storage_[index(b, h, i, j)]; }
 
@@ -109,7 +129,7 @@ class Tensor {
     return static_cast<size_t>(((b * shape_[1] + h) * shape_[2] + i) * shape_[3] + j);
   }
   Shape shape_{0, 0, 0, 0};
-  std::vector<T> storage_;
+  Storage storage_;
 };
 
 }  // namespace attnlab

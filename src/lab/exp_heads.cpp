@@ -305,7 +305,7 @@ Figure figure_heads(const HeadsConfig& c, const std::vector<PolicyMeasure>& meas
     hp.y_label = "query i";
     Heatmap hm;
     hm.rows = hm.cols = S;
-    hm.values = measured[pi].sample_p.storage();
+    hm.values.assign(measured[pi].sample_p.storage().begin(), measured[pi].sample_p.storage().end());
     hm.symmetric_range = false;
     hm.color_limit = 1.0;  // both panels on the same scale, 0..1
     hm.colorbar_label = "P_ij";

@@ -99,9 +99,9 @@ template <class T>
 Tensor<T> to_tensor(npy::Array&& a) {
   Tensor<T> t(shape4(a));
   if constexpr (std::is_same_v<T, float>) {
-    t.storage() = std::move(a.f32);
+    t.storage().assign(a.f32.begin(), a.f32.end());  // a copy into 64-byte-aligned storage
   } else if constexpr (std::is_same_v<T, double>) {
-    t.storage() = std::move(a.f64);
+    t.storage().assign(a.f64.begin(), a.f64.end());
   } else {
     for (size_t i = 0; i < a.u16.size(); ++i) t.storage()[i] = T::from_bits(a.u16[i]);
   }
@@ -177,7 +177,7 @@ AttentionProblem<T> make_problem(const AttentionFlags& f, npy::Array&& q, npy::A
     const Shape scores{p.q.size(kBatch), p.q.size(kHeads), p.q.size(kSeq), p.k.size(kSeq)};
     if (m.dtype == npy::DType::boolean) {
       p.bool_mask = Tensor<uint8_t>(shape4(m));
-      p.bool_mask.storage() = std::move(m.b8);
+      p.bool_mask.storage().assign(m.b8.begin(), m.b8.end());
       p.options.bool_mask = broadcast_mask(p.bool_mask, scores, f.mask);
     } else {
       if (m.dtype == npy::DType::uint16)
