@@ -26,4 +26,11 @@ int64_t last_level_cache_bytes();
 // cache, whichever is larger, so that nothing is served from the caches).
 Bandwidth measure_read_bandwidth(int threads, int64_t bytes = 0, int passes = 7);
 
+// One read of the `count` floats at `a` and the `count` at `b` by `threads` OpenMP
+// threads, each summing its own contiguous slice of both with the probe's loop; returns
+// the sum (keep it, or the compiler may drop the loads). `attnlab bench` times it beside
+// the implementations, on their K and V and under the same idle pause: the bound of a
+// pass that must read K and V once, in the conditions the passes ran in.
+float read_once(const float* a, const float* b, int64_t count, int threads);
+
 }  // namespace attnlab::bench

@@ -16,15 +16,18 @@ json=$dir/bench.json
 grep -q '^attnlab   f32   forward' "$dir/table.txt"
 # A decoding-like shape: grouped-query heads, 3 new queries at the end of a 300-key cache.
 "$cli" bench --batch 2 --heads 6 --kv-heads 2 --seq-q 3 --seq-k 300 --dim 16 --causal --causal-align bottom_right \
-  --threads 2 --repeats 1 --settle-ms 0 --impls attnlab,openblas --json "$dir/gqa.json" > "$dir/gqa.txt"
+  --threads 2 --repeats 1 --settle-ms 0 --cold --impls attnlab,openblas --json "$dir/gqa.json" > "$dir/gqa.txt"
+grep -q '^read bound: .*(cold: the first call after it)' "$dir/gqa.txt"
+grep -q '^read bound: .*and 20 ms of untimed reads' "$dir/table.txt"
 /usr/bin/python3 - "$json" "$dir/gqa.json" <<'PY'
 import json, math, sys
 keys = {"impl", "dtype", "speedup_vs_f32", "pass", "batch", "heads", "kv_heads", "seq", "seq_q", "seq_k", "dim", "causal", "causal_align",
-        "median_ms", "gflops", "peak_fraction", "kv_gbps", "bandwidth_fraction", "kv_gbps_cpu",
+        "median_ms", "gflops", "peak_fraction", "kv_gbps", "bandwidth_fraction", "read_bound_fraction", "kv_gbps_cpu",
         "bandwidth_fraction_cpu", "max_rss_mb", "max_abs_diff"}
 def check(path, shape, pairs, keys_read):
     j = json.load(open(path))
     assert j["peak_gflops"] > 0 and j["bandwidth_gbps"] > 0 and j["bandwidth_gbps_cpu"] > 0 and j["threads"] == 2, j
+    assert j["read_bound_gbps"] > 0, j
     assert j["diff_reference"] == "attnlab" and len(j["load_average"]) == 3, j
     rows = j["results"]
     assert sorted((r["impl"], r["pass"]) for r in rows) == sorted(
@@ -45,6 +48,8 @@ def check(path, shape, pairs, keys_read):
         assert abs(r["kv_gbps"] * r["median_ms"] * 1e6 / kv_bytes - 1) < 1e-9, r
         assert abs(r["bandwidth_fraction"] * j["bandwidth_gbps"] / r["kv_gbps"] - 1) < 1e-9, r
         assert abs(r["bandwidth_fraction_cpu"] * j["bandwidth_gbps_cpu"] / r["kv_gbps_cpu"] - 1) < 1e-9, r
+        # against the read of K and V timed in the same rounds
+        assert abs(r["read_bound_fraction"] * j["read_bound_gbps"] / r["kv_gbps"] - 1) < 1e-9, r
         # the peer computes the same attention (GQA, Nq != Nk, the causal alignment)
         assert r["max_abs_diff"] < 1e-4 and (r["impl"] != "attnlab" or r["max_abs_diff"] == 0), r
 # top-left causal, N = 48: row i sees i + 1 keys

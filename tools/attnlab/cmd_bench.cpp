@@ -60,6 +60,7 @@ struct BenchArgs {
   int threads = 0;
   int repeats = 5;
   int settle_ms = 150;
+  bool cold = false;  // time the first call after the pause (no untimed call of the same implementation first)
   std::string json;
   std::vector<std::string> impls{"attnlab", "openblas", "libtorch"};
   std::vector<std::string> dtypes{"f32"};
@@ -280,7 +281,10 @@ void run_bench(const BenchArgs& a) {
 
   // Inputs: standard normal, fixed seed. q, grad_out, out, dq: [B, Hq, Nq, D]; k, v, dk, dv: [B, Hkv, Nk, D].
   const auto nq = static_cast<size_t>(shape.q_numel()), nkv = static_cast<size_t>(shape.kv_numel());
-  std::vector<float> q(nq), k(nkv), v(nkv), go(nq), out(nq), dq(nq), dk(nkv), dv(nkv);
+  // Allocated as Tensor allocates (64-byte aligned), as a KV cache of attnlab, PyTorch or
+  // llama.cpp is: std::vector's 16 bytes would split every other vector load.
+  using Buffer = al::Tensor<float>::Storage;
+  Buffer q(nq), k(nkv), v(nkv), go(nq), out(nq), dq(nq), dk(nkv), dv(nkv);
   std::mt19937_64 rng(1234);
   std::normal_distribution<float> nd(0.0f, 1.0f);
   for (auto* t : {&q, &k, &v, &go})
@@ -297,12 +301,28 @@ void run_bench(const BenchArgs& a) {
   getloadavg(load, 3);
 
   std::map<std::pair<std::string, std::string>, Sample> samples;
+  // Each implementation's turn starts with an idle pause, so that the previous
+  // implementation's spinning worker threads have gone to sleep: OpenBLAS's workers
+  // spin (sched_yield) for about 2^28 cycles after a call, and libgomp's for a while
+  // too; perf showed 8 % of all samples in OpenBLAS's yield loop, stealing a core
+  // from whichever implementation ran next.
+  auto settle = [&] { std::this_thread::sleep_for(std::chrono::milliseconds(a.settle_ms)); };
+  // The pause also lets the cores go idle, and an idle core of this kind of machine
+  // can take milliseconds to wake: on a nested-KVM guest that halts idle vCPUs at
+  // once, an OpenMP worker joined a parallel region 1.8 ms after a 150 ms pause and
+  // 3.9 ms after a 20 ms one (1 µs after 1 ms). A loop calling attention (a decoding
+  // model, layer after layer) never pays that, so each timed call follows untimed
+  // calls of the same implementation, at least one and for at least 20 ms: one call
+  // wakes the threads, but for a 10 ms decode the call after it still ran 0-25 %
+  // slower than back-to-back calls, the second one not. --cold times the first call
+  // after the pause instead.
+  auto warm_up = [&](auto&& fn) {
+    if (a.cold) return;
+    const auto t0 = std::chrono::steady_clock::now();
+    do fn();
+    while (std::chrono::steady_clock::now() - t0 < std::chrono::milliseconds(20));
+  };
   auto timed = [&](const std::string& impl, const std::string& pass, auto&& fn, bool record) {
-    // Let the previous call's worker threads go to sleep first. OpenBLAS's
-    // workers spin (sched_yield) for about 2^28 cycles after a call, and
-    // libgomp's for a while too; perf showed 8 % of all samples in OpenBLAS's
-    // yield loop, stealing a core from whichever implementation ran next.
-    std::this_thread::sleep_for(std::chrono::milliseconds(a.settle_ms));
     reset_peak_rss();
     const double c0 = process_cpu_ms();
     const auto t0 = std::chrono::steady_clock::now();
@@ -320,7 +340,7 @@ void run_bench(const BenchArgs& a) {
   std::vector<float> first_out, first_grads;
   std::map<std::pair<std::string, std::string>, double> diff;
   auto compare = [&](const std::string& impl, const std::string& pass, std::vector<float>& first,
-                     std::initializer_list<const std::vector<float>*> results) {
+                     std::initializer_list<const Buffer*> results) {
     const bool is_first = first.empty();
     double worst = 0;
     size_t at = 0;
@@ -334,12 +354,27 @@ void run_bench(const BenchArgs& a) {
       }
     diff[{impl, pass}] = worst;
   };
+  // The read bound, timed once per round before the implementations, on their K and V
+  // and under the same protocol: what reading K and V once costs in the conditions the
+  // passes run in, measured in the same minutes (this machine's bandwidth moves by
+  // 10-30 % within minutes; the probe's best pass before or after is its ceiling).
+  volatile float read_sink = 0;
+  auto read_kv = [&] { read_sink = read_sink + ab::read_once(k.data(), v.data(), nkv, threads); };
   for (int r = -1; r < a.repeats; ++r) {  // r = −1: warm-up, not recorded
+    settle();
+    warm_up(read_kv);
+    timed("read", "bound", read_kv, r >= 0);
     for (auto& impl : impls) {
       ab::Peer& peer = *impl.peer;
-      timed(impl.key(), "forward", [&] { peer.forward(q.data(), k.data(), v.data(), out.data()); }, r >= 0);
+      auto forward = [&] { peer.forward(q.data(), k.data(), v.data(), out.data()); };
+      settle();
+      warm_up(forward);
+      timed(impl.key(), "forward", forward, r >= 0);
       if (r < 0) compare(impl.key(), "forward", first_out, {&out});
       if (a.forward_only) continue;
+      // backward() needs the forward's state, which only one backward may use (autograd
+      // frees its graph): the timed forward is the warm call before it.
+      if (a.cold) settle();
       timed(impl.key(), "backward", [&] { peer.backward(go.data(), dq.data(), dk.data(), dv.data()); }, r >= 0);
       if (r < 0) compare(impl.key(), "backward", first_grads, {&dq, &dk, &dv});
     }
@@ -359,6 +394,7 @@ void run_bench(const BenchArgs& a) {
   // K and V bytes in float32; a 16-bit type's are half.
   const double kv_bytes = 2.0 * static_cast<double>(shape.B * shape.Hkv) * static_cast<double>(shape.keys_read()) *
                           static_cast<double>(shape.D) * sizeof(float);
+  const double read_gbps = 2.0 * static_cast<double>(nkv) * sizeof(float) / (median(samples[{"read", "bound"}].ms) * 1e-3) / 1e9;
   fmt::print("attnlab bench: batch {} heads {}/{} (query/key-value) seq {}/{} (query/key) dim {}{} | {} threads | {} | "
              "engine target {}\n",
              shape.B, shape.Hq, shape.Hkv, shape.Nq, shape.Nk, shape.D,
@@ -369,16 +405,20 @@ void run_bench(const BenchArgs& a) {
              "buffer) | load average {:.2f} {:.2f} {:.2f} | median of {}\n",
              threads, peak.gflops, peak.gflops_cpu, peak.target, bandwidth.gbps, bandwidth.gbps_cpu,
              bandwidth.bytes >> 20, load[0], load[1], load[2], a.repeats);
+  fmt::print("read bound: the {:.1f} MB of K and V read once with the probe's loop, timed before each round's "
+             "implementations after the same {} ms pause{}: {:.1f} GB/s (median)\n",
+             2.0 * static_cast<double>(nkv) * sizeof(float) / 1e6, a.settle_ms,
+             a.cold ? " (cold: the first call after it)" : " and 20 ms of untimed reads", read_gbps);
   fmt::print("(% peak and peak_gflops: the wall-clock peak, measured under the same load as the timings; the CPU\n"
              " columns divide by CPU time per thread instead, against the CPU-time peak and bandwidth: the rate while\n"
              " running; KV GB/s: the {:.1f} MB of K and V that some query row sees, over the pass's time; % bw: of the\n"
-             " read bandwidth (a 16-bit dtype's K and V are half the bytes); vs f32: the float32 engine's time over\n"
-             " this one's, same run;\n"
+             " read bandwidth (a 16-bit dtype's K and V are half the bytes); % rd: of the read bound; vs f32: the float32\n"
+             " engine's time over this one's, same run;\n"
              " max diff: the largest |difference| from {} {}'s result, out (forward) or dq, dk, dv (backward))\n",
              kv_bytes / 1e6, impls.front().peer->name(), impls.front().dtype);
   if (!rss_ok) fmt::print("(peak RSS is the process-wide high-water mark: /proc/self/clear_refs not writable)\n");
-  fmt::print("{:<9} {:<5} {:<9} {:>11} {:>9} {:>7} {:>9} {:>7} {:>7} {:>13} {:>9} {:>10} {:>9} {:>9} {:>9}\n", "impl",
-             "dtype", "pass", "median ms", "GFLOP/s", "% peak", "KV GB/s", "% bw", "vs f32", "max RSS MB", "CPU GF/s",
+  fmt::print("{:<9} {:<5} {:<9} {:>11} {:>9} {:>7} {:>9} {:>7} {:>7} {:>7} {:>13} {:>9} {:>10} {:>9} {:>9} {:>9}\n",
+             "impl", "dtype", "pass", "median ms", "GFLOP/s", "% peak", "KV GB/s", "% bw", "% rd", "vs f32", "max RSS MB", "CPU GF/s",
              "% CPU pk", "CPU GB/s", "% CPU bw", "max diff");
   nlohmann::json results = nlohmann::json::array();
   for (const std::string pass : {"forward", "backward"}) {
@@ -398,10 +438,10 @@ void run_bench(const BenchArgs& a) {
       const auto f32 = samples.find({"attnlab/f32", pass});
       const bool engine16 = impl.peer->name() == "attnlab" && impl.dtype != "f32" && f32 != samples.end();
       const double vs_f32 = engine16 ? median(f32->second.ms) / ms : 0.0;
-      fmt::print("{:<9} {:<5} {:<9} {:>11.2f} {:>9.1f} {:>6.1f}% {:>9.1f} {:>6.1f}% {:>7} {:>13.1f} {:>9.1f} {:>9.1f}% "
-                 "{:>9.1f} {:>8.1f}% {:>9.1e}\n",
+      fmt::print("{:<9} {:<5} {:<9} {:>11.2f} {:>9.1f} {:>6.1f}% {:>9.1f} {:>6.1f}% {:>6.1f}% {:>7} {:>13.1f} {:>9.1f} "
+                 "{:>9.1f}% {:>9.1f} {:>8.1f}% {:>9.1e}\n",
                  impl.peer->name(), impl.dtype, pass, ms, gflops, 100.0 * gflops / peak.gflops, kv_gbps,
-                 100.0 * kv_gbps / bandwidth.gbps, engine16 ? fmt::format("{:.2f}x", vs_f32) : "", s.rss_mb,
+                 100.0 * kv_gbps / bandwidth.gbps, 100.0 * kv_gbps / read_gbps, engine16 ? fmt::format("{:.2f}x", vs_f32) : "", s.rss_mb,
                  cpu_gflops, 100.0 * cpu_gflops / peak.gflops_cpu, cpu_kv_gbps,
                  100.0 * cpu_kv_gbps / bandwidth.gbps_cpu, max_diff);
       results.push_back({{"impl", impl.peer->name()},
@@ -422,6 +462,7 @@ void run_bench(const BenchArgs& a) {
                          {"peak_fraction", gflops / peak.gflops},
                          {"kv_gbps", kv_gbps},
                          {"bandwidth_fraction", kv_gbps / bandwidth.gbps},
+                         {"read_bound_fraction", kv_gbps / read_gbps},
                          {"kv_gbps_cpu", cpu_kv_gbps},
                          {"bandwidth_fraction_cpu", cpu_kv_gbps / bandwidth.gbps_cpu},
                          {"max_rss_mb", s.rss_mb},
@@ -432,6 +473,7 @@ void run_bench(const BenchArgs& a) {
     const nlohmann::json doc = {{"peak_gflops", peak.gflops},
                                 {"bandwidth_gbps", bandwidth.gbps},
                                 {"bandwidth_gbps_cpu", bandwidth.gbps_cpu},
+                                {"read_bound_gbps", read_gbps},
                                 {"threads", threads},
                                 {"diff_reference", impls.front().peer->name() +
                                                        (impls.front().dtype == "f32" ? "" : " " + impls.front().dtype)},
@@ -463,6 +505,9 @@ const attnlab::cli::Registrar reg(
                      "idle pause before each timed call, so that the previous implementation's spinning worker "
                      "threads have gone to sleep")
           ->check(CLI::Range(0, 10000));
+      sub.add_flag("--cold", a.cold,
+                   "time the first call after the pause (by default each timed call follows 20 ms, and at least one call, "
+                   "of untimed calls of the same implementation, as in a loop, so that its threads are awake)");
       sub.add_option("--json", a.json, "also write the results as JSON to this file");
       sub.add_option("--impls", a.impls, "implementations to run: attnlab, openblas, libtorch")->delimiter(',');
       sub.add_option("--dtype", a.dtypes,
