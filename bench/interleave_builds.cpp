@@ -1,0 +1,173 @@
+// Two or more builds of libattnlab timed against each other in one process, their calls
+// interleaved on the same inputs: a decode or prefill shape, every build's forward in
+// turn, round after round, the median per build. On a shared machine whose speed moves
+// by 10-30 % from one minute to the next, separate runs compare minutes, not code; calls
+// interleaved within a second compare code.
+//
+//   attnlab_interleave_builds [options] BUILD.so BUILD.so ...
+//     --batch B --heads Hq --kv-heads Hkv --seq-q Nq --seq-k Nk --dim d   (d = dv)
+//     --bottom-right     bottom-right causal (a chunk of new queries at the end of a cache)
+//     --bf16             bfloat16 q, k, v and out (the peers' comparisons are in float32)
+//     --rounds N         timed rounds after one untimed (default 21)
+//     --threads T        (default 2)
+//
+// Each BUILD.so is dlopen'ed with RTLD_LOCAL: copies of the library under different file
+// names load side by side, each with its own state. Only the public C++ ABI is used
+// (attnlab::attention_forward), so the builds must share this header's version of it.
+// Inputs are standard normal (fixed seed), 64-byte aligned; K and V are [B, Hkv, Nk, d].
+// Prints, per build, the median time and its quartiles, K and V bytes over the median,
+// the ratio to the first build, and the largest difference of its output from the
+// first build's (the variants must compute the same attention).
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "attnlab/attention_options.hpp"
+#include "attnlab/engine.hpp"
+#include "attnlab/float16.hpp"
+#include "attnlab/tensor.hpp"
+
+namespace {
+
+namespace al = attnlab;
+
+// attnlab::attention_forward's float32 and bfloat16 overloads (attnlab/attention.hpp).
+template <class E>
+using Forward = void (*)(al::ConstView<E>, al::ConstView<E>, al::ConstView<E>, const al::AttentionOptions<float>&,
+                         al::TensorView<E>, al::TensorView<float>, const al::RowDiagnostics<float>*,
+                         const al::ComputeConfig&);
+constexpr const char* kForwardF32 =
+    "_ZN7attnlab17attention_forwardENS_10TensorViewIKfEES2_S2_RKNS_16AttentionOptionsIfEENS0_IfEES7_PKNS_"
+    "14RowDiagnosticsIfEERKNS_13ComputeConfigE";
+constexpr const char* kForwardBF16 =
+    "_ZN7attnlab17attention_forwardENS_10TensorViewIKNS_8bfloat16EEES3_S3_RKNS_16AttentionOptionsIfEENS0_IS1_"
+    "EENS0_IfEEPKNS_14RowDiagnosticsIfEERKNS_13ComputeConfigE";
+
+struct Args {
+  int64_t B = 1, Hq = 32, Hkv = 8, Nq = 1, Nk = 32768, d = 128;
+  bool bottom_right = false, bf16 = false;
+  int rounds = 21, threads = 2;
+  std::vector<std::string> builds;
+};
+
+[[noreturn]] void usage(const std::string& why) {
+  std::fprintf(stderr, "attnlab_interleave_builds: %s\n(see the comment at the top of bench/interleave_builds.cpp)\n",
+               why.c_str());
+  std::exit(2);
+}
+
+Args parse(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i < argc; ++i) {
+    const std::string f = argv[i];
+    auto value = [&]() -> int64_t {
+      if (i + 1 >= argc) usage(f + " needs a value");
+      char* end = nullptr;
+      const long long v = std::strtoll(argv[++i], &end, 10);
+      if (*end != '\0' || v < 1) usage(f + " needs a positive integer, got '" + argv[i] + "'");
+      return v;
+    };
+    if (f == "--batch") a.B = value();
+    else if (f == "--heads") a.Hq = value();
+    else if (f == "--kv-heads") a.Hkv = value();
+    else if (f == "--seq-q") a.Nq = value();
+    else if (f == "--seq-k") a.Nk = value();
+    else if (f == "--dim") a.d = value();
+    else if (f == "--rounds") a.rounds = static_cast<int>(value());
+    else if (f == "--threads") a.threads = static_cast<int>(value());
+    else if (f == "--bottom-right") a.bottom_right = true;
+    else if (f == "--bf16") a.bf16 = true;
+    else if (f.rfind("--", 0) == 0) usage("unknown option " + f);
+    else a.builds.push_back(f);
+  }
+  if (a.builds.empty()) usage("no BUILD.so given");
+  if (a.Hq % a.Hkv != 0) usage("--kv-heads must divide --heads");
+  return a;
+}
+
+// One build: its forward, its times, its first output.
+template <class E>
+struct Build {
+  std::string path;
+  Forward<E> forward = nullptr;
+  std::vector<double> ms;
+  std::vector<float> out;
+};
+
+template <class E>
+int run(const Args& a) {
+  std::vector<Build<E>> builds;
+  for (const auto& path : a.builds) {
+    void* h = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (h == nullptr) usage(dlerror());
+    auto f = reinterpret_cast<Forward<E>>(dlsym(h, std::is_same_v<E, float> ? kForwardF32 : kForwardBF16));
+    if (f == nullptr) usage(path + " has no attnlab::attention_forward of this element type");
+    builds.push_back({path, f, {}, {}});
+  }
+  // Buffers allocated as Tensor's (64-byte aligned), but not Tensor itself: its error
+  // path calls into libattnlab, and this program must not load one of its own (the
+  // builds' calls to their own exported functions would bind to it).
+  const al::Shape q_shape{a.B, a.Hq, a.Nq, a.d}, kv_shape{a.B, a.Hkv, a.Nk, a.d};
+  auto numel = [](const al::Shape& s) { return static_cast<size_t>(s[0] * s[1] * s[2] * s[3]); };
+  typename al::Tensor<E>::Storage q(numel(q_shape)), k(numel(kv_shape)), v(numel(kv_shape)), out(numel(q_shape));
+  typename al::Tensor<float>::Storage lse(static_cast<size_t>(a.B * a.Hq * a.Nq));
+  const al::ConstView<E> qv(q.data(), q_shape), kv(k.data(), kv_shape), vv(v.data(), kv_shape);
+  const al::TensorView<E> ov(out.data(), q_shape);
+  const al::TensorView<float> lv(lse.data(), {a.B, a.Hq, a.Nq, 1});
+  std::mt19937_64 rng(1234);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  for (auto* t : {&q, &k, &v})
+    for (E& x : *t) {
+      if constexpr (std::is_same_v<E, float>) x = nd(rng);
+      else x = E::from_float(nd(rng));
+    }
+  al::AttentionOptions<float> opt;
+  if (a.bottom_right) opt.causal = al::Causal::bottom_right;
+  al::ComputeConfig cfg;
+  cfg.threads = a.threads;
+  for (int r = -1; r < a.rounds; ++r)  // r = −1: untimed, keeps each build's output
+    for (auto& b : builds) {
+      const auto t0 = std::chrono::steady_clock::now();
+      b.forward(qv, kv, vv, opt, ov, lv, nullptr, cfg);
+      const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      if (r >= 0) b.ms.push_back(ms);
+      else
+        for (const E& x : out) {
+          if constexpr (std::is_same_v<E, float>) b.out.push_back(x);
+          else b.out.push_back(x.to_float());
+        }
+    }
+  const double kv_bytes = 2.0 * static_cast<double>(k.size()) * sizeof(E);
+  std::printf("B %lld, heads %lld/%lld, Nq %lld, Nk %lld, d %lld%s, %s, %d threads, %d rounds\n",
+              static_cast<long long>(a.B), static_cast<long long>(a.Hq), static_cast<long long>(a.Hkv),
+              static_cast<long long>(a.Nq), static_cast<long long>(a.Nk), static_cast<long long>(a.d),
+              a.bottom_right ? ", bottom-right causal" : "", a.bf16 ? "bfloat16" : "float32", a.threads, a.rounds);
+  double first_median = 0;
+  for (auto& b : builds) {
+    std::vector<double> s = b.ms;
+    std::sort(s.begin(), s.end());
+    const double median = s[s.size() / 2];
+    if (first_median == 0) first_median = median;
+    double diff = 0;
+    for (size_t i = 0; i < b.out.size(); ++i)
+      diff = std::max(diff, static_cast<double>(std::abs(b.out[i] - builds.front().out[i])));
+    std::printf("%-32s median %8.3f ms (quartiles %.3f-%.3f)  K/V %5.1f GB/s  x%.3f of the first  max|dO| %.1e\n",
+                b.path.c_str(), median, s[s.size() / 4], s[3 * s.size() / 4], kv_bytes / median / 1e6,
+                first_median / median, diff);
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Args a = parse(argc, argv);
+  return a.bf16 ? run<al::bfloat16>(a) : run<float>(a);
+}
