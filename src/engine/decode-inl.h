@@ -84,7 +84,6 @@ struct DecodeWork {
   const int64_t* begin = nullptr;  // [B, Nq] key_begin of query i of batch b (windows, packed sequences)
   const int64_t* end = nullptr;    // [B, Nq] key_end of query i of batch b
   const float* scale = nullptr;    // [B, Hq, Nq] scale_i
-  bool dots = false;               // the scores as dot products, not Sᵀ = K·Qᵀ (ScoresAsDots)
   // Partials, per item (key/value head of the batch, chunk) = kvl·n_chunks + c:
   float* o = nullptr;          // [items, M, dv_pad] unnormalised O
   float* m = nullptr;          // [items, M] running max
@@ -99,8 +98,8 @@ struct DecodeWork {
 
 // Per-thread buffers of the decode path.
 struct DecodeScratch {
-  // The item's queries, packed once: Q rows [M × d_pad] (w.dots: the dot products), else
-  // per row block of kBr rows, Qᵀ [d × W_pad] at block · d · kBr.
+  // The item's queries, packed once: Q rows [M × d_pad] (ScoresAsDots: the dot products),
+  // else per row block of kBr rows, Qᵀ [d × W_pad] at block · d · kBr.
   hwy::AlignedFreeUniquePtr<float[]> q;
   hwy::AlignedFreeUniquePtr<float[]> st;  // Sᵀ = K·Qᵀ of a key tile [Bc × W_pad]
   hwy::AlignedFreeUniquePtr<float[]> s;   // S, then P, of the row block [Br × Bc]
@@ -114,22 +113,23 @@ struct DecodeScratch {
 // Whether the M rows of a key/value head take their scores as dot products along d
 // (ScoresByDot: rows 4 at a time, the first group reading the tile's K from memory, the
 // others from cache) or as Sᵀ = K·Qᵀ through the microkernel and a transposition: fewer
-// rows than a vector's lanes, and up to 8 rows (one K/V head of 8 grouped query heads,
-// decoding: Llama 3 70B's 64/8, Qwen 2.5 72B's), which on AVX2 fill exactly one vector.
+// rows than a vector's lanes, and up to 8 rows (one K/V head of 8 grouped query heads
+// decoding, as Llama 3 70B's 64/8 and Qwen 2.5 72B's), which fill one AVX2 vector.
 // Measured on Zen 3 (AVX2, d = 128, Nk = 32768, the calls of two builds interleaved in
-// one process), 8 rows: the dots 38-45 % faster with float32 K (16.8 ms against 23.2 in one
-// run), 14-19 % with bfloat16, 59 % for 2 queries × 4 heads. Beyond 8 the element types part: with float32 K the dots stayed faster up to
-// 32 rows (12: +34 %, 16: +22-27 %, 24: +11 %, 32: +10 %; 48 as fast; 64 -6 %), with
-// bfloat16 K they were slower from 16 rows (-8 %, and -9 % with K converted once per tile).
-// One rule for every element type keeps a 16-bit cache's results bitwise the float32
-// engine's on the converted values (test_engine_precision). Not measured on AVX-512.
+// one process), 8 rows: the dots 38-45 % faster with float32 K (16.8 ms against 23.2 in
+// one run), 14-19 % with bfloat16, 59 % for 2 queries × 4 heads. Beyond 8 the element
+// types part: with float32 K the dots stayed faster up to 32 rows (12: +34 %, 16:
+// +22-27 %, 24: +11 %, 32: +10 %; 48 as fast; 64 -6 %), with bfloat16 K they were slower
+// from 16 rows (-8 %, and -9 % with K converted once per tile). One rule for every
+// element type keeps a 16-bit cache's results bitwise the float32 engine's on the
+// converted values (test_engine_precision). Not measured on AVX-512.
 bool ScoresAsDots(int64_t rows) { return rows < static_cast<int64_t>(hn::Lanes(DF())) || rows <= 8; }
 
 // Packs the queries of key/value head (b, hk) into sc.q, laid out as DecodeScratch says.
 void PackQueries(const DecodeWork& w, int64_t b, int64_t hk, DecodeScratch& sc) {
   const Plan& p = *w.p;
   const int64_t d = p.dims.d, L = static_cast<int64_t>(hn::Lanes(DF()));
-  if (w.dots) {
+  if (ScoresAsDots(w.rows)) {
     for (int64_t r = 0; r < w.rows; ++r)
       PackRows(p.q, b, w.head_of(hk, r), w.query_of(r), 1, d, p.d_pad, sc.q.get() + r * p.d_pad);
     return;
@@ -302,7 +302,7 @@ HWY_INLINE void DotRows(size_t nc, size_t cols, const float* q, size_t q_rs, con
   for (; j < nc; ++j) DotBlock<R, 1, U>(cols, q, q_rs, k + j * k_rs, k_rs, s + j, s_rs);
 }
 
-// The scores of rows [0, W) (w.dots) against nc keys (DotBlock): rows 4 at a time with
+// The scores of rows [0, W) (ScoresAsDots) against nc keys (DotBlock): rows 4 at a time with
 // 2 keys, then a pair with 4 keys; a last single row 4 keys at a time, two accumulators
 // each (8 in all: 8 key pointers would not fit the general registers beside the loop's).
 template <class KE>
@@ -461,7 +461,7 @@ InPlaceRows<E> RowsInPlace(ConstView<E> x, int64_t b, int64_t h, int64_t j0, int
 // step (grouped heads) with V read in place.
 template <class VE>
 bool StreamV(const DecodeWork& w, InPlaceRows<VE> v_rows) {
-  return w.dots && w.rows >= 2 && v_rows.data != nullptr;
+  return ScoresAsDots(w.rows) && w.rows >= 2 && v_rows.data != nullptr;
 }
 
 // ---- The fused decoding step of grouped heads ----
@@ -614,7 +614,7 @@ bool FusedApplies(const DecodeWork& w, int64_t b, int64_t W, int64_t j0, int64_t
   } else {
     const Plan& p = *w.p;
     const AttentionOptions<float>& o = *p.options;
-    if (!w.dots || W < 2 || W > 4 || W != w.rows) return false;
+    if (!ScoresAsDots(w.rows) || W < 2 || W > 4 || W != w.rows) return false;
     if (k_rows.data == nullptr || v_rows.data == nullptr || nc % static_cast<int64_t>(kFusedKeys) != 0) return false;
     if (p.softcap != 0.0f || p.alibi || p.score_mod != nullptr || p.mask_mod != nullptr || o.additive_mask.present() ||
         o.bool_mask.present())
@@ -696,7 +696,7 @@ bool DecodeBlock(const DecodeWork& w, int64_t item, int64_t b, int64_t hk, int64
   }
   float* s = sc.s.get();  // S [W × width], row stride kBc
   const bool stream_v = StreamV(w, v_rows);
-  if (w.dots) {
+  if (ScoresAsDots(w.rows)) {
     // K's rows in place when they are whole vectors (converted in registers). V's rows are
     // prefetched here for the product below, unless the product streams them itself.
     const PrefetchV pv = stream_v ? PrefetchV{}

@@ -51,7 +51,6 @@ bool DecodeForwardImpl(const Plan& p, TensorView<float> out, TensorView<float> l
   DecodeWork w;
   w.p = &p;
   w.rows = dm.group() * dm.Nq;
-  w.dots = ScoresAsDots(w.rows);
   w.n_chunks = ceil_div(dm.Nk, kDecodeChunk);
   w.begin = begin.data();
   w.end = end.data();

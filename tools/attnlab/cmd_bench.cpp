@@ -313,9 +313,9 @@ void run_bench(const BenchArgs& a) {
   // 3.9 ms after a 20 ms one (1 µs after 1 ms). A loop calling attention (a decoding
   // model, layer after layer) never pays that, so each timed call follows untimed
   // calls of the same implementation, at least one and for at least 20 ms: one call
-  // wakes the threads, but for a 10 ms decode the call after it still ran 0-25 %
-  // slower than back-to-back calls, the second one not. --cold times the first call
-  // after the pause instead.
+  // wakes the threads, and a 20 ms spin after a 150 ms pause brought a 10 ms decode
+  // back to its back-to-back time where one call did not always (noisy runs: the
+  // machine's own speed moves too). --cold times the first call after the pause instead.
   auto warm_up = [&](auto&& fn) {
     if (a.cold) return;
     const auto t0 = std::chrono::steady_clock::now();

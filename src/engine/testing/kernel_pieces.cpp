@@ -76,7 +76,6 @@ void DecodeChunkPieceImpl(const float* q, const float* k, const float* v, int64_
   DecodeWork w;
   w.p = &p;
   w.rows = dims.group() * Nq;
-  w.dots = ScoresAsDots(w.rows);
   w.n_chunks = 1;
   w.begin = begin.data();
   w.end = end.data();
