@@ -602,29 +602,24 @@ HWY_INLINE void FusedSoftmaxRow(float* x, float scale, float& m, float& l, bool&
   SoftmaxUpdateRow(x, static_cast<int64_t>(kFusedKeys), block_max, m, l, o_row, static_cast<int64_t>(dv_pad), nullptr, d8);
 }
 
-// True when rows r0… of the item's block take the fused step on tile [j0, j0 + nc)
-// (see its comment): grouped heads decoding (2 to 4 rows, scores as dot products),
-// float32 K and V in place, whole blocks of keys, no score treatment, and every row's
-// key range covering the tile.
-template <class E>
-bool FusedApplies(const DecodeWork& w, int64_t b, int64_t W, int64_t j0, int64_t nc, InPlaceRows<E> k_rows,
-                  InPlaceRows<E> v_rows) {
-  if constexpr (!std::is_same_v<E, float>) {
+// True when the item's block takes the fused step on tile [j0, j0 + nc) (see its
+// comment): grouped heads decoding (2 to 4 rows, all in this block; their scores are dot
+// products), float32 K and V in place (DecodeBlock asks only then), whole blocks of keys,
+// no score treatment, and every row's key range covering the tile.
+bool FusedApplies(const DecodeWork& w, int64_t b, int64_t W, int64_t j0, int64_t nc, InPlaceRows<float> k_rows,
+                  InPlaceRows<float> v_rows) {
+  const Plan& p = *w.p;
+  const AttentionOptions<float>& o = *p.options;
+  if (W < 2 || W > 4 || W != w.rows) return false;
+  if (k_rows.data == nullptr || v_rows.data == nullptr || nc % static_cast<int64_t>(kFusedKeys) != 0) return false;
+  if (p.softcap != 0.0f || p.alibi || p.score_mod != nullptr || p.mask_mod != nullptr || o.additive_mask.present() ||
+      o.bool_mask.present())
     return false;
-  } else {
-    const Plan& p = *w.p;
-    const AttentionOptions<float>& o = *p.options;
-    if (!ScoresAsDots(w.rows) || W < 2 || W > 4 || W != w.rows) return false;
-    if (k_rows.data == nullptr || v_rows.data == nullptr || nc % static_cast<int64_t>(kFusedKeys) != 0) return false;
-    if (p.softcap != 0.0f || p.alibi || p.score_mod != nullptr || p.mask_mod != nullptr || o.additive_mask.present() ||
-        o.bool_mask.present())
-      return false;
-    for (int64_t i = 0; i < p.dims.Nq; ++i) {
-      const int64_t at = b * p.dims.Nq + i;
-      if (w.begin[at] > j0 || w.end[at] < j0 + nc) return false;
-    }
-    return true;
+  for (int64_t i = 0; i < p.dims.Nq; ++i) {
+    const int64_t at = b * p.dims.Nq + i;
+    if (w.begin[at] > j0 || w.end[at] < j0 + nc) return false;
   }
+  return true;
 }
 
 // The fused step (see above) for the R = w.rows rows of item `item` on tile [j0, j0 + nc):
