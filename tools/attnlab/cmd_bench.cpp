@@ -502,8 +502,8 @@ const attnlab::cli::Registrar reg(
       sub.add_option("--threads", a.threads, "threads for every implementation (0: all cores)");
       sub.add_option("--repeats", a.repeats, "timed repeats; the median is reported");
       sub.add_option("--settle-ms", a.settle_ms,
-                     "idle pause before each timed call, so that the previous implementation's spinning worker "
-                     "threads have gone to sleep")
+                     "idle pause at the start of each implementation's turn (before its untimed and timed calls), "
+                     "so that the previous implementation's spinning worker threads have gone to sleep")
           ->check(CLI::Range(0, 10000));
       sub.add_flag("--cold", a.cold,
                    "time the first call after the pause (by default each timed call follows 20 ms, and at least one call, "
