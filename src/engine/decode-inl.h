@@ -475,10 +475,10 @@ bool StreamV(const DecodeWork& w, InPlaceRows<VE> v_rows) {
 // instructions wait, and while the product computes nothing is asked of the memory.
 // The fused step takes the keys kFusedKeys at a time through all three stages (the online
 // softmax per block of keys, O rescaled only when a row's max moves) and asks for the K
-// and V lines kFusedAhead keys ahead one or two per step of the product's inner loop:
-// requests go out at the rate the kernel consumes, so the memory is never idle and the
-// miss buffers never overflow. Its scores are reduced across lanes eight keys at a time
-// (on AVX2 by a tree of horizontal adds into one vector of the eight scores).
+// and V lines kFusedAhead keys ahead a row or two at a time, as each column block of the
+// product starts: requests go out at the rate the kernel consumes, so the memory is never
+// idle and the miss buffers never overflow. Its scores are reduced across lanes eight keys
+// at a time (on AVX2 by a tree of horizontal adds into one vector of the eight scores).
 // Measured on AMD Zen 3 (2 threads, float32, d = 128, interleaved with the tile-at-a-time
 // step): see docs/engine.md, "The fused grouped-heads step".
 //
@@ -490,7 +490,11 @@ bool StreamV(const DecodeWork& w, InPlaceRows<VE> v_rows) {
 inline constexpr size_t kFusedKeys = 8, kFusedAhead = 8;
 
 // Prefetches a run of rows line by line, a few lines per call (see the top): rows
-// [0, rows) at base + row·stride, `lines` 64-byte lines each.
+// [0, rows) at base + row·stride, `lines` 64-byte lines each. Called once per column
+// block of the product, not at each of its keys: the cursor's bookkeeping at every key
+// was a quarter of the product's instructions (docs/engine.md, "Tried since": +7-9 %
+// with K and V in L3, unchanged from memory). The loop's own instructions space the
+// prefetches out; a tight loop over the same lines was 8 % slower from memory.
 struct LinePrefetcher {
   const char* base = nullptr;
   size_t stride = 0, lines = 0, rows = 0;
@@ -549,11 +553,11 @@ HWY_INLINE void FusedScores(size_t cols, const float* HWY_RESTRICT q, size_t q_r
 }
 
 // O [R × dv_pad] += P [R × kFusedKeys] · V [kFusedKeys × dv_pad] for the columns from c
-// on (V's rows at v, stride v_rs; O's rows dv_pad apart), NV vectors of columns at a time, asking `per_step` lines of each prefetcher at
-// every key of every column block.
+// on (V's rows at v, stride v_rs; O's rows dv_pad apart), NV vectors of columns at a
+// time, asking `per_block` lines of each prefetcher as each column block starts.
 template <int R, int NV>
 HWY_INLINE void FusedValues(size_t c, size_t dv_pad, const float* HWY_RESTRICT p, const float* HWY_RESTRICT v,
-                            size_t v_rs, float* HWY_RESTRICT o, size_t per_step, LinePrefetcher& kpf,
+                            size_t v_rs, float* HWY_RESTRICT o, size_t per_block, LinePrefetcher& kpf,
                             LinePrefetcher& vpf) {
   const DF df;
   const size_t L = hn::Lanes(df);
@@ -561,9 +565,9 @@ HWY_INLINE void FusedValues(size_t c, size_t dv_pad, const float* HWY_RESTRICT p
     VF acc[R][NV];
     for (int r = 0; r < R; ++r)
       for (int u = 0; u < NV; ++u) acc[r][u] = hn::LoadU(df, o + r * dv_pad + c + u * L);
+    kpf.Next(per_block);
+    vpf.Next(per_block);
     for (size_t j = 0; j < kFusedKeys; ++j) {
-      kpf.Next(per_step);
-      vpf.Next(per_step);
       VF vv[NV];
       for (int u = 0; u < NV; ++u) {
         vv[u] = hn::LoadU(df, v + j * v_rs + c + u * L);
@@ -578,7 +582,7 @@ HWY_INLINE void FusedValues(size_t c, size_t dv_pad, const float* HWY_RESTRICT p
       for (int u = 0; u < NV; ++u) hn::StoreU(acc[r][u], df, o + r * dv_pad + c + u * L);
   }
   if constexpr (NV > 1)
-    if (c < dv_pad) FusedValues<R, 1>(c, dv_pad, p, v, v_rs, o, per_step, kpf, vpf);
+    if (c < dv_pad) FusedValues<R, 1>(c, dv_pad, p, v, v_rs, o, per_block, kpf, vpf);
 }
 
 // The online-softmax step of one row on a block of kFusedKeys raw scores x (in place:
@@ -636,13 +640,13 @@ void FusedDecodeBlock(const DecodeWork& w, int64_t item, int64_t b, int64_t hk, 
   float* o = w.o + row0 * p.dv_pad;  // O [R × dv_pad], this item's rows
   float scale[R];
   for (int r = 0; r < R; ++r) scale[r] = w.scale[(b * dm.Hq + w.head_of(hk, r)) * dm.Nq + w.query_of(r)];
-  // Rows of 64-byte lines asked for per key of each column block of the product (the
-  // product takes kFusedKeys keys per column block): all of the K and V lines of the
-  // block kFusedAhead keys ahead, spread over its steps.
+  // 64-byte lines asked for as each column block of the product starts: all of the K
+  // and V lines of the block kFusedAhead keys ahead, spread over the column blocks (at
+  // d = dv = 128, one K row and one V row per block with 4 rows, two of each with 2).
   constexpr int NV = R == 2 ? 4 : 2;
   const size_t k_lines = (d * sizeof(float) + 63) / 64, v_lines = (dv_pad * sizeof(float) + 63) / 64;
-  const size_t steps = (dv_pad / L + NV - 1) / NV * kFusedKeys;
-  const size_t per_step = (std::max(k_lines, v_lines) * kFusedKeys + steps - 1) / steps;
+  const size_t blocks = (dv_pad / L + NV - 1) / NV;
+  const size_t per_block = (std::max(k_lines, v_lines) * kFusedKeys + blocks - 1) / blocks;
   HWY_ALIGN float s[R * kFusedKeys];  // S, then P, of the block [R × kFusedKeys]
   // Row 0's raw scores · 0, accumulated: NaN if K held a NaN or ±inf (check_finite, see DecodeBlock).
   const hn::CappedTag<float, kFusedKeys> d8;
@@ -663,7 +667,7 @@ void FusedDecodeBlock(const DecodeWork& w, int64_t item, int64_t b, int64_t hk, 
       const int64_t at = row0 + r;
       FusedSoftmaxRow(s + r * kFusedKeys, scale[r], w.m[at], w.l[at], w.nan_score[at], o + r * dv_pad, dv_pad);
     }
-    FusedValues<R, NV>(0, dv_pad, s, v, v_rows.stride, o, per_step, kpf, vpf);
+    FusedValues<R, NV>(0, dv_pad, s, v, v_rows.stride, o, per_block, kpf, vpf);
   }
   if (w.kv_suspect != nullptr && !hn::AllFalse(d8, hn::IsNaN(finite8))) w.kv_suspect->store(true, std::memory_order_relaxed);
 }
