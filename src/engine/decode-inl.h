@@ -586,8 +586,8 @@ HWY_INLINE void FusedValues(size_t c, size_t dv_pad, const float* HWY_RESTRICT p
 }
 
 // The online-softmax step of one row on a block of kFusedKeys raw scores x (in place:
-// they become P): the scale and the block's max, then SoftmaxUpdateRow on the block (O
-// rescaled only when the max moves). Every key of the block is visible.
+// they become P): the scale and the block's max, then the online-softmax update on the
+// block, inlined (SoftmaxUpdateRowInline; O rescaled only when the max moves). Every key of the block is visible.
 HWY_INLINE void FusedSoftmaxRow(float* x, float scale, float& m, float& l, bool& nan_score, float* o_row,
                                 size_t dv_pad) {
   const hn::CappedTag<float, kFusedKeys> d8;
@@ -603,7 +603,8 @@ HWY_INLINE void FusedSoftmaxRow(float* x, float scale, float& m, float& l, bool&
   // As SoftmaxRow: a NaN score may be skipped by the max; only a block with no finite max is searched.
   if (!(block_max > kNegInf) && !nan_score)
     for (size_t j = 0; j < kFusedKeys; ++j) nan_score |= std::isnan(x[j]);
-  SoftmaxUpdateRow(x, static_cast<int64_t>(kFusedKeys), block_max, m, l, o_row, static_cast<int64_t>(dv_pad), nullptr, d8);
+  SoftmaxUpdateRowInline(x, static_cast<int64_t>(kFusedKeys), block_max, m, l, o_row, static_cast<int64_t>(dv_pad),
+                         nullptr, d8);
 }
 
 // True when the item's block takes the fused step on tile [j0, j0 + nc) (see its
