@@ -52,7 +52,9 @@ float16 on the engine computing in float32 (out in float16, lse and the diagnost
 float32; a float mask is read as float32). bfloat16=True: query, key and value are
 uint16 (or int16) arrays of bfloat16 bit patterns (NumPy has no bfloat16; torch:
 t.view(torch.int16).numpy()), computed likewise, out returned as uint16 bit patterns.
-The 16-bit results are the float32 engine's on the converted inputs, rounded once.
+The 16-bit results are the float32 engine's on the converted inputs, rounded once
+(except grouped-heads decoding of 2 to 4 query heads per key/value head, where float32
+takes a fused step of its own; there within the accuracy rule, docs/engine.md).
 
 Variants (attnlab/attention_variants.hpp; they combine with everything above):
 window_size=(left, right): FlashAttention's sliding window, row i sees keys

@@ -122,7 +122,8 @@ struct DecodeScratch {
 // +22-27 %, 24: +11 %, 32: +10 %; 48 as fast; 64 -6 %), with bfloat16 K they were slower
 // from 16 rows (-8 %, and -9 % with K converted once per tile). One rule for every
 // element type keeps a 16-bit cache's results bitwise the float32 engine's on the
-// converted values (test_engine_precision). Not measured on AVX-512.
+// converted values (test_engine_precision; the fused step, float32 only, aside: see
+// fused_decode_allowed). Not measured on AVX-512.
 bool ScoresAsDots(int64_t rows) { return rows < static_cast<int64_t>(hn::Lanes(DF())) || rows <= 8; }
 
 // Packs the queries of key/value head (b, hk) into sc.q, laid out as DecodeScratch says.
@@ -486,7 +487,11 @@ bool StreamV(const DecodeWork& w, InPlaceRows<VE> v_rows) {
 // key of the tile (no mask, window edge or cache end inside it), and no treatment between
 // the scale and the softmax (softcap, ALiBi, score_mod, mask_mod, an additive or boolean
 // mask). Everything else goes through the tile-at-a-time step and SoftmaxRow. Sinks are
-// merged after the chunks (MergeRow) and do not concern it.
+// merged after the chunks (MergeRow) and do not concern it. Float32 only: 16-bit caches
+// through it were 20-24 % slower (half the bytes, so its heavier arithmetic shows). Its
+// softmax per 8 keys rounds differently from the tiles' per 256, so on its shapes a
+// 16-bit cache's results are bitwise the float32 tile-at-a-time step's, not the fused
+// step's (docs/engine.md, "Bitwise equal to the float32 engine"; fused_decode_allowed).
 inline constexpr size_t kFusedKeys = 8, kFusedAhead = 8;
 
 // Prefetches a run of rows line by line, a few lines per call (see the top): rows
@@ -615,7 +620,7 @@ bool FusedApplies(const DecodeWork& w, int64_t b, int64_t W, int64_t j0, int64_t
                   InPlaceRows<float> v_rows) {
   const Plan& p = *w.p;
   const AttentionOptions<float>& o = *p.options;
-  if (W < 2 || W > 4 || W != w.rows) return false;
+  if (W < 2 || W > 4 || W != w.rows || !fused_decode_allowed().load(std::memory_order_relaxed)) return false;
   if (k_rows.data == nullptr || v_rows.data == nullptr || nc % static_cast<int64_t>(kFusedKeys) != 0) return false;
   if (p.softcap != 0.0f || p.alibi || p.score_mod != nullptr || p.mask_mod != nullptr || o.additive_mask.present() ||
       o.bool_mask.present())

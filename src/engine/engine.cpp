@@ -218,6 +218,11 @@ TileCounts& tile_counts() {
   return counts;
 }
 
+std::atomic<bool>& fused_decode_allowed() {
+  static std::atomic<bool> allowed{true};
+  return allowed;
+}
+
 ForwardPath last_forward_path() { return last_path; }
 
 }  // namespace attnlab::engine

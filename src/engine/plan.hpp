@@ -154,6 +154,12 @@ struct TileCounts {
 };
 TileCounts& tile_counts();
 
+// Test hook: whether float32 grouped-heads decoding may take the fused step (decode-inl.h;
+// true unless a test turns it off). Off, those shapes take the tile-at-a-time step, as a
+// 16-bit cache always does, so that the precision tests can hold 16-bit results bitwise to
+// the float32 engine's on every shape (docs/engine.md, "Bitwise equal to the float32 engine").
+std::atomic<bool>& fused_decode_allowed();
+
 struct Plan {
   detail::AttentionDims dims;
   Operand q, k, v;  // float32, bfloat16 or float16, all three the same type
