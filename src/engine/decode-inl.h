@@ -12,15 +12,15 @@
 // transposing copy per key, repaid by the 64 query rows of every query tile of the
 // head). Here a key is used by M rows, often 1, so the copy would cost more than the
 // product; K's rows are read where they are, in one of two ways:
-//   M < Lanes (a decoding step, with or without grouped heads): each score is a dot
-//     product of two rows, vectors along c, reduced across the lanes at the end
+//   M < Lanes or M ≤ 14 (a decoding step, with or without grouped heads, or a few
+//     speculative tokens of a small group): each score is a dot product of two rows, vectors along c, reduced across the lanes at the end
 //     (ScoresByDot). Every lane works; a decoding step does 2 FLOPs per byte, so this
 //     is what keeps the core's work per key below the memory's time per key. Its sum
 //     is ordered differently from the backward's recomputed S (one chain of FMAs over
 //     c), so P = exp(scale·S − L) there is 1 ± ulp(S) rather than exactly 1 at a one-hot
 //     row: the accuracy rule's (1 + max|L|) term covers it (test_engine_decode uses at
 //     most a fifth of the tolerance on these shapes; the tiled path's own test uses 90 %).
-//   M ≥ Lanes (grouped heads × a chunk of queries): Sᵀ = K·Qᵀ through the microkernel,
+//   more rows (grouped heads × a chunk of queries): Sᵀ = K·Qᵀ through the microkernel,
 //     whose A operand is read one scalar at a time with any strides, so K is read in
 //     place; Qᵀ [d × W] is packed once per item. Each score is then the same chain of
 //     FMAs as the tiled path's and the backward's, bitwise. Sᵀ is transposed into rows
@@ -113,18 +113,19 @@ struct DecodeScratch {
 // Whether the M rows of a key/value head take their scores as dot products along d
 // (ScoresByDot: rows 4 at a time, the first group reading the tile's K from memory, the
 // others from cache) or as Sᵀ = K·Qᵀ through the microkernel and a transposition: fewer
-// rows than a vector's lanes, and up to 8 rows (one K/V head of 8 grouped query heads
-// decoding, as Llama 3 70B's 64/8 and Qwen 2.5 72B's), which fill one AVX2 vector.
-// Measured on Zen 3 (AVX2, d = 128, Nk = 32768, the calls of two builds interleaved in
-// one process), 8 rows: the dots 38-45 % faster with float32 K (16.8 ms against 23.2 in
-// one run), 14-19 % with bfloat16, 59 % for 2 queries × 4 heads. Beyond 8 the element
-// types part: with float32 K the dots stayed faster up to 32 rows (12: +34 %, 16:
-// +22-27 %, 24: +11 %, 32: +10 %; 48 as fast; 64 -6 %), with bfloat16 K they were slower
-// from 16 rows (-8 %, and -9 % with K converted once per tile). One rule for every
-// element type keeps a 16-bit cache's results bitwise the float32 engine's on the
-// converted values (test_engine_precision; the fused step, float32 only, aside: see
-// fused_decode_allowed). Not measured on AVX-512.
-bool ScoresAsDots(int64_t rows) { return rows < static_cast<int64_t>(hn::Lanes(DF())) || rows <= 8; }
+// rows than a vector's lanes, and up to 14 rows (8 grouped query heads decoding, as
+// Llama 3 70B's 64/8; a group of 4 or 5 with 2 or 3 speculative tokens; a group of 13
+// or 14), where Sᵀ fills one or two AVX2 vectors of rows, the second partly.
+// Measured on Zen 3 (AVX2, 2 threads, the calls of two builds interleaved in one
+// process), d = 128, the dots against Sᵀ, float32 K / bfloat16 K: 8 rows +38-45 % /
+// +14-19 % (Nk = 32768), and at Nk = 16384 (2026-11-24): 9 rows +64 % / +26 %, 10 +44 /
+// +23, 12 +37 / +12, 13 +39 / +7, 14 +24-27 / +3.5-3.8, 15 +22 / -3, 16 +16 / -5, 24
+// +14 / -7, 32 +2.5 / -14. At d = 64, 12 and 14 rows were within ±6 % either way; at
+// d = 256, 10 rows +8 % / +21 %. Up to 14 rows both types gain; beyond, float32 alone
+// would (to 24 rows), and one rule for every element type keeps a 16-bit cache's results
+// bitwise the float32 engine's on the converted values (test_engine_precision; the
+// fused step, float32 only, aside: see fused_decode_allowed). Not measured on AVX-512.
+bool ScoresAsDots(int64_t rows) { return rows < static_cast<int64_t>(hn::Lanes(DF())) || rows <= 14; }
 
 // Packs the queries of key/value head (b, hk) into sc.q, laid out as DecodeScratch says.
 void PackQueries(const DecodeWork& w, int64_t b, int64_t hk, DecodeScratch& sc) {
