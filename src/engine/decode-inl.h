@@ -13,13 +13,14 @@
 // head). Here a key is used by M rows, often 1, so the copy would cost more than the
 // product; K's rows are read where they are, in one of two ways:
 //   M < Lanes or M ≤ 14 (a decoding step, with or without grouped heads, or a few
-//     speculative tokens of a small group): each score is a dot product of two rows, vectors along c, reduced across the lanes at the end
-//     (ScoresByDot). Every lane works; a decoding step does 2 FLOPs per byte, so this
-//     is what keeps the core's work per key below the memory's time per key. Its sum
-//     is ordered differently from the backward's recomputed S (one chain of FMAs over
-//     c), so P = exp(scale·S − L) there is 1 ± ulp(S) rather than exactly 1 at a one-hot
-//     row: the accuracy rule's (1 + max|L|) term covers it (test_engine_decode uses at
-//     most a fifth of the tolerance on these shapes; the tiled path's own test uses 90 %).
+//     speculative tokens of a small group): each score is a dot product of two rows,
+//     vectors along c, reduced across the lanes at the end (ScoresByDot). Every lane
+//     works; a decoding step does 2 FLOPs per byte, so this is what keeps the core's work
+//     per key below the memory's time per key. Its sum is ordered differently from the
+//     backward's recomputed S (one chain of FMAs over c), so P = exp(scale·S − L) there
+//     is 1 ± ulp(S) rather than exactly 1 at a one-hot row: the accuracy rule's
+//     (1 + max|L|) term covers it (test_engine_decode uses at most a fifth of the
+//     tolerance on these shapes; the tiled path's own test uses 90 %).
 //   more rows (grouped heads × a chunk of queries): Sᵀ = K·Qᵀ through the microkernel,
 //     whose A operand is read one scalar at a time with any strides, so K is read in
 //     place; Qᵀ [d × W] is packed once per item. Each score is then the same chain of
@@ -114,8 +115,8 @@ struct DecodeScratch {
 // (ScoresByDot: rows 4 at a time, the first group reading the tile's K from memory, the
 // others from cache) or as Sᵀ = K·Qᵀ through the microkernel and a transposition: fewer
 // rows than a vector's lanes, and up to 14 rows (8 grouped query heads decoding, as
-// Llama 3 70B's 64/8; a group of 4 or 5 with 2 or 3 speculative tokens; a group of 13
-// or 14), where Sᵀ fills one or two AVX2 vectors of rows, the second partly.
+// Llama 3 70B's 64/8; a group of 4 with 2 or 3 speculative tokens, of 5 to 7 with 2),
+// where Sᵀ fills one or two AVX2 vectors of rows, the second partly.
 // Measured on Zen 3 (AVX2, 2 threads, the calls of two builds interleaved in one
 // process), d = 128, the dots against Sᵀ, float32 K / bfloat16 K: 8 rows +38-45 % /
 // +14-19 % (Nk = 32768), and at Nk = 16384 (2026-11-24): 9 rows +64 % / +26 %, 10 +44 /
@@ -593,7 +594,8 @@ HWY_INLINE void FusedValues(size_t c, size_t dv_pad, const float* HWY_RESTRICT p
 
 // The online-softmax step of one row on a block of kFusedKeys raw scores x (in place:
 // they become P): the scale and the block's max, then the online-softmax update on the
-// block, inlined (SoftmaxUpdateRowInline; O rescaled only when the max moves). Every key of the block is visible.
+// block, inlined (SoftmaxUpdateRowInline; O rescaled only when the max moves). Every key
+// of the block is visible.
 HWY_INLINE void FusedSoftmaxRow(float* x, float scale, float& m, float& l, bool& nan_score, float* o_row,
                                 size_t dv_pad) {
   const hn::CappedTag<float, kFusedKeys> d8;
