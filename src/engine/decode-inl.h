@@ -112,8 +112,8 @@ struct DecodeScratch {
 };
 
 // Whether the M rows of a key/value head take their scores as dot products along d
-// (ScoresByDot: rows 4 at a time, the first group reading the tile's K from memory, the
-// others from cache) or as Sᵀ = K·Qᵀ through the microkernel and a transposition: fewer
+// (ScoresByDot: rows 8, then 4 at a time, the first group reading the tile's K from
+// memory, the others from cache) or as Sᵀ = K·Qᵀ through the microkernel and a transposition: fewer
 // rows than a vector's lanes, and up to 14 rows (8 grouped query heads decoding, as
 // Llama 3 70B's 64/8; a group of 4 with 2 or 3 speculative tokens, of 5 to 7 with 2),
 // where Sᵀ fills one or two AVX2 vectors of rows, the second partly.
@@ -125,7 +125,9 @@ struct DecodeScratch {
 // d = 256, 10 rows +8 % / +21 %. Up to 14 rows both types gain; beyond, float32 alone
 // would (to 24 rows), and one rule for every element type keeps a 16-bit cache's results
 // bitwise the float32 engine's on the converted values (test_engine_precision; the
-// fused step, float32 only, aside: see fused_decode_allowed). Not measured on AVX-512.
+// fused step, float32 only, aside: see fused_decode_allowed). With ScoresByDot's groups
+// of 8 rows, 15 to 24 rows at d = 128 gained +19 to +35 % / -1.4 to +9 %, but at d = 64
+// and 256, 16 rows ±0 / -6 % and ±0 / -1.5 %: the line stays at 14. Not measured on AVX-512.
 bool ScoresAsDots(int64_t rows) { return rows < static_cast<int64_t>(hn::Lanes(DF())) || rows <= 14; }
 
 // Packs the queries of key/value head (b, hk) into sc.q, laid out as DecodeScratch says.
@@ -305,15 +307,23 @@ HWY_INLINE void DotRows(size_t nc, size_t cols, const float* q, size_t q_rs, con
   for (; j < nc; ++j) DotBlock<R, 1, U>(cols, q, q_rs, k + j * k_rs, k_rs, s + j, s_rs);
 }
 
-// The scores of rows [0, W) (ScoresAsDots) against nc keys (DotBlock): rows 4 at a time with
-// 2 keys, then a pair with 4 keys; a last single row 4 keys at a time, two accumulators
-// each (8 in all: 8 key pointers would not fit the general registers beside the loop's).
+// The scores of rows [0, W) (ScoresAsDots) against nc keys (DotBlock): rows 8 at a time
+// with one key, then 4 with 2 keys, then a pair with 4 keys; a last single row 4 keys at
+// a time, two accumulators each (8 in all: 8 key pointers would not fit the general
+// registers beside the loop's). Eight rows per pass read (and, for a 16-bit cache,
+// convert) each K vector once for 8 FMAs where two passes of 4 rows read it twice:
+// measured on Zen 3 (2 threads, d = 128, interleaved, float32 / bfloat16), 8 rows (64/8
+// heads) +11 % / +5 %, 9 rows +13 % / +4 %, 12 rows (32/8 × 3 queries) +7 % / +2 %; at
+// d = 64 and 256, 8 rows +6 % / +9 % and +6 % / +13 %. Every score is still one chain of
+// FMAs over c and one lane reduction: the results are bitwise unchanged.
 template <class KE>
 void ScoresByDot(size_t W, size_t nc, size_t cols, const float* q, size_t q_rs, const KE* k, size_t k_rs, float* s,
                  size_t s_rs, PrefetchV v) {
   const size_t L = hn::Lanes(DF());
   size_t r = 0;
   // The first group of rows prefetches V; later ones find K in cache.
+  for (; r + 8 <= W; r += 8, v = PrefetchV{})
+    DotRows<8, 1, 1>(nc, cols, q + r * q_rs, q_rs, k, k_rs, s + r * s_rs, s_rs, v);
   for (; r + 4 <= W; r += 4, v = PrefetchV{})
     DotRows<4, 2, 1>(nc, cols, q + r * q_rs, q_rs, k, k_rs, s + r * s_rs, s_rs, v);
   for (; r + 2 <= W; r += 2, v = PrefetchV{})
@@ -637,9 +647,12 @@ bool FusedApplies(const DecodeWork& w, int64_t b, int64_t W, int64_t j0, int64_t
 
 // The fused step (see above) for the R = w.rows rows of item `item` on tile [j0, j0 + nc):
 // K's rows at k_rows, V's at v_rows (row j0 first), `ahead` keys from j0 on that may be
-// prefetched (the item's keys). sc.q holds the item's packed queries.
+// prefetched (the item's keys). sc.q holds the item's packed queries. Kept out of line,
+// as it was measured: ScoresByDot's groups of 8 rows led GCC to inline it into
+// DecodeBlock, and 32/8 heads then decoded 9 % slower in one interleaved run (within the
+// driver's ±2 % noise in three later ones).
 template <int R>
-void FusedDecodeBlock(const DecodeWork& w, int64_t item, int64_t b, int64_t hk, int64_t nc, int64_t ahead,
+HWY_NOINLINE void FusedDecodeBlock(const DecodeWork& w, int64_t item, int64_t b, int64_t hk, int64_t nc, int64_t ahead,
                       InPlaceRows<float> k_rows, InPlaceRows<float> v_rows, DecodeScratch& sc) {
   const Plan& p = *w.p;
   const auto& dm = p.dims;
