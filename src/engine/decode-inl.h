@@ -113,10 +113,10 @@ struct DecodeScratch {
 
 // Whether the M rows of a key/value head take their scores as dot products along d
 // (ScoresByDot: rows 8, then 4 at a time, the first group reading the tile's K from
-// memory, the others from cache) or as Sᵀ = K·Qᵀ through the microkernel and a transposition: fewer
-// rows than a vector's lanes, and up to 14 rows (8 grouped query heads decoding, as
-// Llama 3 70B's 64/8; a group of 4 with 2 or 3 speculative tokens, of 5 to 7 with 2),
-// where Sᵀ fills one or two AVX2 vectors of rows, the second partly.
+// memory, the others from cache) or as Sᵀ = K·Qᵀ through the microkernel and a
+// transposition: fewer rows than a vector's lanes, and up to 14 rows (8 grouped query
+// heads decoding, as Llama 3 70B's 64/8; a group of 4 with 2 or 3 speculative tokens, of
+// 5 to 7 with 2), where Sᵀ fills one or two AVX2 vectors of rows, the second partly.
 // Measured on Zen 3 (AVX2, 2 threads, the calls of two builds interleaved in one
 // process), d = 128, the dots against Sᵀ, float32 K / bfloat16 K: 8 rows +38-45 % /
 // +14-19 % (Nk = 32768), and at Nk = 16384 (2026-11-24): 9 rows +64 % / +26 %, 10 +44 /
@@ -652,8 +652,9 @@ bool FusedApplies(const DecodeWork& w, int64_t b, int64_t W, int64_t j0, int64_t
 // DecodeBlock, and 32/8 heads then decoded 9 % slower in one interleaved run (within the
 // driver's ±2 % noise in three later ones).
 template <int R>
-HWY_NOINLINE void FusedDecodeBlock(const DecodeWork& w, int64_t item, int64_t b, int64_t hk, int64_t nc, int64_t ahead,
-                      InPlaceRows<float> k_rows, InPlaceRows<float> v_rows, DecodeScratch& sc) {
+HWY_NOINLINE void FusedDecodeBlock(const DecodeWork& w, int64_t item, int64_t b, int64_t hk, int64_t nc,
+                                   int64_t ahead, InPlaceRows<float> k_rows, InPlaceRows<float> v_rows,
+                                   DecodeScratch& sc) {
   const Plan& p = *w.p;
   const auto& dm = p.dims;
   const DF df;
