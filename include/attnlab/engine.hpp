@@ -56,6 +56,13 @@ ATTNLAB_API void attention_backward(ConstView<float16> q, ConstView<float16> k, 
                                     TensorView<float16> dk, TensorView<float16> dv, const ComputeConfig& config = {},
                                     std::span<float> dsinks = {});
 
+// Frees the working buffers the engine keeps between calls. Each call takes its scratch
+// (tiles, packed rows, split-KV partials) from a process-wide cache and gives it back
+// when it returns, so that a loop of calls, decoding above all, does not ask the system
+// for the same memory every time; the cache holds at most 32 MiB. Safe to call at any
+// time, from any thread; calls running meanwhile keep their buffers.
+ATTNLAB_API void release_cached_memory();
+
 // The SIMD target the runtime dispatch chose on this machine (e.g. "AVX3", "AVX2", "EMU128").
 ATTNLAB_API std::string target_name();
 

@@ -27,4 +27,7 @@ PYBIND11_MODULE(_attnlab, m) {
   m.attr("__version__") = ATTNLAB_VERSION;  // CMakeLists.txt's project VERSION (python/CMakeLists.txt)
   m.def("engine_target", &attnlab::engine::target_name,
         "The SIMD target the float32 engine dispatched to on this machine (e.g. 'AVX2').");
+  m.def("release_cached_memory", &attnlab::engine::release_cached_memory,
+        "Frees the working buffers the engine keeps between calls (at most 32 MiB: its scratch, "
+        "reused so that a loop of calls does not ask the system for the same memory every time).");
 }

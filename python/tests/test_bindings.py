@@ -20,6 +20,7 @@ def test_module_surface():
         assert getattr(attnlab, name).__doc__, name
     assert attnlab.scaled_dot_product_attention.__doc__.count("enable_gqa") >= 1
     assert isinstance(attnlab.engine_target(), str)
+    assert attnlab.release_cached_memory() is None
     assert callable(attnlab.experiments.run)
 
 

@@ -101,11 +101,11 @@ struct DecodeWork {
 struct DecodeScratch {
   // The item's queries, packed once: Q rows [M × d_pad] (ScoresAsDots: the dot products),
   // else per row block of kBr rows, Qᵀ [d × W_pad] at block · d · kBr.
-  hwy::AlignedFreeUniquePtr<float[]> q;
-  hwy::AlignedFreeUniquePtr<float[]> st;  // Sᵀ = K·Qᵀ of a key tile [Bc × W_pad]
-  hwy::AlignedFreeUniquePtr<float[]> s;   // S, then P, of the row block [Br × Bc]
-  hwy::AlignedFreeUniquePtr<float[]> k;   // the tile's K rows [Bc × d_pad], when the dot products cannot read them in place
-  hwy::AlignedFreeUniquePtr<float[]> v;   // the tile's V rows [Bc × dv_pad], when not read in place
+  ScratchBuffer<float> q;
+  ScratchBuffer<float> st;  // Sᵀ = K·Qᵀ of a key tile [Bc × W_pad]
+  ScratchBuffer<float> s;   // S, then P, of the row block [Br × Bc]
+  ScratchBuffer<float> k;   // the tile's K rows [Bc × d_pad], when the dot products cannot read them in place
+  ScratchBuffer<float> v;   // the tile's V rows [Bc × dv_pad], when not read in place
   explicit DecodeScratch(const Plan& p)
       : q(Scratch(p.d_pad * round_up(p.dims.group() * p.dims.Nq, kBr))), st(Scratch(kBc * kBr)), s(Scratch(kBr * kBc)),
         k(Scratch(kBc * p.d_pad)), v(Scratch(kBc * p.dv_pad)) {}

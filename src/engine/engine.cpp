@@ -14,6 +14,7 @@
 #include "engine/decode_kernels.hpp"
 #include "engine/decode_path.hpp"
 #include "engine/flash_kernels.hpp"
+#include "engine/scratch_cache.hpp"
 
 namespace attnlab::engine {
 namespace {
@@ -212,6 +213,8 @@ void attention_backward(ConstView<float16> q, ConstView<float16> k, ConstView<fl
 }
 
 std::string target_name() { return flash_target_name(); }
+
+void release_cached_memory() { empty_scratch_cache(); }
 
 TileCounts& tile_counts() {
   static TileCounts counts;

@@ -204,21 +204,21 @@ namespace {
 
 struct BackwardScratch {
   // key tile, packed once per work item
-  hwy::AlignedFreeUniquePtr<float[]> kt;   // Kᵀ [d × Bc]
-  hwy::AlignedFreeUniquePtr<float[]> kr;   // K rows [Bc × d_pad]
-  hwy::AlignedFreeUniquePtr<float[]> vt;   // Vᵀ [dv × Bc]
-  hwy::AlignedFreeUniquePtr<float[]> dk;   // dK accumulator [Bc × d_pad]
-  hwy::AlignedFreeUniquePtr<float[]> dv;   // dV accumulator [Bc × dv_pad]
+  ScratchBuffer<float> kt;   // Kᵀ [d × Bc]
+  ScratchBuffer<float> kr;   // K rows [Bc × d_pad]
+  ScratchBuffer<float> vt;   // Vᵀ [dv × Bc]
+  ScratchBuffer<float> dk;   // dK accumulator [Bc × d_pad]
+  ScratchBuffer<float> dv;   // dV accumulator [Bc × dv_pad]
   // query tile, packed per tile pair
-  hwy::AlignedFreeUniquePtr<float[]> qr;   // Q rows [Br × d_pad]
-  hwy::AlignedFreeUniquePtr<float[]> dor;  // dO rows [Br × dv_pad]
-  hwy::AlignedFreeUniquePtr<float[]> pt;   // P [Br × Bc]
-  hwy::AlignedFreeUniquePtr<float[]> ds;   // dP, then dS [Br × Bc]
-  hwy::AlignedFreeUniquePtr<float[]> dq;   // this pair's dQ contribution [Br × d_pad]
+  ScratchBuffer<float> qr;   // Q rows [Br × d_pad]
+  ScratchBuffer<float> dor;  // dO rows [Br × dv_pad]
+  ScratchBuffer<float> pt;   // P [Br × Bc]
+  ScratchBuffer<float> ds;   // dP, then dS [Br × Bc]
+  ScratchBuffer<float> dq;   // this pair's dQ contribution [Br × d_pad]
   // the variants' (empty without them)
-  hwy::AlignedFreeUniquePtr<float[]> dmod;  // ∂score/∂(scale·q·k) [Br × Bc] (softcap, score_mod)
-  hwy::AlignedFreeUniquePtr<float[]> pd;    // dropout: P·Z/(1 − p) [Br × Bc]
-  hwy::AlignedFreeUniquePtr<uint32_t[]> words;  // dropout: one row's random words [Bc + kDropoutSlack]
+  ScratchBuffer<float> dmod;  // ∂score/∂(scale·q·k) [Br × Bc] (softcap, score_mod)
+  ScratchBuffer<float> pd;    // dropout: P·Z/(1 − p) [Br × Bc]
+  ScratchBuffer<uint32_t> words;  // dropout: one row's random words [Bc + kDropoutSlack]
   explicit BackwardScratch(const Plan& p)
       : kt(Scratch(p.dims.d * kBc)), kr(Scratch(kBc * p.d_pad)), vt(Scratch(p.dims.dv * kBc)),
         dk(Scratch(kBc * p.d_pad)), dv(Scratch(kBc * p.dv_pad)), qr(Scratch(kBr * p.d_pad)),

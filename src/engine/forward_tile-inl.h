@@ -32,10 +32,10 @@ struct RowDiag {
 
 // Per-thread buffers of the forward.
 struct ForwardScratch {
-  hwy::AlignedFreeUniquePtr<float[]> s, o;  // S/P tile [Br × Bc], O accumulator [Br × dv_pad]
-  hwy::AlignedFreeUniquePtr<float[]> v;     // one key tile's V rows [Bc × dv_pad], when V is not packed whole
-  hwy::AlignedFreeUniquePtr<float[]> q;     // the query tile [Br × d_pad] converted to float (16-bit q only)
-  hwy::AlignedFreeUniquePtr<uint32_t[]> words;  // dropout's random words of one row [Bc + kDropoutSlack]
+  ScratchBuffer<float> s, o;  // S/P tile [Br × Bc], O accumulator [Br × dv_pad]
+  ScratchBuffer<float> v;     // one key tile's V rows [Bc × dv_pad], when V is not packed whole
+  ScratchBuffer<float> q;     // the query tile [Br × d_pad] converted to float (16-bit q only)
+  ScratchBuffer<uint32_t> words;  // dropout's random words of one row [Bc + kDropoutSlack]
   float m[kBr], l[kBr], scale[kBr], slope[kBr];
   int64_t diagonal[kBr];  // each row's diagonal as a key index (ALiBi)
   TileRows rows;         // each row's key range [begin, end)

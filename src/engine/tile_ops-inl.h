@@ -27,6 +27,7 @@
 #include "hwy/highway.h"
 #include "engine/gemm-inl.h"  // DF, VF
 #include "engine/plan.hpp"
+#include "engine/scratch_cache.hpp"
 #include "hwy/contrib/math/math-inl.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -44,12 +45,13 @@ int64_t TileWidth(int64_t nc) {
   return std::min(kBc, (nc + L - 1) / L * L);
 }
 
-// A working buffer of n floats. Out of memory is an OutOfMemory error naming the size,
-// never an abort. Inside a parallel region the caller must catch it (ScratchGuard):
-// an exception may not leave an OpenMP region.
-hwy::AlignedFreeUniquePtr<float[]> Scratch(int64_t n) {
+// A working buffer of n floats, from the engine's cache (scratch_cache.hpp). Out of
+// memory is an OutOfMemory error naming the size, never an abort. Inside a parallel
+// region the caller must catch it (ScratchFailure): an exception may not leave an
+// OpenMP region.
+ScratchBuffer<float> Scratch(int64_t n) {
   const size_t count = static_cast<size_t>(std::max<int64_t>(n, 1));
-  auto p = hwy::AllocateAligned<float>(count);
+  auto p = acquire_scratch_of<float>(count);
   if (!p)
     throw OutOfMemory(fmt::format("attention: out of memory allocating a working buffer of {} bytes ({:.1f} MiB)",
                                   count * sizeof(float), static_cast<double>(count * sizeof(float)) / (1 << 20)));
@@ -57,8 +59,8 @@ hwy::AlignedFreeUniquePtr<float[]> Scratch(int64_t n) {
 }
 
 // n random words (dropout), as Scratch.
-hwy::AlignedFreeUniquePtr<uint32_t[]> ScratchWords(int64_t n) {
-  auto p = hwy::AllocateAligned<uint32_t>(static_cast<size_t>(std::max<int64_t>(n, 1)));
+ScratchBuffer<uint32_t> ScratchWords(int64_t n) {
+  auto p = acquire_scratch_of<uint32_t>(static_cast<size_t>(std::max<int64_t>(n, 1)));
   if (!p) throw OutOfMemory(fmt::format("attention: out of memory allocating a working buffer of {} bytes", n * 4));
   return p;
 }
