@@ -12,17 +12,28 @@
 //          key/value head, from the caller's memory, and the keys are cut into chunks
 //          that different threads take (split-KV), merged in a fixed order.
 //
-// The decode path is chosen when a head's queries fit one query tile (Nq ≤ kBr) and the
-// keys make more than one split-KV chunk (Nk > kDecodeChunk). Then the tiled path has no
-// query tiles to share its packed K and V between (the packing is a second pass over
-// them), and its only parallelism is B·Hq (one thread busy at B = Hq = 1), while the
-// decode path reads K and V once in place and splits the keys between the threads.
-// With fewer keys there is nothing to split and both do the same products; the tiled
-// path, parallel over query heads rather than key/value heads, keeps them. Not with
-// diagnostics: RowDiagnostics are not merged across key chunks (the tiled path
+// The decode path is chosen when a head's queries fit one query tile (Nq ≤ kBr) and
+// the keys are at least twice as many (Nk ≥ 2·Nq): a decoding step against any cache
+// longer than one key, a chunk of new queries against a cache at least as long again.
+// There the tiled path's packed K and V are shared by few query rows (the packing is a
+// second pass over them) and, at B = Hq = 1, one thread works, while the decode path
+// reads K and V once in place, splits the keys between the threads and (with grouped
+// heads) reads each key/value head once for all its query heads. Except for a lone
+// work item with more than one row block (B·Hkv = 1, one key chunk, group·Nq > kBr):
+// the decode path would keep all its rows on one thread, the tiled path spreads its
+// query heads over all of them. Measured on Zen 3 (AVX2, 2 threads, d = 128, the calls
+// of two builds interleaved in one process), the decode path against the tiled one at
+// Nk ≤ 512, where the rule was Nk > 512 until 2026-11-24: a decoding step, 8/8 and 32/8
+// heads, Nk = 8 ×1.9, 64 ×3.8-4.3, 256 ×7.0-7.5, 512 ×7.8-8.0 (bfloat16 at 256: ×12);
+// Nq = 16, Nk = 64 ×1.15-1.65, Nk = 256 ×1.6-3.1; Nq = 64 against Nk = 64 ×0.89 (32/8)
+// and 1.08 (8/8), against Nk ≤ 8 ×0.76 (hence 2·Nq); a lone item, 8/1 heads, Nq = 16
+// and 32 against 512 keys ×0.85 and ×0.69, Nq = 8 and 4 (one row block) ×1.4-1.5. Not
+// with diagnostics: RowDiagnostics are not merged across key chunks (the tiled path
 // computes them); not with dropout, which is for training (the tiled path draws its
 // mask). Every other option (masks, padding, windows, softcap, ALiBi, sinks, packed
 // sequences, score_mod, mask_mod) is the same per-row score treatment in both paths.
+// The choice depends on the shapes alone, never on the thread count: the results are
+// bitwise the same for any number of threads.
 #include "core/visibility.hpp"
 #include "engine/plan.hpp"
 
@@ -37,10 +48,12 @@ enum class ForwardPath { tiled, decode };
 // the partials (rows·dv per chunk) stay small against the chunk's K and V (chunk·(d+dv)).
 inline constexpr int64_t kDecodeChunk = 2 * kBc;
 
-// Nq, Nk: the query rows and keys per head.
-inline ForwardPath choose_forward_path(int64_t Nq, int64_t Nk, bool diagnostics, bool dropout) {
-  if (diagnostics || dropout) return ForwardPath::tiled;
-  return Nq <= kBr && Nk > kDecodeChunk ? ForwardPath::decode : ForwardPath::tiled;
+// B, Hq, Hkv: batch, query and key/value heads; Nq, Nk: the query rows and keys per head.
+inline ForwardPath choose_forward_path(int64_t B, int64_t Hq, int64_t Hkv, int64_t Nq, int64_t Nk, bool diagnostics,
+                                       bool dropout) {
+  if (diagnostics || dropout || Nq > kBr || Nk < 2 * Nq) return ForwardPath::tiled;
+  const bool lone_item = B * Hkv == 1 && Nk <= kDecodeChunk;
+  return lone_item && (Hq / Hkv) * Nq > kBr ? ForwardPath::tiled : ForwardPath::decode;
 }
 
 // Test hook: the path the calling thread's last attention_forward (float) took.

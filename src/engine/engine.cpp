@@ -92,8 +92,9 @@ template <class E>
 void forward_impl(ConstView<E> q, ConstView<E> k, ConstView<E> v, const AttentionOptions<float>& options,
                   TensorView<E> out, TensorView<float> lse, const RowDiagnostics<float>* diagnostics,
                   const ComputeConfig& config) {
-  // The path from the lengths alone (if the shapes are wrong, check_forward_args says so).
-  last_path = choose_forward_path(q.seq(), k.seq(), diagnostics != nullptr, options.dropout.present());
+  // The path from the shapes alone (if they are wrong, check_forward_args says so).
+  last_path = choose_forward_path(q.batch(), q.heads(), k.heads(), q.seq(), k.seq(), diagnostics != nullptr,
+                                  options.dropout.present());
   const bool decode = last_path == ForwardPath::decode;
   // The decode path reads K and V once, at the memory's speed: a separate pass to check
   // their values would double its time. Its kernel reports whether it met a non-finite

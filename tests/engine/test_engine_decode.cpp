@@ -33,7 +33,8 @@ uint64_t base_seed() {
   return s ? std::strtoull(s, nullptr, 10) : 20261214u;
 }
 
-// Shapes that take the decode path: Nq ≤ kBr queries against Nk > kDecodeChunk keys.
+// Shapes that take the decode path (decode_path.hpp): Nq ≤ kBr queries against Nk ≥ 2·Nq
+// keys; most of them against more than one chunk of keys, some against a short cache.
 al::test::ProblemLimits decode_limits(int n) {
   al::test::ProblemLimits lim;
   lim.dims = {1, 64, 80, 128, 256};
@@ -53,6 +54,13 @@ al::test::ProblemLimits decode_limits(int n) {
     lim.max_kv_heads = 1;
     lim.max_group = 2;
     lim.dims = {1, 64, 80, 128};
+  } else if (n % 4 == 3) {  // a short cache: one chunk, no merge
+    lim.max_seq_q = 8;
+    lim.min_seq_k = 16;
+    lim.max_seq_k = al::engine::kDecodeChunk;
+    lim.max_batch = 2;
+    lim.max_kv_heads = 2;
+    lim.max_group = 4;
   } else {  // decoding steps: 2 or 3 chunks
     lim.max_seq_q = 4;
     lim.max_seq_k = 1400;
@@ -69,7 +77,7 @@ TEST(EngineDecode, RandomDecodeAndChunkShapesWithinTheAccuracyRule) {
   const uint64_t seed = base_seed();
   constexpr int kProblems = 120;
   int gqa = 0, padded = 0, masked = 0, bottom_right = 0, top_left = 0, row_scale = 0, strided = 0, long_cache = 0,
-      chunk = 0, decode_path = 0, fused = 0;
+      chunk = 0, short_cache = 0, decode_path = 0, fused = 0;
   std::set<al::ScalePolicy::Kind> policies;
   std::set<int64_t> dims;
   double worst_ratio[5] = {};
@@ -86,6 +94,7 @@ TEST(EngineDecode, RandomDecodeAndChunkShapesWithinTheAccuracyRule) {
     row_scale += p.scale.depends_on_n();
     strided += use_strides;
     long_cache += p.Nk >= 5000;
+    short_cache += p.Nk <= al::engine::kDecodeChunk;
     chunk += p.Nq > 16;
     policies.insert(p.scale.kind());
     dims.insert(p.d);
@@ -110,6 +119,7 @@ TEST(EngineDecode, RandomDecodeAndChunkShapesWithinTheAccuracyRule) {
   EXPECT_GT(row_scale, kProblems / 20);
   EXPECT_GT(strided, kProblems / 10);
   EXPECT_GE(long_cache, 3);
+  EXPECT_GT(short_cache, kProblems / 6);
   EXPECT_GT(chunk, kProblems / 10);
   // Grouped heads decoding (2 to 4 rows per key/value head, no score treatment) takes the
   // fused step on its whole tiles; the rest the tile-at-a-time step (decode-inl.h).
@@ -267,7 +277,13 @@ TEST(EngineDecode, TheEngineChoosesThePathFromTheShapes) {
   EXPECT_EQ(path(8, 8, 1, chunk + 1, false), ForwardPath::decode);   // a decoding step
   EXPECT_EQ(path(32, 8, 1, 4 * chunk, false), ForwardPath::decode);  // grouped-query heads
   EXPECT_EQ(path(4, 1, br, chunk + 1, false), ForwardPath::decode);  // a chunk of new queries
-  EXPECT_EQ(path(8, 8, 1, chunk, false), ForwardPath::tiled);        // one chunk: nothing to split
+  EXPECT_EQ(path(8, 8, 1, 2, false), ForwardPath::decode);           // a cache of two keys
+  EXPECT_EQ(path(8, 8, 1, 1, false), ForwardPath::tiled);            // fewer than 2·Nq keys
+  EXPECT_EQ(path(8, 8, 16, 31, false), ForwardPath::tiled);
+  EXPECT_EQ(path(8, 8, 16, 32, false), ForwardPath::decode);
+  EXPECT_EQ(path(8, 1, 16, chunk, false), ForwardPath::tiled);       // a lone item of two row blocks
+  EXPECT_EQ(path(8, 1, 8, chunk, false), ForwardPath::decode);       // a lone item of one row block
+  EXPECT_EQ(path(8, 1, 16, chunk + 1, false), ForwardPath::decode);  // two items
   EXPECT_EQ(path(2, 2, br + 1, 4 * chunk, false), ForwardPath::tiled);  // more than a query tile per head
   EXPECT_EQ(path(8, 8, 1, 4 * chunk, true), ForwardPath::tiled);     // diagnostics are the tiled path's
   {  // dropout is for training: the tiled path draws its mask

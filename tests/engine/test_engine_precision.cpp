@@ -241,7 +241,7 @@ bool check_equals_float_engine(const al::test::Problem& p, bool strided, int thr
 
 template <class T>
 void check_random_problems(uint64_t seed) {
-  int fused_shapes = 0;
+  int fused_shapes = 0, short_decodes = 0, short_tiled = 0;
   for (int n = 0; n < 120; ++n) {
     std::mt19937_64 rng(seed + static_cast<uint64_t>(n));
     al::test::ProblemLimits lim;
@@ -267,11 +267,17 @@ void check_random_problems(uint64_t seed) {
     const int threads = 1 + n % 3;
     SCOPED_TRACE("seed " + std::to_string(seed + n) + (strided ? " strided " : " ") + std::to_string(threads) +
                  " threads: " + p.describe());
-    fused_shapes += check_equals_float_engine<T>(p, strided, threads,
-                                                 n % 3 == 0 ? al::engine::ForwardPath::decode : al::engine::ForwardPath::tiled);
+    // The short problems take either path (decode_path.hpp: Nk ≥ 2·Nq decodes).
+    const auto path = n % 3 == 0 ? al::engine::ForwardPath::decode
+                                  : al::engine::choose_forward_path(p.B, p.Hq, p.Hkv, p.Nq, p.Nk, false, p.dropout_p != 0);
+    short_decodes += n % 3 != 0 && path == al::engine::ForwardPath::decode;
+    short_tiled += path == al::engine::ForwardPath::tiled;
+    fused_shapes += check_equals_float_engine<T>(p, strided, threads, path);
     if (::testing::Test::HasFailure()) return;
   }
   EXPECT_GE(fused_shapes, 5);  // the comparison covers the shapes where the float32 engine fuses
+  EXPECT_GE(short_decodes, 5);  // short problems with Nk ≥ 2·Nq: both paths are compared
+  EXPECT_GE(short_tiled, 30);
 }
 
 }  // namespace
