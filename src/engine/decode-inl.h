@@ -112,22 +112,22 @@ struct DecodeScratch {
 };
 
 // Whether the M rows of a key/value head take their scores as dot products along d
-// (ScoresByDot: rows 8, then 4 at a time, the first group reading the tile's K from
-// memory, the others from cache) or as Sᵀ = K·Qᵀ through the microkernel and a
-// transposition: fewer rows than a vector's lanes, and up to 14 rows (8 grouped query
-// heads decoding, as Llama 3 70B's 64/8; a group of 4 with 2 or 3 speculative tokens, of
-// 5 to 7 with 2), where Sᵀ fills one or two AVX2 vectors of rows, the second partly.
-// Measured on Zen 3 (AVX2, 2 threads, the calls of two builds interleaved in one
-// process), d = 128, the dots against Sᵀ, float32 K / bfloat16 K: 8 rows +38-45 % /
-// +14-19 % (Nk = 32768), and at Nk = 16384 (2026-11-24): 9 rows +64 % / +26 %, 10 +44 /
-// +23, 12 +37 / +12, 13 +39 / +7, 14 +24-27 / +3.5-3.8, 15 +22 / -3, 16 +16 / -5, 24
-// +14 / -7, 32 +2.5 / -14. At d = 64, 12 and 14 rows were within ±6 % either way; at
-// d = 256, 10 rows +8 % / +21 %. Up to 14 rows both types gain; beyond, float32 alone
-// would (to 24 rows), and one rule for every element type keeps a 16-bit cache's results
-// bitwise the float32 engine's on the converted values (test_engine_precision; the
-// fused step, float32 only, aside: see fused_decode_allowed). With ScoresByDot's groups
-// of 8 rows, 15 to 24 rows at d = 128 gained +19 to +35 % / -1.4 to +9 %, but at d = 64
-// and 256, 16 rows ±0 / -6 % and ±0 / -1.5 %: the line stays at 14. Not measured on AVX-512.
+// (ScoresByDot: 5 to 7 rows in one pass, else rows 8, then 4 at a time, the first group
+// reading the tile's K from memory, the others from cache) or as Sᵀ = K·Qᵀ through the
+// microkernel and a transposition: fewer rows than a vector's lanes, and up to 14 rows (8
+// grouped query heads decoding, as Llama 3 70B's 64/8; a group of 4 with 2 or 3
+// speculative tokens, of 5 to 7 with 2), where Sᵀ fills one or two AVX2 vectors of rows,
+// the second partly. Measured on Zen 3 (AVX2, 2 threads, the calls of two builds
+// interleaved in one process), d = 128, the dots against Sᵀ, float32 K / bfloat16 K: 8
+// rows +38-45 % / +14-19 % (Nk = 32768), and at Nk = 16384 (2026-11-24): 9 rows +64 % /
+// +26 %, 10 +44 / +23, 12 +37 / +12, 13 +39 / +7, 14 +24-27 / +3.5-3.8, 15 +22 / -3, 16
+// +16 / -5, 24 +14 / -7, 32 +2.5 / -14. At d = 64, 12 and 14 rows were within ±6 % either
+// way; at d = 256, 10 rows +8 % / +21 %. Up to 14 rows both types gain; beyond, float32
+// alone would (to 24 rows), and one rule for every element type keeps a 16-bit cache's
+// results bitwise the float32 engine's on the converted values (test_engine_precision; the
+// fused step, float32 only, aside: see fused_decode_allowed). With ScoresByDot's groups of
+// 8 rows, 15 to 24 rows at d = 128 gained +19 to +35 % / -1.4 to +9 %, but at d = 64 and
+// 256, 16 rows ±0 / -6 % and ±0 / -1.5 %: the line stays at 14. Not measured on AVX-512.
 bool ScoresAsDots(int64_t rows) { return rows < static_cast<int64_t>(hn::Lanes(DF())) || rows <= 14; }
 
 // Packs the queries of key/value head (b, hk) into sc.q, laid out as DecodeScratch says.
@@ -307,19 +307,32 @@ HWY_INLINE void DotRows(size_t nc, size_t cols, const float* q, size_t q_rs, con
   for (; j < nc; ++j) DotBlock<R, 1, U>(cols, q, q_rs, k + j * k_rs, k_rs, s + j, s_rs);
 }
 
-// The scores of rows [0, W) (ScoresAsDots) against nc keys (DotBlock): rows 8 at a time
-// with one key, then 4 with 2 keys, then a pair with 4 keys; a last single row 4 keys at
-// a time, two accumulators each (8 in all: 8 key pointers would not fit the general
-// registers beside the loop's). Eight rows per pass read (and, for a 16-bit cache,
-// convert) each K vector once for 8 FMAs where two passes of 4 rows read it twice:
-// measured on Zen 3 (2 threads, d = 128, interleaved, float32 / bfloat16), 8 rows (64/8
-// heads) +11 % / +5 %, 9 rows +13 % / +4 %, 12 rows (32/8 × 3 queries) +7 % / +2 %; at
-// d = 64 and 256, 8 rows +6 % / +9 % and +6 % / +13 %. Every score is still one chain of
-// FMAs over c and one lane reduction: the results are bitwise unchanged.
+// The scores of rows [0, W) (ScoresAsDots) against nc keys (DotBlock): 5 to 7 rows in
+// one pass with one key; else rows 8 at a time with one key, then 4 with 2 keys, then a
+// pair with 4 keys; a last single row 4 keys at a time, two accumulators each (8 in all:
+// 8 key pointers would not fit the general registers beside the loop's). Eight rows per
+// pass read (and, for a 16-bit cache, convert) each K vector once for 8 FMAs where two
+// passes of 4 rows read it twice: measured on Zen 3 (2 threads, d = 128, interleaved,
+// float32 / bfloat16), 8 rows (64/8 heads) +11 % / +5 %, 9 rows +13 % / +4 %, 12 rows
+// (32/8 × 3 queries) +7 % / +2 %; at d = 64 and 256, 8 rows +6 % / +9 % and +6 % / +13 %.
+// The same for 5 to 7 rows (one pass, not 4 + 1, 4 + 2, 4 + 2 + 1; 2026-11-24, Nk =
+// 16384): 40/8 heads +7.5 % / +3.6 %, 48/8 +5 to +11 % / +2 to +4 %, 56/8 +13 to +15 % /
+// +7.5 %, Qwen2's 12/2 and 28/4 +3 to +12 % / +1 % and +10 to +14 % / +5 to +8 %, 16/8 × 3
+// queries +7 % / +1 %; d = 64 (5 and 6 rows) ±2 % / +2 to +5 %, d = 256 (7 rows) +11 % /
+// +8 to +11 %. After a group of 8 (13, 14 rows) the rest stays 4 + 1, 4 + 2: one pass
+// there was −1 to −3 % / ±1 %. Every score of the multi-row passes is one chain of FMAs
+// over c and one lane reduction (the lone last row of 5 or 7 took two chains before,
+// U = 2: its scores now round as the other rows' do).
 template <class KE>
 void ScoresByDot(size_t W, size_t nc, size_t cols, const float* q, size_t q_rs, const KE* k, size_t k_rs, float* s,
                  size_t s_rs, PrefetchV v) {
   const size_t L = hn::Lanes(DF());
+  switch (W) {  // 5 to 7 rows in one pass
+    case 5: return DotRows<5, 1, 1>(nc, cols, q, q_rs, k, k_rs, s, s_rs, v);
+    case 6: return DotRows<6, 1, 1>(nc, cols, q, q_rs, k, k_rs, s, s_rs, v);
+    case 7: return DotRows<7, 1, 1>(nc, cols, q, q_rs, k, k_rs, s, s_rs, v);
+    default: break;
+  }
   size_t r = 0;
   // The first group of rows prefetches V; later ones find K in cache.
   for (; r + 8 <= W; r += 8, v = PrefetchV{})
