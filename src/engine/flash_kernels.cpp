@@ -204,11 +204,11 @@ namespace {
 
 struct BackwardScratch {
   // key tile, packed once per work item
-  ScratchBuffer<float> kt;   // Kᵀ [d × Bc]
-  ScratchBuffer<float> kr;   // K rows [Bc × d_pad]
-  ScratchBuffer<float> vt;   // Vᵀ [dv × Bc]
-  ScratchBuffer<float> dk;   // dK accumulator [Bc × d_pad]
-  ScratchBuffer<float> dv;   // dV accumulator [Bc × dv_pad]
+  ScratchBuffer<float> kt;  // Kᵀ [d × Bc]
+  ScratchBuffer<float> kr;  // K rows [Bc × d_pad]
+  ScratchBuffer<float> vt;  // Vᵀ [dv × Bc]
+  ScratchBuffer<float> dk;  // dK accumulator [Bc × d_pad]
+  ScratchBuffer<float> dv;  // dV accumulator [Bc × dv_pad]
   // query tile, packed per tile pair
   ScratchBuffer<float> qr;   // Q rows [Br × d_pad]
   ScratchBuffer<float> dor;  // dO rows [Br × dv_pad]
@@ -216,8 +216,8 @@ struct BackwardScratch {
   ScratchBuffer<float> ds;   // dP, then dS [Br × Bc]
   ScratchBuffer<float> dq;   // this pair's dQ contribution [Br × d_pad]
   // the variants' (empty without them)
-  ScratchBuffer<float> dmod;  // ∂score/∂(scale·q·k) [Br × Bc] (softcap, score_mod)
-  ScratchBuffer<float> pd;    // dropout: P·Z/(1 − p) [Br × Bc]
+  ScratchBuffer<float> dmod;      // ∂score/∂(scale·q·k) [Br × Bc] (softcap, score_mod)
+  ScratchBuffer<float> pd;        // dropout: P·Z/(1 − p) [Br × Bc]
   ScratchBuffer<uint32_t> words;  // dropout: one row's random words [Bc + kDropoutSlack]
   explicit BackwardScratch(const Plan& p)
       : kt(Scratch(p.dims.d * kBc)), kr(Scratch(kBc * p.d_pad)), vt(Scratch(p.dims.dv * kBc)),

@@ -32,9 +32,9 @@ struct RowDiag {
 
 // Per-thread buffers of the forward.
 struct ForwardScratch {
-  ScratchBuffer<float> s, o;  // S/P tile [Br × Bc], O accumulator [Br × dv_pad]
-  ScratchBuffer<float> v;     // one key tile's V rows [Bc × dv_pad], when V is not packed whole
-  ScratchBuffer<float> q;     // the query tile [Br × d_pad] converted to float (16-bit q only)
+  ScratchBuffer<float> s, o;      // S/P tile [Br × Bc], O accumulator [Br × dv_pad]
+  ScratchBuffer<float> v;         // one key tile's V rows [Bc × dv_pad], when V is not packed whole
+  ScratchBuffer<float> q;         // the query tile [Br × d_pad] converted to float (16-bit q only)
   ScratchBuffer<uint32_t> words;  // dropout's random words of one row [Bc + kDropoutSlack]
   float m[kBr], l[kBr], scale[kBr], slope[kBr];
   int64_t diagonal[kBr];  // each row's diagonal as a key index (ALiBi)

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdint>
 #include <cstring>
 #include <mutex>
 #include <vector>
@@ -82,6 +83,7 @@ ScratchBlock take_cached(size_t bytes) {
 
 ScratchBlock acquire_scratch(size_t bytes) noexcept {
   bytes = std::max<size_t>(bytes, 1);
+  if (bytes > SIZE_MAX / 2) return {};  // no such memory; and bytes + kSlack must not wrap
   ScratchBlock b = take_cached(bytes);
   if (b.base == nullptr) {
     b.base = hwy::AllocateAlignedBytes(bytes + kSlack, nullptr, nullptr);

@@ -20,6 +20,7 @@
 // the next of 16 offsets 256 bytes apart (scratch_cache.cpp says why). Under
 // AddressSanitizer a cached block is poisoned: a use after release is still reported.
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 
 namespace attnlab::engine {
@@ -60,9 +61,10 @@ struct ScratchRelease {
 template <class T>
 using ScratchBuffer = std::unique_ptr<T[], ScratchRelease>;
 
-// count elements of T (null when out of memory).
+// count elements of T (null when out of memory, or when count·sizeof(T) overflows).
 template <class T>
 ScratchBuffer<T> acquire_scratch_of(size_t count) noexcept {
+  if (count > SIZE_MAX / sizeof(T)) return ScratchBuffer<T>(nullptr, ScratchRelease{});
   const ScratchBlock b = acquire_scratch(count * sizeof(T));
   return ScratchBuffer<T>(static_cast<T*>(b.data), ScratchRelease{b});
 }

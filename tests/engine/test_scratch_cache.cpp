@@ -82,6 +82,14 @@ TEST(ScratchCache, HoldsAtMostItsBoundAndReleaseCachedMemoryEmptiesIt) {
   EXPECT_EQ(eng::scratch_cache_stats().bytes, 0u);
 }
 
+TEST(ScratchCache, ImpossibleSizesAreNullNotWrapped) {
+  EXPECT_EQ(eng::acquire_scratch(SIZE_MAX).data, nullptr);
+  EXPECT_EQ(eng::acquire_scratch(SIZE_MAX / 2 + 1).data, nullptr);
+  // count · sizeof(float) would wrap to a small size.
+  EXPECT_EQ(eng::acquire_scratch_of<float>(SIZE_MAX / 4 + 2).get(), nullptr);
+  EXPECT_EQ(eng::acquire_scratch_of<uint32_t>(SIZE_MAX / 2).get(), nullptr);
+}
+
 TEST(ScratchCache, AnEngineCallLeavesItsBuffersForTheNext) {
   al::engine::release_cached_memory();
   const al::Tensor<float> q({1, 8, 1, 64}, 0.5f), k({1, 2, 2000, 64}, 0.25f), v({1, 2, 2000, 64}, 1.0f);
