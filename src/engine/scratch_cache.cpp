@@ -10,14 +10,6 @@
 
 #include "hwy/aligned_allocator.h"
 
-// AddressSanitizer: GCC defines __SANITIZE_ADDRESS__, clang answers __has_feature.
-#if defined(__SANITIZE_ADDRESS__)
-#define ATTNLAB_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define ATTNLAB_ASAN 1
-#endif
-#endif
 #ifdef ATTNLAB_ASAN
 #include <sanitizer/asan_interface.h>
 #define ATTNLAB_POISON(p, n) __asan_poison_memory_region((p), (n))

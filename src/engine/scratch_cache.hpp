@@ -23,6 +23,16 @@
 #include <cstdint>
 #include <memory>
 
+// Defined under AddressSanitizer, which poisons cached blocks (GCC defines
+// __SANITIZE_ADDRESS__, clang answers __has_feature).
+#if defined(__SANITIZE_ADDRESS__)
+#define ATTNLAB_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define ATTNLAB_ASAN 1
+#endif
+#endif
+
 namespace attnlab::engine {
 
 inline constexpr size_t kScratchCacheBytes = size_t{32} << 20;

@@ -175,14 +175,7 @@ TEST(ScratchCache, WhatAReusedBufferHeldNeverReachesAResult) {
 
 // Under AddressSanitizer a cached block is poisoned: writing to a block after giving it
 // back is reported, as it would be after a free.
-#if defined(__SANITIZE_ADDRESS__)
-#define ATTNLAB_TEST_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define ATTNLAB_TEST_ASAN 1
-#endif
-#endif
-#ifdef ATTNLAB_TEST_ASAN
+#ifdef ATTNLAB_ASAN
 TEST(ScratchCacheDeathTest, AUseAfterReleaseIsReportedUnderAddressSanitizer) {
   al::engine::release_cached_memory();
   const eng::ScratchBlock b = eng::acquire_scratch(4096);
