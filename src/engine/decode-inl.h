@@ -38,7 +38,9 @@
 // the scores of a tile are computed, the K rows 16 keys ahead and the tile's V rows are
 // prefetched (PrefetchRows), so that K and V stream from memory side by side and the
 // PV product finds V in cache. O += P·V takes the keys 64 at a time for all its column
-// blocks, so that a V row is fetched once, not once per block of columns.
+// blocks, so that a V row is fetched once, not once per block of columns. On the Sᵀ path
+// the product asks for K's rows 8 keys ahead as it goes (KeysTimesQueries), and O += P·V
+// for the next 64 V rows (VFetch::kNextBlock).
 //
 // Values in place: O += P·V reads V's rows from the caller's memory when they are
 // unit-stride and a whole number of vectors long (RowsOperand), else copies the tile's
@@ -348,13 +350,37 @@ void ScoresByDot(size_t W, size_t nc, size_t cols, const float* q, size_t q_rs, 
 
 // Sᵀ [nc × w_pad] = K·Qᵀ (see the top): the microkernel, with 8 keys per block when the
 // block's rows fill one vector (the default 4 would leave 4 chains waiting on the
-// FMA latency).
+// FMA latency), one block of keys at a time for all of Qᵀ's columns, so that each block
+// asks for the K rows kKeysAheadOfSt keys ahead, every line, as it starts: K's rows of
+// [0, k_prefetchable) are read in place from memory (0: none asked for). The hardware's
+// prefetchers alone left the product waiting on K's misses: measured on Zen 3 (2 threads,
+// d = 128, interleaved, 8 K/V heads at Nq = 1), 16 rows from L3 129 GFLOP/s, from memory
+// 70. With the prefetches (and V's, ProbsTimesValues) 16 rows (128/8 heads, Nk = 8192)
+// +16 to +40 %, 24 rows +25 %, 32 rows +18 %, 64 rows +7 %; 32/8 heads × 4 queries at
+// Nk = 16384 +38 %, 16/1 heads at 32768 +31 %, chunked prefill (32/8 × 16 queries,
+// bottom-right) +7 %; d = 64 +4 %, d = 256 +11 %. K's rows 4, 12 or 16 keys ahead instead
+// of 8: −7, −7 and −5.5 %; V's rows asked for here too (the tile's, for the product after
+// the softmax): −4 %. Each score is the same chain of FMAs in any block order: the
+// results do not change.
+inline constexpr size_t kKeysAheadOfSt = 8;
+
 void KeysTimesQueries(size_t nc, size_t w_pad, size_t d, const float* k, size_t k_rs, size_t k_ks, const float* qt,
-                      float* st) {
-  if (w_pad != hn::Lanes(DF())) return Gemm(nc, w_pad, d, k, k_rs, k_ks, qt, w_pad, st, w_pad, false);
-  size_t j = 0;
-  for (; j + 8 <= nc; j += 8) GemmBlock<8, 1>(d, k + j * k_rs, k_rs, k_ks, qt, w_pad, st + j * w_pad, w_pad, false);
-  for (; j < nc; ++j) GemmBlock<1, 1>(d, k + j * k_rs, k_rs, k_ks, qt, w_pad, st + j * w_pad, w_pad, false);
+                      float* st, size_t k_prefetchable) {
+  const size_t L = hn::Lanes(DF());
+  const size_t keys = w_pad == L ? 8 : static_cast<size_t>(kBlockRows);
+  for (size_t j = 0; j < nc; j += keys) {
+    const size_t n = std::min(keys, nc - j);
+    if (k_ks == 1 && j + kKeysAheadOfSt + n <= k_prefetchable)
+      PrefetchRows(k, k_rs, j + kKeysAheadOfSt, n, d * sizeof(float), false);
+    if (w_pad != L) {
+      Gemm(n, w_pad, d, k + j * k_rs, k_rs, k_ks, qt, w_pad, st + j * w_pad, w_pad, false);
+    } else if (n == 8) {
+      GemmBlock<8, 1>(d, k + j * k_rs, k_rs, k_ks, qt, w_pad, st + j * w_pad, w_pad, false);
+    } else {
+      for (size_t i = j; i < j + n; ++i)
+        GemmBlock<1, 1>(d, k + i * k_rs, k_rs, k_ks, qt, w_pad, st + i * w_pad, w_pad, false);
+    }
+  }
 }
 
 // O [W × dv_pad] += P [W × nc] · V [nc × dv_pad], keys 64 at a time: the microkernel
@@ -373,35 +399,58 @@ HWY_INLINE void ValuesColumns(size_t nv, size_t n, const float* p, const VE* v, 
   for (; c < nv; ++c) GemmBlock<R, 1>(n, p, kBc, 1, v + c * L, v_rs, o + c * L, o_rs, true);
 }
 
-// Streaming V (`stream_v`, grouped heads decoding on the tiles the fused step does not
-// take: 16-bit caches, score treatments, partial tiles): the keys 8 at a time, and the V rows
-// kStreamAhead keys ahead asked for, every line, as each block starts. The prefetches
-// then go out at the rate the product reads, while it computes, instead of in a burst
-// during the scores (each score asking for the K and V rows of its keys) and none
-// during the product. Measured on Zen 3 (attnlab bench, 2 threads, old and new library in
-// alternate runs): 32/8 heads, Nq = 1, Nk = 32768 13.48 → 11.83 ms; B = 4, Nk = 4096
-// 7.05 → 6.16 ms. Blocks of 8 keys cost the product a load and store of O per 8 keys (in
-// L1); with one query row the old way is faster (its V prefetch asks for one line per
-// row, see DotRows) and it is kept. Either way each O column is the same chain of
-// multiply-adds in key order: the results do not change.
+// How O += P·V brings V's rows in (ProbsTimesValues).
+enum class VFetch {
+  // Keys 64 at a time, V left to the caches and the hardware's prefetchers: V packed in
+  // scratch, or a single query row (its scores ask for V's rows, see DotRows).
+  kCached,
+  // Keys kStreamKeys at a time, each block asking for the V rows kStreamAhead keys ahead,
+  // every line, as it starts (grouped heads decoding off the fused step: 16-bit caches,
+  // score treatments, partial tiles). The prefetches then go out at the rate the product
+  // reads, while it computes, instead of in a burst during the scores (each score asking
+  // for the K and V rows of its keys) and none during the product. Measured on Zen 3
+  // (attnlab bench, 2 threads, old and new library in alternate runs): 32/8 heads, Nq = 1,
+  // Nk = 32768 13.48 → 11.83 ms; B = 4, Nk = 4096 7.05 → 6.16 ms. Blocks of 8 keys cost
+  // the product a load and store of O per 8 keys (in L1); with one query row the old way
+  // is faster (its V prefetch asks for one line per row, see DotRows) and it is kept.
+  kStream,
+  // Keys 64 at a time, the next 64 V rows asked for, every line, spread over the block's
+  // column chunks (the Sᵀ path: more rows, so more work per key between the requests).
+  // Measured with K's prefetches (KeysTimesQueries): +4 % at 16 rows (128/8 heads).
+  kNextBlock,
+};
 inline constexpr size_t kStreamKeys = 8, kStreamAhead = 16;
 
+// O [W × dv_pad] += P [W × nc] · V [nc × dv_pad], V's rows brought in as `fetch` says.
+// Whatever the blocking, each O column is the same chain of multiply-adds in key order:
+// the results do not change.
 template <class VE>
 void ProbsTimesValues(size_t W, size_t dv_pad, size_t nc, const float* p, const VE* v, size_t v_rs, float* o,
-                      bool stream_v = false) {
-  const size_t nv = dv_pad / hn::Lanes(DF());
-  const size_t keys_per_block = stream_v ? kStreamKeys : 64;
+                      VFetch fetch = VFetch::kCached) {
+  const size_t L = hn::Lanes(DF()), nv = dv_pad / L;
+  const size_t keys_per_block = fetch == VFetch::kStream ? kStreamKeys : 64;
   for (size_t j = 0; j < nc; j += keys_per_block) {
     const size_t n = std::min(keys_per_block, nc - j);
     // V rows read in place are dv_pad elements long (RowsInPlace: dv is a multiple of kPad).
-    if (stream_v && j + kStreamAhead < nc)
+    if (fetch == VFetch::kStream && j + kStreamAhead < nc)
       PrefetchRows(v, v_rs, j + kStreamAhead, std::min(n, nc - j - kStreamAhead), dv_pad * sizeof(VE), false);
-    if (W == 1)
+    if (W == 1) {
       ValuesColumns<1, 8>(nv, n, p + j, v + j * v_rs, v_rs, o, dv_pad);
-    else if (W == 2)
+    } else if (W == 2) {
       ValuesColumns<2, 4>(nv, n, p + j, v + j * v_rs, v_rs, o, dv_pad);
-    else
+    } else if (fetch != VFetch::kNextBlock) {
       Gemm(W, dv_pad, n, p + j, kBc, 1, v + j * v_rs, v_rs, o, dv_pad, true);
+    } else {
+      // Gemm's own order (column chunks outer), a chunk per call, the next block's rows
+      // asked for a share at a time before each.
+      const size_t chunk = kBlockVecs * L, chunks = (dv_pad + chunk - 1) / chunk;
+      const size_t next = j + n, next_n = std::min(keys_per_block, nc - next);
+      const size_t share = (next_n + chunks - 1) / chunks;
+      for (size_t c = 0, r = 0; c < dv_pad; c += chunk, r += share) {
+        if (r < next_n) PrefetchRows(v, v_rs, next + r, std::min(share, next_n - r), dv_pad * sizeof(VE), false);
+        Gemm(W, std::min(chunk, dv_pad - c), n, p + j, kBc, 1, v + j * v_rs + c, v_rs, o + c, dv_pad, true);
+      }
+    }
   }
 }
 
@@ -757,8 +806,10 @@ bool DecodeBlock(const DecodeWork& w, int64_t item, int64_t b, int64_t hk, int64
     } else {
       PackRows(kv, b, hk, j0, nc, dm.d, p.d_pad, sc.k.get());
     }
+    // The first row block asks for K's rows ahead (from memory, in place); the others find them in L2.
+    const size_t k_prefetchable = std::is_same_v<E, float> && r0 == 0 ? static_cast<size_t>(ahead) : 0;
     KeysTimesQueries(static_cast<size_t>(nc), static_cast<size_t>(w_pad), static_cast<size_t>(dm.d), k_rows, k_rs,
-                     k_ks, sc.q.get() + (r0 / kBr) * dm.d * kBr, sc.st.get());
+                     k_ks, sc.q.get() + (r0 / kBr) * dm.d * kBr, sc.st.get(), k_prefetchable);
     TransposeScores(W, nc, w_pad, sc.st.get(), s);
   }
   // Every score of a row involves every K value of the tile, and a NaN or ±inf in K makes
@@ -777,12 +828,18 @@ bool DecodeBlock(const DecodeWork& w, int64_t item, int64_t b, int64_t hk, int64
   }
   // O [W × dv_pad] += P [W × nc] · V [nc × dv_pad]
   float* o = w.o + (row0 + r0) * p.dv_pad;
-  if (v_rows.data != nullptr)
+  if (v_rows.data != nullptr) {
+    // V in place: streamed (grouped heads decoding), or on the Sᵀ path the first row
+    // block asks for the next block's rows (the others find them in L2).
+    const VFetch fetch = stream_v                             ? VFetch::kStream
+                         : !ScoresAsDots(w.rows) && r0 == 0 ? VFetch::kNextBlock
+                                                              : VFetch::kCached;
     ProbsTimesValues(static_cast<size_t>(W), static_cast<size_t>(p.dv_pad), static_cast<size_t>(nc), s, v_rows.data,
-                     v_rows.stride, o, stream_v);
-  else
+                     v_rows.stride, o, fetch);
+  } else {
     ProbsTimesValues(static_cast<size_t>(W), static_cast<size_t>(p.dv_pad), static_cast<size_t>(nc), s, sc.v.get(),
                      static_cast<size_t>(p.dv_pad), o);
+  }
   return false;
 }
 
