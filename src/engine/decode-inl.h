@@ -40,7 +40,7 @@
 // PV product finds V in cache. O += P·V takes the keys 64 at a time for all its column
 // blocks, so that a V row is fetched once, not once per block of columns. On the Sᵀ path
 // the product asks for K's rows 8 keys ahead as it goes (KeysTimesQueries), and O += P·V
-// for the next 64 V rows (VFetch::kNextBlock).
+// takes the keys 16 at a time, asking for the next 16 V rows (VFetch::kNextBlock).
 //
 // Values in place: O += P·V reads V's rows from the caller's memory when they are
 // unit-stride and a whole number of vectors long (RowsOperand), else copies the tile's
@@ -414,12 +414,17 @@ enum class VFetch {
   // the product a load and store of O per 8 keys (in L1); with one query row the old way
   // is faster (its V prefetch asks for one line per row, see DotRows) and it is kept.
   kStream,
-  // Keys 64 at a time, the next 64 V rows asked for, every line, spread over the block's
-  // column chunks (the Sᵀ path: more rows, so more work per key between the requests).
-  // Measured with K's prefetches (KeysTimesQueries): +4 % at 16 rows (128/8 heads).
+  // Keys kNextBlockKeys at a time, the next block's V rows asked for, every line, spread
+  // over the block's column chunks (the Sᵀ path: 15 rows or more, so more work per key
+  // between the requests). Measured with K's prefetches (KeysTimesQueries), interleaved,
+  // d = 128: 64 keys per block +4 % at 16 rows (128/8 heads, Nk = 8192); 32 keys against
+  // 64: 16 rows +7 to +10 %, 32 rows +11 %, 64 rows (chunked prefill) +8 %, d = 256 +1 %;
+  // 16 against 32: 16 rows +6.6 to +7 % (three shapes), 24 rows +3 %, 32 rows −3 to 0 %,
+  // 64 rows +1.4 %, d = 64 and 256 +1 %. (A block's 64 V rows fill Zen 3's 32 KB L1: the
+  // next block's, asked for into L1, pushed out the current block's.)
   kNextBlock,
 };
-inline constexpr size_t kStreamKeys = 8, kStreamAhead = 16;
+inline constexpr size_t kStreamKeys = 8, kStreamAhead = 16, kNextBlockKeys = 16;
 
 // O [W × dv_pad] += P [W × nc] · V [nc × dv_pad], V's rows brought in as `fetch` says.
 // Whatever the blocking, each O column is the same chain of multiply-adds in key order:
@@ -428,7 +433,9 @@ template <class VE>
 void ProbsTimesValues(size_t W, size_t dv_pad, size_t nc, const float* p, const VE* v, size_t v_rs, float* o,
                       VFetch fetch = VFetch::kCached) {
   const size_t L = hn::Lanes(DF()), nv = dv_pad / L;
-  const size_t keys_per_block = fetch == VFetch::kStream ? kStreamKeys : 64;
+  const size_t keys_per_block = fetch == VFetch::kStream      ? kStreamKeys
+                                : fetch == VFetch::kNextBlock ? kNextBlockKeys
+                                                              : 64;
   for (size_t j = 0; j < nc; j += keys_per_block) {
     const size_t n = std::min(keys_per_block, nc - j);
     // V rows read in place are dv_pad elements long (RowsInPlace: dv is a multiple of kPad).
