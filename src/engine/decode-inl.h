@@ -355,10 +355,11 @@ void ScoresByDot(size_t W, size_t nc, size_t cols, const float* q, size_t q_rs, 
 // [0, k_prefetchable) are read in place from memory (0: none asked for). The hardware's
 // prefetchers alone left the product waiting on K's misses: measured on Zen 3 (2 threads,
 // d = 128, interleaved, 8 K/V heads at Nq = 1), 16 rows from L3 129 GFLOP/s, from memory
-// 70. With the prefetches (and V's, ProbsTimesValues) 16 rows (128/8 heads, Nk = 8192)
-// +16 to +40 %, 24 rows +25 %, 32 rows +18 %, 64 rows +7 %; 32/8 heads × 4 queries at
-// Nk = 16384 +38 %, 16/1 heads at 32768 +31 %, chunked prefill (32/8 × 16 queries,
-// bottom-right) +7 %; d = 64 +4 %, d = 256 +11 %. K's rows 4, 12 or 16 keys ahead instead
+// 70. With the prefetches (and V's, VFetch::kNextBlock) 16 rows (128/8 heads, Nk = 32768)
+// +48 %, 24 rows +35 %, 32 rows +26 %, 64 rows +11 %; 32/8 heads × 4 queries at Nk =
+// 16384 +35 %, 16/1 heads at 32768 +48 %, chunked prefill (32/8 × 16 queries,
+// bottom-right) +10 %; d = 64 +7 %, d = 256 +5 % (docs/engine.md, "Sixteen rows and
+// more waited on K"). K's rows 4, 12 or 16 keys ahead instead
 // of 8: −7, −7 and −5.5 %; V's rows asked for here too (the tile's, for the product after
 // the softmax): −4 %. Each score is the same chain of FMAs in any block order: the
 // results do not change.
