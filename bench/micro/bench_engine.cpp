@@ -202,11 +202,12 @@ BENCHMARK(BM_Forward)->Apply(EngineArgs);
 BENCHMARK(BM_Backward)->Apply(EngineArgs);
 // The decode shapes of issue 14 (d = 128): a decoding step without and with grouped-query
 // heads, a batch of 4 against a 4096-key cache (per call B = 1 here: 4 heads' worth), and
-// a chunk of 16 new queries.
+// a chunk of 16 new queries, and 4 speculative tokens of 32/8 heads (16 rows per K/V head:
+// Sᵀ = K·Qᵀ with K and V asked for ahead).
 BENCHMARK(BM_Decode)
     ->Args({8, 8, 1, 32768, 128, 1, 0})->Args({8, 8, 1, 32768, 128, 2, 0})
     ->Args({32, 8, 1, 32768, 128, 1, 0})->Args({32, 8, 1, 32768, 128, 2, 0})
-    ->Args({32, 8, 16, 8192, 128, 2, 1})
+    ->Args({32, 8, 16, 8192, 128, 2, 1})->Args({32, 8, 4, 16384, 128, 2, 0})
     ->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_DecodeChunk)
     ->Args({1, 1, 1, 128})->Args({4, 1, 1, 128})->Args({8, 1, 1, 128})->Args({4, 1, 16, 128})
