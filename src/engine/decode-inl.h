@@ -359,10 +359,9 @@ void ScoresByDot(size_t W, size_t nc, size_t cols, const float* q, size_t q_rs, 
 // +48 %, 24 rows +35 %, 32 rows +26 %, 64 rows +11 %; 32/8 heads × 4 queries at Nk =
 // 16384 +35 %, 16/1 heads at 32768 +48 %, chunked prefill (32/8 × 16 queries,
 // bottom-right) +10 %; d = 64 +7 %, d = 256 +5 % (docs/engine.md, "Sixteen rows and
-// more waited on K"). K's rows 4, 12 or 16 keys ahead instead
-// of 8: −7, −7 and −5.5 %; V's rows asked for here too (the tile's, for the product after
-// the softmax): −4 %. Each score is the same chain of FMAs in any block order: the
-// results do not change.
+// more waited on K"). K's rows 4, 12 or 16 keys ahead instead of 8: −7, −7 and −5.5 %;
+// V's rows asked for here too (the tile's, for the product after the softmax): −4 %.
+// Each score is the same chain of FMAs in any block order: the results do not change.
 inline constexpr size_t kKeysAheadOfSt = 8;
 
 void KeysTimesQueries(size_t nc, size_t w_pad, size_t d, const float* k, size_t k_rs, size_t k_ks, const float* qt,
@@ -403,7 +402,8 @@ HWY_INLINE void ValuesColumns(size_t nv, size_t n, const float* p, const VE* v, 
 // How O += P·V brings V's rows in (ProbsTimesValues).
 enum class VFetch {
   // Keys 64 at a time, V left to the caches and the hardware's prefetchers: V packed in
-  // scratch, or a single query row (its scores ask for V's rows, see DotRows).
+  // scratch, a single query row (its scores ask for V's rows, see DotRows), or the Sᵀ
+  // path's later row blocks (the first brought V's rows into L2).
   kCached,
   // Keys kStreamKeys at a time, each block asking for the V rows kStreamAhead keys ahead,
   // every line, as it starts (grouped heads decoding off the fused step: 16-bit caches,
