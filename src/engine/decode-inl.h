@@ -787,8 +787,8 @@ bool DecodeBlock(const DecodeWork& w, int64_t item, int64_t b, int64_t hk, int64
     }
   }
   float* s = sc.s.get();  // S [W × width], row stride kBc
-  const bool stream_v = StreamV(w, v_rows);
-  if (ScoresAsDots(w.rows)) {
+  const bool stream_v = StreamV(w, v_rows), by_dots = ScoresAsDots(w.rows);
+  if (by_dots) {
     // K's rows in place when they are whole vectors (converted in registers). V's rows are
     // prefetched here for the product below, unless the product streams them itself.
     const PrefetchV pv = stream_v ? PrefetchV{}
@@ -809,13 +809,14 @@ bool DecodeBlock(const DecodeWork& w, int64_t item, int64_t b, int64_t hk, int64
     const int64_t w_pad = round_up(W, L);
     const float* k_rows = sc.k.get();
     size_t k_rs = static_cast<size_t>(p.d_pad), k_ks = 1;
+    size_t k_prefetchable = 0;  // K's rows the product asks for ahead (KeysTimesQueries)
     if constexpr (std::is_same_v<E, float>) {
       k_rows = kv.row(b, hk, j0), k_rs = static_cast<size_t>(kv.stride(kSeq)), k_ks = static_cast<size_t>(kv.stride(kDim));
+      // The first row block asks for them (from memory, in place); the others find them in L2.
+      if (r0 == 0) k_prefetchable = static_cast<size_t>(ahead);
     } else {
       PackRows(kv, b, hk, j0, nc, dm.d, p.d_pad, sc.k.get());
     }
-    // The first row block asks for K's rows ahead (from memory, in place); the others find them in L2.
-    const size_t k_prefetchable = std::is_same_v<E, float> && r0 == 0 ? static_cast<size_t>(ahead) : 0;
     KeysTimesQueries(static_cast<size_t>(nc), static_cast<size_t>(w_pad), static_cast<size_t>(dm.d), k_rows, k_rs,
                      k_ks, sc.q.get() + (r0 / kBr) * dm.d * kBr, sc.st.get(), k_prefetchable);
     TransposeScores(W, nc, w_pad, sc.st.get(), s);
@@ -839,9 +840,9 @@ bool DecodeBlock(const DecodeWork& w, int64_t item, int64_t b, int64_t hk, int64
   if (v_rows.data != nullptr) {
     // V in place: streamed (grouped heads decoding), or on the Sᵀ path the first row
     // block asks for the next block's rows (the others find them in L2).
-    const VFetch fetch = stream_v                             ? VFetch::kStream
-                         : !ScoresAsDots(w.rows) && r0 == 0 ? VFetch::kNextBlock
-                                                              : VFetch::kCached;
+    const VFetch fetch = stream_v              ? VFetch::kStream
+                         : !by_dots && r0 == 0 ? VFetch::kNextBlock
+                                               : VFetch::kCached;
     ProbsTimesValues(static_cast<size_t>(W), static_cast<size_t>(p.dv_pad), static_cast<size_t>(nc), s, v_rows.data,
                      v_rows.stride, o, fetch);
   } else {
