@@ -152,10 +152,10 @@ void BM_DecodeChunk(benchmark::State& state) {
                                                  benchmark::Counter::kIsIterationInvariantRate);
 }
 
-// One core reading a buffer with `fmas` multiply-adds per loaded vector in its loop
-// (stream_arithmetic.hpp), with a software prefetch `prefetch` bytes ahead or none;
-// the buffer is 256 MiB (from memory) or 256 KiB (resident in L2: the arithmetic's own
-// time). The decode kernels' question: does a loop's arithmetic hide under its memory
+// Each thread (one core, or both) reading a buffer of its own with `fmas` multiply-adds
+// per loaded vector in its loop (stream_arithmetic.hpp), with a software prefetch
+// `prefetch` bytes ahead or none; the buffer is 256 MiB (from memory) or 256 KiB
+// (resident in L2: the arithmetic's own time). The decode kernels' question: does a loop's arithmetic hide under its memory
 // time (ns/KB from memory = max of the two) or add to it (= their sum)? Args fmas,
 // prefetch, resident.
 void BM_StreamArithmetic(benchmark::State& state) {
@@ -167,9 +167,14 @@ void BM_StreamArithmetic(benchmark::State& state) {
   auto x = hwy::AllocateAligned<float>(allocated);
   std::fill(x.get(), x.get() + allocated, 1.0f);
   for (auto _ : state) benchmark::DoNotOptimize(al::bench::stream_with_arithmetic(x.get(), bytes / sizeof(float), fmas, prefetch));
-  state.counters["GB/s"] = benchmark::Counter(static_cast<double>(bytes) * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
-  state.counters["ns/KB"] = benchmark::Counter(static_cast<double>(bytes) / 1024.0, benchmark::Counter::kIsIterationInvariantRate |
-                                                                                      benchmark::Counter::kInvert);
+  // With several threads the library sums a counter over them and divides by a time per
+  // iteration of all of them: kAvgThreads makes GB/s the cores' total, and ns/KB is per
+  // core (each core's KB over its own time).
+  const double threads = state.threads();
+  using C = benchmark::Counter;
+  state.counters["GB/s"] = C(static_cast<double>(bytes) * 1e-9, C::kIsIterationInvariantRate | C::kAvgThreads);
+  state.counters["ns/KB"] = C(static_cast<double>(bytes) / 1024.0 / threads,
+                              C::kIsIterationInvariantRate | C::kInvert | C::kAvgThreads);
 }
 
 void BM_FmaPeak(benchmark::State& state) {
@@ -215,6 +220,13 @@ BENCHMARK(BM_DecodeChunk)
 BENCHMARK(BM_StreamArithmetic)
     ->ArgsProduct({{0, 1, 2, 4, 8}, {0, 4096}, {1, 0}})
     ->ArgNames({"fmas", "prefetch", "resident"})
+    ->Unit(benchmark::kMillisecond);
+// Both cores at once, each its own buffer from memory: the same question where a 2-thread
+// decode asks it, the cores sharing the memory (GB/s summed over them; ns/KB per core).
+BENCHMARK(BM_StreamArithmetic)
+    ->ArgsProduct({{0, 2, 4, 8}, {0, 4096}, {0}})
+    ->ArgNames({"fmas", "prefetch", "resident"})
+    ->Threads(2)->UseRealTime()
     ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_FmaPeak)->Arg(1)->Arg(2)->Iterations(3);
 BENCHMARK_MAIN();
