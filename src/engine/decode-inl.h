@@ -733,12 +733,19 @@ HWY_NOINLINE void FusedDecodeBlock(const DecodeWork& w, int64_t item, int64_t b,
   float* o = w.o + row0 * p.dv_pad;  // O [R × dv_pad], this item's rows
   float scale[R];
   for (int r = 0; r < R; ++r) scale[r] = w.scale[(b * dm.Hq + w.head_of(hk, r)) * dm.Nq + w.query_of(r)];
+  // The product's register blocks, R rows × NV vectors of columns: 3 or 4 rows take 3
+  // vectors (AVX2's 16 registers: 12 accumulators, 3 of V, a broadcast p) up to 16
+  // vectors of columns, 2 beyond. Measured from memory against 2 vectors everywhere
+  // (interleaved builds, Zen 3, 2 threads, bitwise the same results): 32/8 heads,
+  // Nk = 32768 +2 to +6 %, B = 4 +2 to +5 %, 24/8 (3 rows) +3 to +5 %, d = 64 ±0;
+  // d = 256 −3.5 to −4.4 %, hence the limit.
+  const bool three = R > 2 && dv_pad / L <= 16;
+  const size_t NV = R == 2 ? 4 : three ? 3 : 2;
   // 64-byte lines asked for as each column block of the product starts: all of the K
   // and V lines of the block kFusedAhead keys ahead, spread over the column blocks (at
-  // d = dv = 128, one K row and one V row per block with 4 rows, two of each with 2).
-  constexpr int NV = R == 2 ? 4 : 2;
+  // d = dv = 128, 11 lines of each per block with 4 rows (a row is 8), two rows with 2).
   const size_t k_lines = (d * sizeof(float) + 63) / 64, v_lines = (dv_pad * sizeof(float) + 63) / 64;
-  const size_t blocks = (dv_pad / L + NV - 1) / NV;
+  const size_t blocks = (dv_pad / L + NV - 1) / NV;  // ≤ the blocks FusedValues takes, its 1-vector tail included
   const size_t per_block = (std::max(k_lines, v_lines) * kFusedKeys + blocks - 1) / blocks;
   HWY_ALIGN float s[R * kFusedKeys];  // S, then P, of the block [R × kFusedKeys]
   // Row 0's raw scores · 0, accumulated: NaN if K held a NaN or ±inf (check_finite, see DecodeBlock).
@@ -760,7 +767,8 @@ HWY_NOINLINE void FusedDecodeBlock(const DecodeWork& w, int64_t item, int64_t b,
       const int64_t at = row0 + r;
       FusedSoftmaxRow(s + r * kFusedKeys, scale[r], w.m[at], w.l[at], w.nan_score[at], o + r * dv_pad, dv_pad);
     }
-    FusedValues<R, NV>(0, dv_pad, s, v, v_rows.stride, o, per_block, kpf, vpf);
+    if (three) FusedValues<R, 3>(0, dv_pad, s, v, v_rows.stride, o, per_block, kpf, vpf);
+    else FusedValues<R, R == 2 ? 4 : 2>(0, dv_pad, s, v, v_rows.stride, o, per_block, kpf, vpf);
   }
   if (w.kv_suspect != nullptr && !hn::AllFalse(d8, hn::IsNaN(finite8))) w.kv_suspect->store(true, std::memory_order_relaxed);
 }
