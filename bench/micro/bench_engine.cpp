@@ -155,9 +155,9 @@ void BM_DecodeChunk(benchmark::State& state) {
 // Each thread (one core, or both) reading a buffer of its own with `fmas` multiply-adds
 // per loaded vector in its loop (stream_arithmetic.hpp), with a software prefetch
 // `prefetch` bytes ahead or none; the buffer is 256 MiB (from memory) or 256 KiB
-// (resident in L2: the arithmetic's own time). The decode kernels' question: does a loop's arithmetic hide under its memory
-// time (ns/KB from memory = max of the two) or add to it (= their sum)? Args fmas,
-// prefetch, resident.
+// (resident in L2: the arithmetic's own time). The decode kernels' question: does a
+// loop's arithmetic hide under its memory time (ns/KB from memory = max of the two) or
+// add to it (= their sum)? Args fmas, prefetch, resident.
 void BM_StreamArithmetic(benchmark::State& state) {
   const int fmas = static_cast<int>(state.range(0));
   const size_t prefetch = static_cast<size_t>(state.range(1));
