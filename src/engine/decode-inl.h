@@ -737,7 +737,7 @@ HWY_NOINLINE void FusedDecodeBlock(const DecodeWork& w, int64_t item, int64_t b,
   // vectors (AVX2's 16 registers: 12 accumulators, 3 of V, a broadcast p) up to 16
   // vectors of columns, 2 beyond. Measured from memory against 2 vectors everywhere
   // (interleaved builds, Zen 3, 2 threads, bitwise the same results): 32/8 heads,
-  // Nk = 32768 +2 to +6 %, B = 4 +2 to +5 %, 24/8 (3 rows) +3 to +5 %, d = 64 ±0;
+  // Nk = 32768 +2 to +6 %, B = 4 +3.5 to +5 %, 24/8 (3 rows) +3 to +5 %, d = 64 ±0;
   // d = 256 −3.5 to −4.4 %, hence the limit.
   const bool three = R > 2 && dv_pad / L <= 16;
   const size_t NV = R == 2 ? 4 : three ? 3 : 2;
