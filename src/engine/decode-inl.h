@@ -739,8 +739,9 @@ HWY_NOINLINE void FusedDecodeBlock(const DecodeWork& w, int64_t item, int64_t b,
   // (interleaved builds, Zen 3, 2 threads, bitwise the same results): 32/8 heads,
   // Nk = 32768 +2 to +6 %, B = 4 +3.5 to +5 %, 24/8 (3 rows) +3 to +5 %, d = 64 ±0;
   // d = 256 −3.5 to −4.4 %, hence the limit.
+  constexpr int kNarrowNV = R == 2 ? 4 : 2;  // 2 rows: 4 × 4
   const bool three = R > 2 && dv_pad / L <= 16;
-  const size_t NV = R == 2 ? 4 : three ? 3 : 2;
+  const size_t NV = three ? 3 : kNarrowNV;
   // 64-byte lines asked for as each column block of the product starts: all of the K
   // and V lines of the block kFusedAhead keys ahead, spread over the column blocks (at
   // d = dv = 128, 11 lines of each per block with 4 rows (a row is 8), two rows with 2).
@@ -768,7 +769,7 @@ HWY_NOINLINE void FusedDecodeBlock(const DecodeWork& w, int64_t item, int64_t b,
       FusedSoftmaxRow(s + r * kFusedKeys, scale[r], w.m[at], w.l[at], w.nan_score[at], o + r * dv_pad, dv_pad);
     }
     if (three) FusedValues<R, 3>(0, dv_pad, s, v, v_rows.stride, o, per_block, kpf, vpf);
-    else FusedValues<R, R == 2 ? 4 : 2>(0, dv_pad, s, v, v_rows.stride, o, per_block, kpf, vpf);
+    else FusedValues<R, kNarrowNV>(0, dv_pad, s, v, v_rows.stride, o, per_block, kpf, vpf);
   }
   if (w.kv_suspect != nullptr && !hn::AllFalse(d8, hn::IsNaN(finite8))) w.kv_suspect->store(true, std::memory_order_relaxed);
 }
