@@ -561,9 +561,11 @@ bool StreamV(const DecodeWork& w, InPlaceRows<VE> v_rows) {
 // and V lines kFusedAhead keys ahead a row or two at a time, as each column block of the
 // product starts: requests go out at the rate the kernel consumes, so the memory is never
 // idle and the miss buffers never overflow. Its scores are reduced across lanes eight keys
-// at a time (on AVX2 by a tree of horizontal adds into one vector of the eight scores).
-// Measured on AMD Zen 3 (2 threads, float32, d = 128, interleaved with the tile-at-a-time
-// step): see docs/engine.md, "The fused grouped-heads step".
+// at a time (on AVX2 by a tree of horizontal adds into one vector of the eight scores, on
+// AVX-512 by a tree of shuffles into one vector of two rows' sixteen). Measured on AMD
+// Zen 3 (2 threads, float32, d = 128, interleaved with the tile-at-a-time step): see
+// docs/engine.md, "The fused grouped-heads step"; on AVX-512 (Zen 4), "The fused step on
+// AVX-512".
 //
 // It takes the common case only: float32 K and V read in place, every row seeing every
 // key of the tile (no mask, window edge or cache end inside it), and no treatment between
@@ -594,17 +596,65 @@ struct LinePrefetcher {
   }
 };
 
+// On AVX-512 the prefetchers are also asked for lines as each group of KB keys of the
+// scores starts, not only at the product's column blocks: there are 3 to 4 of those a
+// block at d = 128 (16 lanes), so each asked for about 22 lines at once, and the core
+// stalled at the prefetches (40 % of the samples in `perf record`, 32/8 heads from
+// memory) while its miss buffers were full. Measured on Zen 4 (2 threads, interleaved,
+// with the tree below): 32/8 heads +8 to +10 %, bitwise the same results (docs/engine.md,
+// "The fused step on AVX-512"). AVX2 keeps the column blocks alone, as tuned on Zen 3
+// (11 of them at d = 128, so about 11 lines at a time already).
+inline constexpr bool kPrefetchInScores = HWY_MAX_BYTES >= 64;
+
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+// The lane sums of vectors a[16·i, 16·i + 16) for i < n ≤ 16 (the others taken as zero):
+// lane i of the result is vector i's sum. A tree of 30 shuffles and 15 adds for all 16,
+// where a reduction per vector (SumOfLanes) takes 8 dependent steps each. Each level adds
+// pairs of halves: 256-bit halves (shuffle_f32x4 0x44 / 0xEE), then 128-bit blocks
+// (0x88 / 0xDD), then 64-bit pairs (unpacklo/hi_pd), then single lanes (shuffle_ps
+// 0x88 / 0xDD). That leaves input slot 4t + m's sum in lane 4m + t; reading vector
+// 4(i % 4) + i / 4 into slot i puts vector i's sum in lane i. Each sum adds the same
+// pairs in the same order as _mm512_reduce_add_ps (SumOfLanes, as GCC 12 defines it),
+// which reduced a vector at a time before: the scores are bitwise unchanged.
+HWY_INLINE __m512 LaneSums16(const float* HWY_RESTRICT a, size_t n) {
+  auto slot = [&](int i) {
+    const size_t src = static_cast<size_t>(4 * (i % 4) + i / 4);
+    return src < n ? _mm512_load_ps(a + src * 16) : _mm512_setzero_ps();
+  };
+  __m512 halves[8], blocks[4], pairs[2];
+  for (int k = 0; k < 8; ++k) {
+    const __m512 x = slot(2 * k), y = slot(2 * k + 1);
+    halves[k] = _mm512_add_ps(_mm512_shuffle_f32x4(x, y, 0x44), _mm512_shuffle_f32x4(x, y, 0xEE));
+  }
+  for (int k = 0; k < 4; ++k) {
+    const __m512 x = halves[2 * k], y = halves[2 * k + 1];
+    blocks[k] = _mm512_add_ps(_mm512_shuffle_f32x4(x, y, 0x88), _mm512_shuffle_f32x4(x, y, 0xDD));
+  }
+  for (int k = 0; k < 2; ++k) {
+    const __m512d x = _mm512_castps_pd(blocks[2 * k]), y = _mm512_castps_pd(blocks[2 * k + 1]);
+    pairs[k] = _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(x, y)), _mm512_castpd_ps(_mm512_unpackhi_pd(x, y)));
+  }
+  return _mm512_add_ps(_mm512_shuffle_ps(pairs[0], pairs[1], 0x88), _mm512_shuffle_ps(pairs[0], pairs[1], 0xDD));
+}
+#endif
+
 // The raw scores of R rows against keys [0, kFusedKeys) of k (row stride k_rs): dot
 // products over `cols` values (a whole number of vectors), `KB` keys at a time, each
-// reduced across its lanes into s[r · kFusedKeys + j].
+// reduced across its lanes into s[r · kFusedKeys + j]. With kPrefetchInScores, asks
+// `per_group` lines of each prefetcher as each group of KB keys starts.
 template <int R, int KB>
 HWY_INLINE void FusedScores(size_t cols, const float* HWY_RESTRICT q, size_t q_rs, const float* HWY_RESTRICT k,
-                            size_t k_rs, float* HWY_RESTRICT s) {
+                            size_t k_rs, float* HWY_RESTRICT s, size_t per_group, LinePrefetcher& kpf,
+                            LinePrefetcher& vpf) {
   const DF df;
   const size_t L = hn::Lanes(df);
   // The accumulators of the eight keys of each row, [R][kFusedKeys][L], reduced together.
   HWY_ALIGN float acc_out[R * kFusedKeys * (HWY_MAX_BYTES / sizeof(float))];
   for (size_t j0 = 0; j0 < kFusedKeys; j0 += KB) {
+    if constexpr (kPrefetchInScores) {
+      kpf.Next(per_group);
+      vpf.Next(per_group);
+    }
     VF acc[R][KB];
     for (int r = 0; r < R; ++r)
       for (int j = 0; j < KB; ++j) acc[r][j] = hn::Zero(df);
@@ -623,6 +673,15 @@ HWY_INLINE void FusedScores(size_t cols, const float* HWY_RESTRICT q, size_t q_r
     for (int r = 0; r < R; ++r)
       for (int j = 0; j < KB; ++j) hn::Store(acc[r][j], df, acc_out + (r * kFusedKeys + j0 + j) * L);
   }
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+  // Two rows' 16 scores per tree; an odd last row's 8 alone.
+  static_assert(kFusedKeys == 8, "a tree holds the scores of two rows of 8 keys");
+  for (int r = 0; r < R; r += 2) {
+    const __m512 sums = LaneSums16(acc_out + r * kFusedKeys * L, r + 1 < R ? 16 : 8);
+    if (r + 1 < R) _mm512_storeu_ps(s + r * kFusedKeys, sums);
+    else _mm512_mask_storeu_ps(s + r * kFusedKeys, 0xFF, sums);
+  }
+#else
   for (int r = 0; r < R; ++r) {
     const float* a = acc_out + r * kFusedKeys * L;
 #if HWY_TARGET == HWY_AVX2
@@ -637,6 +696,7 @@ HWY_INLINE void FusedScores(size_t cols, const float* HWY_RESTRICT q, size_t q_r
     for (size_t j = 0; j < kFusedKeys; ++j) s[r * kFusedKeys + j] = hn::GetLane(hn::SumOfLanes(df, hn::Load(df, a + j * L)));
 #endif
   }
+#endif
 }
 
 // O [R × dv_pad] += P [R × kFusedKeys] · V [kFusedKeys × dv_pad] for the columns from c
@@ -742,12 +802,15 @@ HWY_NOINLINE void FusedDecodeBlock(const DecodeWork& w, int64_t item, int64_t b,
   constexpr int kNarrowNV = R == 2 ? 4 : 2;  // 2 rows: 4 × 4
   const bool three = R > 2 && dv_pad / L <= 16;
   const size_t NV = three ? 3 : kNarrowNV;
-  // 64-byte lines asked for as each column block of the product starts: all of the K
-  // and V lines of the block kFusedAhead keys ahead, spread over the column blocks (at
-  // d = dv = 128, 11 lines of each per block with 4 rows (a row is 8), two rows with 2).
+  // 64-byte lines asked for as each column block of the product starts (and on AVX-512 as
+  // each group of keys of the scores starts, kPrefetchInScores): all of the K and V lines
+  // of the block kFusedAhead keys ahead, spread over those calls (AVX2, d = dv = 128: 11
+  // lines of each per call with 4 rows (a row is 8), two rows with 2; AVX-512: 8 lines).
+  constexpr int KB = R == 2 ? 4 : 2;  // keys per group of the scores
   const size_t k_lines = (d * sizeof(float) + 63) / 64, v_lines = (dv_pad * sizeof(float) + 63) / 64;
-  const size_t blocks = (dv_pad / L + NV - 1) / NV;  // ≤ the blocks FusedValues takes, its 1-vector tail included
-  const size_t per_block = (std::max(k_lines, v_lines) * kFusedKeys + blocks - 1) / blocks;
+  // ≤ the calls made: FusedValues' blocks (its 1-vector tail included) and the score groups.
+  const size_t calls = (dv_pad / L + NV - 1) / NV + (kPrefetchInScores ? kFusedKeys / KB : 0);
+  const size_t per_call = (std::max(k_lines, v_lines) * kFusedKeys + calls - 1) / calls;
   HWY_ALIGN float s[R * kFusedKeys];  // S, then P, of the block [R × kFusedKeys]
   // Row 0's raw scores · 0, accumulated: NaN if K held a NaN or ±inf (check_finite, see DecodeBlock).
   const hn::CappedTag<float, kFusedKeys> d8;
@@ -761,15 +824,15 @@ HWY_NOINLINE void FusedDecodeBlock(const DecodeWork& w, int64_t item, int64_t b,
                        k_rows.stride * sizeof(float), k_lines, pf_rows};
     LinePrefetcher vpf{reinterpret_cast<const char*>(v_rows.data + static_cast<size_t>(next) * v_rows.stride),
                        v_rows.stride * sizeof(float), v_lines, pf_rows};
-    FusedScores<R, R == 2 ? 4 : 2>(d, sc.q.get(), static_cast<size_t>(p.d_pad), k, k_rows.stride, s);
+    FusedScores<R, KB>(d, sc.q.get(), static_cast<size_t>(p.d_pad), k, k_rows.stride, s, per_call, kpf, vpf);
     if (w.kv_suspect != nullptr)
       for (size_t j8 = 0; j8 < kFusedKeys; j8 += hn::Lanes(d8)) finite8 = hn::MulAdd(hn::LoadU(d8, s + j8), hn::Zero(d8), finite8);
     for (int r = 0; r < R; ++r) {
       const int64_t at = row0 + r;
       FusedSoftmaxRow(s + r * kFusedKeys, scale[r], w.m[at], w.l[at], w.nan_score[at], o + r * dv_pad, dv_pad);
     }
-    if (three) FusedValues<R, 3>(0, dv_pad, s, v, v_rows.stride, o, per_block, kpf, vpf);
-    else FusedValues<R, kNarrowNV>(0, dv_pad, s, v, v_rows.stride, o, per_block, kpf, vpf);
+    if (three) FusedValues<R, 3>(0, dv_pad, s, v, v_rows.stride, o, per_call, kpf, vpf);
+    else FusedValues<R, kNarrowNV>(0, dv_pad, s, v, v_rows.stride, o, per_call, kpf, vpf);
   }
   if (w.kv_suspect != nullptr && !hn::AllFalse(d8, hn::IsNaN(finite8))) w.kv_suspect->store(true, std::memory_order_relaxed);
 }
