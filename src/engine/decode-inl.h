@@ -603,7 +603,7 @@ struct LinePrefetcher {
 // memory) while its miss buffers were full. Measured on Zen 4 (2 threads, interleaved,
 // with the tree below): 32/8 heads +8 to +10 %, bitwise the same results (docs/engine.md,
 // "The fused step on AVX-512"). AVX2 keeps the column blocks alone, as tuned on Zen 3
-// (11 of them at d = 128, so about 11 lines at a time already).
+// (6 of them at d = 128, so 11 lines at a time already).
 inline constexpr bool kPrefetchInScores = HWY_MAX_BYTES >= 64;
 
 #if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
@@ -804,8 +804,8 @@ HWY_NOINLINE void FusedDecodeBlock(const DecodeWork& w, int64_t item, int64_t b,
   const size_t NV = three ? 3 : kNarrowNV;
   // 64-byte lines asked for as each column block of the product starts (and on AVX-512 as
   // each group of keys of the scores starts, kPrefetchInScores): all of the K and V lines
-  // of the block kFusedAhead keys ahead, spread over those calls (AVX2, d = dv = 128: 11
-  // lines of each per call with 4 rows (a row is 8), two rows with 2; AVX-512: 8 lines).
+  // of the block kFusedAhead keys ahead, spread over those calls (d = dv = 128, 4 rows, a
+  // row is 8 lines: AVX2 11 lines of each per call, AVX-512 10; 2 rows: 16 and 16).
   constexpr int KB = R == 2 ? 4 : 2;  // keys per group of the scores
   const size_t k_lines = (d * sizeof(float) + 63) / 64, v_lines = (dv_pad * sizeof(float) + 63) / 64;
   // ≤ the calls made: FusedValues' blocks (its 1-vector tail included) and the score groups.
