@@ -673,6 +673,7 @@ HWY_INLINE void FusedScores(size_t cols, const float* HWY_RESTRICT q, size_t q_r
     for (int r = 0; r < R; ++r)
       for (int j = 0; j < KB; ++j) hn::Store(acc[r][j], df, acc_out + (r * kFusedKeys + j0 + j) * L);
   }
+  // The lane reductions, into s: a row's 8 keys at a time (AVX2, generic), or two rows'.
 #if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
   // Two rows' 16 scores per tree; an odd last row's 8 alone.
   static_assert(kFusedKeys == 8, "a tree holds the scores of two rows of 8 keys");
@@ -681,20 +682,21 @@ HWY_INLINE void FusedScores(size_t cols, const float* HWY_RESTRICT q, size_t q_r
     if (r + 1 < R) _mm512_storeu_ps(s + r * kFusedKeys, sums);
     else _mm512_mask_storeu_ps(s + r * kFusedKeys, 0xFF, sums);
   }
-#else
+#elif HWY_TARGET == HWY_AVX2
+  // hadd(x, y) = [x0+x1, x2+x3, y0+y1, y2+y3 | x4+x5, …]: two rounds leave each key's
+  // sum in two halves, lanes j (keys 0–3) and j + 4 (keys 4–7) of y and z; one exchange
+  // of 128-bit halves and an add put key j's whole sum in lane j.
   for (int r = 0; r < R; ++r) {
     const float* a = acc_out + r * kFusedKeys * L;
-#if HWY_TARGET == HWY_AVX2
-    // hadd(x, y) = [x0+x1, x2+x3, y0+y1, y2+y3 | x4+x5, …]: two rounds leave each key's
-    // sum in two halves, lanes j (keys 0–3) and j + 4 (keys 4–7) of y and z; one exchange
-    // of 128-bit halves and an add put key j's whole sum in lane j.
     auto h = [&](int j) { return _mm256_hadd_ps(hn::Load(df, a + j * L).raw, hn::Load(df, a + (j + 1) * L).raw); };
     const __m256 y = _mm256_hadd_ps(h(0), h(2)), z = _mm256_hadd_ps(h(4), h(6));
     _mm256_storeu_ps(s + r * kFusedKeys,
                      _mm256_add_ps(_mm256_permute2f128_ps(y, z, 0x20), _mm256_permute2f128_ps(y, z, 0x31)));
+  }
 #else
+  for (int r = 0; r < R; ++r) {
+    const float* a = acc_out + r * kFusedKeys * L;
     for (size_t j = 0; j < kFusedKeys; ++j) s[r * kFusedKeys + j] = hn::GetLane(hn::SumOfLanes(df, hn::Load(df, a + j * L)));
-#endif
   }
 #endif
 }
