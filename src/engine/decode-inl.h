@@ -131,7 +131,11 @@ struct DecodeScratch {
 // results bitwise the float32 engine's on the converted values (test_engine_precision; the
 // fused step, float32 only, aside: see fused_decode_allowed). With ScoresByDot's groups of
 // 8 rows, 15 to 24 rows at d = 128 gained +19 to +35 % / -1.4 to +9 %, but at d = 64 and
-// 256, 16 rows ±0 / -6 % and ±0 / -1.5 %: the line stays at 14. Not measured on AVX-512.
+// 256, 16 rows ±0 / -6 % and ±0 / -1.5 %: the line stays at 14. On AVX-512 (16 lanes)
+// it falls at 15 rows. Measured on Zen 4 (with the requests into L2, Nk = 16384, one
+// interleaved run each, float32 / bfloat16), the dots against Sᵀ: 9 rows +24 % / +31 %, 12
+// +11 % / +15 %, 14 −2 % / +8 %, 15 +4 % / −3 %; Sᵀ against the dots: 16 rows ±0 / +4 %, 24
+// +5 % / −3 %, 32 +13 % / +8 %. The line stands.
 bool ScoresAsDots(int64_t rows) { return rows < static_cast<int64_t>(hn::Lanes(DF())) || rows <= 14; }
 
 // Packs the queries of key/value head (b, hk) into sc.q, laid out as DecodeScratch says.
