@@ -316,9 +316,9 @@ HWY_INLINE void DotBlock(size_t cols, const float* HWY_RESTRICT q, size_t q_rs, 
 // trip to memory, and with the grouped heads' requests 8 keys ahead those buffers were
 // full (perf: the instructions after the prefetches took 40 % of the samples): in minutes
 // when a plain read got 52-60 GB/s on two cores, the fused step got 25-29. An L2 request
-// waits in L2's larger queue, and the loads then find the line in L2. Measured on AMD Zen 4 (whose
-// prefetcht1 fills L2; on Zen 3 it fills L1 as prefetcht0 does), 2 threads, interleaved
-// builds, bitwise the same results: the fused step (with its requests 16 keys ahead)
+// waits in L2's larger queue, and the loads then find the line in L2. Measured on AMD
+// Zen 4 (whose prefetcht1 fills L2; on Zen 3 it fills L1 as prefetcht0 does), 2 threads,
+// interleaved builds, bitwise the same results: the fused step (its requests 16 keys ahead)
 // 32/8 heads +9 to +15 %, 64/8 heads (8 rows) +25 %, 128/8 (Sᵀ) +24 %, bfloat16 32/8
 // +16 %, a chunked prefill +10 %, and one query row +12 % (every line asked for, below):
 // docs/engine.md, "Prefetching into L2". AVX2 keeps prefetcht0, as tuned on Zen 3.
