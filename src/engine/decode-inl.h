@@ -76,6 +76,16 @@
 #include "engine/gemm-inl.h"
 #include "engine/tile_ops-inl.h"
 
+// The x86 AVX-512 targets (AVX3, AVX3_DL and any later ones): where the decode kernels
+// use 512-bit intrinsics (LaneSums16, Transpose16x16) and ask for lines into L2
+// (kPrefetchIntoL2). Redefined for each target this file is compiled for.
+#undef ATTNLAB_DECODE_AVX512
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+#define ATTNLAB_DECODE_AVX512 1
+#else
+#define ATTNLAB_DECODE_AVX512 0
+#endif
+
 HWY_BEFORE_NAMESPACE();
 namespace attnlab::engine::HWY_NAMESPACE {
 namespace {
@@ -190,7 +200,7 @@ HWY_INLINE void Transpose8x8(const float* HWY_RESTRICT x, size_t x_rs, float* HW
 }
 #endif
 
-#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+#if ATTNLAB_DECODE_AVX512
 // The 16 × 16 block at x (row stride x_rs) transposed into y (row stride y_rs), as
 // Transpose8x8 one level deeper: 32-bit unpacks of row pairs, 64-bit unpacks, then two
 // rounds of 128-bit block shuffles (64 shuffles for 256 floats, where gathers take a
@@ -235,7 +245,7 @@ HWY_INLINE void Transpose16x16(const float* HWY_RESTRICT x, size_t x_rs, float* 
 // threads), 16 to 32 rows per K/V head +4.5 to +4.9 %, bfloat16 16 rows +4.7 %, d = 64
 // +11 %: the same floats moved, so the same results (max |ΔO| = 0).
 void TransposeScores(int64_t W, int64_t nc, int64_t w_pad, const float* st, float* s) {
-#if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+#if HWY_TARGET == HWY_AVX2 || ATTNLAB_DECODE_AVX512
   constexpr int64_t kSide = HWY_TARGET == HWY_AVX2 ? 8 : 16;
   const int64_t j_done = nc / kSide * kSide;
   for (int64_t j = 0; j < j_done; j += kSide)
@@ -322,7 +332,7 @@ HWY_INLINE void DotBlock(size_t cols, const float* HWY_RESTRICT q, size_t q_rs, 
 // 32/8 heads +9 to +15 %, 64/8 heads (8 rows) +25 %, 128/8 (Sᵀ) +24 %, bfloat16 32/8
 // +16 %, a chunked prefill +10 %, and one query row +12 % (every line asked for, below):
 // docs/engine.md, "Prefetching into L2". AVX2 keeps prefetcht0, as tuned on Zen 3.
-inline constexpr bool kPrefetchIntoL2 = HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3;
+inline constexpr bool kPrefetchIntoL2 = ATTNLAB_DECODE_AVX512;
 
 HWY_INLINE void PrefetchLine(const char* line) {
   if constexpr (kPrefetchIntoL2) __builtin_prefetch(line, 0, 2);  // prefetcht1
@@ -682,7 +692,7 @@ struct LinePrefetcher {
 // (6 of them at d = 128, so 11 lines at a time already).
 inline constexpr bool kPrefetchInScores = HWY_MAX_BYTES >= 64;
 
-#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+#if ATTNLAB_DECODE_AVX512
 // The lane sums of vectors a[16·i, 16·i + 16) for i < n ≤ 16 (the others taken as zero):
 // lane i of the result is vector i's sum. A tree of 30 shuffles and 15 adds for all 16,
 // where a reduction per vector (SumOfLanes) takes 8 dependent steps each. Each level adds
@@ -750,7 +760,7 @@ HWY_INLINE void FusedScores(size_t cols, const float* HWY_RESTRICT q, size_t q_r
       for (int j = 0; j < KB; ++j) hn::Store(acc[r][j], df, acc_out + (r * kFusedKeys + j0 + j) * L);
   }
   // The lane reductions, into s: a row's 8 keys at a time (AVX2, generic), or two rows'.
-#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+#if ATTNLAB_DECODE_AVX512
   // Two rows' 16 scores per tree; an odd last row's 8 alone.
   static_assert(kFusedKeys == 8, "a tree holds the scores of two rows of 8 keys");
   for (int r = 0; r < R; r += 2) {
