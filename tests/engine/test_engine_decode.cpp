@@ -166,6 +166,47 @@ TEST(EngineDecode, GroupedHeadsFusedStepWithinTheAccuracyRule) {
   EXPECT_EQ(dims.size(), 6u);
 }
 
+// The fused step's lazy max (decode-inl.h, FusedSoftmaxRow): its reference m moves only
+// when a block's score passes it, then to that block's max + 8. Scores planted along one
+// query's direction make head 0's scores climb through the cache (a ramp of 0.012 a key,
+// past the headroom every ~670 keys, with jumps of 9 and 12 on top), so blocks take the
+// exact update, rescaling O, after runs of the lazy one; the other heads see the same
+// keys at other angles. A missed rescale, or a sum left out of l, moves O by O(1).
+TEST(EngineDecode, FusedStepLazyMaxRescalesWithinTheAccuracyRule) {
+  for (const int64_t d : {64, 128}) {
+    std::mt19937_64 rng(base_seed() + 9000 + static_cast<uint64_t>(d));
+    al::test::ProblemLimits lim;
+    lim.dims = {d};
+    lim.max_seq_q = 1;
+    lim.min_seq_k = lim.max_seq_k = 3 * al::engine::kDecodeChunk + 40;
+    lim.max_batch = lim.max_kv_heads = 1;
+    lim.max_group = 1;
+    lim.p_causal = lim.p_bool_mask = lim.p_additive_mask = lim.p_padding = lim.p_other_scale = 0;
+    al::test::Problem p = al::test::random_problem(rng, lim);
+    ASSERT_EQ(p.dv, d);
+    // Four query heads on the one K/V head (the fused step's 4 rows), head 0's query q0.
+    p.Hq = 4;
+    al::Tensor<double> q({1, 4, 1, d}), g({1, 4, 1, d});
+    al::test::fill_normal(q, rng);
+    al::test::fill_normal(g, rng);
+    p.q = q;
+    p.grad_out = g;
+    double q0_sq = 0;
+    for (int64_t c = 0; c < d; ++c) q0_sq += q(0, 0, 0, c) * q(0, 0, 0, c);
+    const double sqrt_d = std::sqrt(static_cast<double>(d));
+    for (int64_t j = 0; j < p.Nk; ++j) {
+      // Adds t to head 0's scaled score (scale 1/√d) of key j.
+      const double t = 0.012 * static_cast<double>(j) + (j >= 500 ? 9.0 : 0.0) + (j >= 1100 ? 12.0 : 0.0);
+      for (int64_t c = 0; c < d; ++c) p.k(0, 0, j, c) += t * sqrt_d * q(0, 0, 0, c) / q0_sq;
+    }
+    SCOPED_TRACE("d " + std::to_string(d) + ": " + p.describe());
+    const int64_t fused_before = al::engine::tile_counts().decode_fused.load();
+    al::test::check_engine_against_reference(p, false, al::ComputeConfig{2});
+    EXPECT_EQ(al::engine::last_forward_path(), ForwardPath::decode);
+    EXPECT_GT(al::engine::tile_counts().decode_fused.load(), fused_before);
+  }
+}
+
 // The variants of today's inference (attention_variants.hpp) on decode shapes: a sliding
 // window over the cache (Mistral, Gemma), softcap (Gemma 2), ALiBi, sinks (gpt-oss),
 // packed sequences each decoding its own rows, score_mod and mask_mod. The decode path
