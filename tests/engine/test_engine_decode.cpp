@@ -168,10 +168,12 @@ TEST(EngineDecode, GroupedHeadsFusedStepWithinTheAccuracyRule) {
 
 // The fused step's lazy max (decode-inl.h, FusedSoftmaxRow): its reference m moves only
 // when a block's score passes it, then to that block's max + 8. Scores planted along one
-// query's direction make head 0's scores climb through the cache (a ramp of 0.012 a key,
-// past the headroom every ~670 keys, with jumps of 9 and 12 on top), so blocks take the
+// query's direction make head 0's scores climb through the cache: a ramp of 0.012 a key
+// (6 over a chunk of 512, whose reference starts afresh), and jumps of 9 at key 500 and 12
+// at key 1100, past the headroom inside the first and third chunks, so blocks take the
 // exact update, rescaling O, after runs of the lazy one; the other heads see the same
-// keys at other angles. A missed rescale, or a sum left out of l, moves O by O(1).
+// keys at other angles. A skipped rescale, or 1 % of a block's sum left out of l, fails
+// the rule (both tried).
 TEST(EngineDecode, FusedStepLazyMaxRescalesWithinTheAccuracyRule) {
   for (const int64_t d : {64, 128}) {
     std::mt19937_64 rng(base_seed() + 9000 + static_cast<uint64_t>(d));
