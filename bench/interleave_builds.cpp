@@ -10,12 +10,15 @@
 //     --bf16             bfloat16 q, k, v and out (the peers' comparisons are in float32)
 //     --rounds N         timed rounds after one untimed (default 21)
 //     --threads T        (default 2)
+//     --pages KIND       K and V in 4k (4 KiB pages), 2m (2 MiB transparent huge pages) or
+//                        both (two copies, each build timed on each in turn); by default
+//                        where the allocator puts them, which the output names
 //
 // Each BUILD.so is dlopen'ed with RTLD_LOCAL: copies of the library under different file
 // names load side by side, each with its own state. Only the public C++ ABI is used
 // (attnlab::attention_forward), so the builds must share this header's version of it.
 // Inputs are standard normal (fixed seed), 64-byte aligned; K and V are [B, Hkv, Nk, d].
-// Prints, per build, the median time and its quartiles, K and V bytes over the median,
+// Prints, per build (and page kind), the median time and its quartiles, K and V bytes over the median,
 // the ratio to the first build, and the largest difference of its output from the
 // first build's (the variants must compute the same attention).
 #include <dlfcn.h>
@@ -25,6 +28,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -33,10 +37,12 @@
 #include "attnlab/engine.hpp"
 #include "attnlab/float16.hpp"
 #include "attnlab/tensor.hpp"
+#include "page_kind.hpp"
 
 namespace {
 
 namespace al = attnlab;
+namespace ab = attnlab::bench;
 
 // attnlab::attention_forward's float32 and bfloat16 overloads (attnlab/attention.hpp).
 template <class E>
@@ -54,6 +60,7 @@ struct Args {
   int64_t B = 1, Hq = 32, Hkv = 8, Nq = 1, Nk = 32768, d = 128;
   bool bottom_right = false, bf16 = false;
   int rounds = 21, threads = 2;
+  std::string pages;  // "", "4k", "2m" or "both"
   std::vector<std::string> builds;
 };
 
@@ -84,6 +91,11 @@ Args parse(int argc, char** argv) {
     else if (f == "--threads") a.threads = static_cast<int>(value());
     else if (f == "--bottom-right") a.bottom_right = true;
     else if (f == "--bf16") a.bf16 = true;
+    else if (f == "--pages") {
+      if (i + 1 >= argc) usage("--pages needs a value");
+      a.pages = argv[++i];
+      if (a.pages != "4k" && a.pages != "2m" && a.pages != "both") usage("--pages takes 4k, 2m or both, got '" + a.pages + "'");
+    }
     else if (f.rfind("--", 0) == 0) usage("unknown option " + f);
     else a.builds.push_back(f);
   }
@@ -92,74 +104,106 @@ Args parse(int argc, char** argv) {
   return a;
 }
 
-// One build: its forward, its times, its first output.
+// One build on one copy of K and V: its forward, its times, its first output.
 template <class E>
-struct Build {
-  std::string path;
+struct Run {
+  std::string label;
   Forward<E> forward = nullptr;
+  size_t copy = 0;  // which copy of K and V
   std::vector<double> ms;
   std::vector<float> out;
 };
 
 template <class E>
 int run(const Args& a) {
-  std::vector<Build<E>> builds;
+  std::vector<std::pair<std::string, Forward<E>>> builds;
   for (const auto& path : a.builds) {
     void* h = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (h == nullptr) usage(dlerror());
     auto f = reinterpret_cast<Forward<E>>(dlsym(h, std::is_same_v<E, float> ? kForwardF32 : kForwardBF16));
     if (f == nullptr) usage(path + " has no attnlab::attention_forward of this element type");
-    builds.push_back({path, f, {}, {}});
+    builds.emplace_back(path, f);
   }
   // Buffers allocated as Tensor's (64-byte aligned), but not Tensor itself: its error
   // path calls into libattnlab, and this program must not load one of its own (the
-  // builds' calls to their own exported functions would bind to it).
+  // builds' calls to their own exported functions would bind to it). With --pages, K
+  // and V are mapped for themselves in the pages asked for, one copy per page kind.
   const al::Shape q_shape{a.B, a.Hq, a.Nq, a.d}, kv_shape{a.B, a.Hkv, a.Nk, a.d};
   auto numel = [](const al::Shape& s) { return static_cast<size_t>(s[0] * s[1] * s[2] * s[3]); };
-  typename al::Tensor<E>::Storage q(numel(q_shape)), k(numel(kv_shape)), v(numel(kv_shape)), out(numel(q_shape));
+  const size_t nkv = numel(kv_shape);
+  typename al::Tensor<E>::Storage q(numel(q_shape)), out(numel(q_shape));
   typename al::Tensor<float>::Storage lse(static_cast<size_t>(a.B * a.Hq * a.Nq));
-  const al::ConstView<E> qv(q.data(), q_shape), kv(k.data(), kv_shape), vv(v.data(), kv_shape);
-  const al::TensorView<E> ov(out.data(), q_shape);
-  const al::TensorView<float> lv(lse.data(), {a.B, a.Hq, a.Nq, 1});
+  std::vector<typename al::Tensor<E>::Storage> allocated;
+  std::vector<std::unique_ptr<ab::MappedBuffer>> mapped;
+  std::vector<std::pair<E*, E*>> copies;  // (K, V) per page kind
+  if (a.pages.empty()) {
+    allocated.emplace_back(nkv), allocated.emplace_back(nkv);
+    copies.emplace_back(allocated[0].data(), allocated[1].data());
+  } else {
+    for (const bool huge : {false, true}) {
+      if (a.pages == (huge ? "4k" : "2m")) continue;
+      for (int i = 0; i < 2; ++i) mapped.push_back(std::make_unique<ab::MappedBuffer>(nkv * sizeof(E), huge));
+      copies.emplace_back(static_cast<E*>(mapped[mapped.size() - 2]->data()), static_cast<E*>(mapped.back()->data()));
+    }
+  }
   std::mt19937_64 rng(1234);
   std::normal_distribution<float> nd(0.0f, 1.0f);
-  for (auto* t : {&q, &k, &v})
-    for (E& x : *t) {
-      if constexpr (std::is_same_v<E, float>) x = nd(rng);
-      else x = E::from_float(nd(rng));
-    }
+  auto draw = [&] {
+    if constexpr (std::is_same_v<E, float>) return nd(rng);
+    else return E::from_float(nd(rng));
+  };
+  for (E& x : q) x = draw();
+  for (size_t i = 0; i < nkv; ++i) {
+    const E k = draw(), v = draw();
+    for (auto& [kc, vc] : copies) kc[i] = k, vc[i] = v;
+  }
+  std::vector<std::string> pages;  // each copy's, as the kernel placed K and V
+  for (auto& [kc, vc] : copies) {
+    const std::string pk = ab::describe_pages(kc, nkv * sizeof(E)), pv = ab::describe_pages(vc, nkv * sizeof(E));
+    pages.push_back(pk == pv ? pk : "K " + pk + ", V " + pv);
+  }
+  std::vector<Run<E>> runs;
+  for (const auto& [path, f] : builds)
+    for (size_t c = 0; c < copies.size(); ++c)
+      runs.push_back({copies.size() > 1 ? path + " [" + pages[c] + "]" : path, f, c, {}, {}});
+
+  const al::TensorView<E> ov(out.data(), q_shape);
+  const al::TensorView<float> lv(lse.data(), {a.B, a.Hq, a.Nq, 1});
+  const al::ConstView<E> qv(q.data(), q_shape);
   al::AttentionOptions<float> opt;
   if (a.bottom_right) opt.causal = al::Causal::bottom_right;
   al::ComputeConfig cfg;
   cfg.threads = a.threads;
-  for (int r = -1; r < a.rounds; ++r)  // r = −1: untimed, keeps each build's output
-    for (auto& b : builds) {
+  for (int r = -1; r < a.rounds; ++r)  // r = −1: untimed, keeps each run's output
+    for (auto& run : runs) {
+      const al::ConstView<E> kv(copies[run.copy].first, kv_shape), vv(copies[run.copy].second, kv_shape);
       const auto t0 = std::chrono::steady_clock::now();
-      b.forward(qv, kv, vv, opt, ov, lv, nullptr, cfg);
+      run.forward(qv, kv, vv, opt, ov, lv, nullptr, cfg);
       const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-      if (r >= 0) b.ms.push_back(ms);
+      if (r >= 0) run.ms.push_back(ms);
       else
         for (const E& x : out) {
-          if constexpr (std::is_same_v<E, float>) b.out.push_back(x);
-          else b.out.push_back(x.to_float());
+          if constexpr (std::is_same_v<E, float>) run.out.push_back(x);
+          else run.out.push_back(x.to_float());
         }
     }
-  const double kv_bytes = 2.0 * static_cast<double>(k.size()) * sizeof(E);
-  std::printf("B %lld, heads %lld/%lld, Nq %lld, Nk %lld, d %lld%s, %s, %d threads, %d rounds\n",
+  const double kv_bytes = 2.0 * static_cast<double>(nkv) * sizeof(E);
+  std::printf("B %lld, heads %lld/%lld, Nq %lld, Nk %lld, d %lld%s, %s, %d threads, %d rounds%s%s\n",
               static_cast<long long>(a.B), static_cast<long long>(a.Hq), static_cast<long long>(a.Hkv),
               static_cast<long long>(a.Nq), static_cast<long long>(a.Nk), static_cast<long long>(a.d),
-              a.bottom_right ? ", bottom-right causal" : "", a.bf16 ? "bfloat16" : "float32", a.threads, a.rounds);
+              a.bottom_right ? ", bottom-right causal" : "", a.bf16 ? "bfloat16" : "float32", a.threads, a.rounds,
+              copies.size() == 1 ? ", K and V in " : "", copies.size() == 1 ? pages[0].c_str() : "");
   double first_median = 0;
-  for (auto& b : builds) {
-    std::vector<double> s = b.ms;
+  for (auto& run : runs) {
+    std::vector<double> s = run.ms;
     std::sort(s.begin(), s.end());
     const double median = s[s.size() / 2];
     if (first_median == 0) first_median = median;
     double diff = 0;
-    for (size_t i = 0; i < b.out.size(); ++i)
-      diff = std::max(diff, static_cast<double>(std::abs(b.out[i] - builds.front().out[i])));
+    for (size_t i = 0; i < run.out.size(); ++i)
+      diff = std::max(diff, static_cast<double>(std::abs(run.out[i] - runs.front().out[i])));
     std::printf("%-32s median %8.3f ms (quartiles %.3f-%.3f)  K/V %5.1f GB/s  x%.3f of the first  max|dO| %.1e\n",
-                b.path.c_str(), median, s[s.size() / 4], s[3 * s.size() / 4], kv_bytes / median / 1e6,
+                run.label.c_str(), median, s[s.size() / 4], s[3 * s.size() / 4], kv_bytes / median / 1e6,
                 first_median / median, diff);
   }
   return 0;

@@ -9,6 +9,7 @@
 // bytes once; the best of several passes is reported (the machine is shared:
 // the best pass is the one least disturbed).
 #include "peak_memory.hpp"
+#include "page_kind.hpp"
 
 #include <omp.h>
 #include <unistd.h>
@@ -114,6 +115,7 @@ Bandwidth measure_read_bandwidth(int threads, int64_t bytes, int passes) {
     float* mine = x + omp_get_thread_num() * per_thread;
     std::fill(mine, mine + per_thread, 1.0f);  // first touch by the reading thread
   }
+  bw.pages = describe_pages(x, static_cast<size_t>(bw.bytes));
   std::vector<float> sums(static_cast<size_t>(threads));
   std::vector<double> cpu_rate(static_cast<size_t>(threads));
   const double slice_bytes = static_cast<double>(per_thread) * sizeof(float);

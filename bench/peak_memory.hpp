@@ -16,6 +16,7 @@ struct Bandwidth {
   int64_t l3_bytes = 0;   // the last-level cache it was sized against (0 if unknown)
   int passes = 0;         // passes timed; gbps is the best
   std::string target;     // the SIMD target of the read loop (e.g. "AVX2")
+  std::string pages;      // the pages the buffer sat in (describe_pages: 4 KiB, 2 MiB or a mix)
 };
 
 // The last-level cache of CPU 0 in bytes (sysfs, else sysconf), or 0 if unknown.

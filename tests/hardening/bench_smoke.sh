@@ -19,6 +19,8 @@ grep -q '^attnlab   f32   forward' "$dir/table.txt"
   --threads 2 --repeats 1 --settle-ms 0 --cold --impls attnlab,openblas --json "$dir/gqa.json" > "$dir/gqa.txt"
 grep -q '^read bound: .*(cold: the first call after it)' "$dir/gqa.txt"
 grep -q '^read bound: .*and 20 ms of untimed reads' "$dir/table.txt"
+# The page report: which pages K and V sit in, and the kernel's mode.
+grep -Eq '^K and V in (4 KiB pages|2 MiB pages|pages unknown).* \(transparent huge pages: ' "$dir/table.txt"
 /usr/bin/python3 - "$json" "$dir/gqa.json" <<'PY'
 import json, math, sys
 keys = {"impl", "dtype", "speedup_vs_f32", "pass", "batch", "heads", "kv_heads", "seq", "seq_q", "seq_k", "dim", "causal", "causal_align",
@@ -28,6 +30,8 @@ def check(path, shape, pairs, keys_read):
     j = json.load(open(path))
     assert j["peak_gflops"] > 0 and j["bandwidth_gbps"] > 0 and j["bandwidth_gbps_cpu"] > 0 and j["threads"] == 2, j
     assert j["read_bound_gbps"] > 0, j
+    assert j["kv_pages"] in ("4 KiB pages", "2 MiB pages", "pages unknown") or j["kv_pages"].startswith("2 MiB pages ("), j
+    assert j["transparent_huge_pages"] in ("always", "madvise", "never", ""), j
     assert j["diff_reference"] == "attnlab" and len(j["load_average"]) == 3, j
     rows = j["results"]
     assert sorted((r["impl"], r["pass"]) for r in rows) == sorted(

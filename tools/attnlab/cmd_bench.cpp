@@ -43,6 +43,7 @@
 #include "attnlab/engine.hpp"
 #include "attnlab/error.hpp"
 #include "peak_flops.hpp"
+#include "page_kind.hpp"
 #include "peak_memory.hpp"
 #include "peers/peers.hpp"
 #include "command.hpp"
@@ -289,6 +290,10 @@ void run_bench(const BenchArgs& a) {
   std::normal_distribution<float> nd(0.0f, 1.0f);
   for (auto* t : {&q, &k, &v, &go})
     for (float& x : *t) x = nd(rng);
+  // Where the kernel put K and V: a cache in 2 MiB pages decodes faster than one in 4 KiB
+  // pages (docs/engine.md, "Huge pages"). The 16-bit engines' copies are allocated alike.
+  const std::string kv_pages = ab::describe_pages(k.data(), nkv * sizeof(float)),
+                    thp_mode = ab::transparent_huge_pages_mode();
 
   // The FMA peak is measured before the timings and again after them, and the
   // better of the two kept: this shared machine sometimes loses half its
@@ -405,6 +410,8 @@ void run_bench(const BenchArgs& a) {
              "buffer) | load average {:.2f} {:.2f} {:.2f} | median of {}\n",
              threads, peak.gflops, peak.gflops_cpu, peak.target, bandwidth.gbps, bandwidth.gbps_cpu,
              bandwidth.bytes >> 20, load[0], load[1], load[2], a.repeats);
+  fmt::print("K and V in {} (transparent huge pages: {}; the probe's buffer in {})\n", kv_pages,
+             thp_mode.empty() ? "unknown" : thp_mode, bandwidth.pages);
   fmt::print("read bound: the {:.1f} MB of K and V read once with the probe's loop, timed before each round's "
              "implementations after the same {} ms pause{}: {:.1f} GB/s (median)\n",
              2.0 * static_cast<double>(nkv) * sizeof(float) / 1e6, a.settle_ms,
@@ -474,6 +481,8 @@ void run_bench(const BenchArgs& a) {
                                 {"bandwidth_gbps", bandwidth.gbps},
                                 {"bandwidth_gbps_cpu", bandwidth.gbps_cpu},
                                 {"read_bound_gbps", read_gbps},
+                                {"kv_pages", kv_pages},
+                                {"transparent_huge_pages", thp_mode},
                                 {"threads", threads},
                                 {"diff_reference", impls.front().peer->name() +
                                                        (impls.front().dtype == "f32" ? "" : " " + impls.front().dtype)},

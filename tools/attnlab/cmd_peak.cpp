@@ -35,9 +35,9 @@ void run_memory(const PeakArgs& a, int all) {
   const auto many = ab::measure_read_bandwidth(all, a.buffer_mb << 20, a.passes);
   double load[3] = {0, 0, 0};
   getloadavg(load, 3);
-  fmt::print("memory read bandwidth, {} target: best of {} passes over a {} MiB buffer ({}) | load average "
+  fmt::print("memory read bandwidth, {} target: best of {} passes over a {} MiB buffer ({}; {}) | load average "
              "{:.2f} {:.2f} {:.2f}\n",
-             one.target, one.passes, one.bytes >> 20,
+             one.target, one.passes, one.bytes >> 20, many.pages,
              one.l3_bytes > 0 ? fmt::format("{:.0f}× the {} MiB last-level cache", static_cast<double>(one.bytes) /
                                                 static_cast<double>(one.l3_bytes), one.l3_bytes >> 20)
                               : std::string("last-level cache size unknown"),
