@@ -10,14 +10,13 @@
 // the best pass is the one least disturbed).
 #include "peak_memory.hpp"
 #include "page_kind.hpp"
+#include "attnlab/engine.hpp"
 
 #include <omp.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <ctime>
-#include <fstream>
 #include <string>
 #include <vector>
 
@@ -74,31 +73,9 @@ double thread_cpu_seconds() {
 }
 }  // namespace
 
-int64_t last_level_cache_bytes() {
-  // sysfs lists the caches of CPU 0 by level; the highest index is the last level.
-  int64_t best = 0;
-  for (int index = 0; index < 8; ++index) {
-    std::ifstream f("/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(index) + "/size");
-    std::string size;
-    if (!(f >> size) || size.empty()) continue;
-    int64_t n = 0;
-    size_t pos = 0;
-    while (pos < size.size() && size[pos] >= '0' && size[pos] <= '9') n = n * 10 + (size[pos++] - '0');
-    if (pos < size.size() && size[pos] == 'K') n <<= 10;
-    if (pos < size.size() && size[pos] == 'M') n <<= 20;
-    best = std::max(best, n);
-  }
-  if (best > 0) return best;
-#ifdef _SC_LEVEL3_CACHE_SIZE
-  const long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
-  if (l3 > 0) return l3;
-#endif
-  return 0;
-}
-
 Bandwidth measure_read_bandwidth(int threads, int64_t bytes, int passes) {
   Bandwidth bw;
-  bw.l3_bytes = last_level_cache_bytes();
+  bw.l3_bytes = attnlab::engine::last_level_cache_bytes();
   if (bytes <= 0) bytes = std::max<int64_t>(int64_t{512} << 20, 16 * bw.l3_bytes);
   // Each thread's slice is a whole number of 4 KiB pages (and so of 8 vectors).
   constexpr int64_t kPageFloats = 4096 / sizeof(float);

@@ -19,9 +19,6 @@ struct Bandwidth {
   std::string pages;      // the pages the buffer sat in (describe_pages: 4 KiB, 2 MiB or a mix)
 };
 
-// The last-level cache of CPU 0 in bytes (sysfs, else sysconf), or 0 if unknown.
-int64_t last_level_cache_bytes();
-
 // Best of `passes` timed passes of `threads` OpenMP threads, each reading its own
 // contiguous slice of one buffer of `bytes` bytes (0: 512 MiB or 16× the last-level
 // cache, whichever is larger, so that nothing is served from the caches).

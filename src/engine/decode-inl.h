@@ -30,7 +30,8 @@
 // MaskRow's masks and scale, the online softmax).
 //
 // Grouped heads decoding (2 to 4 rows) on whole tiles without a score treatment takes
-// the fused step instead (FusedDecodeBlock): the keys 8 at a time through scores,
+// the fused step instead (FusedDecodeBlock), and so does one row on AVX-512 when K and V
+// are too large for the last-level cache (FusedOneRow): the keys 8 at a time through scores,
 // online softmax and O += P·V, with the K and V lines 8 keys ahead (16 on AVX-512) asked
 // for a few at a time inside the product, so that the memory is kept busy while the core
 // computes.
@@ -876,15 +877,36 @@ HWY_INLINE void FusedSoftmaxRow(float* x, float scale, float& m, float& l, bool&
                          static_cast<int64_t>(dv_pad), nullptr, d8);
 }
 
+// Whether one query row per K/V head (a decoding step without grouped heads) takes the
+// fused step: on the AVX-512 targets (requests into L2), when the call's K and V hold at
+// least fused_one_row_min_kv_bytes (the last-level cache's size). From memory the fused step keeps the
+// memory busy where the tile-at-a-time step leaves it idle during each tile's softmax and
+// product; in cache its requests' bookkeeping and per-block work cost more than they
+// save. Measured on Zen 4 (2 threads, d = 128, interleaved builds), against the
+// tile-at-a-time step: 8/8 heads, Nk = 32768, +4 to +12 % (twelve runs); B = 4, Nk = 4096
+// +5 to +11 %; d = 64 +16 %, d = 256 +13 to +16 % (an earlier build); in 2 MiB pages +8 to
+// +15 %; but with K and V in L3 (Nk = 512, 2048) −33 to −37 %. The AVX2 target keeps the
+// tile-at-a-time step: on Zen 3, its machine, one row fused was −1 to −3 % (before the
+// lazy max and the spread requests; docs/engine.md, "One query row, fused").
+bool FusedOneRow(const Plan& p) {
+  if constexpr (!kPrefetchIntoL2) return false;
+  const auto& dm = p.dims;
+  const double kv_bytes = static_cast<double>(dm.B * dm.Hkv) * static_cast<double>(dm.Nk) *
+                          static_cast<double>(dm.d + dm.dv) * sizeof(float);
+  return kv_bytes >= static_cast<double>(fused_one_row_min_kv_bytes().load(std::memory_order_relaxed));
+}
+
 // True when the item's block takes the fused step on tile [j0, j0 + nc) (see its
-// comment): grouped heads decoding (2 to 4 rows, all in this block; their scores are dot
-// products), float32 K and V in place (DecodeBlock asks only then), whole blocks of keys,
+// comment): decoding with 2 to 4 rows per K/V head (grouped heads), or one row where
+// FusedOneRow says so (all in this block; their scores are dot products), float32 K and
+// V in place (DecodeBlock asks only then), whole blocks of keys,
 // no score treatment, and every row's key range covering the tile.
 bool FusedApplies(const DecodeWork& w, int64_t b, int64_t W, int64_t j0, int64_t nc, InPlaceRows<float> k_rows,
                   InPlaceRows<float> v_rows) {
   const Plan& p = *w.p;
   const AttentionOptions<float>& o = *p.options;
-  if (W < 2 || W > 4 || W != w.rows || !fused_decode_allowed().load(std::memory_order_relaxed)) return false;
+  if (W < 1 || W > 4 || W != w.rows || !fused_decode_allowed().load(std::memory_order_relaxed)) return false;
+  if (W == 1 && !FusedOneRow(p)) return false;
   if (k_rows.data == nullptr || v_rows.data == nullptr || nc % static_cast<int64_t>(kFusedKeys) != 0) return false;
   if (p.softcap != 0.0f || p.alibi || p.score_mod != nullptr || p.mask_mod != nullptr || o.additive_mask.present() ||
       o.bool_mask.present())
@@ -920,14 +942,14 @@ HWY_NOINLINE void FusedDecodeBlock(const DecodeWork& w, int64_t item, int64_t b,
   // (interleaved builds, Zen 3, 2 threads, bitwise the same results): 32/8 heads,
   // Nk = 32768 +2 to +6 %, B = 4 +3.5 to +5 %, 24/8 (3 rows) +3 to +5 %, d = 64 ±0;
   // d = 256 −3.5 to −4.4 %, hence the limit.
-  constexpr int kNarrowNV = R == 2 ? 4 : 2;  // 2 rows: 4 × 4
+  constexpr int kNarrowNV = R <= 2 ? 4 : 2;  // 1 and 2 rows: 1 × 4, 2 × 4
   const bool three = R > 2 && dv_pad / L <= 16;
   const size_t NV = three ? 3 : kNarrowNV;
   // 64-byte lines asked for as each column block of the product starts (and on AVX-512 as
   // each group of keys of the scores starts, kPrefetchInScores): all of the K and V lines
   // of the block kFusedAhead keys ahead, spread over those calls (d = dv = 128, 4 rows, a
   // row is 8 lines: AVX2 11 lines of each per call, AVX-512 10; 2 rows: 16 and 16).
-  constexpr int KB = R == 2 ? 4 : 2;  // keys per group of the scores
+  constexpr int KB = R <= 2 ? 4 : 2;  // keys per group of the scores
   const size_t k_lines = (d * sizeof(float) + 63) / 64, v_lines = (dv_pad * sizeof(float) + 63) / 64;
   // ≤ the calls made: FusedValues' blocks (its 1-vector tail included) and the score groups.
   const size_t calls = (dv_pad / L + NV - 1) / NV + (kPrefetchInScores ? kFusedKeys / KB : 0);
@@ -973,7 +995,8 @@ bool DecodeBlock(const DecodeWork& w, int64_t item, int64_t b, int64_t hk, int64
     // Grouped heads decoding in the common case: the fused step (see FusedDecodeBlock).
     const InPlaceRows<float> k_rows = RowsInPlace(kv, b, hk, j0, dm.d, L);
     if (FusedApplies(w, b, W, j0, nc, k_rows, v_rows)) {
-      if (W == 2) FusedDecodeBlock<2>(w, item, b, hk, nc, ahead, k_rows, v_rows, sc);
+      if (W == 1) FusedDecodeBlock<1>(w, item, b, hk, nc, ahead, k_rows, v_rows, sc);
+      else if (W == 2) FusedDecodeBlock<2>(w, item, b, hk, nc, ahead, k_rows, v_rows, sc);
       else if (W == 3) FusedDecodeBlock<3>(w, item, b, hk, nc, ahead, k_rows, v_rows, sc);
       else FusedDecodeBlock<4>(w, item, b, hk, nc, ahead, k_rows, v_rows, sc);
       return true;

@@ -4,6 +4,10 @@
 // flash_kernels.cpp (tiled) and decode_kernels.cpp (decode).
 #include "attnlab/engine.hpp"
 
+#include <unistd.h>
+
+#include <algorithm>
+#include <fstream>
 #include <new>
 #include <optional>
 #include <type_traits>
@@ -215,6 +219,31 @@ void attention_backward(ConstView<float16> q, ConstView<float16> k, ConstView<fl
 
 std::string target_name() { return flash_target_name(); }
 
+int64_t last_level_cache_bytes() {
+  static const int64_t bytes = [] {
+    // sysfs lists CPU 0's caches by index; the largest is the last level. sysconf comes
+    // second: on a virtual machine it can report the host's total (320 MiB where sysfs
+    // said 32 on this project's Zen 4).
+    int64_t best = 0;
+    for (int index = 0; index < 8; ++index) {
+      std::ifstream f("/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(index) + "/size");
+      std::string size;
+      if (!(f >> size) || size.empty()) continue;
+      int64_t n = 0;
+      size_t pos = 0;
+      while (pos < size.size() && size[pos] >= '0' && size[pos] <= '9') n = n * 10 + (size[pos++] - '0');
+      if (pos < size.size() && size[pos] == 'K') n <<= 10;
+      if (pos < size.size() && size[pos] == 'M') n <<= 20;
+      best = std::max(best, n);
+    }
+#ifdef _SC_LEVEL3_CACHE_SIZE
+    if (best == 0) best = std::max<int64_t>(0, sysconf(_SC_LEVEL3_CACHE_SIZE));
+#endif
+    return best;
+  }();
+  return bytes;
+}
+
 void release_cached_memory() { empty_scratch_cache(); }
 
 TileCounts& tile_counts() {
@@ -225,6 +254,11 @@ TileCounts& tile_counts() {
 std::atomic<bool>& fused_decode_allowed() {
   static std::atomic<bool> allowed{true};
   return allowed;
+}
+
+std::atomic<int64_t>& fused_one_row_min_kv_bytes() {
+  static std::atomic<int64_t> bytes{last_level_cache_bytes()};
+  return bytes;
 }
 
 ForwardPath last_forward_path() { return last_path; }

@@ -160,6 +160,14 @@ TileCounts& tile_counts();
 // the float32 engine's on every shape (docs/engine.md, "Bitwise equal to the float32 engine").
 std::atomic<bool>& fused_decode_allowed();
 
+// One query row per K/V head takes the fused step (on the targets that ask for lines into
+// L2, decode-inl.h) when the call's K and V hold at least this many bytes: by default the
+// last-level cache's size (last_level_cache_bytes; 0 if unknown, and then always), so that they
+// come from memory, where the fused step is faster, and not from a cache the call before
+// filled, where the tile-at-a-time step is (docs/engine.md, "One query row, fused"). A
+// test hook too: 0 sends every one-row step there.
+std::atomic<int64_t>& fused_one_row_min_kv_bytes();
+
 struct Plan {
   detail::AttentionDims dims;
   Operand q, k, v;  // float32, bfloat16 or float16, all three the same type

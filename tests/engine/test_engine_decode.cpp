@@ -71,6 +71,22 @@ al::test::ProblemLimits decode_limits(int n) {
   return lim;
 }
 
+// Decoding shapes for the fused step's tests: d from 1 (K packed, not read in place, so
+// the tile-at-a-time step) to 256, more than one chunk of keys (a tenth of the problems
+// dozens of them), no boolean or additive mask (those take the tile-at-a-time step).
+al::test::ProblemLimits fused_step_limits(int n, int64_t max_seq_q, int64_t max_group) {
+  al::test::ProblemLimits lim;
+  lim.dims = {1, 16, 64, 80, 128, 256};
+  lim.max_seq_q = max_seq_q;
+  lim.max_group = max_group;
+  lim.min_seq_k = al::engine::kDecodeChunk + 1;
+  lim.max_seq_k = n % 10 == 0 ? 12000 : 2000;
+  lim.max_batch = 2;
+  lim.max_kv_heads = 2;
+  lim.p_bool_mask = lim.p_additive_mask = 0;
+  return lim;
+}
+
 }  // namespace
 
 TEST(EngineDecode, RandomDecodeAndChunkShapesWithinTheAccuracyRule) {
@@ -140,16 +156,7 @@ TEST(EngineDecode, GroupedHeadsFusedStepWithinTheAccuracyRule) {
   std::set<int64_t> dims;
   for (int n = 0; n < kProblems; ++n) {
     std::mt19937_64 rng(seed + static_cast<uint64_t>(n));
-    al::test::ProblemLimits lim;
-    lim.dims = {1, 16, 64, 80, 128, 256};
-    lim.max_seq_q = 2;
-    lim.min_seq_k = al::engine::kDecodeChunk + 1;
-    lim.max_seq_k = n % 10 == 0 ? 12000 : 2000;
-    lim.max_batch = 2;
-    lim.max_kv_heads = 2;
-    lim.max_group = 4;
-    lim.p_bool_mask = lim.p_additive_mask = 0;
-    const al::test::Problem p = al::test::random_problem(rng, lim);
+    const al::test::Problem p = al::test::random_problem(rng, fused_step_limits(n, /*max_seq_q=*/2, /*max_group=*/4));
     SCOPED_TRACE("seed " + std::to_string(seed + n) + ": " + p.describe());
     padded += !p.key_lengths.empty();
     row_scale += p.scale.depends_on_n();
@@ -164,6 +171,82 @@ TEST(EngineDecode, GroupedHeadsFusedStepWithinTheAccuracyRule) {
   EXPECT_GT(padded, kProblems / 6);
   EXPECT_GT(row_scale, kProblems / 20);
   EXPECT_EQ(dims.size(), 6u);
+}
+
+// One query row per K/V head (decoding without grouped heads) takes the fused step on the
+// AVX-512 targets when the call's K and V exceed the last-level cache (decode-inl.h,
+// FusedOneRow), and the tile-at-a-time step otherwise. The test's caches are small, so
+// the threshold is lowered to 0 while it runs: the fused step's single row within the
+// accuracy rule (padding, every scale policy, d from 1 to 256, caches of up to 24
+// chunks merged), bitwise the same for 1, 2 and 3 threads; at the default threshold the
+// same problems take the tile-at-a-time step. Elsewhere (AVX2 and the rest) one row
+// never takes the fused step.
+TEST(EngineDecode, OneQueryRowFusedStepWithinTheAccuracyRule) {
+  struct Threshold {  // fused_one_row_min_kv_bytes, restored on the way out
+    int64_t saved = al::engine::fused_one_row_min_kv_bytes().load();
+    explicit Threshold(int64_t bytes) { al::engine::fused_one_row_min_kv_bytes().store(bytes); }
+    ~Threshold() { al::engine::fused_one_row_min_kv_bytes().store(saved); }
+  };
+  const bool avx512 = al::engine::target_name().rfind("AVX3", 0) == 0;
+  const uint64_t seed = base_seed() + 5000;
+  constexpr int kProblems = 40;
+  int fused = 0, tiled_at_default = 0, padded = 0, row_scale = 0;
+  std::set<int64_t> dims;
+  for (int n = 0; n < kProblems; ++n) {
+    std::mt19937_64 rng(seed + static_cast<uint64_t>(n));
+    const al::test::Problem p = al::test::random_problem(rng, fused_step_limits(n, /*max_seq_q=*/1, /*max_group=*/1));
+    ASSERT_EQ(p.Hq, p.Hkv);
+    SCOPED_TRACE("seed " + std::to_string(seed + n) + ": " + p.describe());
+    padded += !p.key_lengths.empty();
+    row_scale += p.scale.depends_on_n();
+    dims.insert(p.d);
+    int64_t before = al::engine::tile_counts().decode_fused.load();
+    {
+      const Threshold every_cache(0);
+      al::test::check_engine_against_reference(p, n % 5 == 2, al::ComputeConfig{2});
+    }
+    EXPECT_EQ(al::engine::last_forward_path(), ForwardPath::decode);
+    const bool took_fused = al::engine::tile_counts().decode_fused.load() > before;
+    fused += took_fused;
+    if (!avx512) EXPECT_FALSE(took_fused) << "one row takes the fused step only on AVX-512 targets";
+    // At the default threshold (the last-level cache, far above these K and V) the same
+    // problem takes the tile-at-a-time step.
+    before = al::engine::tile_counts().decode_fused.load();
+    al::test::check_engine_against_reference(p, false, al::ComputeConfig{2});
+    tiled_at_default += al::engine::tile_counts().decode_fused.load() == before;
+    if (::testing::Test::HasFailure() && std::getenv("ATTNLAB_KEEP_GOING") == nullptr) break;
+  }
+  if (avx512) EXPECT_GT(fused, kProblems / 4);  // not d = 1 (K not read in place), masks or causal edges
+  EXPECT_EQ(tiled_at_default, kProblems);
+  EXPECT_GT(padded, kProblems / 6);
+  EXPECT_GT(row_scale, kProblems / 20);
+  EXPECT_EQ(dims.size(), 6u);
+
+  // Split-KV over 7 chunks, key padding: bitwise the same for 1, 2 and 3 threads.
+  std::mt19937_64 rng(seed);
+  al::test::Problem p;
+  p.B = 2, p.Hq = p.Hkv = 3, p.Nq = 1, p.Nk = 7 * al::engine::kDecodeChunk - 5, p.d = p.dv = 128;
+  p.q = al::Tensor<double>({p.B, p.Hq, p.Nq, p.d});
+  p.k = al::Tensor<double>({p.B, p.Hkv, p.Nk, p.d});
+  p.v = al::Tensor<double>({p.B, p.Hkv, p.Nk, p.dv});
+  for (auto* t : {&p.q, &p.k, &p.v}) al::test::fill_normal(*t, rng);
+  p.key_lengths = {p.Nk, p.Nk - 1000};
+  const al::test::FloatProblem fp(p);
+  const auto opt = fp.options(p);
+  const Threshold every_cache(0);
+  auto run = [&](int threads) {
+    const int64_t before = al::engine::tile_counts().decode_fused.load();
+    auto f = al::attention_forward(fp.q.view(), fp.k.view(), fp.v.view(), opt, al::ComputeConfig{threads});
+    EXPECT_EQ(al::engine::tile_counts().decode_fused.load() > before, avx512);
+    return std::vector<al::Tensor<float>>{f.out, f.lse};
+  };
+  const auto one = run(1);
+  for (int threads : {2, 3}) {
+    const auto other = run(threads);
+    for (size_t x = 0; x < one.size(); ++x)
+      EXPECT_EQ(std::memcmp(one[x].data(), other[x].data(), sizeof(float) * static_cast<size_t>(one[x].numel())), 0)
+          << al::test::kQuantity[x] << ": " << threads << " threads against 1";
+  }
 }
 
 // The fused step's lazy max (decode-inl.h, FusedSoftmaxRow): its reference m moves only
