@@ -879,15 +879,16 @@ HWY_INLINE void FusedSoftmaxRow(float* x, float scale, float& m, float& l, bool&
 
 // Whether one query row per K/V head (a decoding step without grouped heads) takes the
 // fused step: on the AVX-512 targets (requests into L2), when the call's K and V hold at
-// least fused_one_row_min_kv_bytes (the last-level cache's size). From memory the fused step keeps the
-// memory busy where the tile-at-a-time step leaves it idle during each tile's softmax and
-// product; in cache its requests' bookkeeping and per-block work cost more than they
-// save. Measured on Zen 4 (2 threads, d = 128, interleaved builds), against the
-// tile-at-a-time step: 8/8 heads, Nk = 32768, +4 to +12 % (twelve runs); B = 4, Nk = 4096
-// +5 to +11 %; d = 64 +16 %, d = 256 +13 to +16 % (an earlier build); in 2 MiB pages +8 to
-// +15 %; but with K and V in L3 (Nk = 512, 2048) −33 to −37 %. The AVX2 target keeps the
-// tile-at-a-time step: on Zen 3, its machine, one row fused was −1 to −3 % (before the
-// lazy max and the spread requests; docs/engine.md, "One query row, fused").
+// least fused_one_row_min_kv_bytes (the last-level cache's size). From memory the fused
+// step keeps the memory busy where the tile-at-a-time step leaves it idle during each
+// tile's softmax and product; in cache its requests' bookkeeping and per-block work cost
+// more than they save. Measured on Zen 4 (2 threads, interleaved builds), against the
+// tile-at-a-time step: 8/8 heads, Nk = 32768, d = 128, +4 to +10 % with the memory at
+// 25–29 GB/s (−1 to +5 % at 20–26); B = 4, Nk = 4096 +5 to +11 %; d = 64 +14 to +25 %,
+// d = 256 +2 to +4 %; in 2 MiB pages +9 to +13 %; but with K and V in L3 (Nk = 512, 2048)
+// −33 to −37 %. The AVX2 target keeps the tile-at-a-time step: on Zen 3, its machine,
+// one row fused was −1 to −3 % (before the lazy max and the spread requests;
+// docs/engine.md, "One query row, fused").
 bool FusedOneRow(const Plan& p) {
   if constexpr (!kPrefetchIntoL2) return false;
   const auto& dm = p.dims;
@@ -949,7 +950,7 @@ HWY_NOINLINE void FusedDecodeBlock(const DecodeWork& w, int64_t item, int64_t b,
   // each group of keys of the scores starts, kPrefetchInScores): all of the K and V lines
   // of the block kFusedAhead keys ahead, spread over those calls (d = dv = 128, 4 rows, a
   // row is 8 lines: AVX2 11 lines of each per call, AVX-512 10; 2 rows: 16 and 16).
-  constexpr int KB = R <= 2 ? 4 : 2;  // keys per group of the scores
+  constexpr int KB = R <= 2 ? 4 : 2;  // keys per group of the scores (1 row: 2 keys and 1 × 2 blocks no better, ±6 %)
   const size_t k_lines = (d * sizeof(float) + 63) / 64, v_lines = (dv_pad * sizeof(float) + 63) / 64;
   // ≤ the calls made: FusedValues' blocks (its 1-vector tail included) and the score groups.
   const size_t calls = (dv_pad / L + NV - 1) / NV + (kPrefetchInScores ? kFusedKeys / KB : 0);
