@@ -158,10 +158,7 @@ int run(const Args& a) {
     for (auto& [kc, vc] : copies) kc[i] = k, vc[i] = v;
   }
   std::vector<std::string> pages;  // each copy's, as the kernel placed K and V
-  for (auto& [kc, vc] : copies) {
-    const std::string pk = ab::describe_pages(kc, nkv * sizeof(E)), pv = ab::describe_pages(vc, nkv * sizeof(E));
-    pages.push_back(pk == pv ? pk : "K " + pk + ", V " + pv);
-  }
+  for (auto& [kc, vc] : copies) pages.push_back(ab::describe_kv_pages(kc, vc, nkv * sizeof(E)));
   std::vector<Run<E>> runs;
   for (const auto& [path, f] : builds)
     for (size_t c = 0; c < copies.size(); ++c)

@@ -72,6 +72,11 @@ std::string describe_pages(const void* p, size_t bytes) {
   return "2 MiB pages (" + std::to_string(static_cast<int>(100 * f + 0.5)) + " %, the rest 4 KiB)";
 }
 
+std::string describe_kv_pages(const void* k, const void* v, size_t bytes) {
+  const std::string pk = describe_pages(k, bytes), pv = describe_pages(v, bytes);
+  return pk == pv ? pk : "K: " + pk + ", V: " + pv;
+}
+
 MappedBuffer::MappedBuffer(size_t bytes, bool huge) {
   // One huge page more than asked, so that data_ can start on a 2 MiB boundary.
   const size_t rounded = (std::max<size_t>(bytes, 1) + kHugePage - 1) / kHugePage * kHugePage;

@@ -27,6 +27,10 @@ double huge_page_fraction(const void* p, size_t bytes);
 // unknown": for a report's header.
 std::string describe_pages(const void* p, size_t bytes);
 
+// The pages of a K and a V buffer of `bytes` each: describe_pages once when they agree,
+// else "K: …, V: …".
+std::string describe_kv_pages(const void* k, const void* v, size_t bytes);
+
 // A buffer of n elements of E, mapped for itself on a 2 MiB boundary and advised into
 // 2 MiB pages (huge) or kept out of them (not huge), whatever the kernel's default: the
 // two page kinds side by side in one process. Zero-filled; the pages are placed when
