@@ -30,11 +30,11 @@
 // MaskRow's masks and scale, the online softmax).
 //
 // Grouped heads decoding (2 to 4 rows) on whole tiles without a score treatment takes
-// the fused step instead (FusedDecodeBlock), and so does one row on AVX-512 when K and V
-// are too large for the last-level cache (FusedOneRow): the keys 8 at a time through scores,
-// online softmax and O += P·V, with the K and V lines 8 keys ahead (16 on AVX-512) asked
-// for a few at a time inside the product, so that the memory is kept busy while the core
-// computes.
+// the fused step instead (FusedDecodeBlock), and so does one row on AVX-512: the keys 8
+// at a time through scores, online softmax and O += P·V, with the K and V lines 8 keys
+// ahead (16 on AVX-512) asked for a few at a time inside the product, so that the memory
+// is kept busy while the core computes; or, on AVX-512 when K and V fit the last-level
+// cache, beside each load (FusedRequestsBesideLoads).
 //
 // Memory. With so little work per byte the caches must be filled ahead of use (on
 // AVX-512 the requests fill L2, on AVX2 L1: kPrefetchIntoL2): while
@@ -681,6 +681,10 @@ struct LinePrefetcher {
       if (++line == lines) line = 0, ++row;
     }
   }
+  // Beside a load (kBesideLoads, FusedRequestsBesideLoads): the line `byte` bytes into
+  // row `r`. With no rows to ask for (the item's last keys) base is the current block's,
+  // whose lines are already in cache, so the loads' loops need no branch.
+  HWY_INLINE void At(size_t r, size_t byte) const { PrefetchLine(base + r * stride + byte); }
 };
 
 // On AVX-512 the prefetchers are also asked for lines as each group of KB keys of the
@@ -727,9 +731,10 @@ HWY_INLINE __m512 LaneSums16(const float* HWY_RESTRICT a, size_t n) {
 
 // The raw scores of R rows against keys [0, kFusedKeys) of k (row stride k_rs): dot
 // products over `cols` values (a whole number of vectors), `KB` keys at a time, each
-// reduced across its lanes into s[r · kFusedKeys + j]. With kPrefetchInScores, asks
-// `per_group` lines of each prefetcher as each group of KB keys starts.
-template <int R, int KB>
+// reduced across its lanes into s[r · kFusedKeys + j]. With kBesideLoads, asks kpf for
+// the line of K ahead beside each K vector it loads (a vector is a line there); else,
+// with kPrefetchInScores, `per_group` lines of each prefetcher as each group of KB keys starts.
+template <int R, int KB, bool kBesideLoads>
 HWY_INLINE void FusedScores(size_t cols, const float* HWY_RESTRICT q, size_t q_rs, const float* HWY_RESTRICT k,
                             size_t k_rs, float* HWY_RESTRICT s, size_t per_group, LinePrefetcher& kpf,
                             LinePrefetcher& vpf) {
@@ -738,7 +743,7 @@ HWY_INLINE void FusedScores(size_t cols, const float* HWY_RESTRICT q, size_t q_r
   // The accumulators of the eight keys of each row, [R][kFusedKeys][L], reduced together.
   HWY_ALIGN float acc_out[R * kFusedKeys * (HWY_MAX_BYTES / sizeof(float))];
   for (size_t j0 = 0; j0 < kFusedKeys; j0 += KB) {
-    if constexpr (kPrefetchInScores) {
+    if constexpr (kPrefetchInScores && !kBesideLoads) {
       kpf.Next(per_group);
       vpf.Next(per_group);
     }
@@ -749,6 +754,7 @@ HWY_INLINE void FusedScores(size_t cols, const float* HWY_RESTRICT q, size_t q_r
       VF kv[KB];
       for (int j = 0; j < KB; ++j) {
         kv[j] = hn::LoadU(df, k + (j0 + j) * k_rs + c);
+        if constexpr (kBesideLoads) kpf.At(j0 + j, c * sizeof(float));
         KeepInRegister(kv[j]);
       }
       for (int r = 0; r < R; ++r) {
@@ -790,8 +796,9 @@ HWY_INLINE void FusedScores(size_t cols, const float* HWY_RESTRICT q, size_t q_r
 
 // O [R × dv_pad] += P [R × kFusedKeys] · V [kFusedKeys × dv_pad] for the columns from c
 // on (V's rows at v, stride v_rs; O's rows dv_pad apart), NV vectors of columns at a
-// time, asking `per_block` lines of each prefetcher as each column block starts.
-template <int R, int NV>
+// time, asking `per_block` lines of each prefetcher as each column block starts, or with
+// kBesideLoads vpf's line of V ahead beside each V vector it loads.
+template <int R, int NV, bool kBesideLoads>
 HWY_INLINE void FusedValues(size_t c, size_t dv_pad, const float* HWY_RESTRICT p, const float* HWY_RESTRICT v,
                             size_t v_rs, float* HWY_RESTRICT o, size_t per_block, LinePrefetcher& kpf,
                             LinePrefetcher& vpf) {
@@ -801,12 +808,15 @@ HWY_INLINE void FusedValues(size_t c, size_t dv_pad, const float* HWY_RESTRICT p
     VF acc[R][NV];
     for (int r = 0; r < R; ++r)
       for (int u = 0; u < NV; ++u) acc[r][u] = hn::LoadU(df, o + r * dv_pad + c + u * L);
-    kpf.Next(per_block);
-    vpf.Next(per_block);
+    if constexpr (!kBesideLoads) {
+      kpf.Next(per_block);
+      vpf.Next(per_block);
+    }
     for (size_t j = 0; j < kFusedKeys; ++j) {
       VF vv[NV];
       for (int u = 0; u < NV; ++u) {
         vv[u] = hn::LoadU(df, v + j * v_rs + c + u * L);
+        if constexpr (kBesideLoads) vpf.At(j, (c + u * L) * sizeof(float));
         KeepInRegister(vv[u]);
       }
       for (int r = 0; r < R; ++r) {
@@ -818,7 +828,7 @@ HWY_INLINE void FusedValues(size_t c, size_t dv_pad, const float* HWY_RESTRICT p
       for (int u = 0; u < NV; ++u) hn::StoreU(acc[r][u], df, o + r * dv_pad + c + u * L);
   }
   if constexpr (NV > 1)
-    if (c < dv_pad) FusedValues<R, 1>(c, dv_pad, p, v, v_rs, o, per_block, kpf, vpf);
+    if (c < dv_pad) FusedValues<R, 1, kBesideLoads>(c, dv_pad, p, v, v_rs, o, per_block, kpf, vpf);
 }
 
 // The online-softmax step of one row on a block of kFusedKeys raw scores x (in place:
@@ -877,37 +887,55 @@ HWY_INLINE void FusedSoftmaxRow(float* x, float scale, float& m, float& l, bool&
                          static_cast<int64_t>(dv_pad), nullptr, d8);
 }
 
-// Whether one query row per K/V head (a decoding step without grouped heads) takes the
-// fused step: on the AVX-512 targets (requests into L2), when the call's K and V hold at
-// least fused_one_row_min_kv_bytes (the last-level cache's size). From memory the fused
-// step keeps the memory busy where the tile-at-a-time step leaves it idle during each
-// tile's softmax and product; in cache its requests' bookkeeping and per-block work cost
-// more than they save. Measured on Zen 4 (2 threads, interleaved builds), against the
-// tile-at-a-time step: 8/8 heads, Nk = 32768, d = 128, +4 to +10 % with the memory at
-// 25–29 GB/s (−1 to +5 % at 20–26); B = 4, Nk = 4096 +5 to +11 %; d = 64 +14 to +25 %,
-// d = 256 +2 to +4 %; in 2 MiB pages +9 to +13 %; but with K and V in L3 (Nk = 512, 2048)
-// −33 to −37 %. The AVX2 target keeps the tile-at-a-time step: on Zen 3, its machine,
-// one row fused was −1 to −3 % (before the lazy max and the spread requests;
-// docs/engine.md, "One query row, fused").
-bool FusedOneRow(const Plan& p) {
+// How the fused step asks for the K and V lines kFusedAhead keys ahead, on the targets
+// that ask into L2 (kPrefetchIntoL2): beside each of its loads (one line per vector) when
+// the call's K and V hold at most fused_beside_loads_max_kv_bytes (the last-level cache's
+// size), spread over its blocks (LinePrefetcher::Next) otherwise. The two ask for the same
+// lines at other moments, and the results are bitwise the same. Where K and V fit the
+// cache, a call made again finds them there, and the spread requests' bookkeeping costs
+// more than it brings (13 instructions a line: more than the step's multiply-adds at 4
+// rows; perf, 32/8 heads in L3: 8 % of the samples in its loops, 24 % at one row); from
+// memory the spread requests are as fast or up to 9 % faster. Measured on
+// Zen 4 (2 threads, d = 128 unless said, builds interleaved), beside the loads against
+// spread: K and V in L3, 32/8 heads, Nk = 2048 to 4096, +19 to +41 %; 16/8 +57 %,
+// 24/8 +46 %, B = 4 at Nk = 512 +37 %, d = 64 +22 %, d = 256 +49 %; in L2 (one thread,
+// 4/1 heads, Nk = 512) +41 %; K and V of 48 MiB −5 %, 64 MiB ±0; from memory (Nk = 32768)
+// 32/8 −2 to +3 %, 24/8 −3 %, 16/8 −9 %, d = 256 −8 %. So a model whose layers' caches
+// are each smaller than the cache, read from memory as decoding goes layer by layer,
+// loses up to 9 % with 2 rows (none with 4), and a call that finds its cache in L3 gains
+// a third or more (docs/engine.md, "Requests beside the loads, in cache"). AVX2 asks as
+// tuned on Zen 3.
+bool FusedRequestsBesideLoads(const Plan& p) {
   if constexpr (!kPrefetchIntoL2) return false;
   const auto& dm = p.dims;
   const double kv_bytes = static_cast<double>(dm.B * dm.Hkv) * static_cast<double>(dm.Nk) *
                           static_cast<double>(dm.d + dm.dv) * sizeof(float);
-  return kv_bytes >= static_cast<double>(fused_one_row_min_kv_bytes().load(std::memory_order_relaxed));
+  return kv_bytes <= static_cast<double>(fused_beside_loads_max_kv_bytes().load(std::memory_order_relaxed));
 }
 
 // True when the item's block takes the fused step on tile [j0, j0 + nc) (see its
-// comment): decoding with 2 to 4 rows per K/V head (grouped heads), or one row where
-// FusedOneRow says so (all in this block; their scores are dot products), float32 K and
-// V in place (DecodeBlock asks only then), whole blocks of keys,
-// no score treatment, and every row's key range covering the tile.
+// comment): decoding with 2 to 4 rows per K/V head (grouped heads), or one row on the
+// targets that ask for lines into L2 (all in this block; their scores are dot products),
+// float32 K and V in place (DecodeBlock asks only then), whole blocks of keys, no score
+// treatment, and every row's key range covering the tile.
+//
+// One query row per K/V head (a decoding step without grouped heads) takes the fused
+// step on AVX-512: from memory it keeps the memory busy where the tile-at-a-time step
+// leaves it idle during each tile's softmax and product, and in cache, with its requests
+// beside the loads (FusedRequestsBesideLoads), it is ahead too. Measured on Zen 4 (2
+// threads, interleaved builds), against the tile-at-a-time step: 8/8 heads, Nk = 32768,
+// d = 128, +4 to +10 % with the memory at 25–29 GB/s (−1 to +5 % at 20–26); B = 4,
+// Nk = 4096 +5 to +11 %; d = 64 +14 to +25 %, d = 256 +2 to +4 %; in 2 MiB pages +9 to
+// +13 %; with K and V in L3 (Nk = 512, 2048) +16, +11 %, where with the spread requests
+// it had been −33 to −37 % and kept to caches larger than the last-level one. The AVX2
+// target keeps the tile-at-a-time step: on Zen 3, its machine, one row fused was −1 to
+// −3 % (before the lazy max and the spread requests; docs/engine.md, "One query row, fused").
 bool FusedApplies(const DecodeWork& w, int64_t b, int64_t W, int64_t j0, int64_t nc, InPlaceRows<float> k_rows,
                   InPlaceRows<float> v_rows) {
   const Plan& p = *w.p;
   const AttentionOptions<float>& o = *p.options;
   if (W < 1 || W > 4 || W != w.rows || !fused_decode_allowed().load(std::memory_order_relaxed)) return false;
-  if (W == 1 && !FusedOneRow(p)) return false;
+  if (W == 1 && !kPrefetchIntoL2) return false;
   if (k_rows.data == nullptr || v_rows.data == nullptr || nc % static_cast<int64_t>(kFusedKeys) != 0) return false;
   if (p.softcap != 0.0f || p.alibi || p.score_mod != nullptr || p.mask_mod != nullptr || o.additive_mask.present() ||
       o.bool_mask.present())
@@ -921,11 +949,12 @@ bool FusedApplies(const DecodeWork& w, int64_t b, int64_t W, int64_t j0, int64_t
 
 // The fused step (see above) for the R = w.rows rows of item `item` on tile [j0, j0 + nc):
 // K's rows at k_rows, V's at v_rows (row j0 first), `ahead` keys from j0 on that may be
-// prefetched (the item's keys). sc.q holds the item's packed queries. Kept out of line,
+// prefetched (the item's keys), asked for beside the loads or spread over the block
+// (kBesideLoads, FusedRequestsBesideLoads). sc.q holds the item's packed queries. Kept out of line,
 // as it was measured: ScoresByDot's groups of 8 rows led GCC to inline it into
 // DecodeBlock, and 32/8 heads then decoded 9 % slower in one interleaved run (within the
 // driver's ±2 % noise in three later ones).
-template <int R>
+template <int R, bool kBesideLoads>
 HWY_NOINLINE void FusedDecodeBlock(const DecodeWork& w, int64_t item, int64_t b, int64_t hk, int64_t nc,
                                    int64_t ahead, InPlaceRows<float> k_rows, InPlaceRows<float> v_rows,
                                    DecodeScratch& sc) {
@@ -962,23 +991,35 @@ HWY_NOINLINE void FusedDecodeBlock(const DecodeWork& w, int64_t item, int64_t b,
   for (int64_t j = 0; j < nc; j += static_cast<int64_t>(kFusedKeys)) {
     const float* k = k_rows.data + static_cast<size_t>(j) * k_rows.stride;
     const float* v = v_rows.data + static_cast<size_t>(j) * v_rows.stride;
-    const int64_t next = j + static_cast<int64_t>(kFusedAhead);
-    const size_t pf_rows = next + static_cast<int64_t>(kFusedKeys) <= ahead ? kFusedKeys : 0;
-    LinePrefetcher kpf{reinterpret_cast<const char*>(k_rows.data + static_cast<size_t>(next) * k_rows.stride),
+    // The block kFusedAhead keys ahead, if it is the item's; else none (LinePrefetcher::At
+    // then asks for this block's lines again).
+    const bool ask = j + static_cast<int64_t>(kFusedAhead + kFusedKeys) <= ahead;
+    const size_t pf_rows = ask ? kFusedKeys : 0, pf_key = static_cast<size_t>(j) + (ask ? kFusedAhead : 0);
+    LinePrefetcher kpf{reinterpret_cast<const char*>(k_rows.data + pf_key * k_rows.stride),
                        k_rows.stride * sizeof(float), k_lines, pf_rows};
-    LinePrefetcher vpf{reinterpret_cast<const char*>(v_rows.data + static_cast<size_t>(next) * v_rows.stride),
+    LinePrefetcher vpf{reinterpret_cast<const char*>(v_rows.data + pf_key * v_rows.stride),
                        v_rows.stride * sizeof(float), v_lines, pf_rows};
-    FusedScores<R, KB>(d, sc.q.get(), static_cast<size_t>(p.d_pad), k, k_rows.stride, s, per_call, kpf, vpf);
+    FusedScores<R, KB, kBesideLoads>(d, sc.q.get(), static_cast<size_t>(p.d_pad), k, k_rows.stride, s, per_call, kpf, vpf);
     if (w.kv_suspect != nullptr)
       for (size_t j8 = 0; j8 < kFusedKeys; j8 += hn::Lanes(d8)) finite8 = hn::MulAdd(hn::LoadU(d8, s + j8), hn::Zero(d8), finite8);
     for (int r = 0; r < R; ++r) {
       const int64_t at = row0 + r;
       FusedSoftmaxRow(s + r * kFusedKeys, scale[r], w.m[at], w.l[at], w.nan_score[at], o + r * dv_pad, dv_pad);
     }
-    if (three) FusedValues<R, 3>(0, dv_pad, s, v, v_rows.stride, o, per_call, kpf, vpf);
-    else FusedValues<R, kNarrowNV>(0, dv_pad, s, v, v_rows.stride, o, per_call, kpf, vpf);
+    if (three) FusedValues<R, 3, kBesideLoads>(0, dv_pad, s, v, v_rows.stride, o, per_call, kpf, vpf);
+    else FusedValues<R, kNarrowNV, kBesideLoads>(0, dv_pad, s, v, v_rows.stride, o, per_call, kpf, vpf);
   }
   if (w.kv_suspect != nullptr && !hn::AllFalse(d8, hn::IsNaN(finite8))) w.kv_suspect->store(true, std::memory_order_relaxed);
+}
+
+// FusedDecodeBlock for W = 1 to 4 rows.
+template <bool kBesideLoads>
+void FusedDecodeRows(const DecodeWork& w, int64_t item, int64_t b, int64_t hk, int64_t W, int64_t nc, int64_t ahead,
+                     InPlaceRows<float> k_rows, InPlaceRows<float> v_rows, DecodeScratch& sc) {
+  if (W == 1) FusedDecodeBlock<1, kBesideLoads>(w, item, b, hk, nc, ahead, k_rows, v_rows, sc);
+  else if (W == 2) FusedDecodeBlock<2, kBesideLoads>(w, item, b, hk, nc, ahead, k_rows, v_rows, sc);
+  else if (W == 3) FusedDecodeBlock<3, kBesideLoads>(w, item, b, hk, nc, ahead, k_rows, v_rows, sc);
+  else FusedDecodeBlock<4, kBesideLoads>(w, item, b, hk, nc, ahead, k_rows, v_rows, sc);
 }
 
 // One row block on one key tile: S = scores, the online-softmax step, O += P·V.
@@ -996,10 +1037,8 @@ bool DecodeBlock(const DecodeWork& w, int64_t item, int64_t b, int64_t hk, int64
     // Grouped heads decoding in the common case: the fused step (see FusedDecodeBlock).
     const InPlaceRows<float> k_rows = RowsInPlace(kv, b, hk, j0, dm.d, L);
     if (FusedApplies(w, b, W, j0, nc, k_rows, v_rows)) {
-      if (W == 1) FusedDecodeBlock<1>(w, item, b, hk, nc, ahead, k_rows, v_rows, sc);
-      else if (W == 2) FusedDecodeBlock<2>(w, item, b, hk, nc, ahead, k_rows, v_rows, sc);
-      else if (W == 3) FusedDecodeBlock<3>(w, item, b, hk, nc, ahead, k_rows, v_rows, sc);
-      else FusedDecodeBlock<4>(w, item, b, hk, nc, ahead, k_rows, v_rows, sc);
+      if (FusedRequestsBesideLoads(p)) FusedDecodeRows<true>(w, item, b, hk, W, nc, ahead, k_rows, v_rows, sc);
+      else FusedDecodeRows<false>(w, item, b, hk, W, nc, ahead, k_rows, v_rows, sc);
       return true;
     }
   }
@@ -1108,7 +1147,10 @@ void DecodeChunk(const DecodeWork& w, int64_t item, int64_t kv, int64_t c, Decod
   }
   if (verify && !AllFinite(w.o + row0 * p.dv_pad, w.rows * p.dv_pad)) w.kv_suspect->store(true, std::memory_order_relaxed);
   p.tiles_computed.fetch_add(computed, std::memory_order_relaxed);
-  if (fused != 0) tile_counts().decode_fused.fetch_add(fused, std::memory_order_relaxed);
+  if (fused != 0) {
+    tile_counts().decode_fused.fetch_add(fused, std::memory_order_relaxed);
+    if (FusedRequestsBesideLoads(p)) tile_counts().decode_fused_beside_loads.fetch_add(fused, std::memory_order_relaxed);
+  }
 }
 
 // Row r of key/value head kv (batch item kvl): its partials merged in chunk order and

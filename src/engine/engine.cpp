@@ -256,7 +256,7 @@ std::atomic<bool>& fused_decode_allowed() {
   return allowed;
 }
 
-std::atomic<int64_t>& fused_one_row_min_kv_bytes() {
+std::atomic<int64_t>& fused_beside_loads_max_kv_bytes() {
   static std::atomic<int64_t> bytes{last_level_cache_bytes()};
   return bytes;
 }

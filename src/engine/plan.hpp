@@ -147,10 +147,11 @@ class Operand {
 
 // Test hook: the tile pairs (query tile × key tile of one (b, h)) the kernels computed,
 // summed over every call of this process (engine.cpp adds each call's count), and the key
-// tiles the decode path took through its fused grouped-heads step (decode-inl.h). The
+// tiles the decode path took through its fused step (decode-inl.h), and of those the ones
+// that asked for their lines beside the loads (FusedRequestsBesideLoads). The
 // tile-skipping and decode tests read it; nothing else does.
 struct TileCounts {
-  std::atomic<int64_t> forward{0}, backward{0}, decode_fused{0};
+  std::atomic<int64_t> forward{0}, backward{0}, decode_fused{0}, decode_fused_beside_loads{0};
 };
 TileCounts& tile_counts();
 
@@ -160,13 +161,15 @@ TileCounts& tile_counts();
 // the float32 engine's on every shape (docs/engine.md, "Bitwise equal to the float32 engine").
 std::atomic<bool>& fused_decode_allowed();
 
-// One query row per K/V head takes the fused step (on the targets that ask for lines into
-// L2, decode-inl.h) when the call's K and V hold at least this many bytes: by default the
-// last-level cache's size (last_level_cache_bytes; 0 if unknown, and then always), so that they
-// come from memory, where the fused step is faster, and not from a cache the call before
-// filled, where the tile-at-a-time step is (docs/engine.md, "One query row, fused"). A
-// test hook too: 0 sends every one-row step there.
-std::atomic<int64_t>& fused_one_row_min_kv_bytes();
+// The fused decoding step asks for its K and V lines beside its loads (on the targets that
+// ask for lines into L2, decode-inl.h: FusedRequestsBesideLoads) when the call's K and V
+// hold at most this many bytes, and spreads its requests over each block otherwise: by
+// default the last-level cache's size (last_level_cache_bytes; 0 if unknown, and then
+// never), so that a cache a call finds where the call before left it is read the way a
+// cache is read fastest, and one streamed from memory the way memory is (docs/engine.md,
+// "Requests beside the loads, in cache"). A test hook too: both ways give bitwise the
+// same results, and the tests hold them to that.
+std::atomic<int64_t>& fused_beside_loads_max_kv_bytes();
 
 struct Plan {
   detail::AttentionDims dims;

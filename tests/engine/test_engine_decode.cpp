@@ -16,6 +16,7 @@
 #include <random>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "attnlab/attention.hpp"
 #include "attnlab/engine.hpp"
@@ -173,24 +174,41 @@ TEST(EngineDecode, GroupedHeadsFusedStepWithinTheAccuracyRule) {
   EXPECT_EQ(dims.size(), 6u);
 }
 
+// The fused step's two ways of asking for K's and V's lines (decode-inl.h,
+// FusedRequestsBesideLoads): beside each load where K and V fit the last-level cache,
+// spread over each block elsewhere. The threshold (fused_beside_loads_max_kv_bytes) set
+// to the largest size or to 0 sends every call one way or the other while it lives.
+struct RequestsFor {
+  int64_t saved = al::engine::fused_beside_loads_max_kv_bytes().load();
+  explicit RequestsFor(bool beside_loads) {
+    al::engine::fused_beside_loads_max_kv_bytes().store(beside_loads ? std::numeric_limits<int64_t>::max() : 0);
+  }
+  ~RequestsFor() { al::engine::fused_beside_loads_max_kv_bytes().store(saved); }
+};
+
+// The forward's O and L of a problem, with the fused step's requests one way or the other.
+std::vector<al::Tensor<float>> forward_with_requests(const al::test::Problem& p, bool beside_loads, int threads) {
+  const RequestsFor requests(beside_loads);
+  const al::test::FloatProblem fp(p);
+  auto f = al::attention_forward(fp.q.view(), fp.k.view(), fp.v.view(), fp.options(p), al::ComputeConfig{threads});
+  return {f.out, f.lse};
+}
+
+bool bitwise_equal(const al::Tensor<float>& a, const al::Tensor<float>& b) {
+  return a.numel() == b.numel() && std::memcmp(a.data(), b.data(), sizeof(float) * static_cast<size_t>(a.numel())) == 0;
+}
+
 // One query row per K/V head (decoding without grouped heads) takes the fused step on the
-// AVX-512 targets when the call's K and V exceed the last-level cache (decode-inl.h,
-// FusedOneRow), and the tile-at-a-time step otherwise. The test's caches are small, so
-// the threshold is lowered to 0 while it runs: the fused step's single row within the
-// accuracy rule (padding, every scale policy, d from 1 to 256, caches of up to 24
-// chunks merged), bitwise the same for 1, 2 and 3 threads; at the default threshold the
-// same problems take the tile-at-a-time step. Elsewhere (AVX2 and the rest) one row
-// never takes the fused step.
+// AVX-512 targets, whatever the cache's size (decode-inl.h, FusedApplies), and never
+// elsewhere (AVX2 keeps the tile-at-a-time step). Within the accuracy rule with its
+// requests either way (padding, every scale policy, d from 1 to 256, caches of up to 24
+// chunks merged); by default those whose K and V fit the last-level cache, most of them,
+// ask beside the loads, the others spread (counted). Bitwise the same for 1, 2 and 3 threads.
 TEST(EngineDecode, OneQueryRowFusedStepWithinTheAccuracyRule) {
-  struct Threshold {  // fused_one_row_min_kv_bytes, restored on the way out
-    int64_t saved = al::engine::fused_one_row_min_kv_bytes().load();
-    explicit Threshold(int64_t bytes) { al::engine::fused_one_row_min_kv_bytes().store(bytes); }
-    ~Threshold() { al::engine::fused_one_row_min_kv_bytes().store(saved); }
-  };
   const bool avx512 = al::engine::target_name().rfind("AVX3", 0) == 0;
   const uint64_t seed = base_seed() + 5000;
   constexpr int kProblems = 40;
-  int fused = 0, tiled_at_default = 0, padded = 0, row_scale = 0;
+  int fused = 0, beside_at_default = 0, padded = 0, row_scale = 0;
   std::set<int64_t> dims;
   for (int n = 0; n < kProblems; ++n) {
     std::mt19937_64 rng(seed + static_cast<uint64_t>(n));
@@ -200,29 +218,35 @@ TEST(EngineDecode, OneQueryRowFusedStepWithinTheAccuracyRule) {
     padded += !p.key_lengths.empty();
     row_scale += p.scale.depends_on_n();
     dims.insert(p.d);
-    int64_t before = al::engine::tile_counts().decode_fused.load();
-    {
-      const Threshold every_cache(0);
-      al::test::check_engine_against_reference(p, n % 5 == 2, al::ComputeConfig{2});
-    }
+    const auto& counts = al::engine::tile_counts();
+    int64_t before = counts.decode_fused.load(), beside_before = counts.decode_fused_beside_loads.load();
+    al::test::check_engine_against_reference(p, n % 5 == 2, al::ComputeConfig{2});
     EXPECT_EQ(al::engine::last_forward_path(), ForwardPath::decode);
-    const bool took_fused = al::engine::tile_counts().decode_fused.load() > before;
+    const bool took_fused = counts.decode_fused.load() > before;
     fused += took_fused;
+    // By default beside the loads when K and V fit the last-level cache, as most of these do.
+    const double kv_bytes = 4.0 * static_cast<double>(p.B * p.Hkv * p.Nk * (p.d + p.dv));
+    const bool fits = kv_bytes <= static_cast<double>(al::engine::fused_beside_loads_max_kv_bytes().load());
+    const int64_t beside = counts.decode_fused_beside_loads.load() - beside_before;
+    EXPECT_EQ(beside, fits ? counts.decode_fused.load() - before : 0) << kv_bytes << " bytes of K and V";
+    beside_at_default += took_fused && beside > 0;
     if (!avx512) EXPECT_FALSE(took_fused) << "one row takes the fused step only on AVX-512 targets";
-    // At the default threshold (the last-level cache, far above these K and V) the same
-    // problem takes the tile-at-a-time step.
-    before = al::engine::tile_counts().decode_fused.load();
-    al::test::check_engine_against_reference(p, false, al::ComputeConfig{2});
-    tiled_at_default += al::engine::tile_counts().decode_fused.load() == before;
+    {
+      const RequestsFor spread(false);
+      before = counts.decode_fused.load(), beside_before = counts.decode_fused_beside_loads.load();
+      al::test::check_engine_against_reference(p, n % 5 == 2, al::ComputeConfig{2});
+      EXPECT_EQ(counts.decode_fused.load() > before, took_fused);
+      EXPECT_EQ(counts.decode_fused_beside_loads.load(), beside_before) << "the requests spread";
+    }
     if (::testing::Test::HasFailure() && std::getenv("ATTNLAB_KEEP_GOING") == nullptr) break;
   }
   if (avx512) EXPECT_GT(fused, kProblems / 4);  // not d = 1 (K not read in place), masks or causal edges
-  EXPECT_EQ(tiled_at_default, kProblems);
+  if (avx512) EXPECT_GT(beside_at_default, fused / 2);
   EXPECT_GT(padded, kProblems / 6);
   EXPECT_GT(row_scale, kProblems / 20);
   EXPECT_EQ(dims.size(), 6u);
 
-  // Split-KV over 7 chunks, key padding: bitwise the same for 1, 2 and 3 threads.
+  // Split-KV over 7 chunks, key padding: bitwise the same for 1, 2 and 3 threads, either way.
   std::mt19937_64 rng(seed);
   al::test::Problem p;
   p.B = 2, p.Hq = p.Hkv = 3, p.Nq = 1, p.Nk = 7 * al::engine::kDecodeChunk - 5, p.d = p.dv = 128;
@@ -231,22 +255,43 @@ TEST(EngineDecode, OneQueryRowFusedStepWithinTheAccuracyRule) {
   p.v = al::Tensor<double>({p.B, p.Hkv, p.Nk, p.dv});
   for (auto* t : {&p.q, &p.k, &p.v}) al::test::fill_normal(*t, rng);
   p.key_lengths = {p.Nk, p.Nk - 1000};
-  const al::test::FloatProblem fp(p);
-  const auto opt = fp.options(p);
-  const Threshold every_cache(0);
-  auto run = [&](int threads) {
+  for (const bool beside_loads : {true, false}) {
     const int64_t before = al::engine::tile_counts().decode_fused.load();
-    auto f = al::attention_forward(fp.q.view(), fp.k.view(), fp.v.view(), opt, al::ComputeConfig{threads});
+    const auto one = forward_with_requests(p, beside_loads, 1);
     EXPECT_EQ(al::engine::tile_counts().decode_fused.load() > before, avx512);
-    return std::vector<al::Tensor<float>>{f.out, f.lse};
-  };
-  const auto one = run(1);
-  for (int threads : {2, 3}) {
-    const auto other = run(threads);
-    for (size_t x = 0; x < one.size(); ++x)
-      EXPECT_EQ(std::memcmp(one[x].data(), other[x].data(), sizeof(float) * static_cast<size_t>(one[x].numel())), 0)
-          << al::test::kQuantity[x] << ": " << threads << " threads against 1";
+    for (int threads : {2, 3}) {
+      const auto other = forward_with_requests(p, beside_loads, threads);
+      for (size_t x = 0; x < one.size(); ++x)
+        EXPECT_TRUE(bitwise_equal(one[x], other[x]))
+            << al::test::kQuantity[x] << ": " << threads << " threads against 1, beside the loads " << beside_loads;
+    }
   }
+}
+
+// The fused step's requests beside the loads and spread over each block ask for the same
+// lines at other moments; the arithmetic is the same code in both, so the results must be
+// bitwise the same: 1 to 4 rows per K/V head, padding, strided views, caches of up to 12
+// chunks. On targets without the two ways (AVX2 and the rest) both runs take the same one.
+TEST(EngineDecode, FusedStepRequestsBesideTheLoadsOrSpreadGiveBitwiseTheSameResults) {
+  const uint64_t seed = base_seed() + 5500;
+  constexpr int kProblems = 40;
+  int fused = 0;
+  for (int n = 0; n < kProblems; ++n) {
+    std::mt19937_64 rng(seed + static_cast<uint64_t>(n));
+    const al::test::Problem p = al::test::random_problem(rng, fused_step_limits(n, /*max_seq_q=*/2, /*max_group=*/4));
+    SCOPED_TRACE("seed " + std::to_string(seed + n) + ": " + p.describe());
+    const int64_t before = al::engine::tile_counts().decode_fused.load();
+    const auto beside = forward_with_requests(p, true, 2);
+    fused += al::engine::tile_counts().decode_fused.load() > before;
+    const auto spread = forward_with_requests(p, false, 2);
+    for (size_t x = 0; x < beside.size(); ++x)
+      EXPECT_TRUE(bitwise_equal(beside[x], spread[x])) << al::test::kQuantity[x] << " beside the loads against spread";
+    if (::testing::Test::HasFailure() && std::getenv("ATTNLAB_KEEP_GOING") == nullptr) break;
+  }
+  // Not d = 1 (K not read in place), masks or causal edges, nor one row on AVX2 and the rest.
+  const bool avx512 = al::engine::target_name().rfind("AVX3", 0) == 0;
+  EXPECT_GE(fused, avx512 ? kProblems / 4 : kProblems / 6);
+  std::printf("fused-step problems: %d of %d\n", fused, kProblems);
 }
 
 // The fused step's lazy max (decode-inl.h, FusedSoftmaxRow): its reference m moves only
