@@ -241,7 +241,9 @@ TEST(EngineDecode, OneQueryRowFusedStepWithinTheAccuracyRule) {
     if (::testing::Test::HasFailure() && std::getenv("ATTNLAB_KEEP_GOING") == nullptr) break;
   }
   if (avx512) EXPECT_GT(fused, kProblems / 4);  // not d = 1 (K not read in place), masks or causal edges
-  if (avx512) EXPECT_GT(beside_at_default, fused / 2);
+  // Most of these caches fit a last-level cache of 8 MiB or more (sysfs may not tell: then none).
+  if (avx512 && al::engine::fused_beside_loads_max_kv_bytes().load() >= (int64_t{8} << 20))
+    EXPECT_GT(beside_at_default, fused / 2);
   EXPECT_GT(padded, kProblems / 6);
   EXPECT_GT(row_scale, kProblems / 20);
   EXPECT_EQ(dims.size(), 6u);
