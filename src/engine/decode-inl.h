@@ -894,7 +894,7 @@ HWY_INLINE void FusedSoftmaxRow(float* x, float scale, float& m, float& l, bool&
 // lines at other moments, and the results are bitwise the same. Where K and V fit the
 // cache, a call made again finds them there, and the spread requests' bookkeeping costs
 // more than it brings (13 instructions a line: more than the step's multiply-adds at 4
-// rows; perf, 32/8 heads in L3: 8 % of the samples in its loops, 24 % at one row); from
+// rows; perf, 32/8 heads in L3: about 15 % of the samples in its loops, 24 % at one row); from
 // memory the spread requests are as fast or up to 9 % faster. Measured on
 // Zen 4 (2 threads, d = 128 unless said, builds interleaved), beside the loads against
 // spread: K and V in L3, 32/8 heads, Nk = 2048 to 4096, +19 to +41 %; 16/8 +57 %,
