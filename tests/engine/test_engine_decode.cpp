@@ -23,6 +23,7 @@
 #include "attnlab/reference.hpp"
 #include "engine/decode_path.hpp"
 #include "engine_check.hpp"
+#include "same_bits.hpp"
 
 namespace al = attnlab;
 using al::engine::ForwardPath;
@@ -194,10 +195,6 @@ std::vector<al::Tensor<float>> forward_with_requests(const al::test::Problem& p,
   return {f.out, f.lse};
 }
 
-bool bitwise_equal(const al::Tensor<float>& a, const al::Tensor<float>& b) {
-  return a.numel() == b.numel() && std::memcmp(a.data(), b.data(), sizeof(float) * static_cast<size_t>(a.numel())) == 0;
-}
-
 // One query row per K/V head (decoding without grouped heads) takes the fused step on the
 // AVX-512 targets, whatever the cache's size (decode-inl.h, FusedApplies), and never
 // elsewhere (AVX2 keeps the tile-at-a-time step). Within the accuracy rule with its
@@ -264,7 +261,7 @@ TEST(EngineDecode, OneQueryRowFusedStepWithinTheAccuracyRule) {
     for (int threads : {2, 3}) {
       const auto other = forward_with_requests(p, beside_loads, threads);
       for (size_t x = 0; x < one.size(); ++x)
-        EXPECT_TRUE(bitwise_equal(one[x], other[x]))
+        EXPECT_TRUE(al::test::same_bits(one[x], other[x]))
             << al::test::kQuantity[x] << ": " << threads << " threads against 1, beside the loads " << beside_loads;
     }
   }
@@ -287,7 +284,7 @@ TEST(EngineDecode, FusedStepRequestsBesideTheLoadsOrSpreadGiveBitwiseTheSameResu
     fused += al::engine::tile_counts().decode_fused.load() > before;
     const auto spread = forward_with_requests(p, false, 2);
     for (size_t x = 0; x < beside.size(); ++x)
-      EXPECT_TRUE(bitwise_equal(beside[x], spread[x])) << al::test::kQuantity[x] << " beside the loads against spread";
+      EXPECT_TRUE(al::test::same_bits(beside[x], spread[x])) << al::test::kQuantity[x] << " beside the loads against spread";
     if (::testing::Test::HasFailure() && std::getenv("ATTNLAB_KEEP_GOING") == nullptr) break;
   }
   // Not d = 1 (K not read in place), masks or causal edges, nor one row on AVX2 and the rest.
@@ -428,8 +425,7 @@ TEST(EngineDecode, SplitKVBitwiseIdenticalForOneTwoThreeThreads) {
     for (int threads : {2, 3, 3, 0}) {
       const auto other = run(threads);
       for (size_t x = 0; x < one.size(); ++x)
-        EXPECT_EQ(std::memcmp(one[x].data(), other[x].data(), sizeof(float) * static_cast<size_t>(one[x].numel())), 0)
-            << al::test::kQuantity[x] << ": " << threads << " threads against 1";
+        EXPECT_TRUE(al::test::same_bits(one[x], other[x])) << al::test::kQuantity[x] << ": " << threads << " threads against 1";
     }
   }
 }

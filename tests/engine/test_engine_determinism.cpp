@@ -4,11 +4,11 @@
 // element) and the sinks' gradient too.
 #include <gtest/gtest.h>
 
-#include <cstring>
 #include <random>
 
 #include "attnlab/attention.hpp"
 #include "naive_float.hpp"
+#include "same_bits.hpp"
 
 namespace al = attnlab;
 
@@ -20,16 +20,12 @@ struct EngineRun {
   al::Tensor<uint8_t> dropout_mask;
 };
 
-bool same_bits(const al::Tensor<float>& a, const al::Tensor<float>& b) {
-  return a.shape() == b.shape() && std::memcmp(a.data(), b.data(), sizeof(float) * static_cast<size_t>(a.numel())) == 0;
-}
-
 void expect_identical(const EngineRun& a, const EngineRun& b, const std::string& what) {
-  EXPECT_TRUE(same_bits(a.f.out, b.f.out)) << what << ": out";
-  EXPECT_TRUE(same_bits(a.f.lse, b.f.lse)) << what << ": lse";
-  EXPECT_TRUE(same_bits(a.g.dq, b.g.dq)) << what << ": dq";
-  EXPECT_TRUE(same_bits(a.g.dk, b.g.dk)) << what << ": dk";
-  EXPECT_TRUE(same_bits(a.g.dv, b.g.dv)) << what << ": dv";
+  EXPECT_TRUE(al::test::same_bits(a.f.out, b.f.out)) << what << ": out";
+  EXPECT_TRUE(al::test::same_bits(a.f.lse, b.f.lse)) << what << ": lse";
+  EXPECT_TRUE(al::test::same_bits(a.g.dq, b.g.dq)) << what << ": dq";
+  EXPECT_TRUE(al::test::same_bits(a.g.dk, b.g.dk)) << what << ": dk";
+  EXPECT_TRUE(al::test::same_bits(a.g.dv, b.g.dv)) << what << ": dv";
   EXPECT_EQ(a.g.dsinks, b.g.dsinks) << what << ": dsinks";
   EXPECT_EQ(a.dropout_mask.storage(), b.dropout_mask.storage()) << what << ": dropout mask";
 }

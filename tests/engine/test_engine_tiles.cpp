@@ -8,13 +8,13 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cstring>
 #include <random>
 
 #include "attnlab/attention.hpp"
 #include "engine/decode_path.hpp"
 #include "engine/plan.hpp"
 #include "naive_float.hpp"
+#include "same_bits.hpp"
 
 namespace al = attnlab;
 using al::engine::kBc;
@@ -58,10 +58,6 @@ Counted run_counted(const al::test::Problem& p, int threads) {
   return c;
 }
 
-bool same_bits(const al::Tensor<float>& a, const al::Tensor<float>& b) {
-  return std::memcmp(a.data(), b.data(), sizeof(float) * static_cast<size_t>(a.numel())) == 0;
-}
-
 }  // namespace
 
 TEST(EngineTiles, SlidingWindowComputesOnlyTheBand) {
@@ -78,8 +74,8 @@ TEST(EngineTiles, SlidingWindowComputesOnlyTheBand) {
     // The band's tiles computed in any order give the same bits (the backward's dQ
     // counters start at each query tile's first visible key tile).
     const Counted one = run_counted(p, 1), three = run_counted(p, 3);
-    EXPECT_TRUE(same_bits(one.g.dq, c.g.dq) && same_bits(one.g.dq, three.g.dq));
-    EXPECT_TRUE(same_bits(one.g.dk, c.g.dk) && same_bits(one.f.out, three.f.out));
+    EXPECT_TRUE(al::test::same_bits(one.g.dq, c.g.dq) && al::test::same_bits(one.g.dq, three.g.dq));
+    EXPECT_TRUE(al::test::same_bits(one.g.dk, c.g.dk) && al::test::same_bits(one.f.out, three.f.out));
   }
 }
 

@@ -18,6 +18,7 @@
 #include "engine/scratch_cache.hpp"
 #include "naive_float.hpp"
 #include "problem.hpp"
+#include "same_bits.hpp"
 
 namespace al = attnlab;
 namespace eng = attnlab::engine;
@@ -159,15 +160,11 @@ TEST(ScratchCache, WhatAReusedBufferHeldNeverReachesAResult) {
     const auto f2 = al::attention_forward(fp.q.view(), fp.k.view(), fp.v.view(), opt, config);
     eng::scribble_scratch_cache(0xFF);
     const auto g2 = al::attention_backward(fp.q.view(), fp.k.view(), fp.v.view(), f2, fp.grad_out.view(), opt, config);
-    auto same = [](const al::Tensor<float>& a, const al::Tensor<float>& b) {
-      return a.numel() == b.numel() &&
-             std::memcmp(a.data(), b.data(), sizeof(float) * static_cast<size_t>(a.numel())) == 0;
-    };
-    EXPECT_TRUE(same(f1.out, f2.out)) << "out";
-    EXPECT_TRUE(same(f1.lse, f2.lse)) << "lse";
-    EXPECT_TRUE(same(g1.dq, g2.dq)) << "dq";
-    EXPECT_TRUE(same(g1.dk, g2.dk)) << "dk";
-    EXPECT_TRUE(same(g1.dv, g2.dv)) << "dv";
+    EXPECT_TRUE(al::test::same_bits(f1.out, f2.out)) << "out";
+    EXPECT_TRUE(al::test::same_bits(f1.lse, f2.lse)) << "lse";
+    EXPECT_TRUE(al::test::same_bits(g1.dq, g2.dq)) << "dq";
+    EXPECT_TRUE(al::test::same_bits(g1.dk, g2.dk)) << "dk";
+    EXPECT_TRUE(al::test::same_bits(g1.dv, g2.dv)) << "dv";
   }
   EXPECT_GE(decoded, 6);
   al::engine::release_cached_memory();
