@@ -29,8 +29,9 @@
 // Either way S ends as rows for the shared per-row score treatment (SoftmaxRow:
 // MaskRow's masks and scale, the online softmax).
 //
-// Grouped heads decoding (2 to 4 rows) on whole tiles without a score treatment takes
-// the fused step instead (FusedDecodeBlock), and so does one row on AVX-512: the keys 8
+// Grouped heads decoding (2 to 4 rows, to 8 on AVX-512) on whole tiles without a score
+// treatment takes the fused step instead (FusedDecodeBlock), and so does one row on
+// AVX-512: the keys 8
 // at a time through scores, online softmax and O += P·V, with the K and V lines 8 keys
 // ahead (16 on AVX-512) asked for a few at a time inside the product, so that the memory
 // is kept busy while the core computes; or, on AVX-512 when K and V fit the last-level
@@ -633,7 +634,7 @@ bool StreamV(const DecodeWork& w, InPlaceRows<VE> v_rows) {
 
 // ---- The fused decoding step of grouped heads ----
 //
-// With 2 to 4 rows per key (grouped heads decoding) a key costs 2·rows·(d + dv) FLOPs of
+// With 2 to 4 rows per key (grouped heads decoding; to 8 on AVX-512, kFusedMaxRows) a key costs 2·rows·(d + dv) FLOPs of
 // work in L1 for its (d + dv)·4 bytes from memory: at d = 128 and 4 rows about 64 FMA
 // cycles of a core against about 180 of its share of the bandwidth. The tile-at-a-time
 // step (scores of 256 keys, the softmax, O += P·V) hides that work under the memory only
@@ -664,6 +665,16 @@ bool StreamV(const DecodeWork& w, InPlaceRows<VE> v_rows) {
 // at d ≥ 128 (d = 64 −10 %), 16 gained at every d (d = 64 +7 to +11 %, d = 256 +22 to
 // +31 %), 12, 20, 24 and 32 no more than 16 at d = 128.
 inline constexpr size_t kFusedKeys = 8, kFusedAhead = kPrefetchIntoL2 ? 16 : 8;
+
+// The most rows per K/V head the fused step takes: 4 with AVX2's 16 registers (5 to 7
+// rows there were 12-33 % slower, Zen 3), 8 with AVX-512's 32. Eight rows are the group of
+// Llama 3 70B and Qwen 2.5 72B (64/8 heads), seven Qwen 2.5 7B's (28/4); five to eight
+// rows are also a few speculative tokens of a smaller group (16/8 heads × 3 queries).
+// Measured on Zen 4 against the tile-at-a-time step with its dot products (2 threads,
+// d = 128, builds interleaved): from memory (Nk = 32768) 5 to 8 rows +13 to +24 %, d = 256
+// +25 to +37 %; with K and V in L2 (one thread, Nk = 512) +13 to +28 %. Below d = 128 the
+// tile-at-a-time step keeps them (FusedApplies; docs/engine.md, "Five to eight rows, fused").
+inline constexpr int64_t kFusedMaxRows = ATTNLAB_DECODE_AVX512 ? 8 : 4, kFusedManyRowsMinDim = 128;
 
 // Prefetches a run of rows line by line, a few lines per call (see the top): rows
 // [0, rows) at base + row·stride, `lines` 64-byte lines each. Called once per column
@@ -914,7 +925,7 @@ bool FusedRequestsBesideLoads(const Plan& p) {
 }
 
 // True when the item's block takes the fused step on tile [j0, j0 + nc) (see its
-// comment): decoding with 2 to 4 rows per K/V head (grouped heads), or one row on the
+// comment): decoding with 2 to kFusedMaxRows rows per K/V head (grouped heads), or one row on the
 // targets that ask for lines into L2 (all in this block; their scores are dot products),
 // float32 K and V in place (DecodeBlock asks only then), whole blocks of keys, no score
 // treatment, and every row's key range covering the tile.
@@ -934,8 +945,12 @@ bool FusedApplies(const DecodeWork& w, int64_t b, int64_t W, int64_t j0, int64_t
                   InPlaceRows<float> v_rows) {
   const Plan& p = *w.p;
   const AttentionOptions<float>& o = *p.options;
-  if (W < 1 || W > 4 || W != w.rows || !fused_decode_allowed().load(std::memory_order_relaxed)) return false;
+  if (W < 1 || W > kFusedMaxRows || W != w.rows || !fused_decode_allowed().load(std::memory_order_relaxed)) return false;
   if (W == 1 && !kPrefetchIntoL2) return false;
+  // Five to eight rows at d < 128: the step's costs per row and key (lane sums, softmax)
+  // weigh more against half the multiply-adds, and the tile-at-a-time step was ahead (Zen 4,
+  // from memory: d = 64 −6 %, d = 80 −10 %, d = 96 −4 % at 8 rows; d = 128 and 256 +24 %).
+  if (W > 4 && p.dims.d < kFusedManyRowsMinDim) return false;
   if (k_rows.data == nullptr || v_rows.data == nullptr || nc % static_cast<int64_t>(kFusedKeys) != 0) return false;
   if (p.softcap != 0.0f || p.alibi || p.score_mod != nullptr || p.mask_mod != nullptr || o.additive_mask.present() ||
       o.bool_mask.present())
@@ -972,14 +987,18 @@ HWY_NOINLINE void FusedDecodeBlock(const DecodeWork& w, int64_t item, int64_t b,
   // (interleaved builds, Zen 3, 2 threads, bitwise the same results): 32/8 heads,
   // Nk = 32768 +2 to +6 %, B = 4 +3.5 to +5 %, 24/8 (3 rows) +3 to +5 %, d = 64 ±0;
   // d = 256 −3.5 to −4.4 %, hence the limit.
+  // On AVX-512, 5 to 7 rows take 3 vectors too (15 to 21 accumulators of 32 registers);
+  // 8 rows take 2 (24 accumulators were 10 % slower from memory, 14 % in L3).
   constexpr int kNarrowNV = R <= 2 ? 4 : 2;  // 1 and 2 rows: 1 × 4, 2 × 4
-  const bool three = R > 2 && dv_pad / L <= 16;
+  const bool three = R > 2 && R < 8 && dv_pad / L <= 16;
   const size_t NV = three ? 3 : kNarrowNV;
   // 64-byte lines asked for as each column block of the product starts (and on AVX-512 as
   // each group of keys of the scores starts, kPrefetchInScores): all of the K and V lines
   // of the block kFusedAhead keys ahead, spread over those calls (d = dv = 128, 4 rows, a
   // row is 8 lines: AVX2 11 lines of each per call, AVX-512 10; 2 rows: 16 and 16).
-  constexpr int KB = R <= 2 ? 4 : 2;  // keys per group of the scores (1 row: 2 keys and 1 × 2 blocks no better, ±6 %)
+  // Keys per group of the scores: R × KB accumulators (1 row: 2 keys and 1 × 2 blocks no
+  // better, ±6 %; 5 rows: 4 keys, 20 accumulators, no better than 2).
+  constexpr int KB = R <= 2 ? 4 : 2;
   const size_t k_lines = (d * sizeof(float) + 63) / 64, v_lines = (dv_pad * sizeof(float) + 63) / 64;
   // ≤ the calls made: FusedValues' blocks (its 1-vector tail included) and the score groups.
   const size_t calls = (dv_pad / L + NV - 1) / NV + (kPrefetchInScores ? kFusedKeys / KB : 0);
@@ -1012,14 +1031,22 @@ HWY_NOINLINE void FusedDecodeBlock(const DecodeWork& w, int64_t item, int64_t b,
   if (w.kv_suspect != nullptr && !hn::AllFalse(d8, hn::IsNaN(finite8))) w.kv_suspect->store(true, std::memory_order_relaxed);
 }
 
-// FusedDecodeBlock for W = 1 to 4 rows.
+// FusedDecodeBlock for W = 1 to kFusedMaxRows rows (5 to 8 instantiated on AVX-512 only).
 template <bool kBesideLoads>
 void FusedDecodeRows(const DecodeWork& w, int64_t item, int64_t b, int64_t hk, int64_t W, int64_t nc, int64_t ahead,
                      InPlaceRows<float> k_rows, InPlaceRows<float> v_rows, DecodeScratch& sc) {
-  if (W == 1) FusedDecodeBlock<1, kBesideLoads>(w, item, b, hk, nc, ahead, k_rows, v_rows, sc);
-  else if (W == 2) FusedDecodeBlock<2, kBesideLoads>(w, item, b, hk, nc, ahead, k_rows, v_rows, sc);
-  else if (W == 3) FusedDecodeBlock<3, kBesideLoads>(w, item, b, hk, nc, ahead, k_rows, v_rows, sc);
-  else FusedDecodeBlock<4, kBesideLoads>(w, item, b, hk, nc, ahead, k_rows, v_rows, sc);
+  auto rows = [&](auto r) { FusedDecodeBlock<decltype(r)::value, kBesideLoads>(w, item, b, hk, nc, ahead, k_rows, v_rows, sc); };
+  using std::integral_constant;
+  if (W == 1) rows(integral_constant<int, 1>());
+  else if (W == 2) rows(integral_constant<int, 2>());
+  else if (W == 3) rows(integral_constant<int, 3>());
+  else if (W == 4 || kFusedMaxRows == 4) rows(integral_constant<int, 4>());
+  else if constexpr (kFusedMaxRows == 8) {
+    if (W == 5) rows(integral_constant<int, 5>());
+    else if (W == 6) rows(integral_constant<int, 6>());
+    else if (W == 7) rows(integral_constant<int, 7>());
+    else rows(integral_constant<int, 8>());
+  }
 }
 
 // One row block on one key tile: S = scores, the online-softmax step, O += P·V.

@@ -139,8 +139,9 @@ TEST(EngineDecode, RandomDecodeAndChunkShapesWithinTheAccuracyRule) {
   EXPECT_GE(long_cache, 3);
   EXPECT_GT(short_cache, kProblems / 6);
   EXPECT_GT(chunk, kProblems / 10);
-  // Grouped heads decoding (2 to 4 rows per key/value head, no score treatment) takes the
-  // fused step on its whole tiles; the rest the tile-at-a-time step (decode-inl.h).
+  // Grouped heads decoding (2 to 4 rows per key/value head, to 8 on AVX-512, no score
+  // treatment) takes the fused step on its whole tiles; the rest the tile-at-a-time step
+  // (decode-inl.h).
   EXPECT_GE(fused, 8);
   EXPECT_LT(fused, kProblems);
   EXPECT_EQ(dims, (std::set<int64_t>{1, 64, 80, 128, 256}));
@@ -291,6 +292,74 @@ TEST(EngineDecode, FusedStepRequestsBesideTheLoadsOrSpreadGiveBitwiseTheSameResu
   const bool avx512 = al::engine::target_name().rfind("AVX3", 0) == 0;
   EXPECT_GE(fused, avx512 ? kProblems / 4 : kProblems / 6);
   std::printf("fused-step problems: %d of %d\n", fused, kProblems);
+}
+
+// Five to eight rows per K/V head (a group of 5 to 8 query heads, or a smaller group with
+// two queries) take the fused step on AVX-512 from d = 128 on (decode-inl.h,
+// kFusedMaxRows: its 32 registers hold their accumulators), the tile-at-a-time step
+// elsewhere. Within the accuracy rule, with d from 1 to 256, padding and long caches; the
+// requests beside the loads and spread bitwise the same; split-KV bitwise the same for 1,
+// 2 and 3 threads.
+TEST(EngineDecode, FiveToEightRowsFusedOnAvx512WithinTheAccuracyRule) {
+  const bool avx512 = al::engine::target_name().rfind("AVX3", 0) == 0;
+  const uint64_t seed = base_seed() + 3500;
+  constexpr int kProblems = 40;
+  int fused = 0, padded = 0;
+  std::set<int64_t> rows_seen, dims;
+  const auto& counts = al::engine::tile_counts();
+  for (int n = 0, drawn = 0; n < kProblems; ++drawn) {
+    std::mt19937_64 rng(seed + static_cast<uint64_t>(drawn));
+    al::test::ProblemLimits lim = fused_step_limits(n, /*max_seq_q=*/2, /*max_group=*/8);
+    lim.dims = {1, 64, 128, 192, 256};  // below 128 the tile-at-a-time step keeps them
+    const al::test::Problem p = al::test::random_problem(rng, lim);
+    const int64_t rows = p.Nq * (p.Hq / p.Hkv);
+    if (rows < 5 || rows > 8) continue;  // the other tests' shapes
+    ++n;
+    SCOPED_TRACE("seed " + std::to_string(seed + drawn) + ": " + p.describe());
+    rows_seen.insert(rows);
+    padded += !p.key_lengths.empty();
+    dims.insert(p.d);
+    const int64_t before = counts.decode_fused.load();
+    al::test::check_engine_against_reference(p, n % 5 == 2, al::ComputeConfig{2});
+    EXPECT_EQ(al::engine::last_forward_path(), ForwardPath::decode);
+    const bool took_fused = counts.decode_fused.load() > before;
+    fused += took_fused;
+    if (!avx512) EXPECT_FALSE(took_fused) << "5 to 8 rows take the fused step only on AVX-512 targets";
+    if (p.d < 128) EXPECT_FALSE(took_fused) << "5 to 8 rows take the fused step only from d = 128 on";
+    if (took_fused) {
+      const auto beside = forward_with_requests(p, true, 2), spread = forward_with_requests(p, false, 2);
+      for (size_t x = 0; x < beside.size(); ++x)
+        EXPECT_TRUE(al::test::same_bits(beside[x], spread[x])) << al::test::kQuantity[x] << " beside the loads against spread";
+    }
+    if (::testing::Test::HasFailure() && std::getenv("ATTNLAB_KEEP_GOING") == nullptr) break;
+  }
+  EXPECT_EQ(rows_seen, (std::set<int64_t>{5, 6, 7, 8}));
+  if (avx512) EXPECT_GE(fused, kProblems / 5);  // not d < 128, causal edges or padded ends (12-14 of 40)
+  EXPECT_GT(padded, kProblems / 6);
+  EXPECT_EQ(dims.size(), 5u);
+  std::printf("fused-step problems of 5 to 8 rows: %d of %d\n", fused, kProblems);
+
+  // Split-KV over 5 chunks, key padding, 8 and 6 rows: bitwise the same for 1, 2 and 3 threads.
+  for (const int64_t group : {8, 3}) {
+    std::mt19937_64 rng(seed + static_cast<uint64_t>(group));
+    al::test::Problem p;
+    p.B = 2, p.Hkv = 2, p.Hq = 2 * group, p.Nq = group == 8 ? 1 : 2, p.Nk = 5 * al::engine::kDecodeChunk - 3,
+    p.d = p.dv = 128;
+    p.q = al::Tensor<double>({p.B, p.Hq, p.Nq, p.d});
+    p.k = al::Tensor<double>({p.B, p.Hkv, p.Nk, p.d});
+    p.v = al::Tensor<double>({p.B, p.Hkv, p.Nk, p.dv});
+    for (auto* t : {&p.q, &p.k, &p.v}) al::test::fill_normal(*t, rng);
+    p.key_lengths = {p.Nk, p.Nk - 700};
+    const int64_t before = counts.decode_fused.load();
+    const auto one = forward_with_requests(p, true, 1);
+    EXPECT_EQ(counts.decode_fused.load() > before, avx512) << group << " heads a group";
+    for (int threads : {2, 3}) {
+      const auto other = forward_with_requests(p, true, threads);
+      for (size_t x = 0; x < one.size(); ++x)
+        EXPECT_TRUE(al::test::same_bits(one[x], other[x]))
+            << al::test::kQuantity[x] << ": " << threads << " threads against 1, " << group << " heads a group";
+    }
+  }
 }
 
 // The fused step's lazy max (decode-inl.h, FusedSoftmaxRow): its reference m moves only
