@@ -31,11 +31,10 @@
 //
 // Grouped heads decoding (2 to 4 rows, to 8 on AVX-512) on whole tiles without a score
 // treatment takes the fused step instead (FusedDecodeBlock), and so does one row on
-// AVX-512: the keys 8
-// at a time through scores, online softmax and O += P·V, with the K and V lines 8 keys
-// ahead (16 on AVX-512) asked for a few at a time inside the product, so that the memory
-// is kept busy while the core computes; or, on AVX-512 when K and V fit the last-level
-// cache, beside each load (FusedRequestsBesideLoads).
+// AVX-512: the keys 8 at a time through scores, online softmax and O += P·V, with the K
+// and V lines 8 keys ahead (16 on AVX-512) asked for a few at a time inside the product,
+// so that the memory is kept busy while the core computes; or, on AVX-512 when K and V fit
+// the last-level cache, beside each load (FusedRequestsBesideLoads).
 //
 // Memory. With so little work per byte the caches must be filled ahead of use (on
 // AVX-512 the requests fill L2, on AVX2 L1: kPrefetchIntoL2): while
@@ -634,13 +633,14 @@ bool StreamV(const DecodeWork& w, InPlaceRows<VE> v_rows) {
 
 // ---- The fused decoding step of grouped heads ----
 //
-// With 2 to 4 rows per key (grouped heads decoding; to 8 on AVX-512, kFusedMaxRows) a key costs 2·rows·(d + dv) FLOPs of
-// work in L1 for its (d + dv)·4 bytes from memory: at d = 128 and 4 rows about 64 FMA
-// cycles of a core against about 180 of its share of the bandwidth. The tile-at-a-time
-// step (scores of 256 keys, the softmax, O += P·V) hides that work under the memory only
-// in part: its prefetches come in bursts (a tile's V rows during its scores, then none
-// during the product), and a burst fills the core's miss buffers, so the prefetch
-// instructions wait, and while the product computes nothing is asked of the memory.
+// With 2 to 4 rows per key (grouped heads decoding; to 8 on AVX-512, kFusedMaxRows) a key
+// costs 2·rows·(d + dv) FLOPs of work in L1 for its (d + dv)·4 bytes from memory: at
+// d = 128 and 4 rows about 64 FMA cycles of a core against about 180 of its share of the
+// bandwidth. The tile-at-a-time step (scores of 256 keys, the softmax, O += P·V) hides
+// that work under the memory only in part: its prefetches come in bursts (a tile's V rows
+// during its scores, then none during the product), and a burst fills the core's miss
+// buffers, so the prefetch instructions wait, and while the product computes nothing is
+// asked of the memory.
 // The fused step takes the keys kFusedKeys at a time through all three stages (the online
 // softmax per block of keys, O rescaled only when a row's max moves) and asks for the K
 // and V lines kFusedAhead keys ahead a row or two at a time, as each column block of the
@@ -666,14 +666,15 @@ bool StreamV(const DecodeWork& w, InPlaceRows<VE> v_rows) {
 // +31 %), 12, 20, 24 and 32 no more than 16 at d = 128.
 inline constexpr size_t kFusedKeys = 8, kFusedAhead = kPrefetchIntoL2 ? 16 : 8;
 
-// The most rows per K/V head the fused step takes: 4 with AVX2's 16 registers (5 to 7
-// rows there were 12-33 % slower, Zen 3), 8 with AVX-512's 32. Eight rows are the group of
+// The most rows per K/V head the fused step takes: 4 with AVX2's 16 registers (5 to 7 rows
+// there were 12-33 % slower, Zen 3), 8 with AVX-512's 32. Eight rows are the group of
 // Llama 3 70B and Qwen 2.5 72B (64/8 heads), seven Qwen 2.5 7B's (28/4); five to eight
 // rows are also a few speculative tokens of a smaller group (16/8 heads × 3 queries).
 // Measured on Zen 4 against the tile-at-a-time step with its dot products (2 threads,
-// d = 128, builds interleaved): from memory (Nk = 32768) 5 to 8 rows +13 to +24 %, d = 256
-// +25 to +37 %; with K and V in L2 (one thread, Nk = 512) +13 to +28 %. Below d = 128 the
-// tile-at-a-time step keeps them (FusedApplies; docs/engine.md, "Five to eight rows, fused").
+// d = 128, builds interleaved): from memory (Nk = 32768) 6 to 8 rows +13 to +24 %, 5 rows
+// 0 to +15 %, d = 256 +8 to +37 %; with K and V in L2 (one thread, Nk = 512) +13 to
+// +28 %. Below d = 128 the tile-at-a-time step keeps them (FusedApplies; docs/engine.md,
+// "Five to eight rows, fused").
 inline constexpr int64_t kFusedMaxRows = ATTNLAB_DECODE_AVX512 ? 8 : 4, kFusedManyRowsMinDim = 128;
 
 // Prefetches a run of rows line by line, a few lines per call (see the top): rows
@@ -916,8 +917,16 @@ HWY_INLINE void FusedSoftmaxRow(float* x, float scale, float& m, float& l, bool&
 // loses up to 9 % with 2 rows (none with 4), and a call that finds its cache in L3 gains
 // a third or more (docs/engine.md, "Requests beside the loads, in cache"). AVX2 asks as
 // tuned on Zen 3.
-bool FusedRequestsBesideLoads(const Plan& p) {
+//
+// With fused_beside_loads_min_rows (5) rows per K/V head or more, whatever the size: from
+// memory too, 5 to 8 rows were faster beside the loads (Zen 4, 2 threads, interleaved, 94
+// rounds over 14 minutes: 8 rows +11 % and 6 rows +15 % in the median, never slower; 5 and
+// 7 rows −1 to +12 %, 8 rows at d = 256 +14 to +16 %, B = 4 +8 to +10 %), where 3 and 4
+// rows were 1 % slower (4 rows 10 % faster in the memory's bursts; docs/engine.md, "Five
+// to eight rows, fused").
+bool FusedRequestsBesideLoads(const Plan& p, int64_t rows) {
   if constexpr (!kPrefetchIntoL2) return false;
+  if (rows >= fused_beside_loads_min_rows().load(std::memory_order_relaxed)) return true;
   const auto& dm = p.dims;
   const double kv_bytes = static_cast<double>(dm.B * dm.Hkv) * static_cast<double>(dm.Nk) *
                           static_cast<double>(dm.d + dm.dv) * sizeof(float);
@@ -949,7 +958,8 @@ bool FusedApplies(const DecodeWork& w, int64_t b, int64_t W, int64_t j0, int64_t
   if (W == 1 && !kPrefetchIntoL2) return false;
   // Five to eight rows at d < 128: the step's costs per row and key (lane sums, softmax)
   // weigh more against half the multiply-adds, and the tile-at-a-time step was ahead (Zen 4,
-  // from memory: d = 64 −6 %, d = 80 −10 %, d = 96 −4 % at 8 rows; d = 128 and 256 +24 %).
+  // from memory: d = 64 −6 %, d = 80 −10 %, d = 96 −4 % at 8 rows; d = 128 +23 %, d = 256
+  // +8 to +26 %).
   if (W > 4 && p.dims.d < kFusedManyRowsMinDim) return false;
   if (k_rows.data == nullptr || v_rows.data == nullptr || nc % static_cast<int64_t>(kFusedKeys) != 0) return false;
   if (p.softcap != 0.0f || p.alibi || p.score_mod != nullptr || p.mask_mod != nullptr || o.additive_mask.present() ||
@@ -1064,7 +1074,7 @@ bool DecodeBlock(const DecodeWork& w, int64_t item, int64_t b, int64_t hk, int64
     // Grouped heads decoding in the common case: the fused step (see FusedDecodeBlock).
     const InPlaceRows<float> k_rows = RowsInPlace(kv, b, hk, j0, dm.d, L);
     if (FusedApplies(w, b, W, j0, nc, k_rows, v_rows)) {
-      if (FusedRequestsBesideLoads(p)) FusedDecodeRows<true>(w, item, b, hk, W, nc, ahead, k_rows, v_rows, sc);
+      if (FusedRequestsBesideLoads(p, w.rows)) FusedDecodeRows<true>(w, item, b, hk, W, nc, ahead, k_rows, v_rows, sc);
       else FusedDecodeRows<false>(w, item, b, hk, W, nc, ahead, k_rows, v_rows, sc);
       return true;
     }
@@ -1176,7 +1186,7 @@ void DecodeChunk(const DecodeWork& w, int64_t item, int64_t kv, int64_t c, Decod
   p.tiles_computed.fetch_add(computed, std::memory_order_relaxed);
   if (fused != 0) {
     tile_counts().decode_fused.fetch_add(fused, std::memory_order_relaxed);
-    if (FusedRequestsBesideLoads(p)) tile_counts().decode_fused_beside_loads.fetch_add(fused, std::memory_order_relaxed);
+    if (FusedRequestsBesideLoads(p, w.rows)) tile_counts().decode_fused_beside_loads.fetch_add(fused, std::memory_order_relaxed);
   }
 }
 

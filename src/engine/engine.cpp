@@ -261,6 +261,11 @@ std::atomic<int64_t>& fused_beside_loads_max_kv_bytes() {
   return bytes;
 }
 
+std::atomic<int64_t>& fused_beside_loads_min_rows() {
+  static std::atomic<int64_t> rows{5};
+  return rows;
+}
+
 ForwardPath last_forward_path() { return last_path; }
 
 }  // namespace attnlab::engine

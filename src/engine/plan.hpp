@@ -170,6 +170,9 @@ std::atomic<bool>& fused_decode_allowed();
 // "Requests beside the loads, in cache"). A test hook too: both ways give bitwise the
 // same results, and the tests hold them to that.
 std::atomic<int64_t>& fused_beside_loads_max_kv_bytes();
+// ... and whatever that size when a K/V head has this many query rows or more (default 5:
+// from memory too, 5 to 8 rows were faster beside the loads). A test hook as well.
+std::atomic<int64_t>& fused_beside_loads_min_rows();
 
 struct Plan {
   detail::AttentionDims dims;

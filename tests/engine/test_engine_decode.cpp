@@ -177,15 +177,22 @@ TEST(EngineDecode, GroupedHeadsFusedStepWithinTheAccuracyRule) {
 }
 
 // The fused step's two ways of asking for K's and V's lines (decode-inl.h,
-// FusedRequestsBesideLoads): beside each load where K and V fit the last-level cache,
-// spread over each block elsewhere. The threshold (fused_beside_loads_max_kv_bytes) set
-// to the largest size or to 0 sends every call one way or the other while it lives.
+// FusedRequestsBesideLoads): beside each load where K and V fit the last-level cache or
+// a K/V head has 5 rows or more, spread over each block elsewhere. The thresholds
+// (fused_beside_loads_max_kv_bytes, fused_beside_loads_min_rows) set to their extremes
+// send every call one way or the other while they live.
 struct RequestsFor {
-  int64_t saved = al::engine::fused_beside_loads_max_kv_bytes().load();
+  int64_t saved_bytes = al::engine::fused_beside_loads_max_kv_bytes().load(),
+          saved_rows = al::engine::fused_beside_loads_min_rows().load();
   explicit RequestsFor(bool beside_loads) {
-    al::engine::fused_beside_loads_max_kv_bytes().store(beside_loads ? std::numeric_limits<int64_t>::max() : 0);
+    constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+    al::engine::fused_beside_loads_max_kv_bytes().store(beside_loads ? kMax : 0);
+    al::engine::fused_beside_loads_min_rows().store(beside_loads ? saved_rows : kMax);
   }
-  ~RequestsFor() { al::engine::fused_beside_loads_max_kv_bytes().store(saved); }
+  ~RequestsFor() {
+    al::engine::fused_beside_loads_max_kv_bytes().store(saved_bytes);
+    al::engine::fused_beside_loads_min_rows().store(saved_rows);
+  }
 };
 
 // The forward's O and L of a problem, with the fused step's requests one way or the other.
@@ -297,9 +304,9 @@ TEST(EngineDecode, FusedStepRequestsBesideTheLoadsOrSpreadGiveBitwiseTheSameResu
 // Five to eight rows per K/V head (a group of 5 to 8 query heads, or a smaller group with
 // two queries) take the fused step on AVX-512 from d = 128 on (decode-inl.h,
 // kFusedMaxRows: its 32 registers hold their accumulators), the tile-at-a-time step
-// elsewhere. Within the accuracy rule, with d from 1 to 256, padding and long caches; the
-// requests beside the loads and spread bitwise the same; split-KV bitwise the same for 1,
-// 2 and 3 threads.
+// elsewhere. Within the accuracy rule, with d from 1 to 256, padding and long caches; by
+// default asking beside the loads whatever the size of K and V (FusedRequestsBesideLoads),
+// bitwise the same as spread; split-KV bitwise the same for 1, 2 and 3 threads.
 TEST(EngineDecode, FiveToEightRowsFusedOnAvx512WithinTheAccuracyRule) {
   const bool avx512 = al::engine::target_name().rfind("AVX3", 0) == 0;
   const uint64_t seed = base_seed() + 3500;
@@ -307,7 +314,8 @@ TEST(EngineDecode, FiveToEightRowsFusedOnAvx512WithinTheAccuracyRule) {
   int fused = 0, padded = 0;
   std::set<int64_t> rows_seen, dims;
   const auto& counts = al::engine::tile_counts();
-  for (int n = 0, drawn = 0; n < kProblems; ++drawn) {
+  int n = 0, drawn = 0;
+  for (; n < kProblems && drawn < 50 * kProblems; ++drawn) {
     std::mt19937_64 rng(seed + static_cast<uint64_t>(drawn));
     al::test::ProblemLimits lim = fused_step_limits(n, /*max_seq_q=*/2, /*max_group=*/8);
     lim.dims = {1, 64, 128, 192, 256};  // below 128 the tile-at-a-time step keeps them
@@ -319,11 +327,13 @@ TEST(EngineDecode, FiveToEightRowsFusedOnAvx512WithinTheAccuracyRule) {
     rows_seen.insert(rows);
     padded += !p.key_lengths.empty();
     dims.insert(p.d);
-    const int64_t before = counts.decode_fused.load();
+    const int64_t before = counts.decode_fused.load(), beside_before = counts.decode_fused_beside_loads.load();
     al::test::check_engine_against_reference(p, n % 5 == 2, al::ComputeConfig{2});
     EXPECT_EQ(al::engine::last_forward_path(), ForwardPath::decode);
     const bool took_fused = counts.decode_fused.load() > before;
     fused += took_fused;
+    // By default beside the loads (these K and V fit the cache; larger ones: below).
+    EXPECT_EQ(counts.decode_fused_beside_loads.load() - beside_before, counts.decode_fused.load() - before);
     if (!avx512) EXPECT_FALSE(took_fused) << "5 to 8 rows take the fused step only on AVX-512 targets";
     if (p.d < 128) EXPECT_FALSE(took_fused) << "5 to 8 rows take the fused step only from d = 128 on";
     if (took_fused) {
@@ -333,6 +343,7 @@ TEST(EngineDecode, FiveToEightRowsFusedOnAvx512WithinTheAccuracyRule) {
     }
     if (::testing::Test::HasFailure() && std::getenv("ATTNLAB_KEEP_GOING") == nullptr) break;
   }
+  EXPECT_EQ(n, kProblems) << "too few problems of 5 to 8 rows in " << drawn << " drawn";
   EXPECT_EQ(rows_seen, (std::set<int64_t>{5, 6, 7, 8}));
   if (avx512) EXPECT_GE(fused, kProblems / 5);  // not d < 128, causal edges or padded ends (12-14 of 40)
   EXPECT_GT(padded, kProblems / 6);
@@ -350,9 +361,18 @@ TEST(EngineDecode, FiveToEightRowsFusedOnAvx512WithinTheAccuracyRule) {
     p.v = al::Tensor<double>({p.B, p.Hkv, p.Nk, p.dv});
     for (auto* t : {&p.q, &p.k, &p.v}) al::test::fill_normal(*t, rng);
     p.key_lengths = {p.Nk, p.Nk - 700};
-    const int64_t before = counts.decode_fused.load();
+    {
+      // Beside the loads by default even where K and V would not fit the cache.
+      const int64_t saved = al::engine::fused_beside_loads_max_kv_bytes().load();
+      al::engine::fused_beside_loads_max_kv_bytes().store(0);
+      const int64_t before = counts.decode_fused.load(), beside_before = counts.decode_fused_beside_loads.load();
+      const al::test::FloatProblem fp(p);
+      al::attention_forward(fp.q.view(), fp.k.view(), fp.v.view(), fp.options(p), al::ComputeConfig{2});
+      al::engine::fused_beside_loads_max_kv_bytes().store(saved);
+      EXPECT_EQ(counts.decode_fused.load() > before, avx512) << group << " heads a group";
+      EXPECT_EQ(counts.decode_fused_beside_loads.load() - beside_before, counts.decode_fused.load() - before);
+    }
     const auto one = forward_with_requests(p, true, 1);
-    EXPECT_EQ(counts.decode_fused.load() > before, avx512) << group << " heads a group";
     for (int threads : {2, 3}) {
       const auto other = forward_with_requests(p, true, threads);
       for (size_t x = 0; x < one.size(); ++x)
