@@ -997,10 +997,12 @@ HWY_NOINLINE void FusedDecodeBlock(const DecodeWork& w, int64_t item, int64_t b,
   // (interleaved builds, Zen 3, 2 threads, bitwise the same results): 32/8 heads,
   // Nk = 32768 +2 to +6 %, B = 4 +3.5 to +5 %, 24/8 (3 rows) +3 to +5 %, d = 64 ±0;
   // d = 256 −3.5 to −4.4 %, hence the limit.
-  // On AVX-512, 5 to 7 rows take 3 vectors too (15 to 21 accumulators of 32 registers);
-  // 8 rows take 2 (24 accumulators were 10 % slower from memory, 14 % in L3).
+  // On AVX-512, 5 and 6 rows take 3 vectors too (15 and 18 accumulators of 32 registers;
+  // 6 rows with 2: −1 to −2 %); 7 and 8 rows take 2 (7 rows with 3, 21 accumulators, were
+  // 3 to 10 % slower from memory, the same in L2 and L3, bitwise the same results; 8 rows
+  // with 3, 24 accumulators, 10 % slower from memory and 14 % in L3).
   constexpr int kNarrowNV = R <= 2 ? 4 : 2;  // 1 and 2 rows: 1 × 4, 2 × 4
-  const bool three = R > 2 && R < 8 && dv_pad / L <= 16;
+  const bool three = R > 2 && R < 7 && dv_pad / L <= 16;
   const size_t NV = three ? 3 : kNarrowNV;
   // 64-byte lines asked for as each column block of the product starts (and on AVX-512 as
   // each group of keys of the scores starts, kPrefetchInScores): all of the K and V lines
