@@ -7,7 +7,7 @@
 //   attnlab_interleave_builds [options] BUILD.so BUILD.so ...
 //     --batch B --heads Hq --kv-heads Hkv --seq-q Nq --seq-k Nk --dim d   (d = dv)
 //     --bottom-right     bottom-right causal (a chunk of new queries at the end of a cache)
-//     --bf16             bfloat16 q, k, v and out (the peers' comparisons are in float32)
+//     --bf16, --f16      bfloat16 or float16 q, k, v and out (the builds' outputs are compared in float32)
 //     --rounds N         timed rounds after one untimed (default 21)
 //     --threads T        (default 2)
 //     --pages KIND       K and V in 4k (4 KiB pages), 2m (2 MiB transparent huge pages) or
@@ -55,10 +55,13 @@ constexpr const char* kForwardF32 =
 constexpr const char* kForwardBF16 =
     "_ZN7attnlab17attention_forwardENS_10TensorViewIKNS_8bfloat16EEES3_S3_RKNS_16AttentionOptionsIfEENS0_IS1_"
     "EENS0_IfEEPKNS_14RowDiagnosticsIfEERKNS_13ComputeConfigE";
+constexpr const char* kForwardF16 =
+    "_ZN7attnlab17attention_forwardENS_10TensorViewIKNS_7float16EEES3_S3_RKNS_16AttentionOptionsIfEENS0_IS1_"
+    "EENS0_IfEEPKNS_14RowDiagnosticsIfEERKNS_13ComputeConfigE";
 
 struct Args {
   int64_t B = 1, Hq = 32, Hkv = 8, Nq = 1, Nk = 32768, d = 128;
-  bool bottom_right = false, bf16 = false;
+  bool bottom_right = false, bf16 = false, f16 = false;
   int rounds = 21, threads = 2;
   std::string pages;  // "", "4k", "2m" or "both"
   std::vector<std::string> builds;
@@ -91,6 +94,7 @@ Args parse(int argc, char** argv) {
     else if (f == "--threads") a.threads = static_cast<int>(value());
     else if (f == "--bottom-right") a.bottom_right = true;
     else if (f == "--bf16") a.bf16 = true;
+    else if (f == "--f16") a.f16 = true;
     else if (f == "--pages") {
       if (i + 1 >= argc) usage("--pages needs a value");
       a.pages = argv[++i];
@@ -120,7 +124,9 @@ int run(const Args& a) {
   for (const auto& path : a.builds) {
     void* h = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (h == nullptr) usage(dlerror());
-    auto f = reinterpret_cast<Forward<E>>(dlsym(h, std::is_same_v<E, float> ? kForwardF32 : kForwardBF16));
+    auto f = reinterpret_cast<Forward<E>>(dlsym(h, std::is_same_v<E, float>      ? kForwardF32
+                                                                    : std::is_same_v<E, al::bfloat16> ? kForwardBF16
+                                                                                                     : kForwardF16));
     if (f == nullptr) usage(path + " has no attnlab::attention_forward of this element type");
     builds.emplace_back(path, f);
   }
@@ -188,7 +194,7 @@ int run(const Args& a) {
   std::printf("B %lld, heads %lld/%lld, Nq %lld, Nk %lld, d %lld%s, %s, %d threads, %d rounds%s%s\n",
               static_cast<long long>(a.B), static_cast<long long>(a.Hq), static_cast<long long>(a.Hkv),
               static_cast<long long>(a.Nq), static_cast<long long>(a.Nk), static_cast<long long>(a.d),
-              a.bottom_right ? ", bottom-right causal" : "", a.bf16 ? "bfloat16" : "float32", a.threads, a.rounds,
+              a.bottom_right ? ", bottom-right causal" : "", a.bf16 ? "bfloat16" : a.f16 ? "float16" : "float32", a.threads, a.rounds,
               copies.size() == 1 ? ", K and V in " : "", copies.size() == 1 ? pages[0].c_str() : "");
   double first_median = 0;
   for (auto& run : runs) {
@@ -210,5 +216,6 @@ int run(const Args& a) {
 
 int main(int argc, char** argv) {
   const Args a = parse(argc, argv);
-  return a.bf16 ? run<al::bfloat16>(a) : run<float>(a);
+  if (a.bf16 && a.f16) usage("--bf16 and --f16 exclude each other");
+  return a.bf16 ? run<al::bfloat16>(a) : a.f16 ? run<al::float16>(a) : run<float>(a);
 }

@@ -652,19 +652,28 @@ bool StreamV(const DecodeWork& w, InPlaceRows<VE> v_rows) {
 // docs/engine.md, "The fused grouped-heads step"; on AVX-512 (Zen 4), "The fused step on
 // AVX-512".
 //
-// It takes the common case only: float32 K and V read in place, every row seeing every
-// key of the tile (no mask, window edge or cache end inside it), and no treatment between
-// the scale and the softmax (softcap, ALiBi, score_mod, mask_mod, an additive or boolean
+// It takes the common case only: K and V read in place, every row seeing every key of
+// the tile (no mask, window edge or cache end inside it), and no treatment between the
+// scale and the softmax (softcap, ALiBi, score_mod, mask_mod, an additive or boolean
 // mask). Everything else goes through the tile-at-a-time step and SoftmaxRow. Sinks are
-// merged after the chunks (MergeRow) and do not concern it. Float32 only: 16-bit caches
-// through it were 20-24 % slower (half the bytes, so its heavier arithmetic shows). Its
-// softmax per 8 keys rounds differently from the tiles' per 256, so on its shapes a
-// 16-bit cache's results are bitwise the float32 tile-at-a-time step's, not the fused
-// step's (docs/engine.md, "Bitwise equal to the float32 engine"; fused_decode_allowed).
+// merged after the chunks (MergeRow) and do not concern it. A 16-bit cache (bfloat16,
+// float16) takes it on AVX-512, converted in registers as it is loaded (kFused16BitCaches).
 // Requests into L2 (kPrefetchIntoL2) go 16 keys ahead: on Zen 4, 8 keys ahead gained only
 // at d ≥ 128 (d = 64 −10 %), 16 gained at every d (d = 64 +7 to +11 %, d = 256 +22 to
 // +31 %), 12, 20, 24 and 32 no more than 16 at d = 128.
 inline constexpr size_t kFusedKeys = 8, kFusedAhead = kPrefetchIntoL2 ? 16 : 8;
+
+// Whether a 16-bit cache takes the fused step where a float32 one does: on AVX-512, so its
+// results are the float32 engine's on the converted inputs bit for bit there (the fused
+// step's softmax per 8 keys rounds differently from the tiles' per 256). Measured on Zen 4
+// against the tile-at-a-time step (2 threads, d = 128 unless said, builds interleaved,
+// 15-21 rounds): bfloat16 from memory 1 row +3.7 %, 2 rows +8 %, 3 rows +9 %, 4 rows +1 %,
+// 5 +16 %, 6 +10 %, 7 +7.6 %, 8 +4 %, B = 4 +5 %, d = 64 +8.5 %, d = 256 +25 %, in L3
+// (Nk = 2048) +15 %; float16 1 row +12 %, 2 rows +15 to +17 %, 4 rows +2 %, 7 rows +4 %,
+// 8 rows +1 % (docs/engine.md, "Bitwise equal to the float32 engine"). AVX2 keeps the
+// tile-at-a-time step for them: on Zen 3 the fused step of that day was 20-24 % slower
+// with a 16-bit cache (half the bytes, so its heavier arithmetic showed).
+inline constexpr bool kFused16BitCaches = kPrefetchIntoL2;
 
 // The most rows per K/V head the fused step takes: 4 with AVX2's 16 registers (5 to 7 rows
 // there were 12-33 % slower, Zen 3), 8 with AVX-512's 32. Eight rows are the group of
@@ -744,10 +753,11 @@ HWY_INLINE __m512 LaneSums16(const float* HWY_RESTRICT a, size_t n) {
 // The raw scores of R rows against keys [0, kFusedKeys) of k (row stride k_rs): dot
 // products over `cols` values (a whole number of vectors), `KB` keys at a time, each
 // reduced across its lanes into s[r · kFusedKeys + j]. With kBesideLoads, asks kpf for
-// the line of K ahead beside each K vector it loads (a vector is a line there); else,
+// the line of K ahead beside each K vector it loads (a float32 vector is a line on
+// AVX-512; a 16-bit one is half of one, whose line is then asked for twice); else,
 // with kPrefetchInScores, `per_group` lines of each prefetcher as each group of KB keys starts.
-template <int R, int KB, bool kBesideLoads>
-HWY_INLINE void FusedScores(size_t cols, const float* HWY_RESTRICT q, size_t q_rs, const float* HWY_RESTRICT k,
+template <int R, int KB, bool kBesideLoads, class KE>
+HWY_INLINE void FusedScores(size_t cols, const float* HWY_RESTRICT q, size_t q_rs, const KE* HWY_RESTRICT k,
                             size_t k_rs, float* HWY_RESTRICT s, size_t per_group, LinePrefetcher& kpf,
                             LinePrefetcher& vpf) {
   const DF df;
@@ -765,8 +775,8 @@ HWY_INLINE void FusedScores(size_t cols, const float* HWY_RESTRICT q, size_t q_r
     for (size_t c = 0; c < cols; c += L) {
       VF kv[KB];
       for (int j = 0; j < KB; ++j) {
-        kv[j] = hn::LoadU(df, k + (j0 + j) * k_rs + c);
-        if constexpr (kBesideLoads) kpf.At(j0 + j, c * sizeof(float));
+        kv[j] = LoadAsFloat(k + (j0 + j) * k_rs + c);
+        if constexpr (kBesideLoads) kpf.At(j0 + j, c * sizeof(KE));
         KeepInRegister(kv[j]);
       }
       for (int r = 0; r < R; ++r) {
@@ -810,8 +820,8 @@ HWY_INLINE void FusedScores(size_t cols, const float* HWY_RESTRICT q, size_t q_r
 // on (V's rows at v, stride v_rs; O's rows dv_pad apart), NV vectors of columns at a
 // time, asking `per_block` lines of each prefetcher as each column block starts, or with
 // kBesideLoads vpf's line of V ahead beside each V vector it loads.
-template <int R, int NV, bool kBesideLoads>
-HWY_INLINE void FusedValues(size_t c, size_t dv_pad, const float* HWY_RESTRICT p, const float* HWY_RESTRICT v,
+template <int R, int NV, bool kBesideLoads, class VE>
+HWY_INLINE void FusedValues(size_t c, size_t dv_pad, const float* HWY_RESTRICT p, const VE* HWY_RESTRICT v,
                             size_t v_rs, float* HWY_RESTRICT o, size_t per_block, LinePrefetcher& kpf,
                             LinePrefetcher& vpf) {
   const DF df;
@@ -827,8 +837,8 @@ HWY_INLINE void FusedValues(size_t c, size_t dv_pad, const float* HWY_RESTRICT p
     for (size_t j = 0; j < kFusedKeys; ++j) {
       VF vv[NV];
       for (int u = 0; u < NV; ++u) {
-        vv[u] = hn::LoadU(df, v + j * v_rs + c + u * L);
-        if constexpr (kBesideLoads) vpf.At(j, (c + u * L) * sizeof(float));
+        vv[u] = LoadAsFloat(v + j * v_rs + c + u * L);
+        if constexpr (kBesideLoads) vpf.At(j, (c + u * L) * sizeof(VE));
         KeepInRegister(vv[u]);
       }
       for (int r = 0; r < R; ++r) {
@@ -929,14 +939,14 @@ bool FusedRequestsBesideLoads(const Plan& p, int64_t rows) {
   if (rows >= fused_beside_loads_min_rows().load(std::memory_order_relaxed)) return true;
   const auto& dm = p.dims;
   const double kv_bytes = static_cast<double>(dm.B * dm.Hkv) * static_cast<double>(dm.Nk) *
-                          static_cast<double>(dm.d + dm.dv) * sizeof(float);
+                          static_cast<double>(dm.d + dm.dv) * (p.k.is_f32() ? 4.0 : 2.0);
   return kv_bytes <= static_cast<double>(fused_beside_loads_max_kv_bytes().load(std::memory_order_relaxed));
 }
 
 // True when the item's block takes the fused step on tile [j0, j0 + nc) (see its
 // comment): decoding with 2 to kFusedMaxRows rows per K/V head (grouped heads), or one row on the
 // targets that ask for lines into L2 (all in this block; their scores are dot products),
-// float32 K and V in place (DecodeBlock asks only then), whole blocks of keys, no score
+// K and V in place, of one type (float32; 16-bit on AVX-512), whole blocks of keys, no score
 // treatment, and every row's key range covering the tile.
 //
 // One query row per K/V head (a decoding step without grouped heads) takes the fused
@@ -950,12 +960,14 @@ bool FusedRequestsBesideLoads(const Plan& p, int64_t rows) {
 // it had been −33 to −37 % and kept to caches larger than the last-level one. The AVX2
 // target keeps the tile-at-a-time step: on Zen 3, its machine, one row fused was −1 to
 // −3 % (before the lazy max and the spread requests; docs/engine.md, "One query row, fused").
-bool FusedApplies(const DecodeWork& w, int64_t b, int64_t W, int64_t j0, int64_t nc, InPlaceRows<float> k_rows,
-                  InPlaceRows<float> v_rows) {
+template <class E>
+bool FusedApplies(const DecodeWork& w, int64_t b, int64_t W, int64_t j0, int64_t nc, InPlaceRows<E> k_rows,
+                  InPlaceRows<E> v_rows) {
   const Plan& p = *w.p;
   const AttentionOptions<float>& o = *p.options;
   if (W < 1 || W > kFusedMaxRows || W != w.rows || !fused_decode_allowed().load(std::memory_order_relaxed)) return false;
   if (W == 1 && !kPrefetchIntoL2) return false;
+  if (!std::is_same_v<E, float> && !kFused16BitCaches) return false;
   // Five to eight rows at d < 128: the step's costs per row and key (lane sums, softmax)
   // weigh more against half the multiply-adds, and the tile-at-a-time step was ahead (Zen 4,
   // from memory: d = 64 −6 %, d = 80 −10 %, d = 96 −4 % at 8 rows; d = 128 +23 %, d = 256
@@ -979,10 +991,9 @@ bool FusedApplies(const DecodeWork& w, int64_t b, int64_t W, int64_t j0, int64_t
 // as it was measured: ScoresByDot's groups of 8 rows led GCC to inline it into
 // DecodeBlock, and 32/8 heads then decoded 9 % slower in one interleaved run (within the
 // driver's ±2 % noise in three later ones).
-template <int R, bool kBesideLoads>
+template <int R, bool kBesideLoads, class E>
 HWY_NOINLINE void FusedDecodeBlock(const DecodeWork& w, int64_t item, int64_t b, int64_t hk, int64_t nc,
-                                   int64_t ahead, InPlaceRows<float> k_rows, InPlaceRows<float> v_rows,
-                                   DecodeScratch& sc) {
+                                   int64_t ahead, InPlaceRows<E> k_rows, InPlaceRows<E> v_rows, DecodeScratch& sc) {
   const Plan& p = *w.p;
   const auto& dm = p.dims;
   const DF df;
@@ -1011,7 +1022,7 @@ HWY_NOINLINE void FusedDecodeBlock(const DecodeWork& w, int64_t item, int64_t b,
   // Keys per group of the scores: R × KB accumulators (1 row: 2 keys and 1 × 2 blocks no
   // better, ±6 %; 5 rows: 4 keys, 20 accumulators, no better than 2).
   constexpr int KB = R <= 2 ? 4 : 2;
-  const size_t k_lines = (d * sizeof(float) + 63) / 64, v_lines = (dv_pad * sizeof(float) + 63) / 64;
+  const size_t k_lines = (d * sizeof(E) + 63) / 64, v_lines = (dv_pad * sizeof(E) + 63) / 64;
   // ≤ the calls made: FusedValues' blocks (its 1-vector tail included) and the score groups.
   const size_t calls = (dv_pad / L + NV - 1) / NV + (kPrefetchInScores ? kFusedKeys / KB : 0);
   const size_t per_call = (std::max(k_lines, v_lines) * kFusedKeys + calls - 1) / calls;
@@ -1020,16 +1031,16 @@ HWY_NOINLINE void FusedDecodeBlock(const DecodeWork& w, int64_t item, int64_t b,
   const hn::CappedTag<float, kFusedKeys> d8;
   auto finite8 = hn::Zero(d8);
   for (int64_t j = 0; j < nc; j += static_cast<int64_t>(kFusedKeys)) {
-    const float* k = k_rows.data + static_cast<size_t>(j) * k_rows.stride;
-    const float* v = v_rows.data + static_cast<size_t>(j) * v_rows.stride;
+    const E* k = k_rows.data + static_cast<size_t>(j) * k_rows.stride;
+    const E* v = v_rows.data + static_cast<size_t>(j) * v_rows.stride;
     // The block kFusedAhead keys ahead, if it is the item's; else none (LinePrefetcher::At
     // then asks for this block's lines again).
     const bool ask = j + static_cast<int64_t>(kFusedAhead + kFusedKeys) <= ahead;
     const size_t pf_rows = ask ? kFusedKeys : 0, pf_key = static_cast<size_t>(j) + (ask ? kFusedAhead : 0);
     LinePrefetcher kpf{reinterpret_cast<const char*>(k_rows.data + pf_key * k_rows.stride),
-                       k_rows.stride * sizeof(float), k_lines, pf_rows};
+                       k_rows.stride * sizeof(E), k_lines, pf_rows};
     LinePrefetcher vpf{reinterpret_cast<const char*>(v_rows.data + pf_key * v_rows.stride),
-                       v_rows.stride * sizeof(float), v_lines, pf_rows};
+                       v_rows.stride * sizeof(E), v_lines, pf_rows};
     FusedScores<R, KB, kBesideLoads>(d, sc.q.get(), static_cast<size_t>(p.d_pad), k, k_rows.stride, s, per_call, kpf, vpf);
     if (w.kv_suspect != nullptr)
       for (size_t j8 = 0; j8 < kFusedKeys; j8 += hn::Lanes(d8)) finite8 = hn::MulAdd(hn::LoadU(d8, s + j8), hn::Zero(d8), finite8);
@@ -1044,9 +1055,9 @@ HWY_NOINLINE void FusedDecodeBlock(const DecodeWork& w, int64_t item, int64_t b,
 }
 
 // FusedDecodeBlock for W = 1 to kFusedMaxRows rows (5 to 8 instantiated on AVX-512 only).
-template <bool kBesideLoads>
+template <bool kBesideLoads, class E>
 void FusedDecodeRows(const DecodeWork& w, int64_t item, int64_t b, int64_t hk, int64_t W, int64_t nc, int64_t ahead,
-                     InPlaceRows<float> k_rows, InPlaceRows<float> v_rows, DecodeScratch& sc) {
+                     InPlaceRows<E> k_rows, InPlaceRows<E> v_rows, DecodeScratch& sc) {
   auto rows = [&](auto r) { FusedDecodeBlock<decltype(r)::value, kBesideLoads>(w, item, b, hk, nc, ahead, k_rows, v_rows, sc); };
   using std::integral_constant;
   if (W == 1) rows(integral_constant<int, 1>());
@@ -1072,9 +1083,9 @@ bool DecodeBlock(const DecodeWork& w, int64_t item, int64_t b, int64_t hk, int64
   const auto& dm = p.dims;
   const int64_t L = static_cast<int64_t>(hn::Lanes(DF()));
   const ConstView<E> kv = p.k.as<E>();
-  if constexpr (std::is_same_v<E, float>) {
+  if constexpr (std::is_same_v<E, VE>) {
     // Grouped heads decoding in the common case: the fused step (see FusedDecodeBlock).
-    const InPlaceRows<float> k_rows = RowsInPlace(kv, b, hk, j0, dm.d, L);
+    const InPlaceRows<E> k_rows = RowsInPlace(kv, b, hk, j0, dm.d, L);
     if (FusedApplies(w, b, W, j0, nc, k_rows, v_rows)) {
       if (FusedRequestsBesideLoads(p, w.rows)) FusedDecodeRows<true>(w, item, b, hk, W, nc, ahead, k_rows, v_rows, sc);
       else FusedDecodeRows<false>(w, item, b, hk, W, nc, ahead, k_rows, v_rows, sc);

@@ -155,10 +155,11 @@ struct TileCounts {
 };
 TileCounts& tile_counts();
 
-// Test hook: whether float32 grouped-heads decoding may take the fused step (decode-inl.h;
-// true unless a test turns it off). Off, those shapes take the tile-at-a-time step, as a
-// 16-bit cache always does, so that the precision tests can hold 16-bit results bitwise to
-// the float32 engine's on every shape (docs/engine.md, "Bitwise equal to the float32 engine").
+// Test hook: whether decoding may take the fused step (decode-inl.h; true unless a test
+// turns it off). Off, its shapes take the tile-at-a-time step, which a 16-bit cache takes
+// on the targets without AVX-512, so that the precision tests can hold 16-bit results
+// bitwise to the float32 engine's there too (docs/engine.md, "Bitwise equal to the float32
+// engine").
 std::atomic<bool>& fused_decode_allowed();
 
 // The fused decoding step asks for its K and V lines beside its loads (on the targets that
