@@ -16,8 +16,11 @@ json=$dir/bench.json
 grep -q '^attnlab   f32   forward' "$dir/table.txt"
 # A decoding-like shape: grouped-query heads, 3 new queries at the end of a 300-key cache.
 "$cli" bench --batch 2 --heads 6 --kv-heads 2 --seq-q 3 --seq-k 300 --dim 16 --causal --causal-align bottom_right \
-  --threads 2 --repeats 1 --settle-ms 0 --cold --impls attnlab,openblas --json "$dir/gqa.json" > "$dir/gqa.txt"
+  --threads 2 --repeats 1 --settle-ms 0 --cold --evict-llc --impls attnlab,openblas --json "$dir/gqa.json" > "$dir/gqa.txt"
 grep -q '^read bound: .*(cold: the first call after it)' "$dir/gqa.txt"
+# --evict-llc: said in the header and the JSON (false without it, in the first run).
+grep -Eq '^last-level cache evicted before each timed forward and read bound: [0-9]+ MiB of other data' "$dir/gqa.txt"
+if grep -q '^last-level cache evicted' "$dir/table.txt"; then echo "evicted without --evict-llc" >&2; exit 1; fi
 grep -q '^read bound: .*and 20 ms of untimed reads' "$dir/table.txt"
 # The page report: which pages K and V sit in, and the kernel's mode.
 grep -Eq '^K and V in (4 KiB pages|2 MiB pages|pages unknown).* \(transparent huge pages: ' "$dir/table.txt"
@@ -56,6 +59,7 @@ def check(path, shape, pairs, keys_read):
         assert abs(r["read_bound_fraction"] * j["read_bound_gbps"] / r["kv_gbps"] - 1) < 1e-9, r
         # the peer computes the same attention (GQA, Nq != Nk, the causal alignment)
         assert r["max_abs_diff"] < 1e-4 and (r["impl"] != "attnlab" or r["max_abs_diff"] == 0), r
+assert json.load(open(sys.argv[1]))["llc_evicted"] is False and json.load(open(sys.argv[2]))["llc_evicted"] is True
 # top-left causal, N = 48: row i sees i + 1 keys
 check(sys.argv[1], (1, 2, 2, 48, 48, 16, "top_left"), 48 * 49 // 2, 48)
 # bottom-right, Nq = 3, Nk = 300: rows see 298, 299, 300 keys

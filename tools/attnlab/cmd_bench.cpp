@@ -62,6 +62,7 @@ struct BenchArgs {
   int repeats = 5;
   int settle_ms = 150;
   bool cold = false;  // time the first call after the pause (no untimed call of the same implementation first)
+  bool evict_llc = false;  // read a buffer of 3× the last-level cache before each timed forward and read bound
   std::string json;
   std::vector<std::string> impls{"attnlab", "openblas", "libtorch"};
   std::vector<std::string> dtypes{"f32"};
@@ -365,15 +366,30 @@ void run_bench(const BenchArgs& a) {
   // 10-30 % within minutes; the probe's best pass before or after is its ceiling).
   volatile float read_sink = 0;
   auto read_kv = [&] { read_sink = read_sink + ab::read_once(k.data(), v.data(), nkv, threads); };
+  // --evict-llc: a model decodes layer after layer, so each layer's K and V come from
+  // memory, while calls repeated on one cache find part of it in the last-level cache (all
+  // of it when it is smaller: a 1B model's layer holds a few MB). Reading 3× the cache's
+  // size of other data on the same threads right before each timed call (the untimed calls
+  // before it keep the cores awake, and so does this) leaves nothing of K and V there, for
+  // the read bound and every implementation alike.
+  const int64_t llc_bytes = al::engine::last_level_cache_bytes();
+  const size_t evict_floats = a.evict_llc ? static_cast<size_t>(3 * (llc_bytes > 0 ? llc_bytes : 32 << 20)) / sizeof(float) : 0;
+  Buffer evict(evict_floats);
+  std::fill(evict.begin(), evict.end(), 1.0f);
+  auto evict_caches = [&] {
+    if (a.evict_llc) read_sink = read_sink + ab::read_once(evict.data(), evict.data() + evict_floats / 2, evict_floats / 2, threads);
+  };
   for (int r = -1; r < a.repeats; ++r) {  // r = −1: warm-up, not recorded
     settle();
     warm_up(read_kv);
+    evict_caches();
     timed("read", "bound", read_kv, r >= 0);
     for (auto& impl : impls) {
       ab::Peer& peer = *impl.peer;
       auto forward = [&] { peer.forward(q.data(), k.data(), v.data(), out.data()); };
       settle();
       warm_up(forward);
+      evict_caches();
       timed(impl.key(), "forward", forward, r >= 0);
       if (r < 0) compare(impl.key(), "forward", first_out, {&out});
       if (a.forward_only) continue;
@@ -412,6 +428,10 @@ void run_bench(const BenchArgs& a) {
              bandwidth.bytes >> 20, load[0], load[1], load[2], a.repeats);
   fmt::print("K and V in {} (transparent huge pages: {}; the probe's buffer in {})\n", kv_pages,
              thp_mode.empty() ? "unknown" : thp_mode, bandwidth.pages);
+  if (a.evict_llc)
+    fmt::print("last-level cache evicted before each timed forward and read bound: {} MiB of other data read by the same "
+               "threads ({} MiB cache{})\n",
+               evict_floats * sizeof(float) >> 20, (llc_bytes > 0 ? llc_bytes : 32 << 20) >> 20, llc_bytes > 0 ? "" : ", assumed");
   fmt::print("read bound: the {:.1f} MB of K and V read once with the probe's loop, timed before each round's "
              "implementations after the same {} ms pause{}: {:.1f} GB/s (median)\n",
              2.0 * static_cast<double>(nkv) * sizeof(float) / 1e6, a.settle_ms,
@@ -481,6 +501,7 @@ void run_bench(const BenchArgs& a) {
                                 {"bandwidth_gbps", bandwidth.gbps},
                                 {"bandwidth_gbps_cpu", bandwidth.gbps_cpu},
                                 {"read_bound_gbps", read_gbps},
+                                {"llc_evicted", a.evict_llc},
                                 {"kv_pages", kv_pages},
                                 {"transparent_huge_pages", thp_mode},
                                 {"threads", threads},
@@ -517,6 +538,9 @@ const attnlab::cli::Registrar reg(
       sub.add_flag("--cold", a.cold,
                    "time the first call after the pause (by default each timed call follows 20 ms, and at least one call, "
                    "of untimed calls of the same implementation, as in a loop, so that its threads are awake)");
+      sub.add_flag("--evict-llc", a.evict_llc,
+                   "before each timed forward and read bound, read 3x the last-level cache's size of other data on the same "
+                   "threads, so that K and V come from memory, as when a model decodes layer after layer");
       sub.add_option("--json", a.json, "also write the results as JSON to this file");
       sub.add_option("--impls", a.impls, "implementations to run: attnlab, openblas, libtorch")->delimiter(',');
       sub.add_option("--dtype", a.dtypes,
