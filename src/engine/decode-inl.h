@@ -64,6 +64,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <type_traits>
@@ -750,6 +751,39 @@ HWY_INLINE __m512 LaneSums16(const float* HWY_RESTRICT a, size_t n) {
 }
 #endif
 
+// The lane reductions of the fused scores' accumulators acc_out [R][kFusedKeys][lanes]
+// into s [R × kFusedKeys]: a row's 8 keys at a time (AVX2, generic), or two rows'.
+template <int R>
+HWY_INLINE void FusedLaneSums(const float* HWY_RESTRICT acc_out, float* HWY_RESTRICT s) {
+  const DF df;
+  const size_t L = hn::Lanes(df);
+#if ATTNLAB_DECODE_AVX512
+  // Two rows' 16 scores per tree; an odd last row's 8 alone.
+  static_assert(kFusedKeys == 8, "a tree holds the scores of two rows of 8 keys");
+  for (int r = 0; r < R; r += 2) {
+    const __m512 sums = LaneSums16(acc_out + r * kFusedKeys * L, r + 1 < R ? 16 : 8);
+    if (r + 1 < R) _mm512_storeu_ps(s + r * kFusedKeys, sums);
+    else _mm512_mask_storeu_ps(s + r * kFusedKeys, 0xFF, sums);
+  }
+#elif HWY_TARGET == HWY_AVX2
+  // hadd(x, y) = [x0+x1, x2+x3, y0+y1, y2+y3 | x4+x5, …]: two rounds leave each key's
+  // sum in two halves, lanes j (keys 0–3) and j + 4 (keys 4–7) of y and z; one exchange
+  // of 128-bit halves and an add put key j's whole sum in lane j.
+  for (int r = 0; r < R; ++r) {
+    const float* a = acc_out + r * kFusedKeys * L;
+    auto h = [&](int j) { return _mm256_hadd_ps(hn::Load(df, a + j * L).raw, hn::Load(df, a + (j + 1) * L).raw); };
+    const __m256 y = _mm256_hadd_ps(h(0), h(2)), z = _mm256_hadd_ps(h(4), h(6));
+    _mm256_storeu_ps(s + r * kFusedKeys,
+                     _mm256_add_ps(_mm256_permute2f128_ps(y, z, 0x20), _mm256_permute2f128_ps(y, z, 0x31)));
+  }
+#else
+  for (int r = 0; r < R; ++r) {
+    const float* a = acc_out + r * kFusedKeys * L;
+    for (size_t j = 0; j < kFusedKeys; ++j) s[r * kFusedKeys + j] = hn::GetLane(hn::SumOfLanes(df, hn::Load(df, a + j * L)));
+  }
+#endif
+}
+
 // The raw scores of R rows against keys [0, kFusedKeys) of k (row stride k_rs): dot
 // products over `cols` values (a whole number of vectors), `KB` keys at a time, each
 // reduced across its lanes into s[r · kFusedKeys + j]. With kBesideLoads, asks kpf for
@@ -788,31 +822,83 @@ HWY_INLINE void FusedScores(size_t cols, const float* HWY_RESTRICT q, size_t q_r
     for (int r = 0; r < R; ++r)
       for (int j = 0; j < KB; ++j) hn::Store(acc[r][j], df, acc_out + (r * kFusedKeys + j0 + j) * L);
   }
-  // The lane reductions, into s: a row's 8 keys at a time (AVX2, generic), or two rows'.
+  FusedLaneSums<R>(acc_out, s);
+}
+
 #if ATTNLAB_DECODE_AVX512
-  // Two rows' 16 scores per tree; an odd last row's 8 alone.
-  static_assert(kFusedKeys == 8, "a tree holds the scores of two rows of 8 keys");
-  for (int r = 0; r < R; r += 2) {
-    const __m512 sums = LaneSums16(acc_out + r * kFusedKeys * L, r + 1 < R ? 16 : 8);
-    if (r + 1 < R) _mm512_storeu_ps(s + r * kFusedKeys, sums);
-    else _mm512_mask_storeu_ps(s + r * kFusedKeys, 0xFF, sums);
+// A bfloat16 cache's scores on the CPU's bfloat16 dot products (AVX512_BF16: Zen 4,
+// Cooper Lake, Sapphire Rapids and later). VDPBF16PS adds to each float lane the two
+// products of a pair of bfloat16 values: 32 multiply-adds per instruction where an FMA on
+// converted values does 16, and K is loaded as it is, with no conversion. A product of two
+// bfloat16 values is exact in float32, and each is added with one rounding as an FMA adds
+// it (inputs and results below float's normal range are taken as zero: a score that small
+// weighs nothing beside the others), so the scores are float32 sums of the exact products,
+// as on the converted values, in another order: lane i holds columns 2i and 2i + 1 of each
+// 32, where the float32 path's lane i holds column i of each 16. The results obey the
+// accuracy rule, not bit for bit the float32 engine's (docs/engine.md, "bfloat16 scores on
+// the CPU's dot products"). Issued by inline asm: Debian's Highway 1.0.3 has no target with
+// AVX512_BF16, and a target attribute would have to reach every function the step
+// inlines; the instruction runs only where cpu_has_bf16_dot_products() (Bf16DotsApply).
+HWY_INLINE __m512 DotPairsBf16(__m512 acc, __m512i a, __m512i b) {
+  asm("vdpbf16ps %2, %1, %0" : "+v"(acc) : "v"(a), "v"(b));
+  return acc;
+}
+
+// FusedScores on VDPBF16PS: q holds the R rows' queries as bfloat16 bits (row stride q_rs),
+// k the keys' rows; `cols` a whole number of 32.
+template <int R, int KB, bool kBesideLoads>
+HWY_INLINE void FusedScoresOnBf16Dots(size_t cols, const uint16_t* HWY_RESTRICT q, size_t q_rs,
+                                      const bfloat16* HWY_RESTRICT k, size_t k_rs, float* HWY_RESTRICT s,
+                                      size_t per_group, LinePrefetcher& kpf, LinePrefetcher& vpf) {
+  constexpr size_t L = 16, kPairs = 32;  // float lanes; bfloat16 values per vector
+  HWY_ALIGN float acc_out[R * kFusedKeys * L];
+  for (size_t j0 = 0; j0 < kFusedKeys; j0 += KB) {
+    if constexpr (!kBesideLoads) {
+      kpf.Next(per_group);
+      vpf.Next(per_group);
+    }
+    __m512 acc[R][KB];
+    for (int r = 0; r < R; ++r)
+      for (int j = 0; j < KB; ++j) acc[r][j] = _mm512_setzero_ps();
+    for (size_t c = 0; c < cols; c += kPairs) {
+      __m512i kv[KB];
+      for (int j = 0; j < KB; ++j) {
+        kv[j] = _mm512_loadu_si512(k + (j0 + j) * k_rs + c);
+        if constexpr (kBesideLoads) kpf.At(j0 + j, c * sizeof(bfloat16));  // a vector is a line
+      }
+      for (int r = 0; r < R; ++r) {
+        const __m512i qv = _mm512_loadu_si512(q + r * q_rs + c);
+        for (int j = 0; j < KB; ++j) acc[r][j] = DotPairsBf16(acc[r][j], qv, kv[j]);
+      }
+    }
+    for (int r = 0; r < R; ++r)
+      for (int j = 0; j < KB; ++j) _mm512_store_ps(acc_out + (r * kFusedKeys + j0 + j) * L, acc[r][j]);
   }
-#elif HWY_TARGET == HWY_AVX2
-  // hadd(x, y) = [x0+x1, x2+x3, y0+y1, y2+y3 | x4+x5, …]: two rounds leave each key's
-  // sum in two halves, lanes j (keys 0–3) and j + 4 (keys 4–7) of y and z; one exchange
-  // of 128-bit halves and an add put key j's whole sum in lane j.
-  for (int r = 0; r < R; ++r) {
-    const float* a = acc_out + r * kFusedKeys * L;
-    auto h = [&](int j) { return _mm256_hadd_ps(hn::Load(df, a + j * L).raw, hn::Load(df, a + (j + 1) * L).raw); };
-    const __m256 y = _mm256_hadd_ps(h(0), h(2)), z = _mm256_hadd_ps(h(4), h(6));
-    _mm256_storeu_ps(s + r * kFusedKeys,
-                     _mm256_add_ps(_mm256_permute2f128_ps(y, z, 0x20), _mm256_permute2f128_ps(y, z, 0x31)));
-  }
+  FusedLaneSums<R>(acc_out, s);
+}
+#endif
+
+// The largest d whose bfloat16 queries the fused step holds on its stack for the dot
+// products (R × d bits).
+inline constexpr int64_t kBf16DotsMaxDim = 256;
+
+// Whether the fused step takes the scores of `rows` rows per K/V head on the CPU's
+// bfloat16 dot products: a bfloat16 cache on AVX-512 where the CPU has them (and the test
+// hook allows), 3 rows or more, d a whole number of 32 up to kBf16DotsMaxDim. Measured on
+// Zen 4 (builds interleaved, 2 threads, d = 128, Nk = 32768 unless said, against the
+// scores on converted values, two or four runs): 8 rows (64/8 heads) +12 to +17 %, 7 rows
+// (28/4) +15, +16 %, 4 rows (32/8) +11, +12 %, 3 rows (24/8) +10, +13 %, B = 4 at
+// Nk = 4096 +13, +14 %, d = 64 +4 to +6 %, d = 256 +14 %, in L3 (Nk = 2048) +13 %; one
+// and two rows, whose scores are a small part of a step bound by the memory, −0.5 to
+// +5 % and −2 to −3 % (2 rows at d = 256 +4, +6 %): they keep the float32 products.
+template <class E>
+bool Bf16DotsApply(const Plan& p, int64_t rows) {
+#if ATTNLAB_DECODE_AVX512
+  return std::is_same_v<E, bfloat16> && rows >= 3 && p.dims.d % 32 == 0 && p.dims.d <= kBf16DotsMaxDim &&
+         cpu_has_bf16_dot_products() && bf16_dot_products_allowed().load(std::memory_order_relaxed);
 #else
-  for (int r = 0; r < R; ++r) {
-    const float* a = acc_out + r * kFusedKeys * L;
-    for (size_t j = 0; j < kFusedKeys; ++j) s[r * kFusedKeys + j] = hn::GetLane(hn::SumOfLanes(df, hn::Load(df, a + j * L)));
-  }
+  (void)p, (void)rows;
+  return false;
 #endif
 }
 
@@ -991,7 +1077,7 @@ bool FusedApplies(const DecodeWork& w, int64_t b, int64_t W, int64_t j0, int64_t
 // as it was measured: ScoresByDot's groups of 8 rows led GCC to inline it into
 // DecodeBlock, and 32/8 heads then decoded 9 % slower in one interleaved run (within the
 // driver's ±2 % noise in three later ones).
-template <int R, bool kBesideLoads, class E>
+template <int R, bool kBesideLoads, class E, bool kBf16Dots>
 HWY_NOINLINE void FusedDecodeBlock(const DecodeWork& w, int64_t item, int64_t b, int64_t hk, int64_t nc,
                                    int64_t ahead, InPlaceRows<E> k_rows, InPlaceRows<E> v_rows, DecodeScratch& sc) {
   const Plan& p = *w.p;
@@ -1027,6 +1113,13 @@ HWY_NOINLINE void FusedDecodeBlock(const DecodeWork& w, int64_t item, int64_t b,
   const size_t calls = (dv_pad / L + NV - 1) / NV + (kPrefetchInScores ? kFusedKeys / KB : 0);
   const size_t per_call = (std::max(k_lines, v_lines) * kFusedKeys + calls - 1) / calls;
   HWY_ALIGN float s[R * kFusedKeys];  // S, then P, of the block [R × kFusedKeys]
+  // With kBf16Dots, the rows' queries as bfloat16 bits [R × d]: the high half of each packed
+  // float, exact, as they were bfloat16 values (a tile's 256 keys pay R × d shifts).
+  HWY_ALIGN uint16_t q16[kBf16Dots ? R * kBf16DotsMaxDim : 1];
+  if constexpr (kBf16Dots)
+    for (int r = 0; r < R; ++r)
+      for (size_t c = 0; c < d; ++c)
+        q16[r * d + c] = static_cast<uint16_t>(std::bit_cast<uint32_t>(sc.q.get()[r * p.d_pad + c]) >> 16);
   // Row 0's raw scores · 0, accumulated: NaN if K held a NaN or ±inf (check_finite, see DecodeBlock).
   const hn::CappedTag<float, kFusedKeys> d8;
   auto finite8 = hn::Zero(d8);
@@ -1041,7 +1134,11 @@ HWY_NOINLINE void FusedDecodeBlock(const DecodeWork& w, int64_t item, int64_t b,
                        k_rows.stride * sizeof(E), k_lines, pf_rows};
     LinePrefetcher vpf{reinterpret_cast<const char*>(v_rows.data + pf_key * v_rows.stride),
                        v_rows.stride * sizeof(E), v_lines, pf_rows};
-    FusedScores<R, KB, kBesideLoads>(d, sc.q.get(), static_cast<size_t>(p.d_pad), k, k_rows.stride, s, per_call, kpf, vpf);
+#if ATTNLAB_DECODE_AVX512
+    if constexpr (kBf16Dots) FusedScoresOnBf16Dots<R, KB, kBesideLoads>(d, q16, d, k, k_rows.stride, s, per_call, kpf, vpf);
+    else
+#endif
+      FusedScores<R, KB, kBesideLoads>(d, sc.q.get(), static_cast<size_t>(p.d_pad), k, k_rows.stride, s, per_call, kpf, vpf);
     if (w.kv_suspect != nullptr)
       for (size_t j8 = 0; j8 < kFusedKeys; j8 += hn::Lanes(d8)) finite8 = hn::MulAdd(hn::LoadU(d8, s + j8), hn::Zero(d8), finite8);
     for (int r = 0; r < R; ++r) {
@@ -1058,7 +1155,13 @@ HWY_NOINLINE void FusedDecodeBlock(const DecodeWork& w, int64_t item, int64_t b,
 template <bool kBesideLoads, class E>
 void FusedDecodeRows(const DecodeWork& w, int64_t item, int64_t b, int64_t hk, int64_t W, int64_t nc, int64_t ahead,
                      InPlaceRows<E> k_rows, InPlaceRows<E> v_rows, DecodeScratch& sc) {
-  auto rows = [&](auto r) { FusedDecodeBlock<decltype(r)::value, kBesideLoads>(w, item, b, hk, nc, ahead, k_rows, v_rows, sc); };
+  const bool dots = Bf16DotsApply<E>(*w.p, W);
+  auto rows = [&](auto r) {
+    constexpr int R = decltype(r)::value;
+    if constexpr (std::is_same_v<E, bfloat16>)
+      if (dots) return FusedDecodeBlock<R, kBesideLoads, E, true>(w, item, b, hk, nc, ahead, k_rows, v_rows, sc);
+    FusedDecodeBlock<R, kBesideLoads, E, false>(w, item, b, hk, nc, ahead, k_rows, v_rows, sc);
+  };
   using std::integral_constant;
   if (W == 1) rows(integral_constant<int, 1>());
   else if (W == 2) rows(integral_constant<int, 2>());
@@ -1200,6 +1303,7 @@ void DecodeChunk(const DecodeWork& w, int64_t item, int64_t kv, int64_t c, Decod
   if (fused != 0) {
     tile_counts().decode_fused.fetch_add(fused, std::memory_order_relaxed);
     if (FusedRequestsBesideLoads(p, w.rows)) tile_counts().decode_fused_beside_loads.fetch_add(fused, std::memory_order_relaxed);
+    if (Bf16DotsApply<E>(p, w.rows)) tile_counts().decode_bf16_dots.fetch_add(fused, std::memory_order_relaxed);
   }
 }
 

@@ -256,6 +256,20 @@ std::atomic<bool>& fused_decode_allowed() {
   return allowed;
 }
 
+bool cpu_has_bf16_dot_products() {
+#if defined(__x86_64__) || defined(__i386__)
+  static const bool has = __builtin_cpu_supports("avx512bf16");
+  return has;
+#else
+  return false;
+#endif
+}
+
+std::atomic<bool>& bf16_dot_products_allowed() {
+  static std::atomic<bool> allowed{true};
+  return allowed;
+}
+
 std::atomic<int64_t>& fused_beside_loads_max_kv_bytes() {
   static std::atomic<int64_t> bytes{last_level_cache_bytes()};
   return bytes;

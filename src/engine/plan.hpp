@@ -147,11 +147,12 @@ class Operand {
 
 // Test hook: the tile pairs (query tile × key tile of one (b, h)) the kernels computed,
 // summed over every call of this process (engine.cpp adds each call's count), and the key
-// tiles the decode path took through its fused step (decode-inl.h), and of those the ones
-// that asked for their lines beside the loads (FusedRequestsBesideLoads). The
-// tile-skipping and decode tests read it; nothing else does.
+// tiles the decode path took through its fused step (decode-inl.h), of those the ones
+// that asked for their lines beside the loads (FusedRequestsBesideLoads), and the ones
+// whose bfloat16 scores ran on the CPU's bfloat16 dot products (Bf16DotsApply). The
+// tile-skipping, decode and precision tests read it; nothing else does.
 struct TileCounts {
-  std::atomic<int64_t> forward{0}, backward{0}, decode_fused{0}, decode_fused_beside_loads{0};
+  std::atomic<int64_t> forward{0}, backward{0}, decode_fused{0}, decode_fused_beside_loads{0}, decode_bf16_dots{0};
 };
 TileCounts& tile_counts();
 
@@ -161,6 +162,14 @@ TileCounts& tile_counts();
 // bitwise to the float32 engine's there too (docs/engine.md, "Bitwise equal to the float32
 // engine").
 std::atomic<bool>& fused_decode_allowed();
+
+// Whether this CPU has AVX512_BF16's dot products (VDPBF16PS), which the fused decoding
+// step takes for a bfloat16 cache's scores (decode-inl.h, Bf16DotsApply).
+bool cpu_has_bf16_dot_products();
+// Test hook: whether it may (true unless a test turns it off). Off, a bfloat16 cache's
+// scores are converted to float32 and multiplied there, and the results are the float32
+// engine's on the converted values bit for bit (test_engine_precision holds them to it).
+std::atomic<bool>& bf16_dot_products_allowed();
 
 // The fused decoding step asks for its K and V lines beside its loads (on the targets that
 // ask for lines into L2, decode-inl.h: FusedRequestsBesideLoads) when the call's K and V

@@ -12,7 +12,10 @@
 //    differently from the tiles': on AVX-512 a 16-bit cache takes that step exactly where
 //    float32 does, and is compared with the float32 engine as it is; elsewhere it takes
 //    the tile-at-a-time step, and the float32 engine is run with the step off
-//    (engine::fused_decode_allowed).
+//    (engine::fused_decode_allowed). The bfloat16 dot products that the fused step takes
+//    for a bfloat16 cache's scores where the CPU has them (engine::bf16_dot_products_allowed)
+//    are off in these comparisons: their sums run in another order, held to the accuracy
+//    rule instead (EnginePrecisionAccuracy.BFloat16ScoresOnTheCpuDotProducts…).
 //  - The accuracy rule in the 16-bit regime (EnginePrecisionAccuracy): against the double
 //    reference on the same 16-bit inputs, over 1000 random problems (500 per type) with
 //    every option, the engine's error is at most twice that of a naive implementation in
@@ -26,6 +29,7 @@
 #include <bit>
 #include <cmath>
 #include <random>
+#include <set>
 #include <cstdlib>
 #include <cstdio>
 #include <type_traits>
@@ -190,6 +194,13 @@ struct FusedDecodeStepOff {
   ~FusedDecodeStepOff() { al::engine::fused_decode_allowed().store(true); }
 };
 
+// While in scope: a bfloat16 cache's scores on converted values, never on the CPU's
+// bfloat16 dot products (see the top).
+struct Bf16DotProductsOff {
+  Bf16DotProductsOff() { al::engine::bf16_dot_products_allowed().store(false); }
+  ~Bf16DotProductsOff() { al::engine::bf16_dot_products_allowed().store(true); }
+};
+
 // One problem in type T against the float32 engine on the same values; `path` is the
 // forward path the problem must take. Returns whether the float32 engine, fused step
 // allowed, takes it on this problem (where the comparison needs the step off).
@@ -205,6 +216,7 @@ bool check_equals_float_engine(const al::test::Problem& p, bool strided, int thr
   const al::ConstView<T> v = to_type<T>(p.v, strided ? std::array<int, 4>{0, 1, 3, 2} : plain, 1, sv, v32);
   const al::ConstView<T> g = to_type<T>(p.grad_out, plain, 1, sg, g32);
   const al::ComputeConfig config{threads};
+  const Bf16DotProductsOff exact_products;
   auto fused_tiles = [] { return al::engine::tile_counts().decode_fused.load(); };
   const int64_t before32 = fused_tiles();
   const auto f32_as_is = al::attention_forward(q32.view(), k32.view(), v32.view(), opt, config);
@@ -495,4 +507,72 @@ TEST(EnginePrecisionAccuracy, ThousandRandomProblemsWithinTwiceNaive16BitError) 
   EXPECT_GT(multi_key_tile, kProblems / 100);
   EXPECT_GT(decode, kProblems / 50);
   EXPECT_GT(variants, kProblems / 3);
+}
+
+// A bfloat16 cache of 3 to 8 rows per K/V head takes its scores on the CPU's bfloat16 dot
+// products where it has them (AVX512_BF16; decode-inl.h, Bf16DotsApply): float32 sums of
+// the exact products, in another order than on converted values. Over random decoding
+// problems of the fused step's shapes (1 to 8 rows, d from 32 to 256, padding, caches of
+// up to 12 chunks), within the 16-bit accuracy rule of the test above (twice the naive
+// error in bfloat16's regime); split-KV bitwise the same for 1, 2 and 3 threads. Counted:
+// the dot products run on AVX-512 where the CPU has them, and nowhere else.
+TEST(EnginePrecisionAccuracy, BFloat16ScoresOnTheCpuDotProductsWithinTheAccuracyRule) {
+  const char* env = std::getenv("ATTNLAB_TEST_SEED");
+  const uint64_t seed = (env ? std::strtoull(env, nullptr, 10) : 20261127u) + 77;
+  const bool expect_dots = al::engine::target_name().rfind("AVX3", 0) == 0 && al::engine::cpu_has_bf16_dot_products();
+  const auto& counts = al::engine::tile_counts();
+  const int64_t dots_before = counts.decode_bf16_dots.load(), fused_before = counts.decode_fused.load();
+  constexpr int kProblems = 60;
+  Used worst{};
+  std::set<int64_t> rows_seen;
+  for (int n = 0; n < kProblems; ++n) {
+    std::mt19937_64 rng(seed + static_cast<uint64_t>(n));
+    al::test::ProblemLimits lim;
+    lim.dims = {32, 64, 128, 256};
+    lim.max_seq_q = 2, lim.max_group = 8, lim.max_batch = 2, lim.max_kv_heads = 2;
+    lim.min_seq_k = al::engine::kDecodeChunk + 1, lim.max_seq_k = n % 10 == 0 ? 12 * al::engine::kDecodeChunk : 1500;
+    lim.p_window = lim.p_softcap = lim.p_alibi = lim.p_packed = lim.p_mask_mod = lim.p_score_mod = lim.p_dropout = 0;
+    lim.p_bool_mask = lim.p_additive_mask = 0;
+    const al::test::Problem p = al::test::random_problem(rng, lim);
+    rows_seen.insert(p.Nq * (p.Hq / p.Hkv));
+    SCOPED_TRACE("seed " + std::to_string(seed + n) + ": " + p.describe());
+    worst.worst_of(check_16bit_against_reference<bfloat16>(p));
+    if (::testing::Test::HasFailure() && std::getenv("ATTNLAB_KEEP_GOING") == nullptr) break;
+  }
+  const int64_t dot_tiles = counts.decode_bf16_dots.load() - dots_before, fused = counts.decode_fused.load() - fused_before;
+  if (expect_dots) EXPECT_GT(dot_tiles, fused / 4) << "of " << fused << " fused tiles";
+  else EXPECT_EQ(dot_tiles, 0) << "the dot products run only on AVX-512 CPUs that have them";
+  EXPECT_GE(rows_seen.size(), 6u);
+  std::printf("tiles on the bfloat16 dot products: %lld of %lld fused\n%-7s %-9s %-12s %-12s %-14s\n",
+              static_cast<long long>(dot_tiles), static_cast<long long>(fused), "", "tol used", "engine", "naive",
+              "engine f32");
+  for (size_t x = 0; x < al::test::kQuantities; ++x)
+    std::printf("%-7s %-9.3f %-12.2e %-12.2e %-14.2e\n", al::test::kQuantity[x], worst.fraction[x], worst.engine[x],
+                worst.naive[x], worst.engine32[x]);
+
+  // Split-KV over 5 chunks with key padding, 8 rows: bitwise the same for 1, 2 and 3 threads.
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  const int64_t B = 2, Hkv = 2, Hq = 16, Nk = 5 * al::engine::kDecodeChunk - 3, d = 128;
+  al::Tensor<bfloat16> q({B, Hq, 1, d}), k({B, Hkv, Nk, d}), v({B, Hkv, Nk, d});
+  for (auto* t : {&q, &k, &v})
+    for (bfloat16& x : t->storage()) x = bfloat16::from_float(nd(rng));
+  al::AttentionOptions<float> opt;
+  const std::vector<int64_t> key_lengths{Nk, Nk - 700};
+  opt.key_lengths = key_lengths;
+  std::vector<al::Tensor<bfloat16>> outs;
+  std::vector<al::Tensor<float>> lses;
+  const int64_t dots_at = counts.decode_bf16_dots.load();
+  for (int threads = 1; threads <= 3; ++threads) {
+    outs.emplace_back(al::Shape{B, Hq, 1, d}), lses.emplace_back(al::Shape{B, Hq, 1, 1});
+    al::attention_forward(q.view(), k.view(), v.view(), opt, outs.back().view(), lses.back().view(), nullptr,
+                          al::ComputeConfig{threads});
+  }
+  EXPECT_EQ(counts.decode_bf16_dots.load() > dots_at, expect_dots);
+  for (int t = 1; t < 3; ++t) {
+    int64_t differ = 0;
+    for (int64_t i = 0; i < outs[0].numel(); ++i) differ += outs[t].data()[i].bits != outs[0].data()[i].bits;
+    EXPECT_EQ(differ, 0) << t + 1 << " threads, out";
+    EXPECT_EQ(count_differences(lses[t], lses[0]), 0) << t + 1 << " threads, lse";
+  }
 }
