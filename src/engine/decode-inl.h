@@ -1057,8 +1057,11 @@ bool FusedApplies(const DecodeWork& w, int64_t b, int64_t W, int64_t j0, int64_t
   // Five to eight rows at d < 128: the step's costs per row and key (lane sums, softmax)
   // weigh more against half the multiply-adds, and the tile-at-a-time step was ahead (Zen 4,
   // from memory: d = 64 −6 %, d = 80 −10 %, d = 96 −4 % at 8 rows; d = 128 +23 %, d = 256
-  // +8 to +26 %).
-  if (W > 4 && p.dims.d < kFusedManyRowsMinDim) return false;
+  // +8 to +26 %). A bfloat16 cache whose scores take the CPU's dot products (Bf16DotsApply)
+  // is fused there too: against the tile-at-a-time step (Zen 4, 2 threads, Nk = 32768,
+  // interleaved, two runs each) 14/2 heads at d = 64 +14, +16 %, 64/8 +14, +15 %, 40/8
+  // +22, +23 %, 12/2 at d = 96 +30, +30 %.
+  if (W > 4 && p.dims.d < kFusedManyRowsMinDim && !Bf16DotsApply<E>(p, W)) return false;
   if (k_rows.data == nullptr || v_rows.data == nullptr || nc % static_cast<int64_t>(kFusedKeys) != 0) return false;
   if (p.softcap != 0.0f || p.alibi || p.score_mod != nullptr || p.mask_mod != nullptr || o.additive_mask.present() ||
       o.bool_mask.present())
