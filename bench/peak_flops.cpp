@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <chrono>
 #include <ctime>
+#include <functional>
 #include <vector>
 
 #undef HWY_TARGET_INCLUDE
@@ -66,16 +67,15 @@ double thread_cpu_seconds() {
 }
 }  // namespace
 
-Peak measure_peak(int threads, double seconds, int trials) {
+Peak measure_loop_peak(const std::function<float(int64_t)>& loop, double flops_per_iter, int threads, double seconds,
+                       int trials) {
   Peak peak;
-  peak.target = HWY_DYNAMIC_DISPATCH(TargetName)();
   // Calibrate the iteration count on one thread.
   int64_t iters = 1 << 20;
   volatile float sink = 0;
-  int lanes = 0, chains = 0;
   for (;;) {
     const auto t0 = std::chrono::steady_clock::now();
-    sink = sink + HWY_DYNAMIC_DISPATCH(FmaLoop)(iters, &lanes, &chains);
+    sink = sink + loop(iters);
     const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (dt > seconds / 4 || iters > (int64_t{1} << 40)) {
       iters = static_cast<int64_t>(static_cast<double>(iters) * seconds / std::max(dt, 1e-9));
@@ -83,18 +83,15 @@ Peak measure_peak(int threads, double seconds, int trials) {
     }
     iters *= 4;
   }
-  peak.lanes = lanes;
-  peak.chains = chains;
   for (int t = 0; t < trials; ++t) {
     std::vector<float> out(static_cast<size_t>(threads));
     std::vector<double> cpu_rate(static_cast<size_t>(threads), 0.0);
-    const double flops_per_thread = 2.0 * lanes * chains * static_cast<double>(iters);
+    const double flops_per_thread = flops_per_iter * static_cast<double>(iters);
     const auto t0 = std::chrono::steady_clock::now();
 #pragma omp parallel num_threads(threads)
     {
-      int l = 0, c = 0;
       const double c0 = thread_cpu_seconds();
-      out[static_cast<size_t>(omp_get_thread_num())] = HWY_DYNAMIC_DISPATCH(FmaLoop)(iters, &l, &c);
+      out[static_cast<size_t>(omp_get_thread_num())] = loop(iters);
       cpu_rate[static_cast<size_t>(omp_get_thread_num())] = flops_per_thread / std::max(thread_cpu_seconds() - c0, 1e-9);
     }
     const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -104,6 +101,21 @@ Peak measure_peak(int threads, double seconds, int trials) {
     peak.gflops = std::max(peak.gflops, flops_per_thread * threads / dt / 1e9);
     peak.gflops_cpu = std::max(peak.gflops_cpu, cpu_total / 1e9);
   }
+  return peak;
+}
+
+Peak measure_peak(int threads, double seconds, int trials) {
+  int lanes = 0, chains = 0;
+  (void)HWY_DYNAMIC_DISPATCH(FmaLoop)(1, &lanes, &chains);
+  Peak peak = measure_loop_peak(
+      [](int64_t iters) {
+        int l = 0, c = 0;
+        return HWY_DYNAMIC_DISPATCH(FmaLoop)(iters, &l, &c);
+      },
+      2.0 * lanes * chains, threads, seconds, trials);
+  peak.target = HWY_DYNAMIC_DISPATCH(TargetName)();
+  peak.lanes = lanes;
+  peak.chains = chains;
   return peak;
 }
 

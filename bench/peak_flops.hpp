@@ -1,6 +1,9 @@
 #pragma once
 // This machine's measured float32 FMA peak, the yardstick of `attnlab peak`
 // and of `attnlab bench`'s peak_fraction.
+#include <cstdint>
+#include <functional>
+#include <optional>
 #include <string>
 
 namespace attnlab::bench {
@@ -17,5 +20,17 @@ struct Peak {
 
 // Best of `trials` runs of ~`seconds` each, on `threads` OpenMP threads.
 Peak measure_peak(int threads, double seconds = 0.2, int trials = 5);
+
+// The bfloat16 dot-product peak where the CPU has AVX512_BF16 (VDPBF16PS: 16 lanes, each
+// adding two products of bfloat16 pairs, 64 FLOPs per instruction), the same way
+// (bench/peak_bf16_dots.cpp); nullopt on other CPUs. The yardstick of a bfloat16 cache's
+// scores on those products (docs/engine.md, "bfloat16 scores on the CPU's dot products").
+std::optional<Peak> measure_bf16_dot_peak(int threads, double seconds = 0.2, int trials = 5);
+
+// The harness of both: `loop(iters)` runs `iters` iterations of `flops_per_iter` FLOPs on
+// the calling thread and returns a value that depends on all of them. Calibrated on one
+// thread to ~`seconds`, then timed `trials` times on `threads` threads, the best kept.
+Peak measure_loop_peak(const std::function<float(int64_t)>& loop, double flops_per_iter, int threads, double seconds,
+                       int trials);
 
 }  // namespace attnlab::bench

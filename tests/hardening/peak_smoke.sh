@@ -1,17 +1,18 @@
 #!/usr/bin/env bash
 # `attnlab peak` as a program, not as a measurement (no test asserts a speed):
-# the FMA peak and the read bandwidth (--memory) print a positive, finite figure
+# the FMA peak (and the bfloat16 dot-product peak, exactly where the CPU has
+# AVX512_BF16) and the read bandwidth (--memory) print a positive, finite figure
 # for 1 thread and for all threads, and options that would do nothing are errors.
 # Usage: peak_smoke.sh ATTNLAB_CLI
 set -euo pipefail
 cli=$1
 
-check_rows() {  # check_rows OUTPUT COLUMNS: two rows "1 x..." and "2 x...", every x > 0 and finite
-  /usr/bin/python3 - "$1" "$2" <<'PY'
+check_rows() {  # check_rows OUTPUT COLUMNS [TABLES]: TABLES (1) pairs of rows "1 x..." and "2 x...", every x > 0 and finite
+  /usr/bin/python3 - "$1" "$2" "${3:-1}" <<'PY'
 import math, re, sys
-out, cols = sys.argv[1], int(sys.argv[2])
+out, cols, tables = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 rows = [l.split() for l in out.splitlines() if re.fullmatch(r"\s*\d+(\s+[-+0-9.eE]+|\s+inf|\s+nan)+\s*", l)]
-assert [r[0] for r in rows] == ["1", "2"], out
+assert [r[0] for r in rows] == ["1", "2"] * tables, out
 for r in rows:
     assert len(r) == 1 + cols, out
     for x in r[1:]:
@@ -21,8 +22,14 @@ PY
 }
 
 out=$("$cli" peak --threads 2 --seconds 0.02)
-check_rows "$out" 2
 grep -q 'float32 FMA peak' <<< "$out"
+if grep -qw avx512_bf16 /proc/cpuinfo; then
+  check_rows "$out" 2 2
+  grep -q 'bfloat16 dot-product peak, VDPBF16PS' <<< "$out"
+else
+  check_rows "$out" 2 1
+  if grep -q 'bfloat16 dot-product peak' <<< "$out"; then echo "a bfloat16 peak without AVX512_BF16" >&2; exit 1; fi
+fi
 
 # A small buffer keeps the test quick; it is then partly cached, which is fine here.
 out=$("$cli" peak --memory --threads 2 --buffer-mb 16 --passes 2)

@@ -1,6 +1,7 @@
 // `attnlab peak`: this machine's measured float32 FMA peak, on one thread and
-// on all of them (bench/peak_flops.cpp explains the loop); with --memory, its
-// read bandwidth the same way (bench/peak_memory.cpp).
+// on all of them (bench/peak_flops.cpp explains the loop), and the bfloat16 dot-product
+// peak where the CPU has one (bench/peak_bf16_dots.cpp); with --memory, its read
+// bandwidth the same way (bench/peak_memory.cpp).
 #include <omp.h>
 
 #include <cstdlib>
@@ -60,6 +61,16 @@ void run_peak(const PeakArgs& a) {
   fmt::print("{:>8}  {:>14}  {:>14}\n", "threads", "GFLOP/s (wall)", "GFLOP/s (CPU)");
   fmt::print("{:>8}  {:>14.1f}  {:>14.1f}\n", 1, one.gflops, one.gflops_cpu);
   fmt::print("{:>8}  {:>14.1f}  {:>14.1f}\n", all, many.gflops, many.gflops_cpu);
+  // Where the CPU has them, the bfloat16 dot products that a bfloat16 cache's scores run on.
+  if (const auto one16 = attnlab::bench::measure_bf16_dot_peak(1, a.seconds)) {
+    const auto many16 = attnlab::bench::measure_bf16_dot_peak(all, a.seconds);
+    fmt::print("bfloat16 dot-product peak, VDPBF16PS ({} float lanes, each adding 2 bfloat16 products; {} independent "
+               "chains per thread, best of 5)\n",
+               one16->lanes, one16->chains);
+    fmt::print("{:>8}  {:>14}  {:>14}\n", "threads", "GFLOP/s (wall)", "GFLOP/s (CPU)");
+    fmt::print("{:>8}  {:>14.1f}  {:>14.1f}\n", 1, one16->gflops, one16->gflops_cpu);
+    fmt::print("{:>8}  {:>14.1f}  {:>14.1f}\n", all, many16->gflops, many16->gflops_cpu);
+  }
   fmt::print("wall: over elapsed time, what the threads got with the machine's current load;\n"
              "CPU: over each thread's CPU time, what the cores do while they run (the hardware peak).\n");
 }
