@@ -372,8 +372,8 @@ void run_bench(const BenchArgs& a) {
   // size of other data on the same threads right before each timed call (the untimed calls
   // before it keep the cores awake, and so does this) leaves nothing of K and V there, for
   // the read bound and every implementation alike.
-  const int64_t llc_bytes = al::engine::last_level_cache_bytes();
-  const size_t evict_floats = a.evict_llc ? static_cast<size_t>(3 * (llc_bytes > 0 ? llc_bytes : 32 << 20)) / sizeof(float) : 0;
+  const int64_t llc_found = al::engine::last_level_cache_bytes(), llc_bytes = llc_found > 0 ? llc_found : int64_t{32} << 20;
+  const size_t evict_floats = a.evict_llc ? static_cast<size_t>(3 * llc_bytes) / sizeof(float) : 0;
   Buffer evict(evict_floats);
   std::fill(evict.begin(), evict.end(), 1.0f);
   auto evict_caches = [&] {
@@ -431,7 +431,7 @@ void run_bench(const BenchArgs& a) {
   if (a.evict_llc)
     fmt::print("last-level cache evicted before each timed forward and read bound: {} MiB of other data read by the same "
                "threads ({} MiB cache{})\n",
-               evict_floats * sizeof(float) >> 20, (llc_bytes > 0 ? llc_bytes : 32 << 20) >> 20, llc_bytes > 0 ? "" : ", assumed");
+               evict_floats * sizeof(float) >> 20, llc_bytes >> 20, llc_found > 0 ? "" : ", assumed");
   fmt::print("read bound: the {:.1f} MB of K and V read once with the probe's loop, timed before each round's "
              "implementations after the same {} ms pause{}: {:.1f} GB/s (median)\n",
              2.0 * static_cast<double>(nkv) * sizeof(float) / 1e6, a.settle_ms,
