@@ -26,6 +26,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <cmath>
 #include <random>
@@ -187,18 +188,12 @@ int64_t count_differences(const al::Tensor<float>& a, const al::Tensor<float>& b
   return n;
 }
 
-// The float32 engine as the 16-bit types run it off AVX-512, while in scope: the fused
-// decoding step off (see the top).
-struct FusedDecodeStepOff {
-  FusedDecodeStepOff() { al::engine::fused_decode_allowed().store(false); }
-  ~FusedDecodeStepOff() { al::engine::fused_decode_allowed().store(true); }
-};
-
-// While in scope: a bfloat16 cache's scores on converted values, never on the CPU's
-// bfloat16 dot products (see the top).
-struct Bf16DotProductsOff {
-  Bf16DotProductsOff() { al::engine::bf16_dot_products_allowed().store(false); }
-  ~Bf16DotProductsOff() { al::engine::bf16_dot_products_allowed().store(true); }
+// An engine test hook (engine::fused_decode_allowed, bf16_dot_products_allowed) off while
+// in scope (see the top).
+struct HookOff {
+  explicit HookOff(std::atomic<bool>& h) : hook(h) { hook.store(false); }
+  ~HookOff() { hook.store(true); }
+  std::atomic<bool>& hook;
 };
 
 // One problem in type T against the float32 engine on the same values; `path` is the
@@ -216,7 +211,7 @@ bool check_equals_float_engine(const al::test::Problem& p, bool strided, int thr
   const al::ConstView<T> v = to_type<T>(p.v, strided ? std::array<int, 4>{0, 1, 3, 2} : plain, 1, sv, v32);
   const al::ConstView<T> g = to_type<T>(p.grad_out, plain, 1, sg, g32);
   const al::ComputeConfig config{threads};
-  const Bf16DotProductsOff exact_products;
+  const HookOff exact_products(al::engine::bf16_dot_products_allowed());  // scores on converted values
   auto fused_tiles = [] { return al::engine::tile_counts().decode_fused.load(); };
   const int64_t before32 = fused_tiles();
   const auto f32_as_is = al::attention_forward(q32.view(), k32.view(), v32.view(), opt, config);
@@ -234,7 +229,7 @@ bool check_equals_float_engine(const al::test::Problem& p, bool strided, int thr
   // Strided views are not read in place (the float32 copies are), so they never fuse.
   EXPECT_EQ(fused16, avx512 && fused_shape && !strided)
       << "a 16-bit cache read in place takes the fused step where float32 does, on AVX-512 only";
-  const FusedDecodeStepOff fused_off;
+  const HookOff fused_off(al::engine::fused_decode_allowed());  // as the 16-bit types run off AVX-512
   const auto f32 = fused16 ? f32_as_is : al::attention_forward(q32.view(), k32.view(), v32.view(), opt, config);
   EXPECT_EQ(count_differences<T>(out.view(), f32.out), 0) << "out";
   EXPECT_EQ(count_differences(lse, f32.lse), 0) << "lse";
