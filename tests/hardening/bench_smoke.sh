@@ -33,6 +33,9 @@ def check(path, shape, pairs, keys_read):
     j = json.load(open(path))
     assert j["peak_gflops"] > 0 and j["bandwidth_gbps"] > 0 and j["bandwidth_gbps_cpu"] > 0 and j["threads"] == 2, j
     assert j["read_bound_gbps"] > 0, j
+    assert j["bandwidth_plain_gbps"] > 0 and j["read_reader"] in (
+        "1 stream, loads alone", "1 stream, 4 multiply-adds per vector",
+        "2 streams, loads alone", "2 streams, 4 multiply-adds per vector"), j
     assert j["kv_pages"] in ("4 KiB pages", "2 MiB pages", "pages unknown") or j["kv_pages"].startswith("2 MiB pages ("), j
     assert j["transparent_huge_pages"] in ("always", "madvise", "never", ""), j
     assert j["diff_reference"] == "attnlab" and len(j["load_average"]) == 3, j

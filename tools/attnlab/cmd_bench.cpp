@@ -365,7 +365,7 @@ void run_bench(const BenchArgs& a) {
   // passes run in, measured in the same minutes (this machine's bandwidth moves by
   // 10-30 % within minutes; the probe's best pass before or after is its ceiling).
   volatile float read_sink = 0;
-  auto read_kv = [&] { read_sink = read_sink + ab::read_once(k.data(), v.data(), nkv, threads); };
+  auto read_kv = [&] { read_sink = read_sink + ab::read_once(k.data(), v.data(), nkv, threads, bandwidth.reader); };
   // --evict-llc: a model decodes layer after layer, so each layer's K and V come from
   // memory, while calls repeated on one cache find part of it in the last-level cache (all
   // of it when it is smaller: a 1B model's layer holds a few MB). Reading 3× the cache's
@@ -407,8 +407,9 @@ void run_bench(const BenchArgs& a) {
     peak.gflops = std::max(peak.gflops, after.gflops);
     peak.gflops_cpu = std::max(peak.gflops_cpu, after.gflops_cpu);
     const ab::Bandwidth bw_after = ab::measure_read_bandwidth(threads);
-    bandwidth.gbps = std::max(bandwidth.gbps, bw_after.gbps);
+    if (bw_after.gbps > bandwidth.gbps) bandwidth.gbps = bw_after.gbps, bandwidth.reader = bw_after.reader;
     bandwidth.gbps_cpu = std::max(bandwidth.gbps_cpu, bw_after.gbps_cpu);
+    bandwidth.plain_gbps = std::max(bandwidth.plain_gbps, bw_after.plain_gbps);
   }
 
   const double pairs = shape.visible_pairs() * static_cast<double>(shape.B * shape.Hq) * static_cast<double>(shape.D);
@@ -423,16 +424,16 @@ void run_bench(const BenchArgs& a) {
              cpu_name(), al::engine::target_name());
   fmt::print("measured on {} threads (best of before and after the timings): FMA peak {:.1f} GFLOP/s wall-clock, "
              "{:.1f} over CPU time ({}); read bandwidth {:.1f} GB/s wall-clock, {:.1f} over CPU time ({} MiB "
-             "buffer) | load average {:.2f} {:.2f} {:.2f} | median of {}\n",
+             "buffer; best reader: {}; loads alone on one stream {:.1f}) | load average {:.2f} {:.2f} {:.2f} | median of {}\n",
              threads, peak.gflops, peak.gflops_cpu, peak.target, bandwidth.gbps, bandwidth.gbps_cpu,
-             bandwidth.bytes >> 20, load[0], load[1], load[2], a.repeats);
+             bandwidth.bytes >> 20, bandwidth.reader.name(), bandwidth.plain_gbps, load[0], load[1], load[2], a.repeats);
   fmt::print("K and V in {} (transparent huge pages: {}; the probe's buffer in {})\n", kv_pages,
              thp_mode.empty() ? "unknown" : thp_mode, bandwidth.pages);
   if (a.evict_llc)
     fmt::print("last-level cache evicted before each timed forward and read bound: {} MiB of other data read by the same "
                "threads ({} MiB cache{})\n",
                evict_floats * sizeof(float) >> 20, llc_bytes >> 20, llc_found > 0 ? "" : ", assumed");
-  fmt::print("read bound: the {:.1f} MB of K and V read once with the probe's loop, timed before each round's "
+  fmt::print("read bound: the {:.1f} MB of K and V read once by the probe's best reader, timed before each round's "
              "implementations after the same {} ms pause{}: {:.1f} GB/s (median)\n",
              2.0 * static_cast<double>(nkv) * sizeof(float) / 1e6, a.settle_ms,
              a.cold ? " (cold: the first call after it)" : " and 20 ms of untimed reads", read_gbps);
@@ -501,6 +502,8 @@ void run_bench(const BenchArgs& a) {
                                 {"bandwidth_gbps", bandwidth.gbps},
                                 {"bandwidth_gbps_cpu", bandwidth.gbps_cpu},
                                 {"read_bound_gbps", read_gbps},
+                                {"read_reader", bandwidth.reader.name()},
+                                {"bandwidth_plain_gbps", bandwidth.plain_gbps},
                                 {"llc_evicted", a.evict_llc},
                                 {"kv_pages", kv_pages},
                                 {"transparent_huge_pages", thp_mode},

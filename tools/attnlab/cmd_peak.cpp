@@ -25,7 +25,7 @@ struct PeakArgs {
 };
 
 void print_bandwidth(const attnlab::bench::Bandwidth& bw, int threads) {
-  fmt::print("{:>8}  {:>11.1f}  {:>10.1f}\n", threads, bw.gbps, bw.gbps_cpu);
+  fmt::print("{:>8}  {:>11.1f}  {:>10.1f}  {:>17.1f}  {}\n", threads, bw.gbps, bw.gbps_cpu, bw.plain_gbps, bw.reader.name());
 }
 
 void run_memory(const PeakArgs& a, int all) {
@@ -43,11 +43,13 @@ void run_memory(const PeakArgs& a, int all) {
                                                 static_cast<double>(one.l3_bytes), one.l3_bytes >> 20)
                               : std::string("last-level cache size unknown"),
              load[0], load[1], load[2]);
-  fmt::print("{:>8}  {:>11}  {:>10}\n", "threads", "GB/s (wall)", "GB/s (CPU)");
+  fmt::print("{:>8}  {:>11}  {:>10}  {:>17}  {}\n", "threads", "GB/s (wall)", "GB/s (CPU)", "loads alone (wall)", "best reader");
   print_bandwidth(one, 1);
   print_bandwidth(many, all);
   fmt::print("GB = 1e9 bytes; each thread reads its own slice. wall: over elapsed time, what the threads got with\n"
-             "the machine's current load; CPU: over each thread's CPU time, the rate while they run.\n");
+             "the machine's current load; CPU: over each thread's CPU time, the rate while they run. Each pass tries\n"
+             "four readers (one or two streams per thread; loads alone or 4 multiply-adds per vector between them)\n"
+             "and the best is the bandwidth; \"loads alone\" is one stream's plain loop, the probe of earlier versions.\n");
 }
 
 void run_peak(const PeakArgs& a) {
