@@ -23,8 +23,10 @@
 //     prefetchers alone (hw) or every line also software-prefetched 4 KiB ahead (sw);
 //   - pair F (hw) / pair F (sw): the same loop reading K and V as the step does, a row of
 //     K and then the row of V, key after key, each thread its slice of rows;
-//   - order F (hw): the pair read in the fused step's order over each block of 8 keys (two
-//     rows of K at a time; V by blocks of 3 vectors of columns, each down the 8 rows);
+//   - order F (KV) / (K) / (V): the pair read in the fused step's order over each block of
+//     8 keys (two rows of K at a time; V by blocks of 3 vectors of columns, each down the 8
+//     rows), or in that order for K alone or V alone; order F (gap): K and V row by row with
+//     a pause without loads between a block's K and its V, where the step's softmax is;
 //   - step R rows: attnlab::attention_forward with R·H query heads, one query row each,
 //     against the cache (the decode step: R rows per K/V head).
 // A pass counts when its two read bounds agree within 10 % (the memory did not change
@@ -171,8 +173,12 @@ int main(int argc, char** argv) {
                             return loop_over(k.data(), v.data(), count, a.d, a.threads, fmas, prefetch, paired);
                           }});
   for (const int fmas : {1, 4, 8})
-    for (const int which : {ab::kStepOrderK | ab::kStepOrderV, ab::kStepOrderK, ab::kStepOrderV})
-      passes.push_back({"order " + std::to_string(fmas) + (which == ab::kStepOrderK ? " (K)" : which == ab::kStepOrderV ? " (V)" : " (KV)"),
+    for (const int which : {ab::kStepOrderK | ab::kStepOrderV, ab::kStepOrderK, ab::kStepOrderV, ab::kStepOrderGap})
+      passes.push_back({"order " + std::to_string(fmas) +
+                            (which == ab::kStepOrderK   ? " (K)"
+                             : which == ab::kStepOrderV ? " (V)"
+                             : which == ab::kStepOrderGap ? " (gap)"
+                                                          : " (KV)"),
                         [&, fmas, which] { return loop_over(k.data(), v.data(), count, a.d, a.threads, fmas, false, true, which); }});
   // The decode step with R query heads per K/V head; q, out and lse per R.
   std::vector<al::Tensor<float>> queries, outs, lses;

@@ -61,6 +61,13 @@ float Stream(const float* HWY_RESTRICT x, const float* HWY_RESTRICT y, size_t n,
           for (int u = 0; u < 4; ++u) at[2 * u] = x + r + j * row + c + u * L, at[2 * u + 1] = at[2 * u] + row;
           gather8(at);
         }
+      // With kStepOrderGap, a pause without loads between the two phases, as the step's
+      // softmax makes one: a chain of 64 dependent multiply-adds (about 256 cycles).
+      if (step_order & kStepOrderGap) {
+        V chain = work[0];
+        for (int g = 0; g < 64; ++g) chain = hn::MulAdd(chain, decay, decay);
+        work[0] = chain;
+      }
       // Column blocks of 3 vectors (the last of what is left), each down the 8 rows, 8 loads at a time.
       if (!(step_order & kStepOrderV))
         for (size_t i = 0; i < 8 * row; i += 8 * L) block(y + r + i);

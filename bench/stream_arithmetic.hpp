@@ -25,8 +25,9 @@ float stream_pair_with_arithmetic(const float* x, const float* y, size_t n, size
 // The same pair read in the fused decoding step's order over each block of 8 rows (two
 // rows of x at a time, then y by blocks of 3 vectors of columns down the 8 rows), with
 // the hardware prefetchers alone; n a whole number of 8 rows. `which`: kStepOrderK, kStepOrderV
-// or both (the other read row after row).
-inline constexpr int kStepOrderK = 1, kStepOrderV = 2;
+// or both (the other read row after row), and with kStepOrderGap a pause of about 256
+// cycles without loads between a block's K and its V (where the step's softmax is).
+inline constexpr int kStepOrderK = 1, kStepOrderV = 2, kStepOrderGap = 4;
 float stream_pair_in_step_order(const float* x, const float* y, size_t n, size_t row, int fmas, int which);
 
 // The SIMD target these loops run on (e.g. "AVX3").
