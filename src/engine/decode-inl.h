@@ -53,7 +53,7 @@
 // unnormalised O per row: its partial). MergeRow combines a row's partials in chunk
 // order, m = max m_c, l = Σ e^{m_c − m} l_c, O = Σ e^{m_c − m} O_c, then O/l and
 // L = m + log l as the tiled path finishes a row (FinishRow). The chunks are fixed by
-// the shapes (kDecodeChunk), so every row's sums are the same sequence of float
+// the shapes (decode_chunk_keys), so every row's sums are the same sequence of float
 // operations for any number of threads: bitwise identical results, as in the tiled path.
 #if defined(ATTNLAB_ENGINE_DECODE_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef ATTNLAB_ENGINE_DECODE_INL_H_
@@ -97,6 +97,7 @@ namespace {
 struct DecodeWork {
   const Plan* p = nullptr;
   int64_t rows = 0;            // M = group·Nq rows per key/value head
+  int64_t chunk = 0;           // keys per chunk (decode_chunk_keys)
   int64_t n_chunks = 0;        // key chunks per (batch, key/value head)
   const int64_t* begin = nullptr;  // [B, Nq] key_begin of query i of batch b (windows, packed sequences)
   const int64_t* end = nullptr;    // [B, Nq] key_end of query i of batch b
@@ -1280,16 +1281,16 @@ void DecodeChunk(const DecodeWork& w, int64_t item, int64_t kv, int64_t c, Decod
   std::fill(w.nan_score + row0, w.nan_score + row0 + w.rows, false);
   std::memset(w.o + row0 * p.dv_pad, 0, sizeof(float) * static_cast<size_t>(w.rows * p.dv_pad));
   // Keys past the last query's key_end are hidden from every row (key_end grows with i).
-  const int64_t keys_end = std::min({dm.Nk, (c + 1) * kDecodeChunk, w.end[b * dm.Nq + dm.Nq - 1]});
-  if (c * kDecodeChunk < keys_end) PackQueries(w, b, hk, sc);
+  const int64_t keys_end = std::min({dm.Nk, (c + 1) * w.chunk, w.end[b * dm.Nq + dm.Nq - 1]});
+  if (c * w.chunk < keys_end) PackQueries(w, b, hk, sc);
   // The value check (options.check_finite) rides on the work: a NaN or ±inf in a tile's K
   // shows in the raw scores (DecodeBlock), one in its V in the O of the rows that used the
   // tile (0·inf is NaN too), checked below. Tiles that no row sees are not otherwise read:
   // they are scanned here. So K and V are read once, not once to check and once to use.
   const bool verify = w.kv_suspect != nullptr;
-  const int64_t chunk_end = std::min(dm.Nk, (c + 1) * kDecodeChunk);
+  const int64_t chunk_end = std::min(dm.Nk, (c + 1) * w.chunk);
   int64_t computed = 0, fused = 0;  // (row block, key tile) pairs, and those fused, for TileCounts
-  for (int64_t j0 = c * kDecodeChunk; j0 < (verify ? chunk_end : keys_end); j0 += kBc) {
+  for (int64_t j0 = c * w.chunk; j0 < (verify ? chunk_end : keys_end); j0 += kBc) {
     const int64_t nc = std::min(kBc, dm.Nk - j0);  // a whole tile (masking hides what lies past keys_end)
     bool used = false;  // V's rows packed (when not read in place) only if some block needs them
     for (int64_t r0 = 0; r0 < w.rows && j0 < keys_end; r0 += kBr) {

@@ -51,7 +51,8 @@ bool DecodeForwardImpl(const Plan& p, TensorView<float> out, TensorView<float> l
   DecodeWork w;
   w.p = &p;
   w.rows = dm.group() * dm.Nq;
-  w.n_chunks = ceil_div(dm.Nk, kDecodeChunk);
+  w.chunk = decode_chunk_keys(dm.B, dm.Hkv, dm.Nk);
+  w.n_chunks = ceil_div(dm.Nk, w.chunk);
   w.begin = begin.data();
   w.end = end.data();
   w.scale = scale.data();

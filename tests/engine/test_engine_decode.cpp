@@ -40,7 +40,7 @@ uint64_t base_seed() {
 al::test::ProblemLimits decode_limits(int n) {
   al::test::ProblemLimits lim;
   lim.dims = {1, 64, 80, 128, 256};
-  lim.min_seq_k = al::engine::kDecodeChunk + 1;
+  lim.min_seq_k = al::engine::kDecodeChunkMin + 1;
   if (n % 30 == 0) {  // a long cache: dozens of chunks merge
     lim.max_seq_q = 2;
     lim.min_seq_k = 5000;
@@ -59,7 +59,7 @@ al::test::ProblemLimits decode_limits(int n) {
   } else if (n % 4 == 3) {  // a short cache: one chunk, no merge
     lim.max_seq_q = 8;
     lim.min_seq_k = 16;
-    lim.max_seq_k = al::engine::kDecodeChunk;
+    lim.max_seq_k = al::engine::kDecodeChunkMin;
     lim.max_batch = 2;
     lim.max_kv_heads = 2;
     lim.max_group = 4;
@@ -81,7 +81,7 @@ al::test::ProblemLimits fused_step_limits(int n, int64_t max_seq_q, int64_t max_
   lim.dims = {1, 16, 64, 80, 128, 256};
   lim.max_seq_q = max_seq_q;
   lim.max_group = max_group;
-  lim.min_seq_k = al::engine::kDecodeChunk + 1;
+  lim.min_seq_k = al::engine::kDecodeChunkMin + 1;
   lim.max_seq_k = n % 10 == 0 ? 12000 : 2000;
   lim.max_batch = 2;
   lim.max_kv_heads = 2;
@@ -112,7 +112,7 @@ TEST(EngineDecode, RandomDecodeAndChunkShapesWithinTheAccuracyRule) {
     row_scale += p.scale.depends_on_n();
     strided += use_strides;
     long_cache += p.Nk >= 5000;
-    short_cache += p.Nk <= al::engine::kDecodeChunk;
+    short_cache += p.Nk <= al::engine::kDecodeChunkMin;
     chunk += p.Nq > 16;
     policies.insert(p.scale.kind());
     dims.insert(p.d);
@@ -256,7 +256,7 @@ TEST(EngineDecode, OneQueryRowFusedStepWithinTheAccuracyRule) {
   // Split-KV over 7 chunks, key padding: bitwise the same for 1, 2 and 3 threads, either way.
   std::mt19937_64 rng(seed);
   al::test::Problem p;
-  p.B = 2, p.Hq = p.Hkv = 3, p.Nq = 1, p.Nk = 7 * al::engine::kDecodeChunk - 5, p.d = p.dv = 128;
+  p.B = 2, p.Hq = p.Hkv = 3, p.Nq = 1, p.Nk = 7 * al::engine::kDecodeChunkMin - 5, p.d = p.dv = 128;
   p.q = al::Tensor<double>({p.B, p.Hq, p.Nq, p.d});
   p.k = al::Tensor<double>({p.B, p.Hkv, p.Nk, p.d});
   p.v = al::Tensor<double>({p.B, p.Hkv, p.Nk, p.dv});
@@ -354,7 +354,7 @@ TEST(EngineDecode, FiveToEightRowsFusedOnAvx512WithinTheAccuracyRule) {
   for (const int64_t group : {8, 3}) {
     std::mt19937_64 rng(seed + static_cast<uint64_t>(group));
     al::test::Problem p;
-    p.B = 2, p.Hkv = 2, p.Hq = 2 * group, p.Nq = group == 8 ? 1 : 2, p.Nk = 5 * al::engine::kDecodeChunk - 3,
+    p.B = 2, p.Hkv = 2, p.Hq = 2 * group, p.Nq = group == 8 ? 1 : 2, p.Nk = 5 * al::engine::kDecodeChunkMin - 3,
     p.d = p.dv = 128;
     p.q = al::Tensor<double>({p.B, p.Hq, p.Nq, p.d});
     p.k = al::Tensor<double>({p.B, p.Hkv, p.Nk, p.d});
@@ -396,7 +396,7 @@ TEST(EngineDecode, FusedStepLazyMaxRescalesWithinTheAccuracyRule) {
     al::test::ProblemLimits lim;
     lim.dims = {d};
     lim.max_seq_q = 1;
-    lim.min_seq_k = lim.max_seq_k = 3 * al::engine::kDecodeChunk + 40;
+    lim.min_seq_k = lim.max_seq_k = 3 * al::engine::kDecodeChunkMin + 40;
     lim.max_batch = lim.max_kv_heads = 1;
     lim.max_group = 1;
     lim.p_causal = lim.p_bool_mask = lim.p_additive_mask = lim.p_padding = lim.p_other_scale = 0;
@@ -519,6 +519,48 @@ TEST(EngineDecode, SplitKVBitwiseIdenticalForOneTwoThreeThreads) {
   }
 }
 
+// Calls with many work items take chunks of more keys (decode_chunk_keys, a function of
+// the shape alone): the rule's steps, and a cache whose heads merge chunks of 4096 keys
+// (the last one short, one batch item padded) within the accuracy rule, bitwise the same
+// for 1, 2 and 3 threads.
+TEST(EngineDecode, LargerChunksForCallsWithManyItems) {
+  using al::engine::decode_chunk_keys;
+  const int64_t min_chunk = al::engine::kDecodeChunkMin;
+  EXPECT_EQ(decode_chunk_keys(1, 8, 32768), 4096);     // 64 items
+  EXPECT_EQ(decode_chunk_keys(4, 8, 4096), 2048);      // 64 items of 2048 keys, 32 of 4096
+  EXPECT_EQ(decode_chunk_keys(1, 32, 2048), 1024);
+  EXPECT_EQ(decode_chunk_keys(1, 8, 4096), min_chunk);  // 8 × 8 items of 512 keys: fewer than 64 at any size
+  EXPECT_EQ(decode_chunk_keys(1, 1, 1 << 20), 4096);
+  EXPECT_EQ(decode_chunk_keys(2, 3, 7 * min_chunk - 5), min_chunk);
+  EXPECT_EQ(decode_chunk_keys(1, 1, 1), min_chunk);
+
+  std::mt19937_64 rng(base_seed() + 7100);
+  al::test::Problem p;
+  p.B = 2, p.Hq = 64, p.Hkv = 16, p.Nq = 1, p.Nk = 2 * 4096 + 100, p.d = p.dv = 32;
+  ASSERT_EQ(decode_chunk_keys(p.B, p.Hkv, p.Nk), 4096);
+  p.q = al::Tensor<double>({p.B, p.Hq, p.Nq, p.d});
+  p.k = al::Tensor<double>({p.B, p.Hkv, p.Nk, p.d});
+  p.v = al::Tensor<double>({p.B, p.Hkv, p.Nk, p.dv});
+  p.grad_out = al::Tensor<double>({p.B, p.Hq, p.Nq, p.dv});
+  for (auto* t : {&p.q, &p.k, &p.v, &p.grad_out}) al::test::fill_normal(*t, rng);
+  p.key_lengths = {p.Nk, 4096 + 7};
+  SCOPED_TRACE(p.describe());
+  al::test::check_engine_against_reference(p, false, al::ComputeConfig{2});
+  EXPECT_EQ(al::engine::last_forward_path(), ForwardPath::decode);
+  const al::test::FloatProblem fp(p);
+  const auto opt = fp.options(p);
+  auto run = [&](int threads) {
+    auto f = al::attention_forward(fp.q.view(), fp.k.view(), fp.v.view(), opt, al::ComputeConfig{threads});
+    return std::vector<al::Tensor<float>>{f.out, f.lse};
+  };
+  const auto one = run(1);
+  for (int threads : {2, 3}) {
+    const auto other = run(threads);
+    for (size_t x = 0; x < one.size(); ++x)
+      EXPECT_TRUE(al::test::same_bits(one[x], other[x])) << al::test::kQuantity[x] << ": " << threads << " threads against 1";
+  }
+}
+
 TEST(EngineDecode, TheEngineChoosesThePathFromTheShapes) {
   auto path = [](int64_t Hq, int64_t Hkv, int64_t Nq, int64_t Nk, bool diagnostics) {
     const al::Tensor<float> q({1, Hq, Nq, 8}, 0.5f), k({1, Hkv, Nk, 8}, 0.25f), v({1, Hkv, Nk, 8}, 1.0f);
@@ -531,7 +573,7 @@ TEST(EngineDecode, TheEngineChoosesThePathFromTheShapes) {
     }
     return al::engine::last_forward_path();
   };
-  const int64_t chunk = al::engine::kDecodeChunk, br = al::engine::kBr;
+  const int64_t chunk = al::engine::kDecodeChunkMin, br = al::engine::kBr;
   EXPECT_EQ(path(8, 8, 1, chunk + 1, false), ForwardPath::decode);   // a decoding step
   EXPECT_EQ(path(32, 8, 1, 4 * chunk, false), ForwardPath::decode);  // grouped-query heads
   EXPECT_EQ(path(4, 1, br, chunk + 1, false), ForwardPath::decode);  // a chunk of new queries
@@ -554,7 +596,7 @@ TEST(EngineDecode, TheEngineChoosesThePathFromTheShapes) {
 }
 
 TEST(EngineDecode, BadInputGetsTheSameErrors) {
-  const int64_t nk = al::engine::kDecodeChunk * 3 + 5;
+  const int64_t nk = al::engine::kDecodeChunkMin * 3 + 5;
   auto message = [](auto&& fn) {
     try {
       fn();
@@ -668,7 +710,7 @@ TEST(EngineDecode, PortableTargetRunsTheDecodePathWithinTheAccuracyRule) {
     al::test::ProblemLimits lim;
     lim.dims = {1, 3, 64, 80};
     lim.max_seq_q = n % 3 == 0 ? 6 : 2;
-    lim.min_seq_k = al::engine::kDecodeChunk + 1;
+    lim.min_seq_k = al::engine::kDecodeChunkMin + 1;
     lim.max_seq_k = 1300;
     lim.max_batch = 1;
     const al::test::Problem p = al::test::random_problem(rng, lim);

@@ -525,7 +525,7 @@ TEST(EnginePrecisionAccuracy, BFloat16ScoresOnTheCpuDotProductsWithinTheAccuracy
     al::test::ProblemLimits lim;
     lim.dims = {32, 64, 128, 256};
     lim.max_seq_q = 2, lim.max_group = 8, lim.max_batch = 2, lim.max_kv_heads = 2;
-    lim.min_seq_k = al::engine::kDecodeChunk + 1, lim.max_seq_k = n % 10 == 0 ? 12 * al::engine::kDecodeChunk : 1500;
+    lim.min_seq_k = al::engine::kDecodeChunkMin + 1, lim.max_seq_k = n % 10 == 0 ? 12 * al::engine::kDecodeChunkMin : 1500;
     lim.p_window = lim.p_softcap = lim.p_alibi = lim.p_packed = lim.p_mask_mod = lim.p_score_mod = lim.p_dropout = 0;
     lim.p_bool_mask = lim.p_additive_mask = 0;
     const al::test::Problem p = al::test::random_problem(rng, lim);
@@ -548,7 +548,7 @@ TEST(EnginePrecisionAccuracy, BFloat16ScoresOnTheCpuDotProductsWithinTheAccuracy
   // Split-KV over 5 chunks with key padding, 8 rows: bitwise the same for 1, 2 and 3 threads.
   std::mt19937_64 rng(seed);
   std::normal_distribution<float> nd(0.0f, 1.0f);
-  const int64_t B = 2, Hkv = 2, Hq = 16, Nk = 5 * al::engine::kDecodeChunk - 3, d = 128;
+  const int64_t B = 2, Hkv = 2, Hq = 16, Nk = 5 * al::engine::kDecodeChunkMin - 3, d = 128;
   al::Tensor<bfloat16> q({B, Hq, 1, d}), k({B, Hkv, Nk, d}), v({B, Hkv, Nk, d});
   for (auto* t : {&q, &k, &v})
     for (bfloat16& x : t->storage()) x = bfloat16::from_float(nd(rng));

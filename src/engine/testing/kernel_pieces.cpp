@@ -76,6 +76,7 @@ void DecodeChunkPieceImpl(const float* q, const float* k, const float* v, int64_
   DecodeWork w;
   w.p = &p;
   w.rows = dims.group() * Nq;
+  w.chunk = decode_chunk_keys(dims.B, dims.Hkv, dims.Nk);
   w.n_chunks = 1;
   w.begin = begin.data();
   w.end = end.data();

@@ -21,7 +21,7 @@ void tanh_piece(float* x, size_t n);
 // (s gets the last result). An unmasked tile of a problem with head dims 64.
 void softmax_piece(float* s, int64_t rows, int64_t nc, int64_t steps);
 // The decode path's work item (decode-inl.h), `steps` times on the same data: the
-// first chunk of keys (at most kDecodeChunk of Nk) of key/value head 0, for all the
+// first chunk of keys (at most decode_chunk_keys of Nk) of key/value head 0, for all the
 // group·Nq query rows of its group; q [1, Hq, Nq, d], k and v [1, Hkv, Nk, d] contiguous,
 // scale 1/√d, no mask. Its compute cost per key, with K and V in cache.
 void decode_chunk_piece(const float* q, const float* k, const float* v, int64_t Hq, int64_t Hkv, int64_t Nq,
