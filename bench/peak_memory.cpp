@@ -33,7 +33,6 @@ double thread_cpu_seconds() {
   return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
 }
 
-
 // Sum of x[0, n) and y[0, n) read by `r`: on two streams a block of kBlock floats of
 // each in turn, on one all of x and then all of y (y may be null: x alone). The loops
 // take whole blocks; the rest (fewer than kBlock floats) is summed one by one.

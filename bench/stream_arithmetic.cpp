@@ -26,24 +26,21 @@ float Stream(const float* HWY_RESTRICT x, const float* HWY_RESTRICT y, size_t n,
   for (int i = 0; i < 8; ++i) sum[i] = hn::Zero(df), work[i] = hn::Set(df, 1.0f);
   const V decay = hn::Set(df, 0.9999f);
   const size_t block_bytes = 8 * L * sizeof(float);
+  // The u-th of 8 loaded vectors: summed, and F multiply-adds on the work accumulators.
+  auto consume = [&](int u, const V v) {
+    sum[u] = hn::Add(sum[u], v);
+    for (int f = 0; f < F; ++f) work[(u + f) & 7] = hn::MulAdd(work[(u + f) & 7], decay, v);
+  };
   auto block = [&](const float* HWY_RESTRICT at) {
     if (prefetch_bytes != 0) {
       const char* line = reinterpret_cast<const char*>(at) + prefetch_bytes;
       for (size_t b = 0; b < block_bytes; b += 64) hwy::Prefetch(line + b);
     }
-    for (int u = 0; u < 8; ++u) {
-      const V v = hn::LoadU(df, at + u * L);
-      sum[u] = hn::Add(sum[u], v);
-      for (int f = 0; f < F; ++f) work[(u + f) & 7] = hn::MulAdd(work[(u + f) & 7], decay, v);
-    }
+    for (int u = 0; u < 8; ++u) consume(u, hn::LoadU(df, at + u * L));
   };
-  // The work of block() on 8 vectors at any addresses, for the step's order below.
+  // The same on 8 vectors at any addresses, for the step's order below.
   auto gather8 = [&](const float* const* at) {
-    for (int u = 0; u < 8; ++u) {
-      const V v = hn::LoadU(df, at[u]);
-      sum[u] = hn::Add(sum[u], v);
-      for (int f = 0; f < F; ++f) work[(u + f) & 7] = hn::MulAdd(work[(u + f) & 7], decay, v);
-    }
+    for (int u = 0; u < 8; ++u) consume(u, hn::LoadU(df, at[u]));
   };
   if (y == nullptr) {
     for (size_t i = 0; i < n; i += 8 * L) block(x + i);
@@ -53,14 +50,15 @@ float Stream(const float* HWY_RESTRICT x, const float* HWY_RESTRICT y, size_t n,
     // columns, each block down the 8 rows. No software prefetch.
     for (size_t r = 0; r < n; r += 8 * row) {
       const float* at[8];
-      if (!(step_order & kStepOrderK))
+      if (!(step_order & kStepOrderK)) {
         for (size_t i = 0; i < 8 * row; i += 8 * L) block(x + r + i);
-      else
-      for (size_t j = 0; j < 8; j += 2)
-        for (size_t c = 0; c < row; c += 4 * L) {
-          for (int u = 0; u < 4; ++u) at[2 * u] = x + r + j * row + c + u * L, at[2 * u + 1] = at[2 * u] + row;
-          gather8(at);
-        }
+      } else {
+        for (size_t j = 0; j < 8; j += 2)
+          for (size_t c = 0; c < row; c += 4 * L) {
+            for (int u = 0; u < 4; ++u) at[2 * u] = x + r + j * row + c + u * L, at[2 * u + 1] = at[2 * u] + row;
+            gather8(at);
+          }
+      }
       // With kStepOrderGap, a pause without loads between the two phases, as the step's
       // softmax makes one: a chain of 64 dependent multiply-adds (about 256 cycles).
       if (step_order & kStepOrderGap) {
@@ -69,17 +67,18 @@ float Stream(const float* HWY_RESTRICT x, const float* HWY_RESTRICT y, size_t n,
         work[0] = chain;
       }
       // Column blocks of 3 vectors (the last of what is left), each down the 8 rows, 8 loads at a time.
-      if (!(step_order & kStepOrderV))
+      if (!(step_order & kStepOrderV)) {
         for (size_t i = 0; i < 8 * row; i += 8 * L) block(y + r + i);
-      else
-      for (size_t c = 0; c < row; c += 3 * L) {
-        const size_t nv = std::min<size_t>(3, (row - c) / L);
-        int filled = 0;
-        for (size_t j = 0; j < 8; ++j)
-          for (size_t u = 0; u < nv; ++u) {
-            at[filled++] = y + r + j * row + c + u * L;
-            if (filled == 8) gather8(at), filled = 0;
-          }
+      } else {
+        for (size_t c = 0; c < row; c += 3 * L) {
+          const size_t nv = std::min<size_t>(3, (row - c) / L);
+          int filled = 0;
+          for (size_t j = 0; j < 8; ++j)
+            for (size_t u = 0; u < nv; ++u) {
+              at[filled++] = y + r + j * row + c + u * L;
+              if (filled == 8) gather8(at), filled = 0;
+            }
+        }
       }
     }
   } else {
