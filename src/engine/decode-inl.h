@@ -34,7 +34,9 @@
 // AVX-512: the keys 8 at a time through scores, online softmax and O += P·V, with the K
 // and V lines 8 keys ahead (16 on AVX-512) asked for a few at a time inside the product,
 // so that the memory is kept busy while the core computes; or, on AVX-512 when K and V fit
-// the last-level cache, beside each load (FusedRequestsBesideLoads).
+// the last-level cache, beside each load (FusedRequestsBesideLoads); or, on AVX-512 from
+// memory with 2 to 5 rows, nothing asked for and K and V read row after row, so that the
+// CPU's prefetchers run ahead (FusedScoresInRowOrder, FusedRowOrderVectors).
 //
 // Memory. With so little work per byte the caches must be filled ahead of use (on
 // AVX-512 the requests fill L2, on AVX2 L1: kPrefetchIntoL2): while
@@ -943,6 +945,102 @@ HWY_INLINE void FusedValues(size_t c, size_t dv_pad, const float* HWY_RESTRICT p
     if (c < dv_pad) FusedValues<R, 1, kBesideLoads>(c, dv_pad, p, v, v_rs, o, per_block, kpf, vpf);
 }
 
+// ---- The fused step in row order, with the hardware prefetchers alone ----
+//
+// From memory, on the targets that ask for lines into L2, the fused step of 2 to 5 rows
+// (6 and more ask beside their loads) reads K and V one row after another and asks for
+// nothing: the CPU's own prefetchers then run ahead of it, further than its
+// requests did. A prefetcher follows a stream of lines whose first use goes up the
+// addresses; FusedScores takes two keys' rows a vector of each at a time and FusedValues
+// each column block down the block's 8 rows, and neither is such a stream: without the
+// requests the committed step read 54 % of a plain read's bytes per second, with them
+// 79-103 % (bench/memory_bursts.cpp, each pass between two read bounds, Zen 4, 2
+// threads, 32/8 heads, Nk = 32768). The requests, though, are limited by the core's L1
+// miss buffers (they pass through them), about 30 GB/s on two cores whatever the memory
+// gives; the prefetchers are not. Every step of the block below takes the same FMAs in
+// the same order as FusedScores and FusedValues, so the results are bitwise the same.
+// Measured in that instrument, in one process (the 4 rows' step, 2 threads; the median
+// pass over its read bound, read bounds < 36 GB/s / 36-44 GB/s, about 1000 / 50-250
+// passes each):
+//   committed step (requests)                                   79-101 % / 73-79 %
+//   no requests                                                 54 % / 44 %
+//   no requests, V in row order (FusedValuesInRowOrder)         55-65 % / 52-54 %
+//   no requests, scores taking each key's row whole, V as now   78-79 % / 72-73 %
+//   the two together, no requests (this)                        108-109 % / 101 %
+//   the two together, with the requests                         85 % / 76 % (1 row)
+//   K read by a plain loop before the scores, interleaved order 52 % / 50 %
+//   the same in row order                                       55-95 % / 51-86 %
+// (the last two: the order of the first touch decides, but a separate touch loop's
+// gain came and went with the code around it). 1 row 101 / 92 % against 119 / 120 %,
+// 2 rows 100 / 93 % against 137 / 135 %.
+// The library against the one before, builds interleaved (attnlab_interleave_builds,
+// 2 threads, Nk = 32768, d = 128 unless said, 21-31 rounds; bitwise the same results):
+// 32/8 heads +15 %, +35 %, +35 %; 16/8 +12 %; 24/8 +14 %; B = 4 at Nk = 4096 +8 %;
+// d = 64 +8 %; but one row −4 % (three runs) and d = 256 (rows of 16 vectors: four
+// passes over V for 4 rows) −18 %: those keep the requests (kFusedRowOrderMinRows, and
+// rows of 4 or 8 vectors only). 5 rows +7 %, +7 % against asking beside the loads, which
+// 6 to 8 rows keep (FusedRequestsBesideLoads). In cache (beside the loads) nothing changes.
+inline constexpr int64_t kFusedRowOrderMinRows = 2;
+
+// FusedScores in row order: each key's row of K loaded whole (NC vectors, in order),
+// then R · NC multiply-adds into one accumulator per row. Each score is the same chain
+// of FMAs over c as FusedScores' (from zero, c ascending), so bitwise the same.
+template <int R, int NC, class KE>
+HWY_INLINE void FusedScoresInRowOrder(const float* HWY_RESTRICT q, size_t q_rs, const KE* HWY_RESTRICT k, size_t k_rs,
+                                      float* HWY_RESTRICT s) {
+  const DF df;
+  constexpr size_t L = HWY_MAX_BYTES / sizeof(float);
+  HWY_ALIGN float acc_out[R * kFusedKeys * L];  // [R][kFusedKeys][L], reduced together
+  for (size_t j = 0; j < kFusedKeys; ++j) {
+    VF kv[NC];
+    for (int c = 0; c < NC; ++c) {
+      kv[c] = LoadAsFloat(k + j * k_rs + c * L);
+      KeepInRegister(kv[c]);
+    }
+    VF acc[R];
+    for (int r = 0; r < R; ++r) acc[r] = hn::Zero(df);
+    for (int c = 0; c < NC; ++c)
+      for (int r = 0; r < R; ++r) {
+        VF qv = hn::LoadU(df, q + r * q_rs + c * L);
+        KeepInRegister(qv);
+        acc[r] = hn::MulAdd(qv, kv[c], acc[r]);
+      }
+    for (int r = 0; r < R; ++r) hn::Store(acc[r], df, acc_out + (r * kFusedKeys + j) * L);
+  }
+  FusedLaneSums<R>(acc_out, s);
+}
+
+// O [R × NV·L] += P [R × kFusedKeys] · V [kFusedKeys × NV·L] in row order: G rows of O
+// with all NV vectors of their columns in registers (G · NV = 16 accumulators), V's rows
+// in order; the groups after the first read the block's V again, from L1. Each element
+// of O adds the keys in the same order as FusedValues', so bitwise the same.
+template <int R, int NV, class VE>
+HWY_INLINE void FusedValuesInRowOrder(const float* HWY_RESTRICT p, const VE* HWY_RESTRICT v, size_t v_rs,
+                                      float* HWY_RESTRICT o) {
+  const DF df;
+  constexpr size_t L = HWY_MAX_BYTES / sizeof(float);
+  constexpr int G = std::min(R, 16 / NV);
+  auto group = [&](int r0, auto rows) {
+    constexpr int GR = decltype(rows)::value;
+    VF acc[GR][NV];
+    for (int r = 0; r < GR; ++r)
+      for (int u = 0; u < NV; ++u) acc[r][u] = hn::LoadU(df, o + (r0 + r) * NV * L + u * L);
+    for (size_t j = 0; j < kFusedKeys; ++j) {
+      VF pr[GR];
+      for (int r = 0; r < GR; ++r) pr[r] = hn::Set(df, p[(r0 + r) * kFusedKeys + j]);
+      for (int u = 0; u < NV; ++u) {
+        const VF vv = LoadAsFloat(v + j * v_rs + u * L);
+        for (int r = 0; r < GR; ++r) acc[r][u] = hn::MulAdd(pr[r], vv, acc[r][u]);
+      }
+    }
+    for (int r = 0; r < GR; ++r)
+      for (int u = 0; u < NV; ++u) hn::StoreU(acc[r][u], df, o + (r0 + r) * NV * L + u * L);
+  };
+  int r0 = 0;
+  for (; r0 + G <= R; r0 += G) group(r0, std::integral_constant<int, G>());
+  if constexpr (R % G != 0) group(r0, std::integral_constant<int, R % G>());
+}
+
 // The online-softmax step of one row on a block of kFusedKeys raw scores x (in place:
 // they become P): the scale, then the online-softmax update on the block. Every key of
 // the block is visible.
@@ -1018,12 +1116,14 @@ HWY_INLINE void FusedSoftmaxRow(float* x, float scale, float& m, float& l, bool&
 // a third or more (docs/engine.md, "Requests beside the loads, in cache"). AVX2 asks as
 // tuned on Zen 3.
 //
-// With fused_beside_loads_min_rows (5) rows per K/V head or more, whatever the size: from
-// memory too, 5 to 8 rows were faster beside the loads (Zen 4, 2 threads, interleaved, 94
-// rounds over 14 minutes: 8 rows +11 % and 6 rows +15 % in the median, never slower; 5 and
-// 7 rows −1 to +12 %, 8 rows at d = 256 +14 to +16 %, B = 4 +8 to +10 %), where 3 and 4
-// rows were 1 % slower (4 rows 10 % faster in the memory's bursts; docs/engine.md, "Five
-// to eight rows, fused").
+// With fused_beside_loads_min_rows (6) rows per K/V head or more, whatever the size: from
+// memory too, 5 to 8 rows were faster beside the loads than with the spread requests (Zen 4,
+// 2 threads, interleaved, 94 rounds over 14 minutes: 8 rows +11 % and 6 rows +15 % in the
+// median, never slower; 5 and 7 rows −1 to +12 %, 8 rows at d = 256 +14 to +16 %, B = 4
+// +8 to +10 %), where 3 and 4 rows were 1 % slower (4 rows 10 % faster in the memory's
+// bursts; docs/engine.md, "Five to eight rows, fused"). Against the row order that the
+// spread requests gave way to (FusedRowOrderVectors) 5 rows lost (row order +7 %, +7 %),
+// 6, 7 and 8 rows won (row order −5 %, −9 %, −20 %, −17 %): five rows take the row order.
 bool FusedRequestsBesideLoads(const Plan& p, int64_t rows) {
   if constexpr (!kPrefetchIntoL2) return false;
   if (rows >= fused_beside_loads_min_rows().load(std::memory_order_relaxed)) return true;
@@ -1084,7 +1184,7 @@ bool FusedApplies(const DecodeWork& w, int64_t b, int64_t W, int64_t j0, int64_t
 // as it was measured: ScoresByDot's groups of 8 rows led GCC to inline it into
 // DecodeBlock, and 32/8 heads then decoded 9 % slower in one interleaved run (within the
 // driver's ±2 % noise in three later ones).
-template <int R, bool kBesideLoads, class E, bool kBf16Dots>
+template <int R, bool kBesideLoads, class E, bool kBf16Dots, int kRowVectors = 0>
 HWY_NOINLINE void FusedDecodeBlock(const DecodeWork& w, int64_t item, int64_t b, int64_t hk, int64_t nc,
                                    int64_t ahead, InPlaceRows<E> k_rows, InPlaceRows<E> v_rows, DecodeScratch& sc) {
   const Plan& p = *w.p;
@@ -1134,13 +1234,16 @@ HWY_NOINLINE void FusedDecodeBlock(const DecodeWork& w, int64_t item, int64_t b,
     const E* k = k_rows.data + static_cast<size_t>(j) * k_rows.stride;
     const E* v = v_rows.data + static_cast<size_t>(j) * v_rows.stride;
     // The block kFusedAhead keys ahead, if it is the item's; else none (LinePrefetcher::At
-    // then asks for this block's lines again).
-    const bool ask = j + static_cast<int64_t>(kFusedAhead + kFusedKeys) <= ahead;
+    // then asks for this block's lines again). In row order, none at all.
+    const bool ask = kRowVectors == 0 && j + static_cast<int64_t>(kFusedAhead + kFusedKeys) <= ahead;
     const size_t pf_rows = ask ? kFusedKeys : 0, pf_key = static_cast<size_t>(j) + (ask ? kFusedAhead : 0);
     LinePrefetcher kpf{reinterpret_cast<const char*>(k_rows.data + pf_key * k_rows.stride),
                        k_rows.stride * sizeof(E), k_lines, pf_rows};
     LinePrefetcher vpf{reinterpret_cast<const char*>(v_rows.data + pf_key * v_rows.stride),
                        v_rows.stride * sizeof(E), v_lines, pf_rows};
+    if constexpr (kRowVectors > 0)
+      FusedScoresInRowOrder<R, kRowVectors>(sc.q.get(), static_cast<size_t>(p.d_pad), k, k_rows.stride, s);
+    else
 #if ATTNLAB_DECODE_AVX512
     if constexpr (kBf16Dots) FusedScoresOnBf16Dots<R, KB, kBesideLoads>(d, q16, d, k, k_rows.stride, s, per_call, kpf, vpf);
     else
@@ -1152,10 +1255,30 @@ HWY_NOINLINE void FusedDecodeBlock(const DecodeWork& w, int64_t item, int64_t b,
       const int64_t at = row0 + r;
       FusedSoftmaxRow(s + r * kFusedKeys, scale[r], w.m[at], w.l[at], w.nan_score[at], o + r * dv_pad, dv_pad);
     }
-    if (three) FusedValues<R, 3, kBesideLoads>(0, dv_pad, s, v, v_rows.stride, o, per_call, kpf, vpf);
+    if constexpr (kRowVectors > 0) FusedValuesInRowOrder<R, kRowVectors>(s, v, v_rows.stride, o);
+    else if (three) FusedValues<R, 3, kBesideLoads>(0, dv_pad, s, v, v_rows.stride, o, per_call, kpf, vpf);
     else FusedValues<R, kNarrowNV, kBesideLoads>(0, dv_pad, s, v, v_rows.stride, o, per_call, kpf, vpf);
   }
   if (w.kv_suspect != nullptr && !hn::AllFalse(d8, hn::IsNaN(finite8))) w.kv_suspect->store(true, std::memory_order_relaxed);
+}
+
+// The vectors of K's and V's rows when the fused step takes them in row order (see
+// FusedScoresInRowOrder), else 0: on the targets that ask for lines into L2, from memory
+// (not beside the loads), a float32 cache whose rows are 4, 8 or 16 vectors long
+// (d = dv = 64, 128, 256 on AVX-512), unless a test turns it off (fused_row_order_allowed).
+template <bool kBesideLoads, class E>
+int FusedRowOrderVectors(const Plan& p, int64_t rows) {
+  if constexpr (kBesideLoads || !kPrefetchIntoL2 || !std::is_same_v<E, float>) {
+    (void)p, (void)rows;
+    return 0;
+  } else {
+    const int64_t L = static_cast<int64_t>(hn::Lanes(DF())), d = p.dims.d;
+    if (rows < kFusedRowOrderMinRows || !fused_row_order_allowed().load(std::memory_order_relaxed) || p.dims.dv != d ||
+        p.dv_pad != d || d % L != 0)
+      return 0;
+    const int64_t n = d / L;
+    return n == 4 || n == 8 ? static_cast<int>(n) : 0;
+  }
 }
 
 // FusedDecodeBlock for W = 1 to kFusedMaxRows rows (5 to 8 instantiated on AVX-512 only).
@@ -1163,10 +1286,15 @@ template <bool kBesideLoads, class E>
 void FusedDecodeRows(const DecodeWork& w, int64_t item, int64_t b, int64_t hk, int64_t W, int64_t nc, int64_t ahead,
                      InPlaceRows<E> k_rows, InPlaceRows<E> v_rows, DecodeScratch& sc) {
   const bool dots = Bf16DotsApply<E>(*w.p, W);
+  const int row_vectors = FusedRowOrderVectors<kBesideLoads, E>(*w.p, W);
   auto rows = [&](auto r) {
     constexpr int R = decltype(r)::value;
     if constexpr (std::is_same_v<E, bfloat16>)
       if (dots) return FusedDecodeBlock<R, kBesideLoads, E, true>(w, item, b, hk, nc, ahead, k_rows, v_rows, sc);
+    if constexpr (!kBesideLoads && kPrefetchIntoL2 && std::is_same_v<E, float>) {
+      if (row_vectors == 4) return FusedDecodeBlock<R, false, E, false, 4>(w, item, b, hk, nc, ahead, k_rows, v_rows, sc);
+      if (row_vectors == 8) return FusedDecodeBlock<R, false, E, false, 8>(w, item, b, hk, nc, ahead, k_rows, v_rows, sc);
+    }
     FusedDecodeBlock<R, kBesideLoads, E, false>(w, item, b, hk, nc, ahead, k_rows, v_rows, sc);
   };
   using std::integral_constant;
@@ -1310,6 +1438,7 @@ void DecodeChunk(const DecodeWork& w, int64_t item, int64_t kv, int64_t c, Decod
   if (fused != 0) {
     tile_counts().decode_fused.fetch_add(fused, std::memory_order_relaxed);
     if (FusedRequestsBesideLoads(p, w.rows)) tile_counts().decode_fused_beside_loads.fetch_add(fused, std::memory_order_relaxed);
+    else if (FusedRowOrderVectors<false, E>(p, w.rows) != 0) tile_counts().decode_fused_row_order.fetch_add(fused, std::memory_order_relaxed);
     if (Bf16DotsApply<E>(p, w.rows)) tile_counts().decode_bf16_dots.fetch_add(fused, std::memory_order_relaxed);
   }
 }

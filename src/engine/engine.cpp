@@ -276,8 +276,13 @@ std::atomic<int64_t>& fused_beside_loads_max_kv_bytes() {
 }
 
 std::atomic<int64_t>& fused_beside_loads_min_rows() {
-  static std::atomic<int64_t> rows{5};
+  static std::atomic<int64_t> rows{6};
   return rows;
+}
+
+std::atomic<bool>& fused_row_order_allowed() {
+  static std::atomic<bool> allowed{true};
+  return allowed;
 }
 
 ForwardPath last_forward_path() { return last_path; }

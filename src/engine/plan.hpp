@@ -152,7 +152,8 @@ class Operand {
 // whose bfloat16 scores ran on the CPU's bfloat16 dot products (Bf16DotsApply). The
 // tile-skipping, decode and precision tests read it; nothing else does.
 struct TileCounts {
-  std::atomic<int64_t> forward{0}, backward{0}, decode_fused{0}, decode_fused_beside_loads{0}, decode_bf16_dots{0};
+  std::atomic<int64_t> forward{0}, backward{0}, decode_fused{0}, decode_fused_beside_loads{0}, decode_fused_row_order{0},
+      decode_bf16_dots{0};
 };
 TileCounts& tile_counts();
 
@@ -180,9 +181,15 @@ std::atomic<bool>& bf16_dot_products_allowed();
 // "Requests beside the loads, in cache"). A test hook too: both ways give bitwise the
 // same results, and the tests hold them to that.
 std::atomic<int64_t>& fused_beside_loads_max_kv_bytes();
-// ... and whatever that size when a K/V head has this many query rows or more (default 5:
-// from memory too, 5 to 8 rows were faster beside the loads). A test hook as well.
+// ... and whatever that size when a K/V head has this many query rows or more (default 6:
+// from memory too, 6 to 8 rows were faster beside the loads; 5 rows are faster in row
+// order, FusedRowOrderVectors). A test hook as well.
 std::atomic<int64_t>& fused_beside_loads_min_rows();
+// Test hook: whether the fused step, where it does not ask beside its loads, may read K and
+// V in row order with the hardware prefetchers alone (decode-inl.h, FusedRowOrderVectors;
+// true unless a test turns it off). Off, it spreads its requests over each block as the
+// other shapes do; the results are bitwise the same either way.
+std::atomic<bool>& fused_row_order_allowed();
 
 struct Plan {
   detail::AttentionDims dims;

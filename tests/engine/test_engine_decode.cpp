@@ -195,12 +195,28 @@ struct RequestsFor {
   }
 };
 
-// The forward's O and L of a problem, with the fused step's requests one way or the other.
-std::vector<al::Tensor<float>> forward_with_requests(const al::test::Problem& p, bool beside_loads, int threads) {
-  const RequestsFor requests(beside_loads);
+// The forward's O and L of a problem on `threads` threads.
+std::vector<al::Tensor<float>> forward_out_lse(const al::test::Problem& p, int threads) {
   const al::test::FloatProblem fp(p);
   auto f = al::attention_forward(fp.q.view(), fp.k.view(), fp.v.view(), fp.options(p), al::ComputeConfig{threads});
   return {f.out, f.lse};
+}
+
+// Expects the forward's O and L bitwise the same on 2 and 3 threads as on 1; returns 1's.
+std::vector<al::Tensor<float>> expect_same_bits_for_any_threads(const al::test::Problem& p) {
+  auto one = forward_out_lse(p, 1);
+  for (int threads : {2, 3}) {
+    const auto other = forward_out_lse(p, threads);
+    for (size_t x = 0; x < one.size(); ++x)
+      EXPECT_TRUE(al::test::same_bits(one[x], other[x])) << al::test::kQuantity[x] << ": " << threads << " threads against 1";
+  }
+  return one;
+}
+
+// The forward's O and L of a problem, with the fused step's requests one way or the other.
+std::vector<al::Tensor<float>> forward_with_requests(const al::test::Problem& p, bool beside_loads, int threads) {
+  const RequestsFor requests(beside_loads);
+  return forward_out_lse(p, threads);
 }
 
 // One query row per K/V head (decoding without grouped heads) takes the fused step on the
@@ -547,18 +563,58 @@ TEST(EngineDecode, LargerChunksForCallsWithManyItems) {
   SCOPED_TRACE(p.describe());
   al::test::check_engine_against_reference(p, false, al::ComputeConfig{2});
   EXPECT_EQ(al::engine::last_forward_path(), ForwardPath::decode);
-  const al::test::FloatProblem fp(p);
-  const auto opt = fp.options(p);
-  auto run = [&](int threads) {
-    auto f = al::attention_forward(fp.q.view(), fp.k.view(), fp.v.view(), opt, al::ComputeConfig{threads});
-    return std::vector<al::Tensor<float>>{f.out, f.lse};
-  };
-  const auto one = run(1);
-  for (int threads : {2, 3}) {
-    const auto other = run(threads);
-    for (size_t x = 0; x < one.size(); ++x)
-      EXPECT_TRUE(al::test::same_bits(one[x], other[x])) << al::test::kQuantity[x] << ": " << threads << " threads against 1";
-  }
+  expect_same_bits_for_any_threads(p);
+}
+
+// The fused step in row order with the hardware prefetchers alone (decode-inl.h,
+// FusedRowOrderVectors), while it lives: on or off.
+struct RowOrder {
+  bool saved = al::engine::fused_row_order_allowed().load();
+  explicit RowOrder(bool allowed) { al::engine::fused_row_order_allowed().store(allowed); }
+  ~RowOrder() { al::engine::fused_row_order_allowed().store(saved); }
+};
+
+// Where the fused step does not ask beside its loads (K and V from memory), 2 to 4 rows per
+// K/V head at d = 64 and 128 take it in row order on the AVX-512 targets, and nothing else
+// does (one row, d = 256, AVX2: the spread requests). Its multiply-adds are the spread
+// requests' step's in the same order: within the accuracy rule (forward and backward),
+// bitwise the same as with row order turned off, and bitwise the same for 1, 2 and 3
+// threads; counted where it runs.
+TEST(EngineDecode, RowOrderStepBitwiseTheSpreadRequests) {
+  const bool avx512 = al::engine::target_name().rfind("AVX3", 0) == 0;
+  const RequestsFor spread(false);
+  const auto& counts = al::engine::tile_counts();
+  int row_order_runs = 0;
+  for (const int64_t group : {1, 2, 3, 4})
+    for (const int64_t d : {64, 128, 256}) {
+      std::mt19937_64 rng(base_seed() + 7200 + static_cast<uint64_t>(group * 1000 + d));
+      al::test::Problem p;
+      p.B = 2, p.Hkv = 2, p.Hq = 2 * group, p.Nq = 1, p.Nk = 3 * al::engine::kDecodeChunkMin - 5, p.d = p.dv = d;
+      p.q = al::Tensor<double>({p.B, p.Hq, p.Nq, p.d});
+      p.k = al::Tensor<double>({p.B, p.Hkv, p.Nk, p.d});
+      p.v = al::Tensor<double>({p.B, p.Hkv, p.Nk, p.dv});
+      p.grad_out = al::Tensor<double>({p.B, p.Hq, p.Nq, p.dv});
+      for (auto* t : {&p.q, &p.k, &p.v, &p.grad_out}) al::test::fill_normal(*t, rng);
+      p.key_lengths = {p.Nk, p.Nk - 300};
+      SCOPED_TRACE(p.describe());
+      const bool expected = avx512 && group >= 2 && d <= 128;
+      int64_t before = counts.decode_fused_row_order.load();
+      al::test::check_engine_against_reference(p, false, al::ComputeConfig{2});
+      const bool ran = counts.decode_fused_row_order.load() > before;
+      EXPECT_EQ(ran, expected);
+      row_order_runs += ran;
+
+      const auto one = expect_same_bits_for_any_threads(p);
+      const RowOrder off(false);
+      before = counts.decode_fused_row_order.load();
+      const int64_t fused_before = counts.decode_fused.load();
+      const auto spread_requests = forward_out_lse(p, 2);
+      EXPECT_EQ(counts.decode_fused_row_order.load(), before) << "turned off";
+      EXPECT_EQ(counts.decode_fused.load() > fused_before, avx512 || group >= 2) << "the fused step either way";
+      for (size_t x = 0; x < one.size(); ++x)
+        EXPECT_TRUE(al::test::same_bits(one[x], spread_requests[x])) << al::test::kQuantity[x] << ": row order against the requests";
+    }
+  if (avx512) EXPECT_EQ(row_order_runs, 6);
 }
 
 TEST(EngineDecode, TheEngineChoosesThePathFromTheShapes) {
