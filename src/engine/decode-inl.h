@@ -35,8 +35,9 @@
 // and V lines 8 keys ahead (16 on AVX-512) asked for a few at a time inside the product,
 // so that the memory is kept busy while the core computes; or, on AVX-512 when K and V fit
 // the last-level cache, beside each load (FusedRequestsBesideLoads); or, on AVX-512 from
-// memory with 2 to 5 rows, nothing asked for and K and V read row after row, so that the
-// CPU's prefetchers run ahead (FusedScoresInRowOrder, FusedRowOrderVectors).
+// memory (float32 with 2 to 5 rows, 16-bit caches with any), nothing asked for and K and V
+// read row after row, so that the CPU's prefetchers run ahead (FusedScoresInRowOrder,
+// FusedRowOrderVectors).
 //
 // Memory. With so little work per byte the caches must be filled ahead of use (on
 // AVX-512 the requests fill L2, on AVX2 L1: kPrefetchIntoL2): while
@@ -882,6 +883,26 @@ HWY_INLINE void FusedScoresOnBf16Dots(size_t cols, const uint16_t* HWY_RESTRICT 
   }
   FusedLaneSums<R>(acc_out, s);
 }
+
+// FusedScoresOnBf16Dots in row order (see FusedScoresInRowOrder): each key's row of K
+// loaded whole (NP vectors of 32 values), then its dot products, one accumulator per row;
+// each score the same chain over c as FusedScoresOnBf16Dots', so bitwise the same.
+template <int R, int NP>
+HWY_INLINE void FusedScoresOnBf16DotsInRowOrder(const uint16_t* HWY_RESTRICT q, size_t q_rs,
+                                                const bfloat16* HWY_RESTRICT k, size_t k_rs, float* HWY_RESTRICT s) {
+  constexpr size_t L = 16, kPairs = 32;
+  HWY_ALIGN float acc_out[R * kFusedKeys * L];
+  for (size_t j = 0; j < kFusedKeys; ++j) {
+    __m512i kv[NP];
+    for (int c = 0; c < NP; ++c) kv[c] = _mm512_loadu_si512(k + j * k_rs + c * kPairs);
+    __m512 acc[R];
+    for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
+    for (int c = 0; c < NP; ++c)
+      for (int r = 0; r < R; ++r) acc[r] = DotPairsBf16(acc[r], _mm512_loadu_si512(q + r * q_rs + c * kPairs), kv[c]);
+    for (int r = 0; r < R; ++r) _mm512_store_ps(acc_out + (r * kFusedKeys + j) * L, acc[r]);
+  }
+  FusedLaneSums<R>(acc_out, s);
+}
 #endif
 
 // The largest d whose bfloat16 queries the fused step holds on its stack for the dot
@@ -947,9 +968,9 @@ HWY_INLINE void FusedValues(size_t c, size_t dv_pad, const float* HWY_RESTRICT p
 
 // ---- The fused step in row order, with the hardware prefetchers alone ----
 //
-// From memory, on the targets that ask for lines into L2, the fused step of 2 to 5 rows
-// (6 and more ask beside their loads) reads K and V one row after another and asks for
-// nothing: the CPU's own prefetchers then run ahead of it, further than its
+// From memory, on the targets that ask for lines into L2, the fused step (a float32 cache
+// with 2 to 5 rows, 6 and more asking beside their loads; a 16-bit cache with any) reads
+// K and V one row after another and asks for nothing: the CPU's own prefetchers then run ahead of it, further than its
 // requests did. A prefetcher follows a stream of lines whose first use goes up the
 // addresses; FusedScores takes two keys' rows a vector of each at a time and FusedValues
 // each column block down the block's 8 rows, and neither is such a stream: without the
@@ -980,7 +1001,14 @@ HWY_INLINE void FusedValues(size_t c, size_t dv_pad, const float* HWY_RESTRICT p
 // passes over V for 4 rows) −18 %: those keep the requests (kFusedRowOrderMinRows, and
 // rows of 4 or 8 vectors only). 5 rows +7 %, +7 % against asking beside the loads, which
 // 6 to 8 rows keep (FusedRequestsBesideLoads). In cache (beside the loads) nothing changes.
-inline constexpr int64_t kFusedRowOrderMinRows = 2;
+// 16-bit caches gain at every row count (half the bytes per key for the same arithmetic;
+// bfloat16's scores on the CPU's dot products, FusedScoresOnBf16DotsInRowOrder, load half
+// the queries' bytes too), against the requests they took before: bfloat16 32/8 +15 %,
+// 16/8 +18 %, 5 rows +17 %, B = 4 +21 %, d = 64 +27 %; float16 32/8 +30 %, 16/8 +27 %; and
+// against their requests where float32 keeps them: one row bfloat16 +20 %, float16 +19 %;
+// 6 and 8 rows (beside the loads before) bfloat16 +10 %, +9 %.
+template <class E>
+inline constexpr int64_t kFusedRowOrderMinRows = std::is_same_v<E, float> ? 2 : 1;
 
 // FusedScores in row order: each key's row of K loaded whole (NC vectors, in order),
 // then R · NC multiply-adds into one accumulator per row. Each score is the same chain
@@ -1116,7 +1144,8 @@ HWY_INLINE void FusedSoftmaxRow(float* x, float scale, float& m, float& l, bool&
 // a third or more (docs/engine.md, "Requests beside the loads, in cache"). AVX2 asks as
 // tuned on Zen 3.
 //
-// With fused_beside_loads_min_rows (6) rows per K/V head or more, whatever the size: from
+// A float32 cache with fused_beside_loads_min_rows (6) rows per K/V head or more, whatever
+// the size (a 16-bit cache from memory reads in row order, FusedRowOrderVectors): from
 // memory too, 5 to 8 rows were faster beside the loads than with the spread requests (Zen 4,
 // 2 threads, interleaved, 94 rounds over 14 minutes: 8 rows +11 % and 6 rows +15 % in the
 // median, never slower; 5 and 7 rows −1 to +12 %, 8 rows at d = 256 +14 to +16 %, B = 4
@@ -1126,7 +1155,7 @@ HWY_INLINE void FusedSoftmaxRow(float* x, float scale, float& m, float& l, bool&
 // 6, 7 and 8 rows won (row order −5 %, −9 %, −20 %, −17 %): five rows take the row order.
 bool FusedRequestsBesideLoads(const Plan& p, int64_t rows) {
   if constexpr (!kPrefetchIntoL2) return false;
-  if (rows >= fused_beside_loads_min_rows().load(std::memory_order_relaxed)) return true;
+  if (p.k.is_f32() && rows >= fused_beside_loads_min_rows().load(std::memory_order_relaxed)) return true;
   const auto& dm = p.dims;
   const double kv_bytes = static_cast<double>(dm.B * dm.Hkv) * static_cast<double>(dm.Nk) *
                           static_cast<double>(dm.d + dm.dv) * (p.k.is_f32() ? 4.0 : 2.0);
@@ -1241,6 +1270,10 @@ HWY_NOINLINE void FusedDecodeBlock(const DecodeWork& w, int64_t item, int64_t b,
                        k_rows.stride * sizeof(E), k_lines, pf_rows};
     LinePrefetcher vpf{reinterpret_cast<const char*>(v_rows.data + pf_key * v_rows.stride),
                        v_rows.stride * sizeof(E), v_lines, pf_rows};
+#if ATTNLAB_DECODE_AVX512
+    if constexpr (kRowVectors > 0 && kBf16Dots) FusedScoresOnBf16DotsInRowOrder<R, kRowVectors / 2>(q16, d, k, k_rows.stride, s);
+    else
+#endif
     if constexpr (kRowVectors > 0)
       FusedScoresInRowOrder<R, kRowVectors>(sc.q.get(), static_cast<size_t>(p.d_pad), k, k_rows.stride, s);
     else
@@ -1264,16 +1297,17 @@ HWY_NOINLINE void FusedDecodeBlock(const DecodeWork& w, int64_t item, int64_t b,
 
 // The vectors of K's and V's rows when the fused step takes them in row order (see
 // FusedScoresInRowOrder), else 0: on the targets that ask for lines into L2, from memory
-// (not beside the loads), a float32 cache whose rows are 4, 8 or 16 vectors long
-// (d = dv = 64, 128, 256 on AVX-512), unless a test turns it off (fused_row_order_allowed).
+// (not beside the loads), rows of 4 or 8 vectors (d = dv = 64 or 128 on AVX-512), 2 rows
+// or more of a float32 cache, any of a 16-bit one (kFusedRowOrderMinRows), unless a test
+// turns it off (fused_row_order_allowed).
 template <bool kBesideLoads, class E>
 int FusedRowOrderVectors(const Plan& p, int64_t rows) {
-  if constexpr (kBesideLoads || !kPrefetchIntoL2 || !std::is_same_v<E, float>) {
+  if constexpr (kBesideLoads || !kPrefetchIntoL2 || (!std::is_same_v<E, float> && !kFused16BitCaches)) {
     (void)p, (void)rows;
     return 0;
   } else {
     const int64_t L = static_cast<int64_t>(hn::Lanes(DF())), d = p.dims.d;
-    if (rows < kFusedRowOrderMinRows || !fused_row_order_allowed().load(std::memory_order_relaxed) || p.dims.dv != d ||
+    if (rows < kFusedRowOrderMinRows<E> || !fused_row_order_allowed().load(std::memory_order_relaxed) || p.dims.dv != d ||
         p.dv_pad != d || d % L != 0)
       return 0;
     const int64_t n = d / L;
@@ -1290,8 +1324,14 @@ void FusedDecodeRows(const DecodeWork& w, int64_t item, int64_t b, int64_t hk, i
   auto rows = [&](auto r) {
     constexpr int R = decltype(r)::value;
     if constexpr (std::is_same_v<E, bfloat16>)
-      if (dots) return FusedDecodeBlock<R, kBesideLoads, E, true>(w, item, b, hk, nc, ahead, k_rows, v_rows, sc);
-    if constexpr (!kBesideLoads && kPrefetchIntoL2 && std::is_same_v<E, float>) {
+      if (dots) {
+        if constexpr (!kBesideLoads && kPrefetchIntoL2) {
+          if (row_vectors == 4) return FusedDecodeBlock<R, false, E, true, 4>(w, item, b, hk, nc, ahead, k_rows, v_rows, sc);
+          if (row_vectors == 8) return FusedDecodeBlock<R, false, E, true, 8>(w, item, b, hk, nc, ahead, k_rows, v_rows, sc);
+        }
+        return FusedDecodeBlock<R, kBesideLoads, E, true>(w, item, b, hk, nc, ahead, k_rows, v_rows, sc);
+      }
+    if constexpr (!kBesideLoads && kPrefetchIntoL2) {
       if (row_vectors == 4) return FusedDecodeBlock<R, false, E, false, 4>(w, item, b, hk, nc, ahead, k_rows, v_rows, sc);
       if (row_vectors == 8) return FusedDecodeBlock<R, false, E, false, 8>(w, item, b, hk, nc, ahead, k_rows, v_rows, sc);
     }

@@ -26,6 +26,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <bit>
 #include <cmath>
@@ -301,6 +302,73 @@ void check_random_problems(uint64_t seed) {
 
 TEST(EnginePrecision, BFloat16EqualsFloat32EngineOnConvertedInputsBitwise) { check_random_problems<bfloat16>(515); }
 TEST(EnginePrecision, Float16EqualsFloat32EngineOnConvertedInputsBitwise) { check_random_problems<float16>(9091); }
+
+// A 16-bit cache from memory (K and V past the last-level cache; here the size threshold
+// set to 0) takes the fused step in row order on AVX-512 wherever it takes the fused step,
+// 1 to 8 rows per K/V head at d = 64 and 128 (decode-inl.h, FusedRowOrderVectors): bitwise the float32 engine's on the
+// converted values, forward and backward (check_equals_float_engine, scores on converted
+// values); with a bfloat16 cache's scores on the CPU's dot products (3 rows and more),
+// bitwise the same as with row order off. Counted where it runs.
+template <class T>
+void check_row_order_16bit(uint64_t seed) {
+  const bool avx512 = al::engine::target_name().rfind("AVX3", 0) == 0;
+  auto& max_bytes = al::engine::fused_beside_loads_max_kv_bytes();
+  const int64_t saved = max_bytes.load();
+  max_bytes.store(0);
+  const auto& counts = al::engine::tile_counts();
+  for (const int64_t group : {1, 2, 3, 5, 8})
+    for (const int64_t d : {64, 128}) {
+      std::mt19937_64 rng(seed + static_cast<uint64_t>(group * 1000 + d));
+      al::test::Problem p;
+      p.B = 2, p.Hkv = 1, p.Hq = group, p.Nq = 1, p.Nk = 3 * al::engine::kDecodeChunkMin - 5, p.d = p.dv = d;
+      p.q = al::Tensor<double>({p.B, p.Hq, p.Nq, p.d});
+      p.k = al::Tensor<double>({p.B, p.Hkv, p.Nk, p.d});
+      p.v = al::Tensor<double>({p.B, p.Hkv, p.Nk, p.dv});
+      p.grad_out = al::Tensor<double>({p.B, p.Hq, p.Nq, p.dv});
+      for (auto* t : {&p.q, &p.k, &p.v, &p.grad_out}) al::test::fill_normal(*t, rng);
+      // K's values spread over 2^−6 to 2^6: products of 16-bit values are exact in float32,
+      // and sums of a few of them of like size often are too, whatever their order; these
+      // round, so an order changed anywhere in the scores changes the bits.
+      for (int64_t i = 0; i < p.k.numel(); ++i) p.k.data()[i] = std::ldexp(p.k.data()[i], static_cast<int>(rng() % 13) - 6);
+      p.key_lengths = {p.Nk, p.Nk - 300};
+      SCOPED_TRACE(p.describe());
+      check_equals_float_engine<T>(p, false, 2, al::engine::ForwardPath::decode);
+
+      // The 16-bit forward as it runs by default (bfloat16: its dot products where the CPU
+      // has them), with row order and without.
+      const std::array<int, 4> plain{0, 1, 2, 3};
+      std::vector<T> sq, sk, sv;
+      al::Tensor<float> q32, k32, v32;
+      const al::ConstView<T> q = to_type<T>(p.q, plain, 1, sq, q32), k = to_type<T>(p.k, plain, 1, sk, k32),
+                             v = to_type<T>(p.v, plain, 1, sv, v32);
+      const al::test::FloatProblem f(p);
+      auto forward = [&](al::Tensor<T>& out, al::Tensor<float>& lse) {
+        out = al::Tensor<T>({p.B, p.Hq, p.Nq, p.dv}), lse = al::Tensor<float>({p.B, p.Hq, p.Nq, 1});
+        al::attention_forward(q, k, v, f.options(p), out.view(), lse.view(), nullptr, al::ComputeConfig{2});
+      };
+      al::Tensor<T> out_rows, out_off;
+      al::Tensor<float> lse_rows, lse_off;
+      const int64_t before = counts.decode_fused_row_order.load(), fused_before = counts.decode_fused.load();
+      forward(out_rows, lse_rows);
+      const int64_t fused = counts.decode_fused.load() - fused_before;
+      // Every fused tile in row order (5 to 8 rows at d = 64 fuse only on the bfloat16 dot products).
+      EXPECT_EQ(counts.decode_fused_row_order.load() - before, fused);
+      if (group <= 4 || d >= 128) EXPECT_EQ(fused > 0, avx512) << "the fused step on AVX-512";
+      {
+        const HookOff off(al::engine::fused_row_order_allowed());
+        const int64_t before_off = counts.decode_fused_row_order.load();
+        forward(out_off, lse_off);
+        EXPECT_EQ(counts.decode_fused_row_order.load(), before_off);
+      }
+      int64_t differ = count_differences(lse_rows, lse_off);
+      for (int64_t i = 0; i < out_rows.numel(); ++i) differ += out_rows.data()[i].bits != out_off.data()[i].bits;
+      EXPECT_EQ(differ, 0) << "row order against the requests";
+    }
+  max_bytes.store(saved);
+}
+
+TEST(EnginePrecision, BFloat16CacheInRowOrderBitwise) { check_row_order_16bit<bfloat16>(3301); }
+TEST(EnginePrecision, Float16CacheInRowOrderBitwise) { check_row_order_16bit<float16>(3302); }
 
 TEST(EnginePrecision, NaNInA16BitInputIsNamed) {
   al::Tensor<bfloat16> q({1, 1, 4, 8}, bfloat16::from_float(0.5f)), k({1, 1, 6, 8}, bfloat16::from_float(0.25f)),
