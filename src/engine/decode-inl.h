@@ -970,8 +970,8 @@ HWY_INLINE void FusedValues(size_t c, size_t dv_pad, const float* HWY_RESTRICT p
 //
 // From memory, on the targets that ask for lines into L2, the fused step (a float32 cache
 // with 2 to 5 rows, 6 and more asking beside their loads; a 16-bit cache with any) reads
-// K and V one row after another and asks for nothing: the CPU's own prefetchers then run ahead of it, further than its
-// requests did. A prefetcher follows a stream of lines whose first use goes up the
+// K and V one row after another and asks for nothing: the CPU's own prefetchers then run
+// ahead of it, further than its requests did. A prefetcher follows a stream of lines whose first use goes up the
 // addresses; FusedScores takes two keys' rows a vector of each at a time and FusedValues
 // each column block down the block's 8 rows, and neither is such a stream: without the
 // requests the committed step read 54 % of a plain read's bytes per second, with them
@@ -1150,9 +1150,10 @@ HWY_INLINE void FusedSoftmaxRow(float* x, float scale, float& m, float& l, bool&
 // 2 threads, interleaved, 94 rounds over 14 minutes: 8 rows +11 % and 6 rows +15 % in the
 // median, never slower; 5 and 7 rows −1 to +12 %, 8 rows at d = 256 +14 to +16 %, B = 4
 // +8 to +10 %), where 3 and 4 rows were 1 % slower (4 rows 10 % faster in the memory's
-// bursts; docs/engine.md, "Five to eight rows, fused"). Against the row order that the
-// spread requests gave way to (FusedRowOrderVectors) 5 rows lost (row order +7 %, +7 %),
-// 6, 7 and 8 rows won (row order −5 %, −9 %, −20 %, −17 %): five rows take the row order.
+// bursts; docs/engine.md, "Five to eight rows, fused"). Against the row order that took
+// the spread requests' place (FusedRowOrderVectors), beside the loads lost at 5 rows (row
+// order +7 %, +7 %) and won at 6, 7 and 8 (row order −5 %, −9 %, −20 %, −17 %): five rows
+// take the row order.
 bool FusedRequestsBesideLoads(const Plan& p, int64_t rows) {
   if constexpr (!kPrefetchIntoL2) return false;
   if (p.k.is_f32() && rows >= fused_beside_loads_min_rows().load(std::memory_order_relaxed)) return true;
