@@ -976,9 +976,10 @@ HWY_INLINE void FusedValues(size_t c, size_t dv_pad, const float* HWY_RESTRICT p
 // each column block down the block's 8 rows, and neither is such a stream: without the
 // requests the committed step read 54 % of a plain read's bytes per second, with them
 // 79-103 % (bench/memory_bursts.cpp, each pass between two read bounds, Zen 4, 2
-// threads, 32/8 heads, Nk = 32768). The requests, though, are limited by the core's L1
-// miss buffers (they pass through them), about 30 GB/s on two cores whatever the memory
-// gives; the prefetchers are not. Every step of the block below takes the same FMAs in
+// threads, 32/8 heads, Nk = 32768). With the requests the step stayed near 30 GB/s on two
+// cores whatever the memory gave; our reading (this VM has no PMU to count them) is that a
+// prefetch instruction takes one of the core's few L1 miss buffers as a load does, and
+// L2's own prefetchers do not. Every step of the block below takes the same FMAs in
 // the same order as FusedScores and FusedValues, so the results are bitwise the same.
 // Measured in that instrument, in one process (the 4 rows' step, 2 threads; the median
 // pass over its read bound, read bounds < 36 GB/s / 36-44 GB/s, about 1000 / 50-250
