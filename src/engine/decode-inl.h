@@ -1323,21 +1323,21 @@ void FusedDecodeRows(const DecodeWork& w, int64_t item, int64_t b, int64_t hk, i
                      InPlaceRows<E> k_rows, InPlaceRows<E> v_rows, DecodeScratch& sc) {
   const bool dots = Bf16DotsApply<E>(*w.p, W);
   const int row_vectors = FusedRowOrderVectors<kBesideLoads, E>(*w.p, W);
-  auto rows = [&](auto r) {
+  // R rows, scores on the bfloat16 dot products or not: in row order (rows of 4 or 8
+  // vectors) or with the requests.
+  auto block = [&](auto r, auto on_dots) {
     constexpr int R = decltype(r)::value;
-    if constexpr (std::is_same_v<E, bfloat16>)
-      if (dots) {
-        if constexpr (!kBesideLoads && kPrefetchIntoL2) {
-          if (row_vectors == 4) return FusedDecodeBlock<R, false, E, true, 4>(w, item, b, hk, nc, ahead, k_rows, v_rows, sc);
-          if (row_vectors == 8) return FusedDecodeBlock<R, false, E, true, 8>(w, item, b, hk, nc, ahead, k_rows, v_rows, sc);
-        }
-        return FusedDecodeBlock<R, kBesideLoads, E, true>(w, item, b, hk, nc, ahead, k_rows, v_rows, sc);
-      }
+    constexpr bool kDots = decltype(on_dots)::value;
     if constexpr (!kBesideLoads && kPrefetchIntoL2) {
-      if (row_vectors == 4) return FusedDecodeBlock<R, false, E, false, 4>(w, item, b, hk, nc, ahead, k_rows, v_rows, sc);
-      if (row_vectors == 8) return FusedDecodeBlock<R, false, E, false, 8>(w, item, b, hk, nc, ahead, k_rows, v_rows, sc);
+      if (row_vectors == 4) return FusedDecodeBlock<R, false, E, kDots, 4>(w, item, b, hk, nc, ahead, k_rows, v_rows, sc);
+      if (row_vectors == 8) return FusedDecodeBlock<R, false, E, kDots, 8>(w, item, b, hk, nc, ahead, k_rows, v_rows, sc);
     }
-    FusedDecodeBlock<R, kBesideLoads, E, false>(w, item, b, hk, nc, ahead, k_rows, v_rows, sc);
+    FusedDecodeBlock<R, kBesideLoads, E, kDots>(w, item, b, hk, nc, ahead, k_rows, v_rows, sc);
+  };
+  auto rows = [&](auto r) {
+    if constexpr (std::is_same_v<E, bfloat16>)
+      if (dots) return block(r, std::true_type());
+    block(r, std::false_type());
   };
   using std::integral_constant;
   if (W == 1) rows(integral_constant<int, 1>());
