@@ -35,9 +35,9 @@
 // and V lines 8 keys ahead (16 on AVX-512) asked for a few at a time inside the product,
 // so that the memory is kept busy while the core computes; or, on AVX-512 when K and V fit
 // the last-level cache, beside each load (FusedRequestsBesideLoads); or, on AVX-512 from
-// memory (float32 with 2 to 5 rows, 16-bit caches with any), nothing asked for and K and V
-// read row after row, so that the CPU's prefetchers run ahead (FusedScoresInRowOrder,
-// FusedRowOrderVectors).
+// memory (float32 with 2 rows or more, 16-bit caches with any; at d = 64 and 128), nothing
+// asked for and K and V read row after row, so that the CPU's prefetchers run ahead
+// (FusedScoresInRowOrder, FusedRowOrderVectors; from 6 rows the queries held in registers).
 //
 // Memory. With so little work per byte the caches must be filled ahead of use (on
 // AVX-512 the requests fill L2, on AVX2 L1: kPrefetchIntoL2): while
@@ -1001,7 +1001,8 @@ HWY_INLINE void FusedValues(size_t c, size_t dv_pad, const float* HWY_RESTRICT p
 // d = 64 +8 %; but one row −4 % (three runs) and d = 256 (rows of 16 vectors: four
 // passes over V for 4 rows) −18 %: those keep the requests (kFusedRowOrderMinRows, and
 // rows of 4 or 8 vectors only). 5 rows +7 %, +7 % against asking beside the loads, which
-// 6 to 8 rows keep (FusedRequestsBesideLoads). In cache (beside the loads) nothing changes.
+// 6 to 8 rows kept (FusedRequestsBesideLoads) until their queries were held in registers
+// (kFusedQueriesHeldMinRows, below). In cache (beside the loads) nothing changes.
 // 16-bit caches gain at every row count (half the bytes per key for the same arithmetic;
 // bfloat16's scores on the CPU's dot products, FusedScoresOnBf16DotsInRowOrder, load half
 // the queries' bytes too), against the requests they took before: bfloat16 32/8 +15 %,
@@ -1011,15 +1012,65 @@ HWY_INLINE void FusedValues(size_t c, size_t dv_pad, const float* HWY_RESTRICT p
 template <class E>
 inline constexpr int64_t kFusedRowOrderMinRows = std::is_same_v<E, float> ? 2 : 1;
 
+// Six rows or more: the row-order step holds the queries and streams K past them.
+//
+// Loading each key's row whole and then every row's queries costs R · NC loads of Q per
+// key: at 8 rows 72 loads for 64 multiply-adds, and a 512-bit load issues no faster than
+// a multiply-add on Zen 4, where 6 to 8 rows already do about 0.4 of the FMA peak's work
+// per byte. So from 6 rows the scores take groups of rows whose queries stay in
+// kGroupRegisters (24) registers while the block's 8 keys pass (3 rows at d = 128; the
+// groups after the first read the block again from L1, the first still touches K's lines
+// in row order), and the product holds a group's rows of O in 24 accumulators (not 16)
+// with each vector of V kept in a register for them (GCC otherwise folded its load into
+// each row's multiply-add: a load per FMA). The same FMA chains in the same order:
+// bitwise the same. Measured on Zen 4 (2 threads, Nk = 32768, d = 128, builds
+// interleaved, 3-5 runs of 21 rounds, against asking beside the loads, which 6 to 8 rows
+// took), K and V in 4 KiB pages: 48/8 heads +17 to +43 %, 56/8 +20 to +25 %, 64/8 +27 to
+// +36 %, 28/4 +14 to +26 %, B = 4 at Nk = 4096 +21 to +26 %; in 2 MiB pages, where the
+// requests do not walk a page table every 8 keys, −18 to +9 % (7 and 8 rows about −2 %);
+// float16 caches +12 to +19 % and bfloat16 (the product only: its scores are the CPU's dot
+// products) −1 to +6 % in either (docs/engine.md, "Six to eight rows: the queries held").
+// Groups of 2 rows gained less (48/8 +17 against +23 %, 64/8 +3 against +7 %, in one
+// run); held queries at 3 rows −26 %, at 4 and 5 rows −3 to 0 %; the spread requests
+// added to the held queries at 8 rows −19 %.
+inline constexpr int kFusedQueriesHeldMinRows = 6, kGroupRegisters = 24;
+
 // FusedScores in row order: each key's row of K loaded whole (NC vectors, in order),
-// then R · NC multiply-adds into one accumulator per row. Each score is the same chain
-// of FMAs over c as FusedScores' (from zero, c ascending), so bitwise the same.
+// then R · NC multiply-adds into one accumulator per row; from kFusedQueriesHeldMinRows
+// rows, groups of rows whose queries stay in registers while the block's keys pass
+// (see above). Each score is the same chain of FMAs over c as FusedScores' (from zero,
+// c ascending), so bitwise the same.
 template <int R, int NC, class KE>
 HWY_INLINE void FusedScoresInRowOrder(const float* HWY_RESTRICT q, size_t q_rs, const KE* HWY_RESTRICT k, size_t k_rs,
                                       float* HWY_RESTRICT s) {
   const DF df;
   constexpr size_t L = HWY_MAX_BYTES / sizeof(float);
   HWY_ALIGN float acc_out[R * kFusedKeys * L];  // [R][kFusedKeys][L], reduced together
+  if constexpr (R >= kFusedQueriesHeldMinRows) {
+    // GR rows from r0: their queries [GR][NC] in registers, each key's K vectors loaded once.
+    auto group = [&](int r0, auto rows) {
+      constexpr int GR = decltype(rows)::value;
+      VF qv[GR][NC];
+      for (int r = 0; r < GR; ++r)
+        for (int c = 0; c < NC; ++c) qv[r][c] = hn::LoadU(df, q + (r0 + r) * q_rs + c * L);
+      for (size_t j = 0; j < kFusedKeys; ++j) {
+        VF acc[GR];
+        for (int r = 0; r < GR; ++r) acc[r] = hn::Zero(df);
+        for (int c = 0; c < NC; ++c) {
+          VF kv = LoadAsFloat(k + j * k_rs + c * L);
+          KeepInRegister(kv);
+          for (int r = 0; r < GR; ++r) acc[r] = hn::MulAdd(qv[r][c], kv, acc[r]);
+        }
+        for (int r = 0; r < GR; ++r) hn::Store(acc[r], df, acc_out + ((r0 + r) * kFusedKeys + j) * L);
+      }
+    };
+    constexpr int G = std::min(R, kGroupRegisters / NC);
+    int r0 = 0;
+    for (; r0 + G <= R; r0 += G) group(r0, std::integral_constant<int, G>());
+    if constexpr (R % G != 0) group(r0, std::integral_constant<int, R % G>());
+    FusedLaneSums<R>(acc_out, s);
+    return;
+  }
   for (size_t j = 0; j < kFusedKeys; ++j) {
     VF kv[NC];
     for (int c = 0; c < NC; ++c) {
@@ -1040,15 +1091,17 @@ HWY_INLINE void FusedScoresInRowOrder(const float* HWY_RESTRICT q, size_t q_rs, 
 }
 
 // O [R × NV·L] += P [R × kFusedKeys] · V [kFusedKeys × NV·L] in row order: G rows of O
-// with all NV vectors of their columns in registers (G · NV = 16 accumulators), V's rows
-// in order; the groups after the first read the block's V again, from L1. Each element
-// of O adds the keys in the same order as FusedValues', so bitwise the same.
+// with all NV vectors of their columns in registers (G · NV = 16 accumulators;
+// kGroupRegisters from kFusedQueriesHeldMinRows rows, each V vector then kept in a
+// register for the group's rows), V's rows in order; the groups after the first read the block's V again, from
+// L1. Each element of O adds the keys in the same order as FusedValues', so bitwise the same.
 template <int R, int NV, class VE>
 HWY_INLINE void FusedValuesInRowOrder(const float* HWY_RESTRICT p, const VE* HWY_RESTRICT v, size_t v_rs,
                                       float* HWY_RESTRICT o) {
   const DF df;
   constexpr size_t L = HWY_MAX_BYTES / sizeof(float);
-  constexpr int G = std::min(R, 16 / NV);
+  constexpr bool kMany = R >= kFusedQueriesHeldMinRows;
+  constexpr int G = std::min(R, (kMany ? kGroupRegisters : 16) / NV);
   auto group = [&](int r0, auto rows) {
     constexpr int GR = decltype(rows)::value;
     VF acc[GR][NV];
@@ -1058,7 +1111,8 @@ HWY_INLINE void FusedValuesInRowOrder(const float* HWY_RESTRICT p, const VE* HWY
       VF pr[GR];
       for (int r = 0; r < GR; ++r) pr[r] = hn::Set(df, p[(r0 + r) * kFusedKeys + j]);
       for (int u = 0; u < NV; ++u) {
-        const VF vv = LoadAsFloat(v + j * v_rs + u * L);
+        VF vv = LoadAsFloat(v + j * v_rs + u * L);
+        if constexpr (kMany && GR > 1) KeepInRegister(vv);  // 3 to 5 rows: −2 to −3 %, noise or a loss
         for (int r = 0; r < GR; ++r) acc[r][u] = hn::MulAdd(pr[r], vv, acc[r][u]);
       }
     }
@@ -1126,6 +1180,21 @@ HWY_INLINE void FusedSoftmaxRow(float* x, float scale, float& m, float& l, bool&
                          static_cast<int64_t>(dv_pad), nullptr, d8);
 }
 
+// The vectors of a K or V row when the shape reads in row order (d = dv = 64 or 128 on
+// AVX-512: 4 or 8), else 0; whatever the rows (see FusedRowOrderVectors).
+int RowOrderRowVectors(const Plan& p) {
+  if constexpr (!kPrefetchIntoL2) {
+    (void)p;
+    return 0;
+  } else {
+    const int64_t L = static_cast<int64_t>(hn::Lanes(DF())), d = p.dims.d;
+    if (!fused_row_order_allowed().load(std::memory_order_relaxed) || p.dims.dv != d || p.dv_pad != d || d % L != 0)
+      return 0;
+    const int64_t n = d / L;
+    return n == 4 || n == 8 ? static_cast<int>(n) : 0;
+  }
+}
+
 // How the fused step asks for the K and V lines kFusedAhead keys ahead, on the targets
 // that ask into L2 (kPrefetchIntoL2): beside each of its loads (one line per vector) when
 // the call's K and V hold at most fused_beside_loads_max_kv_bytes (the last-level cache's
@@ -1155,9 +1224,15 @@ HWY_INLINE void FusedSoftmaxRow(float* x, float scale, float& m, float& l, bool&
 // the spread requests' place (FusedRowOrderVectors), beside the loads lost at 5 rows (row
 // order +7 %, +7 %) and won at 6, 7 and 8 (row order −5 %, −9 %, −20 %, −17 %): five rows
 // take the row order.
+//
+// Since the row-order step holds the queries of 6 rows or more (kFusedQueriesHeldMinRows),
+// those rows read in row order from memory too (in 4 KiB pages 48/8 heads +17 to +43 %,
+// 64/8 +27 to +36 %, against beside the loads); the rule is left to the rows that row
+// order does not take (d = 256, or row order turned off).
 bool FusedRequestsBesideLoads(const Plan& p, int64_t rows) {
   if constexpr (!kPrefetchIntoL2) return false;
-  if (p.k.is_f32() && rows >= fused_beside_loads_min_rows().load(std::memory_order_relaxed)) return true;
+  if (p.k.is_f32() && rows >= fused_beside_loads_min_rows().load(std::memory_order_relaxed) && RowOrderRowVectors(p) == 0)
+    return true;
   const auto& dm = p.dims;
   const double kv_bytes = static_cast<double>(dm.B * dm.Hkv) * static_cast<double>(dm.Nk) *
                           static_cast<double>(dm.d + dm.dv) * (p.k.is_f32() ? 4.0 : 2.0);
@@ -1308,12 +1383,7 @@ int FusedRowOrderVectors(const Plan& p, int64_t rows) {
     (void)p, (void)rows;
     return 0;
   } else {
-    const int64_t L = static_cast<int64_t>(hn::Lanes(DF())), d = p.dims.d;
-    if (rows < kFusedRowOrderMinRows<E> || !fused_row_order_allowed().load(std::memory_order_relaxed) || p.dims.dv != d ||
-        p.dv_pad != d || d % L != 0)
-      return 0;
-    const int64_t n = d / L;
-    return n == 4 || n == 8 ? static_cast<int>(n) : 0;
+    return rows < kFusedRowOrderMinRows<E> ? 0 : RowOrderRowVectors(p);
   }
 }
 

@@ -181,10 +181,11 @@ std::atomic<bool>& bf16_dot_products_allowed();
 // "Requests beside the loads, in cache"). A test hook too: both ways give bitwise the
 // same results, and the tests hold them to that.
 std::atomic<int64_t>& fused_beside_loads_max_kv_bytes();
-// ... and, for a float32 cache, whatever that size when a K/V head has this many query rows
-// or more (default 6: from memory too, 6 to 8 rows were faster beside the loads; 5 rows,
-// and 16-bit caches at any count, are faster in row order, FusedRowOrderVectors). A test
-// hook as well.
+// ... and, for a float32 cache whose rows the step does not read in row order (d = 256, or
+// row order turned off), whatever that size when a K/V head has this many query rows or
+// more (default 6: from memory too, 6 to 8 rows were faster beside the loads than with the
+// spread requests; in row order, their queries held in registers, faster still,
+// FusedRowOrderVectors). A test hook as well.
 std::atomic<int64_t>& fused_beside_loads_min_rows();
 // Test hook: whether the fused step, where it does not ask beside its loads, may read K and
 // V in row order with the hardware prefetchers alone (decode-inl.h, FusedRowOrderVectors;

@@ -320,9 +320,10 @@ TEST(EngineDecode, FusedStepRequestsBesideTheLoadsOrSpreadGiveBitwiseTheSameResu
 // Five to eight rows per K/V head (a group of 5 to 8 query heads, or a smaller group with
 // two queries) take the fused step on AVX-512 from d = 128 on (decode-inl.h,
 // kFusedMaxRows: its 32 registers hold their accumulators), the tile-at-a-time step
-// elsewhere. Within the accuracy rule, with d from 1 to 256, padding and long caches; by
-// default asking beside the loads whatever the size of K and V (FusedRequestsBesideLoads),
-// bitwise the same as spread; split-KV bitwise the same for 1, 2 and 3 threads.
+// elsewhere. Within the accuracy rule, with d from 1 to 256, padding and long caches;
+// asking beside the loads where K and V fit the cache (FusedRequestsBesideLoads), bitwise
+// the same as from memory (row order with the queries held at d = 128, spread requests at
+// d = 256); split-KV bitwise the same for 1, 2 and 3 threads, either way.
 TEST(EngineDecode, FiveToEightRowsFusedOnAvx512WithinTheAccuracyRule) {
   const bool avx512 = al::engine::target_name().rfind("AVX3", 0) == 0;
   const uint64_t seed = base_seed() + 3500;
@@ -355,7 +356,7 @@ TEST(EngineDecode, FiveToEightRowsFusedOnAvx512WithinTheAccuracyRule) {
     if (took_fused) {
       const auto beside = forward_with_requests(p, true, 2), spread = forward_with_requests(p, false, 2);
       for (size_t x = 0; x < beside.size(); ++x)
-        EXPECT_TRUE(al::test::same_bits(beside[x], spread[x])) << al::test::kQuantity[x] << " beside the loads against spread";
+        EXPECT_TRUE(al::test::same_bits(beside[x], spread[x])) << al::test::kQuantity[x] << " beside the loads against from memory";
     }
     if (::testing::Test::HasFailure() && std::getenv("ATTNLAB_KEEP_GOING") == nullptr) break;
   }
@@ -378,23 +379,23 @@ TEST(EngineDecode, FiveToEightRowsFusedOnAvx512WithinTheAccuracyRule) {
     for (auto* t : {&p.q, &p.k, &p.v}) al::test::fill_normal(*t, rng);
     p.key_lengths = {p.Nk, p.Nk - 700};
     {
-      // Beside the loads by default even where K and V would not fit the cache.
-      const int64_t saved = al::engine::fused_beside_loads_max_kv_bytes().load();
-      al::engine::fused_beside_loads_max_kv_bytes().store(0);
-      const int64_t before = counts.decode_fused.load(), beside_before = counts.decode_fused_beside_loads.load();
-      const al::test::FloatProblem fp(p);
-      al::attention_forward(fp.q.view(), fp.k.view(), fp.v.view(), fp.options(p), al::ComputeConfig{2});
-      al::engine::fused_beside_loads_max_kv_bytes().store(saved);
+      // From memory (K and V taken as larger than the cache): in row order, the queries held.
+      const RequestsFor from_memory(false);
+      const int64_t before = counts.decode_fused.load(), row_order_before = counts.decode_fused_row_order.load();
+      forward_out_lse(p, 2);
       EXPECT_EQ(counts.decode_fused.load() > before, avx512) << group << " heads a group";
-      EXPECT_EQ(counts.decode_fused_beside_loads.load() - beside_before, counts.decode_fused.load() - before);
+      EXPECT_EQ(counts.decode_fused_row_order.load() - row_order_before, counts.decode_fused.load() - before);
     }
     const auto one = forward_with_requests(p, true, 1);
-    for (int threads : {2, 3}) {
-      const auto other = forward_with_requests(p, true, threads);
-      for (size_t x = 0; x < one.size(); ++x)
-        EXPECT_TRUE(al::test::same_bits(one[x], other[x]))
-            << al::test::kQuantity[x] << ": " << threads << " threads against 1, " << group << " heads a group";
-    }
+    for (const bool beside_loads : {true, false})
+      for (int threads : {1, 2, 3}) {
+        if (beside_loads && threads == 1) continue;
+        const auto other = forward_with_requests(p, beside_loads, threads);
+        for (size_t x = 0; x < one.size(); ++x)
+          EXPECT_TRUE(al::test::same_bits(one[x], other[x]))
+              << al::test::kQuantity[x] << ": " << threads << " threads " << (beside_loads ? "beside the loads" : "from memory")
+              << " against 1 beside the loads, " << group << " heads a group";
+      }
   }
 }
 
@@ -575,8 +576,9 @@ struct RowOrder {
 };
 
 // Where the fused step does not ask beside its loads (K and V from memory), 2 to 4 rows per
-// K/V head at d = 64 and 128 take it in row order on the AVX-512 targets, and nothing else
-// does (one row, d = 256, AVX2: the spread requests). Its multiply-adds are the spread
+// K/V head at d = 64 and 128, and 6 and 8 (their queries held in registers) at d = 128, take
+// it in row order on the AVX-512 targets, and nothing else does (one row, d = 256, AVX2: the
+// spread requests; 6 and 8 rows at d = 64 are not fused). Its multiply-adds are the spread
 // requests' step's in the same order: within the accuracy rule (forward and backward),
 // bitwise the same as with row order turned off, and bitwise the same for 1, 2 and 3
 // threads; counted where it runs.
@@ -585,7 +587,7 @@ TEST(EngineDecode, RowOrderStepBitwiseTheSpreadRequests) {
   const RequestsFor spread(false);
   const auto& counts = al::engine::tile_counts();
   int row_order_runs = 0;
-  for (const int64_t group : {1, 2, 3, 4})
+  for (const int64_t group : {1, 2, 3, 4, 6, 8})
     for (const int64_t d : {64, 128, 256}) {
       std::mt19937_64 rng(base_seed() + 7200 + static_cast<uint64_t>(group * 1000 + d));
       al::test::Problem p;
@@ -597,7 +599,9 @@ TEST(EngineDecode, RowOrderStepBitwiseTheSpreadRequests) {
       for (auto* t : {&p.q, &p.k, &p.v, &p.grad_out}) al::test::fill_normal(*t, rng);
       p.key_lengths = {p.Nk, p.Nk - 300};
       SCOPED_TRACE(p.describe());
-      const bool expected = avx512 && group >= 2 && d <= 128;
+      // 5 to 8 rows are fused on AVX-512 only, and at d = 64 not at all (kFusedManyRowsMinDim).
+      const bool fused = group <= 4 ? avx512 || group >= 2 : avx512 && d >= 128;
+      const bool expected = fused && group >= 2 && d <= 128;
       int64_t before = counts.decode_fused_row_order.load();
       al::test::check_engine_against_reference(p, false, al::ComputeConfig{2});
       const bool ran = counts.decode_fused_row_order.load() > before;
@@ -610,11 +614,11 @@ TEST(EngineDecode, RowOrderStepBitwiseTheSpreadRequests) {
       const int64_t fused_before = counts.decode_fused.load();
       const auto spread_requests = forward_out_lse(p, 2);
       EXPECT_EQ(counts.decode_fused_row_order.load(), before) << "turned off";
-      EXPECT_EQ(counts.decode_fused.load() > fused_before, avx512 || group >= 2) << "the fused step either way";
+      EXPECT_EQ(counts.decode_fused.load() > fused_before, fused) << "the fused step either way";
       for (size_t x = 0; x < one.size(); ++x)
         EXPECT_TRUE(al::test::same_bits(one[x], spread_requests[x])) << al::test::kQuantity[x] << ": row order against the requests";
     }
-  if (avx512) EXPECT_EQ(row_order_runs, 6);
+  if (avx512) EXPECT_EQ(row_order_runs, 8);
 }
 
 TEST(EngineDecode, TheEngineChoosesThePathFromTheShapes) {
