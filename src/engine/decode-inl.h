@@ -1104,8 +1104,9 @@ HWY_INLINE void FusedScoresInRowOrder(const float* HWY_RESTRICT q, size_t q_rs, 
 // O [R × NV·L] += P [R × kFusedKeys] · V [kFusedKeys × NV·L] in row order: G rows of O
 // with all NV vectors of their columns in registers (G · NV = 16 accumulators;
 // kGroupRegisters from kFusedQueriesHeldMinRows rows, each V vector then kept in a
-// register for the group's rows), V's rows in order; the groups after the first read the block's V again, from
-// L1. Each element of O adds the keys in the same order as FusedValues', so bitwise the same.
+// register for the group's rows), V's rows in order; the groups after the first read the
+// block's V again, from L1. Each element of O adds the keys in the same order as
+// FusedValues', so bitwise the same.
 template <int R, int NV, class VE>
 HWY_INLINE void FusedValuesInRowOrder(const float* HWY_RESTRICT p, const VE* HWY_RESTRICT v, size_t v_rs,
                                       float* HWY_RESTRICT o) {
