@@ -1046,6 +1046,15 @@ inline constexpr int kFusedQueriesHeldMinRows = 6, kGroupRegisters = 24;
 // −2.5 % at 8 rows and −12 % at 4; four lines of the next ±0 to +2 %; every line of the
 // next (the spread requests) −19 %.
 
+// group(r0, integral_constant<int, GR>) for R rows in groups of G from row 0 (GR = G;
+// the last group R % G rows): the row-order kernels' register blocks of rows.
+template <int R, int G, class Group>
+HWY_INLINE void ForRowGroups(const Group& group) {
+  int r0 = 0;
+  for (; r0 + G <= R; r0 += G) group(r0, std::integral_constant<int, G>());
+  if constexpr (R % G != 0) group(r0, std::integral_constant<int, R % G>());
+}
+
 // FusedScores in row order: each key's row of K loaded whole (NC vectors, in order),
 // then R · NC multiply-adds into one accumulator per row; from kFusedQueriesHeldMinRows
 // rows, groups of rows whose queries stay in registers while the block's keys pass
@@ -1075,10 +1084,7 @@ HWY_INLINE void FusedScoresInRowOrder(const float* HWY_RESTRICT q, size_t q_rs, 
         for (int r = 0; r < GR; ++r) hn::Store(acc[r], df, acc_out + ((r0 + r) * kFusedKeys + j) * L);
       }
     };
-    constexpr int G = std::min(R, kGroupRegisters / NC);
-    int r0 = 0;
-    for (; r0 + G <= R; r0 += G) group(r0, std::integral_constant<int, G>());
-    if constexpr (R % G != 0) group(r0, std::integral_constant<int, R % G>());
+    ForRowGroups<R, std::min(R, kGroupRegisters / NC)>(group);
     FusedLaneSums<R>(acc_out, s);
     return;
   }
@@ -1131,9 +1137,7 @@ HWY_INLINE void FusedValuesInRowOrder(const float* HWY_RESTRICT p, const VE* HWY
     for (int r = 0; r < GR; ++r)
       for (int u = 0; u < NV; ++u) hn::StoreU(acc[r][u], df, o + (r0 + r) * NV * L + u * L);
   };
-  int r0 = 0;
-  for (; r0 + G <= R; r0 += G) group(r0, std::integral_constant<int, G>());
-  if constexpr (R % G != 0) group(r0, std::integral_constant<int, R % G>());
+  ForRowGroups<R, G>(group);
 }
 
 // The online-softmax step of one row on a block of kFusedKeys raw scores x (in place:
