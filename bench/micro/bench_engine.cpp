@@ -14,6 +14,7 @@
 #include "hwy/aligned_allocator.h"
 #include "peak_flops.hpp"
 #include "stream_arithmetic.hpp"
+#include "engine/plan.hpp"
 #include "engine/testing/kernel_pieces.hpp"
 
 namespace al = attnlab;
@@ -131,9 +132,15 @@ void BM_Decode(benchmark::State& state) {
 
 // The decode path's work item alone, on one thread, K and V in L2 (256 keys, 256 KB at
 // d = 128, repeated): its compute cost per key, the time memory must hide. Args Hq,
-// Hkv, Nq, d. Compare KV GB/s with the read bandwidth per core.
+// Hkv, Nq, d, from_memory: 0 for the step the engine takes on a cache this small (its
+// requests beside the loads), 1 for the one it takes on a cache read from memory (on
+// AVX-512 the row order, FusedRowOrderVectors) though K and V are in L2. Compare KV
+// GB/s with the read bandwidth per core.
 void BM_DecodeChunk(benchmark::State& state) {
   const int64_t hq = state.range(0), hkv = state.range(1), nq = state.range(2), d = state.range(3), nk = 256;
+  auto& beside_loads_max = al::engine::fused_beside_loads_max_kv_bytes();
+  const int64_t saved_max = beside_loads_max.load();
+  if (state.range(4)) beside_loads_max.store(0);
   std::vector<float> q(static_cast<size_t>(hq * nq * d)), k(static_cast<size_t>(hkv * nk * d)), v(k.size());
   std::mt19937 rng(5);
   std::normal_distribution<float> nd;
@@ -143,6 +150,7 @@ void BM_DecodeChunk(benchmark::State& state) {
     al::engine::testing::decode_chunk_piece(q.data(), k.data(), v.data(), hq, hkv, nq, nk, d, 16);
     benchmark::DoNotOptimize(q.data());
   }
+  beside_loads_max.store(saved_max);
   const double keys = 16.0 * nk;
   state.counters["ns/key"] = benchmark::Counter(keys, benchmark::Counter::kIsIterationInvariantRate |
                                                           benchmark::Counter::kInvert);
@@ -215,8 +223,11 @@ BENCHMARK(BM_Decode)
     ->Args({32, 8, 16, 8192, 128, 2, 1})->Args({32, 8, 4, 16384, 128, 2, 0})
     ->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_DecodeChunk)
-    ->Args({1, 1, 1, 128})->Args({4, 1, 1, 128})->Args({8, 1, 1, 128})->Args({4, 1, 16, 128})
-    ->Args({1, 1, 1, 64})->Args({4, 1, 1, 64})->Unit(benchmark::kMicrosecond);
+    ->Args({1, 1, 1, 128, 0})->Args({4, 1, 1, 128, 0})->Args({8, 1, 1, 128, 0})->Args({4, 1, 16, 128, 0})
+    ->Args({1, 1, 1, 64, 0})->Args({4, 1, 1, 64, 0})
+    ->Args({1, 1, 1, 128, 1})->Args({2, 1, 1, 128, 1})->Args({4, 1, 1, 128, 1})->Args({6, 1, 1, 128, 1})
+    ->Args({8, 1, 1, 128, 1})
+    ->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_StreamArithmetic)
     ->ArgsProduct({{0, 1, 2, 4, 8}, {0, 4096}, {1, 0}})
     ->ArgNames({"fmas", "prefetch", "resident"})
