@@ -1196,6 +1196,58 @@ HWY_INLINE void FusedSoftmaxRow(float* x, float scale, float& m, float& l, bool&
                          static_cast<int64_t>(dv_pad), nullptr, d8);
 }
 
+// The rows from which FusedSoftmaxRows takes two rows a vector. At 8 rows the online
+// softmax was 13 % of the step's samples in L2 (perf record: each row alone, its
+// exponential's constants loaded again for each), and the step's arithmetic alone nearly
+// fills the memory's time. Measured on Zen 4 (2 threads, Nk = 32768, d = 128, builds
+// interleaved, 4 KiB / 2 MiB pages, bitwise the same results): 64/8 heads +3 to +4 / +3 to
+// +5 %, 56/8 +0 to +3 / +2 to +4 %, 48/8 +2 / −1 to +2 %, 28/4 +2 to +4 / 0 to +3 %,
+// bfloat16 and float16 at 64/8 +4 to +6 %, B = 4 +1 to +5 %. Below 6 rows inlined pairs
+// cost the 2-row scores spills (−2 %) and out of line 4 rows lost 19–28 % from memory
+// (docs/engine.md, "The softmax, two rows a vector").
+inline constexpr int kFusedSoftmaxPairsMinRows = 6;
+
+// FusedSoftmaxRow for the R rows of a block, s [R × kFusedKeys]; m, l, nan_score and the
+// rows of O (o, dv_pad apart) are the rows' own, row 0 first. On AVX-512, from
+// kFusedSoftmaxPairsMinRows rows, two rows share a vector, row r's keys in its low half
+// and row r + 1's in its high: where both rows' scaled scores are at or below their m
+// (the lazy max's common case) one exponential and one sum tree serve the pair, else each
+// row takes FusedSoftmaxRow. The tree adds each half's lanes in the pairs SumOfLanes adds
+// them in over 8 lanes (k with k + 4, then 0 with 2, then 0 with 1), so l, P and O are
+// bitwise what the rows alone give.
+template <int R>
+HWY_INLINE void FusedSoftmaxRows(float* HWY_RESTRICT s, const float* scale, float* m, float* l, bool* nan_score,
+                                 float* o, size_t dv_pad) {
+  int r = 0;
+#if ATTNLAB_DECODE_AVX512
+  static_assert(kFusedKeys == 8, "a vector holds two rows of 8 keys");
+  if constexpr (R >= kFusedSoftmaxPairsMinRows) {
+    const hn::Full512<float> d16;
+    // Two floats' broadcasts, one per half: lo in lanes 0-7, hi in lanes 8-15.
+    auto halves = [](float lo, float hi) { return _mm512_insertf32x8(_mm512_set1_ps(lo), _mm256_set1_ps(hi), 1); };
+    for (; r + 1 < R; r += 2) {
+      if (m[r] > kNegInf && m[r + 1] > kNegInf) {
+        const __m512 x = _mm512_mul_ps(_mm512_loadu_ps(s + r * kFusedKeys), halves(scale[r], scale[r + 1]));
+        const __m512 vm = halves(m[r], m[r + 1]);
+        if (_mm512_cmp_ps_mask(x, vm, _CMP_LE_OQ) == 0xFFFF) {  // a NaN fails it, as in FusedSoftmaxRow
+          const __m512 pr = ExpNonPositive(d16, hn::Vec512<float>{_mm512_sub_ps(x, vm)}).raw;
+          _mm512_storeu_ps(s + r * kFusedKeys, pr);
+          __m512 t = _mm512_add_ps(pr, _mm512_shuffle_f32x4(pr, pr, 0xB1));  // lane k + lane k + 4
+          t = _mm512_add_ps(t, _mm512_permute_ps(t, 0x4E));
+          t = _mm512_add_ps(t, _mm512_permute_ps(t, 0xB1));
+          l[r] += _mm512_cvtss_f32(t);
+          l[r + 1] += _mm_cvtss_f32(_mm512_extractf32x4_ps(t, 2));
+          continue;
+        }
+      }
+      for (int i = r; i < r + 2; ++i)
+        FusedSoftmaxRow(s + i * kFusedKeys, scale[i], m[i], l[i], nan_score[i], o + i * dv_pad, dv_pad);
+    }
+  }
+#endif
+  for (; r < R; ++r) FusedSoftmaxRow(s + r * kFusedKeys, scale[r], m[r], l[r], nan_score[r], o + r * dv_pad, dv_pad);
+}
+
 // The vectors of a K or V row when the shape reads in row order (d = dv = 64 or 128 on
 // AVX-512: 4 or 8), else 0; whatever the rows (see FusedRowOrderVectors).
 int RowOrderRowVectors(const Plan& p) {
@@ -1387,10 +1439,7 @@ HWY_NOINLINE void FusedDecodeBlock(const DecodeWork& w, int64_t item, int64_t b,
       FusedScores<R, KB, kBesideLoads>(d, sc.q.get(), static_cast<size_t>(p.d_pad), k, k_rows.stride, s, per_call, kpf, vpf);
     if (w.kv_suspect != nullptr)
       for (size_t j8 = 0; j8 < kFusedKeys; j8 += hn::Lanes(d8)) finite8 = hn::MulAdd(hn::LoadU(d8, s + j8), hn::Zero(d8), finite8);
-    for (int r = 0; r < R; ++r) {
-      const int64_t at = row0 + r;
-      FusedSoftmaxRow(s + r * kFusedKeys, scale[r], w.m[at], w.l[at], w.nan_score[at], o + r * dv_pad, dv_pad);
-    }
+    FusedSoftmaxRows<R>(s, scale, w.m + row0, w.l + row0, w.nan_score + row0, o, dv_pad);
     if constexpr (kRowVectors > 0) FusedValuesInRowOrder<R, kRowVectors>(s, v, v_rows.stride, o);
     else if (three) FusedValues<R, 3, kBesideLoads>(0, dv_pad, s, v, v_rows.stride, o, per_call, kpf, vpf);
     else FusedValues<R, kNarrowNV, kBesideLoads>(0, dv_pad, s, v, v_rows.stride, o, per_call, kpf, vpf);

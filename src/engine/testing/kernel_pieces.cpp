@@ -91,6 +91,30 @@ void DecodeChunkPieceImpl(const float* q, const float* k, const float* v, int64_
   for (int64_t step = 0; step < steps; ++step) DecodeChunk<float>(w, 0, 0, 0, sc);
 }
 
+bool FusedSoftmaxRowsPieceImpl(int rows, bool by_rows, float* s, const float* scale, float* m, float* l,
+                               bool* nan_score, float* o, size_t dv_pad) {
+  HWY_ASSERT(rows >= 1 && rows <= 8 && dv_pad % 16 == 0);
+  if (by_rows) {
+    for (int r = 0; r < rows; ++r)
+      FusedSoftmaxRow(s + r * kFusedKeys, scale[r], m[r], l[r], nan_score[r], o + r * dv_pad, dv_pad);
+    return false;
+  }
+  auto run = [&](auto n) {
+    constexpr int R = decltype(n)::value;
+    FusedSoftmaxRows<R>(s, scale, m, l, nan_score, o, dv_pad);
+    return ATTNLAB_DECODE_AVX512 && R >= kFusedSoftmaxPairsMinRows;
+  };
+  switch (rows) {
+    case 1: return run(std::integral_constant<int, 1>());
+    case 2: return run(std::integral_constant<int, 2>());
+    case 3: return run(std::integral_constant<int, 3>());
+    case 4: return run(std::integral_constant<int, 4>());
+    case 5: return run(std::integral_constant<int, 5>());
+    case 6: return run(std::integral_constant<int, 6>());
+    case 7: return run(std::integral_constant<int, 7>());
+    default: return run(std::integral_constant<int, 8>());
+  }
+}
 const char* PiecesTargetImpl() { return hwy::TargetName(HWY_TARGET); }
 
 }  // namespace attnlab::engine::HWY_NAMESPACE
@@ -105,6 +129,7 @@ HWY_EXPORT(TanhPieceImpl);
 HWY_EXPORT(SoftmaxPieceImpl);
 HWY_EXPORT(PiecesTargetImpl);
 HWY_EXPORT(DecodeChunkPieceImpl);
+HWY_EXPORT(FusedSoftmaxRowsPieceImpl);
 
 void gemm_piece(size_t M, size_t N, size_t K, const float* A, size_t a_rs, size_t a_ks, const float* B,
                 size_t b_rs, float* C, size_t c_rs, bool accumulate) {
@@ -121,5 +146,9 @@ void decode_chunk_piece(const float* q, const float* k, const float* v, int64_t 
   HWY_DYNAMIC_DISPATCH(DecodeChunkPieceImpl)(q, k, v, Hq, Hkv, Nq, Nk, d, steps);
 }
 
+bool fused_softmax_rows_piece(int rows, bool by_rows, float* s, const float* scale, float* m, float* l,
+                              bool* nan_score, float* o, size_t dv_pad) {
+  return HWY_DYNAMIC_DISPATCH(FusedSoftmaxRowsPieceImpl)(rows, by_rows, s, scale, m, l, nan_score, o, dv_pad);
+}
 }  // namespace attnlab::engine::testing
 #endif  // HWY_ONCE

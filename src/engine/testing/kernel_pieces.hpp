@@ -26,6 +26,14 @@ void softmax_piece(float* s, int64_t rows, int64_t nc, int64_t steps);
 // scale 1/√d, no mask. Its compute cost per key, with K and V in cache.
 void decode_chunk_piece(const float* q, const float* k, const float* v, int64_t Hq, int64_t Hkv, int64_t Nq,
                         int64_t Nk, int64_t d, int64_t steps);
+// The fused decoding step's online softmax on one block of 8 keys of `rows` rows (1 to 8;
+// decode-inl.h, FusedSoftmaxRows): s [rows × 8] raw scores in, P out; each row's scale,
+// and its m, l, nan_score and O row (o [rows × dv_pad], dv_pad a multiple of 16) updated.
+// With `by_rows` each row alone (FusedSoftmaxRow), as the rows below
+// kFusedSoftmaxPairsMinRows go. Returns whether this target takes `rows` rows two at a
+// time: where it does not, both ways are the same code.
+bool fused_softmax_rows_piece(int rows, bool by_rows, float* s, const float* scale, float* m, float* l,
+                              bool* nan_score, float* o, size_t dv_pad);
 // The SIMD target these pieces were dispatched to (the same as the engine's).
 const char* pieces_target_name();
 
