@@ -998,19 +998,18 @@ HWY_INLINE void FusedValues(size_t c, size_t dv_pad, const float* HWY_RESTRICT p
 // The library against the one before, builds interleaved (attnlab_interleave_builds,
 // 2 threads, Nk = 32768, d = 128 unless said, 21-31 rounds; bitwise the same results):
 // 32/8 heads +15 %, +35 %, +35 %; 16/8 +12 %; 24/8 +14 %; B = 4 at Nk = 4096 +8 %;
-// d = 64 +8 %; but one row −4 % (three runs) and d = 256 (rows of 16 vectors: four
-// passes over V for 4 rows) −18 %: those keep the requests (kFusedRowOrderMinRows, and
-// rows of 4 or 8 vectors only). 5 rows +7 %, +7 % against asking beside the loads, which
-// 6 to 8 rows kept (FusedRequestsBesideLoads) until their queries were held in registers
-// (kFusedQueriesHeldMinRows, below). In cache (beside the loads) nothing changes.
+// d = 64 +8 %; but d = 256 (rows of 16 vectors: four passes over V for 4 rows) −18 %: it
+// keeps the requests (rows of 4 or 8 vectors only). One row was −4 % (three runs) until
+// it asked for the next block's first row (FusedNextBlockLines). 5 rows +7 %, +7 %
+// against asking beside the loads, which 6 to 8 rows kept (FusedRequestsBesideLoads) until
+// their queries were held in registers (kFusedQueriesHeldMinRows, below). In cache (beside
+// the loads) nothing changes.
 // 16-bit caches gain at every row count (half the bytes per key for the same arithmetic;
 // bfloat16's scores on the CPU's dot products, FusedScoresOnBf16DotsInRowOrder, load half
 // the queries' bytes too), against the requests they took before: bfloat16 32/8 +15 %,
 // 16/8 +18 %, 5 rows +17 %, B = 4 +21 %, d = 64 +27 %; float16 32/8 +30 %, 16/8 +27 %; and
 // against their requests where float32 keeps them: one row bfloat16 +20 %, float16 +19 %;
 // 6 and 8 rows (beside the loads before) bfloat16 +10 %, +9 %.
-template <class E>
-inline constexpr int64_t kFusedRowOrderMinRows = std::is_same_v<E, float> ? 2 : 1;
 
 // Six rows or more: the row-order step holds the queries and streams K past them.
 //
@@ -1045,6 +1044,26 @@ inline constexpr int kFusedQueriesHeldMinRows = 6, kGroupRegisters = 24;
 // V in 2 MiB pages ±0; at 4 rows −0.5 % (not taken). Two lines of the block after next
 // −2.5 % at 8 rows and −12 % at 4; four lines of the next ±0 to +2 %; every line of the
 // next (the spread requests) −19 %.
+
+// In row order, the lines of K's and of V's next block the step asks for as each block
+// starts, by rows per K/V head: at one row of a float32 cache the block's first key row
+// whole (8 lines at d = 128), from kFusedQueriesHeldMinRows rows its first line, else none.
+// A float32 block of 8 keys at d = 128 is one 4 KiB page, and the CPU's prefetchers do not
+// cross pages: each block begins with misses, which one row's few multiply-adds cannot
+// hide. One row in row order against its spread requests, measured on Zen 4 (2 threads,
+// 8/8 heads, Nk = 32768, d = 128, builds interleaved, 15-21 rounds, 4 KiB / 2 MiB pages,
+// bitwise the same results): asking for nothing −5.9, −5.5, +10.9, −4.2, −1.4 % / +6.4,
+// +3.7, +2.0, +4.9, +7.3 %; one line −3.2, −2.8 / +6.0, +6.4 %; four lines −1.2, +0.8, +0.8
+// / +5.9, +7.3, +7.1 %; eight lines (this) +2.2 / +6.8 %; B = 4 at Nk = 8192 +1.0, +0.9 /
+// +6.3, +7.4 %. A 16-bit cache (in row order already; its block is half a page) asks for
+// nothing: bfloat16 asking for 8 lines +0.2, −0.2 / +0.8, −1.9 %, for 4 lines +7.4, +2.5 /
+// −2.6, −6.6 %.
+// From 6 rows see kFusedQueriesHeldMinRows; at 2 to 5 rows one line was −0.5 % at 4.
+template <int R, class E>
+constexpr size_t FusedNextBlockLines(size_t row_lines) {
+  if constexpr (R == 1) return std::is_same_v<E, float> ? row_lines : 0;
+  return R >= kFusedQueriesHeldMinRows ? 1 : 0;
+}
 
 // group(r0, integral_constant<int, GR>) for R rows in groups of G from row 0 (GR = G;
 // the last group R % G rows): the row-order kernels' register blocks of rows.
@@ -1416,13 +1435,15 @@ HWY_NOINLINE void FusedDecodeBlock(const DecodeWork& w, int64_t item, int64_t b,
                        k_rows.stride * sizeof(E), k_lines, pf_rows};
     LinePrefetcher vpf{reinterpret_cast<const char*>(v_rows.data + pf_key * v_rows.stride),
                        v_rows.stride * sizeof(E), v_lines, pf_rows};
-    // From kFusedQueriesHeldMinRows rows in row order, the first line of K's and of V's next
-    // block as this one starts (see kFusedQueriesHeldMinRows).
-    if constexpr (kRowVectors > 0 && R >= kFusedQueriesHeldMinRows) {
+    // In row order, the first lines of K's and of V's next block as this one starts (one
+    // float32 row: the block's first key row; from 6 rows one line: FusedNextBlockLines).
+    if constexpr (kRowVectors > 0 && FusedNextBlockLines<R, E>(1) > 0) {
       const size_t next = static_cast<size_t>(j) + kFusedKeys;
       if (static_cast<int64_t>(next + kFusedKeys) <= ahead) {
-        PrefetchLine(reinterpret_cast<const char*>(k_rows.data + next * k_rows.stride));
-        PrefetchLine(reinterpret_cast<const char*>(v_rows.data + next * v_rows.stride));
+        const char* k_next = reinterpret_cast<const char*>(k_rows.data + next * k_rows.stride);
+        const char* v_next = reinterpret_cast<const char*>(v_rows.data + next * v_rows.stride);
+        for (size_t line = 0; line < FusedNextBlockLines<R, E>(k_lines); ++line) PrefetchLine(k_next + 64 * line);
+        for (size_t line = 0; line < FusedNextBlockLines<R, E>(v_lines); ++line) PrefetchLine(v_next + 64 * line);
       }
     }
 #if ATTNLAB_DECODE_AVX512
@@ -1449,16 +1470,15 @@ HWY_NOINLINE void FusedDecodeBlock(const DecodeWork& w, int64_t item, int64_t b,
 
 // The vectors of K's and V's rows when the fused step takes them in row order (see
 // FusedScoresInRowOrder), else 0: on the targets that ask for lines into L2, from memory
-// (not beside the loads), rows of 4 or 8 vectors (d = dv = 64 or 128 on AVX-512), 2 rows
-// or more of a float32 cache, any of a 16-bit one (kFusedRowOrderMinRows), unless a test
-// turns it off (fused_row_order_allowed).
+// (not beside the loads), rows of 4 or 8 vectors (d = dv = 64 or 128 on AVX-512), any
+// number of rows, unless a test turns it off (fused_row_order_allowed).
 template <bool kBesideLoads, class E>
-int FusedRowOrderVectors(const Plan& p, int64_t rows) {
+int FusedRowOrderVectors(const Plan& p) {
   if constexpr (kBesideLoads || !kPrefetchIntoL2 || (!std::is_same_v<E, float> && !kFused16BitCaches)) {
-    (void)p, (void)rows;
+    (void)p;
     return 0;
   } else {
-    return rows < kFusedRowOrderMinRows<E> ? 0 : RowOrderRowVectors(p);
+    return RowOrderRowVectors(p);
   }
 }
 
@@ -1467,7 +1487,7 @@ template <bool kBesideLoads, class E>
 void FusedDecodeRows(const DecodeWork& w, int64_t item, int64_t b, int64_t hk, int64_t W, int64_t nc, int64_t ahead,
                      InPlaceRows<E> k_rows, InPlaceRows<E> v_rows, DecodeScratch& sc) {
   const bool dots = Bf16DotsApply<E>(*w.p, W);
-  const int row_vectors = FusedRowOrderVectors<kBesideLoads, E>(*w.p, W);
+  const int row_vectors = FusedRowOrderVectors<kBesideLoads, E>(*w.p);
   // R rows, scores on the bfloat16 dot products or not: in row order (rows of 4 or 8
   // vectors) or with the requests.
   auto block = [&](auto r, auto on_dots) {
@@ -1625,7 +1645,7 @@ void DecodeChunk(const DecodeWork& w, int64_t item, int64_t kv, int64_t c, Decod
   if (fused != 0) {
     tile_counts().decode_fused.fetch_add(fused, std::memory_order_relaxed);
     if (FusedRequestsBesideLoads(p, w.rows)) tile_counts().decode_fused_beside_loads.fetch_add(fused, std::memory_order_relaxed);
-    else if (FusedRowOrderVectors<false, E>(p, w.rows) != 0) tile_counts().decode_fused_row_order.fetch_add(fused, std::memory_order_relaxed);
+    else if (FusedRowOrderVectors<false, E>(p) != 0) tile_counts().decode_fused_row_order.fetch_add(fused, std::memory_order_relaxed);
     if (Bf16DotsApply<E>(p, w.rows)) tile_counts().decode_bf16_dots.fetch_add(fused, std::memory_order_relaxed);
   }
 }
