@@ -35,9 +35,9 @@
 // and V lines 8 keys ahead (16 on AVX-512) asked for a few at a time inside the product,
 // so that the memory is kept busy while the core computes; or, on AVX-512 when K and V fit
 // the last-level cache, beside each load (FusedRequestsBesideLoads); or, on AVX-512 from
-// memory (float32 with 2 rows or more, 16-bit caches with any; at d = 64 and 128), nothing
-// asked for and K and V read row after row, so that the CPU's prefetchers run ahead
-// (FusedScoresInRowOrder, FusedRowOrderVectors; from 6 rows the queries held in registers).
+// memory (any number of rows, at d = 64 and 128), K and V read row after row with next to
+// nothing asked for, so that the CPU's prefetchers run ahead (FusedScoresInRowOrder,
+// FusedRowOrderVectors, FusedNextBlockLines; from 6 rows the queries held in registers).
 //
 // Memory. With so little work per byte the caches must be filled ahead of use (on
 // AVX-512 the requests fill L2, on AVX2 L1: kPrefetchIntoL2): while
@@ -968,10 +968,11 @@ HWY_INLINE void FusedValues(size_t c, size_t dv_pad, const float* HWY_RESTRICT p
 
 // ---- The fused step in row order, with the hardware prefetchers alone ----
 //
-// From memory, on the targets that ask for lines into L2, the fused step (a float32 cache
-// with 2 to 5 rows, 6 and more asking beside their loads; a 16-bit cache with any) reads
-// K and V one row after another and asks for nothing: the CPU's own prefetchers then run
-// ahead of it, further than its requests did. A prefetcher follows a stream of lines whose first use goes up the
+// From memory, on the targets that ask for lines into L2, the fused step (any number of
+// rows, at d = 64 and 128) reads K and V one row after another and asks for nothing but
+// the first lines of each next block at one float32 row and from 6 rows
+// (FusedNextBlockLines): the CPU's own prefetchers then run ahead of it, further than its
+// requests did. A prefetcher follows a stream of lines whose first use goes up the
 // addresses; FusedScores takes two keys' rows a vector of each at a time and FusedValues
 // each column block down the block's 8 rows, and neither is such a stream: without the
 // requests the committed step read 54 % of a plain read's bytes per second, with them
