@@ -37,7 +37,7 @@
 // the last-level cache, beside each load (FusedRequestsBesideLoads); or, on AVX-512 from
 // memory (any number of rows, at d = 64 and 128), K and V read row after row with next to
 // nothing asked for, so that the CPU's prefetchers run ahead (FusedScoresInRowOrder,
-// FusedRowOrderVectors, FusedNextBlockLines; from 6 rows the queries held in registers).
+// FusedRowOrderVectors, kFusedAsksNextBlock; from 6 rows the queries held in registers).
 //
 // Memory. With so little work per byte the caches must be filled ahead of use (on
 // AVX-512 the requests fill L2, on AVX2 L1: kPrefetchIntoL2): while
@@ -971,7 +971,7 @@ HWY_INLINE void FusedValues(size_t c, size_t dv_pad, const float* HWY_RESTRICT p
 // From memory, on the targets that ask for lines into L2, the fused step (any number of
 // rows, at d = 64 and 128) reads K and V one row after another and asks for nothing but
 // the first lines of each next block at one float32 row and from 6 rows
-// (FusedNextBlockLines): the CPU's own prefetchers then run ahead of it, further than its
+// (kFusedAsksNextBlock): the CPU's own prefetchers then run ahead of it, further than its
 // requests did. A prefetcher follows a stream of lines whose first use goes up the
 // addresses; FusedScores takes two keys' rows a vector of each at a time and FusedValues
 // each column block down the block's 8 rows, and neither is such a stream: without the
@@ -1001,7 +1001,7 @@ HWY_INLINE void FusedValues(size_t c, size_t dv_pad, const float* HWY_RESTRICT p
 // 32/8 heads +15 %, +35 %, +35 %; 16/8 +12 %; 24/8 +14 %; B = 4 at Nk = 4096 +8 %;
 // d = 64 +8 %; but d = 256 (rows of 16 vectors: four passes over V for 4 rows) −18 %: it
 // keeps the requests (rows of 4 or 8 vectors only). One row was −4 % (three runs) until
-// it asked for the next block's first row (FusedNextBlockLines). 5 rows +7 %, +7 %
+// it asked for the next block's first row (kFusedAsksNextBlock). 5 rows +7 %, +7 %
 // against asking beside the loads, which 6 to 8 rows kept (FusedRequestsBesideLoads) until
 // their queries were held in registers (kFusedQueriesHeldMinRows, below). In cache (beside
 // the loads) nothing changes.
@@ -1046,9 +1046,9 @@ inline constexpr int kFusedQueriesHeldMinRows = 6, kGroupRegisters = 24;
 // −2.5 % at 8 rows and −12 % at 4; four lines of the next ±0 to +2 %; every line of the
 // next (the spread requests) −19 %.
 
-// In row order, the lines of K's and of V's next block the step asks for as each block
-// starts, by rows per K/V head: at one row of a float32 cache the block's first key row
-// whole (8 lines at d = 128), from kFusedQueriesHeldMinRows rows its first line, else none.
+// Whether the step in row order asks for K's and V's next block as each block starts
+// (PrefetchRows on the block's first key row): at one row of a float32 cache the whole row
+// (8 lines at d = 128), from kFusedQueriesHeldMinRows rows its first line, else nothing.
 // A float32 block of 8 keys at d = 128 is one 4 KiB page, and the CPU's prefetchers do not
 // cross pages: each block begins with misses, which one row's few multiply-adds cannot
 // hide. One row in row order against its spread requests, measured on Zen 4 (2 threads,
@@ -1061,10 +1061,7 @@ inline constexpr int kFusedQueriesHeldMinRows = 6, kGroupRegisters = 24;
 // −2.6, −6.6 %.
 // From 6 rows see kFusedQueriesHeldMinRows; at 2 to 5 rows one line was −0.5 % at 4.
 template <int R, class E>
-constexpr size_t FusedNextBlockLines(size_t row_lines) {
-  if constexpr (R == 1) return std::is_same_v<E, float> ? row_lines : 0;
-  return R >= kFusedQueriesHeldMinRows ? 1 : 0;
-}
+inline constexpr bool kFusedAsksNextBlock = (R == 1 && std::is_same_v<E, float>) || R >= kFusedQueriesHeldMinRows;
 
 // group(r0, integral_constant<int, GR>) for R rows in groups of G from row 0 (GR = G;
 // the last group R % G rows): the row-order kernels' register blocks of rows.
@@ -1437,14 +1434,12 @@ HWY_NOINLINE void FusedDecodeBlock(const DecodeWork& w, int64_t item, int64_t b,
     LinePrefetcher vpf{reinterpret_cast<const char*>(v_rows.data + pf_key * v_rows.stride),
                        v_rows.stride * sizeof(E), v_lines, pf_rows};
     // In row order, the first lines of K's and of V's next block as this one starts (one
-    // float32 row: the block's first key row; from 6 rows one line: FusedNextBlockLines).
-    if constexpr (kRowVectors > 0 && FusedNextBlockLines<R, E>(1) > 0) {
+    // float32 row: the block's first key row; from 6 rows its first line: kFusedAsksNextBlock).
+    if constexpr (kRowVectors > 0 && kFusedAsksNextBlock<R, E>) {
       const size_t next = static_cast<size_t>(j) + kFusedKeys;
       if (static_cast<int64_t>(next + kFusedKeys) <= ahead) {
-        const char* k_next = reinterpret_cast<const char*>(k_rows.data + next * k_rows.stride);
-        const char* v_next = reinterpret_cast<const char*>(v_rows.data + next * v_rows.stride);
-        for (size_t line = 0; line < FusedNextBlockLines<R, E>(k_lines); ++line) PrefetchLine(k_next + 64 * line);
-        for (size_t line = 0; line < FusedNextBlockLines<R, E>(v_lines); ++line) PrefetchLine(v_next + 64 * line);
+        PrefetchRows(k_rows.data, k_rows.stride, next, 1, d * sizeof(E), /*first_line=*/R > 1);
+        PrefetchRows(v_rows.data, v_rows.stride, next, 1, dv_pad * sizeof(E), /*first_line=*/R > 1);
       }
     }
 #if ATTNLAB_DECODE_AVX512
