@@ -9,8 +9,11 @@
 // Seeded: set ATTNLAB_TEST_SEED to explore others; failures print the seed.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <random>
+#include <string>
+#include <utility>
 
 #include "engine_check.hpp"
 
@@ -105,4 +108,46 @@ TEST(EngineAccuracy, ThousandRandomProblemsWithinTwiceNaiveFloat32Error) {
   EXPECT_GT(several_variants, kProblems / 6);
   EXPECT_GT(mask_mod, kProblems / 12);
   EXPECT_GT(score_mod, kProblems / 12);
+}
+
+// A row whose attention is one-hot (one key's score far above the others) must take
+// P = 1 exactly at that key in the backward, as in the forward: the backward's S − L
+// rounds scale·S as the forward's max did and then subtracts L (docs/engine.md,
+// "Tolerances": consistency beats accuracy). Two identical query rows, both one-hot at
+// key 0, so dV's row 0 is exactly dO₀ + dO₁ (the product adds them from zero, 1·dO₀
+// first) and row 1 exactly 0. A fused multiply-subtract for scale·S − L, which the
+// compiler formed on its own until RoundedProduct, gave P = exp(residue) ≠ 1 in about
+// half of these rows (143 of 300).
+TEST(EngineAccuracy, OneHotRowsPassBackProbabilityExactlyOne) {
+  std::mt19937_64 rng(base_seed());
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::uniform_int_distribution<int64_t> dims(2, 130);
+  for (int trial = 0; trial < 200; ++trial) {
+    const int64_t d = dims(rng);
+    al::Tensor<float> q({1, 1, 2, d}), k({1, 1, 2, d}), v({1, 1, 2, d}), dout({1, 1, 2, d});
+    float qq = 0;
+    for (int64_t c = 0; c < d; ++c) {
+      q(0, 0, 0, c) = q(0, 0, 1, c) = nd(rng);
+      qq += q(0, 0, 0, c) * q(0, 0, 0, c);
+    }
+    // Key 0 along q with a scaled score of about 120; key 1 small: e^−120 underflows.
+    const float along = 120.0f * std::sqrt(static_cast<float>(d)) / qq;
+    for (int64_t c = 0; c < d; ++c) {
+      k(0, 0, 0, c) = along * q(0, 0, 0, c);
+      k(0, 0, 1, c) = 0.1f * nd(rng);
+      for (int64_t j = 0; j < 2; ++j) v(0, 0, j, c) = nd(rng), dout(0, 0, j, c) = nd(rng);
+    }
+    al::Tensor<float> out({1, 1, 2, d}), lse({1, 1, 2, 1}), dq({1, 1, 2, d}), dk({1, 1, 2, d}), dv({1, 1, 2, d});
+    const al::AttentionOptions<float> options;
+    al::attention_forward(std::as_const(q).view(), std::as_const(k).view(), std::as_const(v).view(), options,
+                          out.view(), lse.view());
+    al::attention_backward(std::as_const(q).view(), std::as_const(k).view(), std::as_const(v).view(),
+                           std::as_const(out).view(), std::as_const(lse).view(), std::as_const(dout).view(), options,
+                           dq.view(), dk.view(), dv.view());
+    SCOPED_TRACE("trial " + std::to_string(trial) + ", d = " + std::to_string(d));
+    for (int64_t c = 0; c < d; ++c) {
+      ASSERT_EQ(dv(0, 0, 0, c), dout(0, 0, 0, c) + dout(0, 0, 1, c)) << "column " << c;
+      ASSERT_EQ(dv(0, 0, 1, c), 0.0f) << "column " << c;
+    }
+  }
 }
