@@ -8,7 +8,7 @@ CMAKE_ARGS ?=
 # compiles the same files with the same commands, and then takes them from the cache.
 CCACHE_ARG := $(if $(shell command -v ccache),-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 
-.PHONY: all deps configure build demo test test-release install python asan fuzz clean
+.PHONY: all deps configure build demo test test-release install install-lib python asan fuzz clean
 
 all: build
 
@@ -39,6 +39,16 @@ test-release: build
 install: build
 	cmake --install $(BUILD_DIR) --prefix $(PREFIX)
 
+# The library alone (libattnlab, its headers, its CMake package): a build directory of
+# its own with the tests, tools, benchmarks and Python module off, building only the
+# target that `make install` would install first.
+LIB_BUILD_DIR ?= build-lib
+install-lib: deps
+	cmake -S . -B $(LIB_BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=Release $(CCACHE_ARG) \
+	  -DATTNLAB_BUILD_TESTS=OFF -DATTNLAB_BUILD_TOOLS=OFF -DATTNLAB_BUILD_PYTHON=OFF $(CMAKE_ARGS)
+	cmake --build $(LIB_BUILD_DIR) --target attnlab -j $(JOBS)
+	cmake --install $(LIB_BUILD_DIR) --prefix $(PREFIX)
+
 # AddressSanitizer + UndefinedBehaviorSanitizer build of the whole suite (the
 # Python module and the benchmark peers are left out: they need an unsanitized host).
 asan: deps
@@ -55,7 +65,7 @@ fuzz: deps
 	scripts/run-fuzzers build-fuzz $(FUZZ_SECONDS)
 
 clean:
-	rm -rf $(BUILD_DIR) build-asan build-fuzz
+	rm -rf $(BUILD_DIR) $(LIB_BUILD_DIR) build-asan build-fuzz
 
 # The Python module alone, into $(BUILD_DIR)/python/attnlab (PYTHONPATH=$(BUILD_DIR)/python).
 python: configure
