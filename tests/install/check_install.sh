@@ -20,6 +20,12 @@ grep -q "error: k: head dim 4 does not match q's 8" <<< "$out" || { echo "consum
 out=$("$work/consumer/consumer_mask_mod")
 echo "$out"
 grep -qx "ok" <<< "$out" || { echo "consumer_mask_mod failed" >&2; exit 1; }
+# The README's quick starts: the float32 engine, and decoding against a KV cache.
+for quick in consumer_engine consumer_kv_cache; do
+  out=$("$work/consumer/$quick")
+  echo "$out"
+  grep -Eq "^out -?[0-9.]+  lse [0-9.]+" <<< "$out" || { echo "$quick failed" >&2; exit 1; }
+done
 test -x "$work/prefix/bin/attnlab"
 # The installed library is the attention library only (issue 13): it exports nothing of the
 # lab, the training study, .npy I/O or the report, and links neither OpenBLAS, JSON, fmt nor
