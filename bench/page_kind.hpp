@@ -1,7 +1,7 @@
 #pragma once
 // Which pages a buffer sits in, for the benches' reports: a KV cache in 2 MiB transparent
-// huge pages decodes faster than the same cache in 4 KiB pages (docs/engine.md, "Huge
-// pages"), so a decode figure means little without saying which it was read from. Linux
+// huge pages decodes faster than the same cache in 4 KiB pages (docs/engine.md, "What
+// a step reaches"), so a decode figure means little without saying which it was read from. Linux
 // only (/proc/self/smaps, /sys/kernel/mm/transparent_hugepage); elsewhere "unknown".
 #include <cstddef>
 #include <string>

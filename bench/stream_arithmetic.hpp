@@ -2,8 +2,8 @@
 // A core's read stream with arithmetic in its loop: how much of the memory's time a
 // loop's own work can hide. Decoding against a KV cache reads K and V once and does
 // a little arithmetic per byte; on the machines we measured, that arithmetic is not
-// free even though it takes less time than the memory (docs/engine.md, "What limits
-// it"). BM_StreamArithmetic (build/attnlab_microbench) times this loop on a buffer
+// free even though it takes less time than the memory (docs/engine.md, "What a
+// step reaches"). BM_StreamArithmetic (build/attnlab_microbench) times this loop on a buffer
 // from memory and on one resident in L2, so both sides of that sum are measured.
 #include <cstddef>
 

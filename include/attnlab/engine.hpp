@@ -69,7 +69,7 @@ ATTNLAB_API std::string target_name();
 // The last-level cache of CPU 0 in bytes as the engine plans with it (Linux sysfs, else
 // sysconf), or 0 if unknown. A decoding step whose K and V are larger cannot find them in
 // cache from an earlier call, and reads them as a stream from memory (docs/engine.md,
-// "One query row, fused").
+// "The decision table").
 ATTNLAB_API int64_t last_level_cache_bytes();
 
 }  // namespace attnlab::engine

@@ -292,7 +292,7 @@ void run_bench(const BenchArgs& a) {
   for (auto* t : {&q, &k, &v, &go})
     for (float& x : *t) x = nd(rng);
   // Where the kernel put K and V: a cache in 2 MiB pages decodes faster than one in 4 KiB
-  // pages (docs/engine.md, "Huge pages"). The 16-bit engines' copies are allocated alike.
+  // pages (docs/engine.md, "What a step reaches"). The 16-bit engines' copies are allocated alike.
   const std::string kv_pages = ab::describe_kv_pages(k.data(), v.data(), nkv * sizeof(float)),
                     thp_mode = ab::transparent_huge_pages_mode();
 
