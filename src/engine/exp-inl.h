@@ -8,10 +8,9 @@
 // conversion needs on x86: about 24 instructions per vector. The softmax only
 // needs x ≤ 0, where one exponent insert suffices, a clamp replaces the
 // compare, and the "magic number" 1.5·2^23 rounds and converts in one FMA:
-// 14 instructions, 2.0× the throughput (BM_Exp: 3.9 against 1.9 G exp/s per
-// core). exp was about half of the forward's non-GEMM time (perf annotate,
-// d = 64); the magic-number rounding alone, against Round + ConvertTo, gained
-// about 3 % on the whole forward (interleaved A/B, `attnlab bench`).
+// 14 instructions instead of about 24 (BM_Exp measures the throughput). exp is
+// a large part of the forward's time outside the products, so this pays on the
+// whole forward (docs/engine.md, "Forward and backward").
 //
 // The method (Cody–Waite reduction, then a polynomial):
 //   x  ← max(x, −127·ln 2)                 (−inf and anything below → 0 below)

@@ -14,9 +14,8 @@
 // exists per thread at a time. Memory therefore grows as N·d, not N². A wide
 // key tile divides the per-row costs of each tile (two reductions, a rescale of
 // the row of O, the bookkeeping) over more products and lengthens the PV
-// product's inner loop; measured on Zen 4 at N = 4096, d = 64, forward: 58 % of
-// peak at Bc = 64, 66 % at 128, 75–80 % at 256 (backward 69 → 74 → 80 %);
-// Bc = 512 or Br = 32 or 128 were no better. A tile with fewer keys (the last
+// product's inner loop (the measurements: docs/engine.md, "Constants of the
+// tiled path"; Bc = 512 or Br = 32 or 128 were no better). A tile with fewer keys (the last
 // one, or a short sequence) is packed and computed only to TileWidth(nc), its
 // length rounded up to whole vectors.
 //

@@ -53,9 +53,9 @@ struct ForwardScratch {
 // path's blocks of 8 keys (FusedSoftmaxRow). Always inlined: the decode path's fused step
 // calls it for every row and block of 8 keys, and there a call spills the caller's
 // vectors (every vector register is caller-saved) and hides the rows' independent
-// chains from each other (inlined: +4 % from memory, +6 % in L3, results bitwise the
-// same). Tiles call SoftmaxUpdateRow, the out-of-line copy: inlined there too, prefill
-// at d = 128 was 12 % slower.
+// chains from each other (results bitwise the same either way). Tiles call
+// SoftmaxUpdateRow, the out-of-line copy: inlined there too, prefill was slower
+// (docs/tuning.md).
 template <class D = DF>
 HWY_INLINE void SoftmaxUpdateRowInline(float* s, int64_t width, float tile_max, float& m, float& l, float* o_row,
                                        int64_t dv_pad, RowDiag* diag, D df = D()) {

@@ -29,9 +29,8 @@ constexpr size_t kMaxCachedBlocks = 64;
 // Each acquisition starts at the next of 16 offsets into its block, 256 bytes apart
 // (kSlack more bytes are allocated for them), so that the buffers a call uses side by
 // side meet each other at a different distance modulo 4 KiB from call to call, as
-// fresh allocations did, instead of at one distance frozen by the first call. Frozen,
-// a backward at N = 2048 was +2 % (median of five processes in turn; prefill +1 %);
-// rotated, +0.8 % and ±0.5 %, within the noise.
+// fresh allocations did, instead of at one distance frozen by the first call, which
+// measured slower (docs/engine.md, "Constants of the tiled path").
 constexpr size_t kOffsets = 16, kOffsetStep = 256, kSlack = (kOffsets - 1) * kOffsetStep;
 
 size_t next_offset() {

@@ -6,13 +6,11 @@
 // freed memory back to the kernel as soon as the top of a heap passes 128 KB
 // (M_TRIM_THRESHOLD: brk or madvise, each a TLB shootdown across the cores) and maps
 // blocks over 128 KB afresh (page faults on first touch), so every call paid the
-// system for memory it had just had (in a nested VM, where both are slow, 37 % of a
-// short decoding step's samples were TLB shootdowns). The cache keeps the freed blocks
+// system for memory it had just had (most of a short decoding step's time, where both
+// are slow). The cache keeps the freed blocks
 // for the next call instead, up to kScratchCacheBytes in all; a block returned when the
 // cache is full is freed. release_cached_memory() (attnlab/engine.hpp) empties it.
-// Measured on Zen 3, 2 threads, separate processes in turn: a step of 8/8 heads over 8
-// keys 34 -> 11 µs, 32/8 heads over 2048 keys -8 %; long caches and prefill unchanged
-// (docs/engine.md, "Working memory").
+// The measurements: docs/engine.md, "Constants of the tiled path".
 //
 // A block is Highway's aligned allocation (AllocateAlignedBytes, HWY_ALIGNMENT), reused
 // for any request it holds that is at least half its size, so that a small request does

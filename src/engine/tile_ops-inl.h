@@ -165,7 +165,7 @@ template <class E>
 void PackTransposed(ConstView<E> x, int64_t b, int64_t h, int64_t j0, int64_t n, int64_t cols, float* dst) {
   const int64_t w = TileWidth(n);
   // Writes run along dst rows (contiguous), reads gather down the key rows: a
-  // scattered write per element was ~6 % of the forward's time.
+  // scattered write per element cost the forward measurably more.
   const int64_t st = x.stride(kDim), rs = x.stride(kSeq);
   const E* src = n > 0 ? x.row(b, h, j0) : nullptr;
   for (int64_t c = 0; c < cols; ++c) {
@@ -259,11 +259,8 @@ float MaskRow(const Plan& p, const RowTreatment& r, int64_t j0, int64_t width, f
   VF vmax = vninf;
   // The key range and the softcap test in locals (the stores to s may alias r and p for
   // the compiler, which then loaded them again for every vector), and the keys' positions
-  // formed only where ALiBi or a partly hidden vector needs them. The variants had made
-  // the plain forward 2-3 % slower than before them (MaskRow 1.4 % of its samples, then
-  // 3.5 %); this took back a little: 2 heads, Nq = Nk = 4096, 2 threads, builds
-  // interleaved, Zen 4, d = 64 +0.8, +0.8, +0.1, −0.3, +3.7 %, d = 128 +1.5, 0.0, +3.9 %
-  // (MaskRow 2.5 % of the samples).
+  // formed only where ALiBi or a partly hidden vector needs them: what the variants
+  // cost the plain forward (docs/engine.md, "Variants") is mostly this row pass.
   const int64_t lo = r.lo, hi = r.hi;
   const bool softcap = p.softcap != 0.0f;
   for (size_t j = 0; j < static_cast<size_t>(width); j += L) {
