@@ -1,4 +1,4 @@
-"""The README's Python and .npy examples are the files CI runs, word for word."""
+"""The README's examples (C++, Python, .npy) are the files CI runs, word for word."""
 
 import pathlib
 import re
@@ -13,5 +13,6 @@ def code_blocks(markdown):
 def test_readme_examples_are_the_files_ctest_runs():
     blocks = code_blocks((ROOT / "README.md").read_text())
     for example in ("python/examples/quickstart.py", "python/examples/torch_attention.py",
-                    "examples/npy_attention.sh"):
+                    "examples/npy_attention.sh", "examples/engine_attention.cpp",
+                    "examples/kv_cache_decode.cpp"):
         assert (ROOT / example).read_text() in blocks, f"README.md does not show {example} as it is"
