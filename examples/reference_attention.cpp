@@ -1,4 +1,4 @@
-// The README's example: attention through the double-precision reference,
+// Attention through the double-precision reference (the oracle),
 // forward and backward, with GQA and a causal mask.
 #include <attnlab/attnlab.hpp>
 
