@@ -10,7 +10,7 @@ namespace attnlab::bench {
 // How a read pass reads its bytes (bench/stream_arithmetic.hpp's loop): each thread on one
 // stream (its slice, or K's slice and then V's) or on two at once (two halves of its
 // slice, or K and V, a block of 128 floats of each in turn), with `fmas` multiply-adds
-// per loaded vector between the loads or none. On Zen 4 (2026-11-27, 2 threads, 268 MB
+// per loaded vector between the loads or none. On Zen 4 (2 threads, 268 MB
 // from memory, bench/memory_bursts.cpp) a plain single-stream loop read 20-40 % less than
 // the same loads on two streams with 4 multiply-adds per vector: the memory gives more to
 // a reader that asks for two streams at a steadier pace. So the probe tries each reader
