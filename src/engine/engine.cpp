@@ -12,7 +12,6 @@
 #include <optional>
 #include <type_traits>
 #include <fmt/format.h>
-#include <omp.h>
 
 #include "core/attention_checks.hpp"
 #include "engine/decode_kernels.hpp"
@@ -23,10 +22,7 @@
 namespace attnlab::engine {
 namespace {
 
-int resolve_threads(const ComputeConfig& config) {
-  check_threads(config.threads, "engine: threads");
-  return config.threads == 0 ? omp_get_max_threads() : config.threads;
-}
+int resolve_threads(const ComputeConfig& config) { return team_size(config.threads, "engine: threads"); }
 
 // The kernels' own buffers (std::vector, new[]) throw std::bad_alloc: report it as the
 // scratch does, an OutOfMemory error, never a bare bad_alloc or an abort.
