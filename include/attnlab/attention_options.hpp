@@ -113,8 +113,8 @@ struct RowDiagnostics {
 
 // How a call runs (never what it computes: results are bitwise identical for any value).
 struct ComputeConfig {
-  // OpenMP threads for the engine; 0 = OpenMP's default (all cores). The reference is serial.
-  // At most kMaxThreads (check_threads): far more makes libgomp crash while creating them.
+  // OpenMP threads for the engine; 0 = OpenMP's default (all cores, or OMP_NUM_THREADS),
+  // clamped to kMaxThreads. The reference is serial. See team_size for the rule.
   int threads = 0;
   // Asked, now and then, whether to stop: between tiles by the engine (on the calling
   // thread, at most every 10 ms), between rows by the reference. Returning true ends the
@@ -128,6 +128,13 @@ inline constexpr int kMaxThreads = 1024;
 
 // Throws Error unless 0 <= threads <= kMaxThreads; `what` names the argument in the message.
 ATTNLAB_API void check_threads(int threads, const char* what = "threads");
+
+// The OpenMP team a call runs with: `threads` as the caller gave it (check_threads), or
+// for 0 OpenMP's default (omp_get_max_threads()) clamped to [1, kMaxThreads]. The team's
+// threads are first created and joined (libgomp exits the process when it cannot create
+// one): if they cannot all be, a count the caller gave is an OutOfMemory error naming the
+// cause, and the default shrinks to what could be created.
+ATTNLAB_API int team_size(int threads, const char* what = "threads");
 
 ATTNLAB_API const char* to_string(Causal causal);
 ATTNLAB_API Causal parse_causal(const char* text);  // "none" | "top_left" | "bottom_right"; throws Error

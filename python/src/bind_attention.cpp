@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "attnlab/attention.hpp"
+#include "arguments.hpp"
 #include "attnlab/error.hpp"
 #include "bindings.hpp"
 #include "docstrings.hpp"
@@ -28,20 +29,7 @@ namespace {
 ScalePolicy parse_scale(const py::object& scale) {
   if (scale.is_none()) return ScalePolicy::inv_sqrt_d();
   if (py::isinstance<py::str>(scale)) return ScalePolicy::parse(scale.cast<std::string>());
-  if (py::isinstance<py::bool_>(scale) || !(py::isinstance<py::float_>(scale) || py::isinstance<py::int_>(scale) ||
-                                            py::hasattr(scale, "__float__")))
-    throw py::type_error(fmt::format("scale: expected None, a number or a policy name, got {}",
-                                     py::str(py::type::of(scale)).cast<std::string>()));
-  // Through Python's float(): NumPy scalars and anything with __float__ convert, and an
-  // int too large for a double (10**400) is an error that says so, not pybind's cast failure.
-  double value = 0;
-  try {
-    value = py::float_(scale).cast<double>();
-  } catch (const py::error_already_set& e) {
-    throw Error(fmt::format("scale: {} cannot be a double ({})", py::repr(scale).cast<std::string>().substr(0, 40),
-                            e.what()));
-  }
-  return ScalePolicy::fixed(value);
+  return ScalePolicy::fixed(double_arg(scale, "scale", "None, a number or a policy name"));
 }
 
 Causal parse_causal_arg(const py::object& causal) {
@@ -87,21 +75,15 @@ Window parse_window(const py::object& w) {
   int64_t side[2];
   for (int s = 0; s < 2; ++s) {
     const py::object x = seq[static_cast<size_t>(s)];
-    // Integers only (NumPy's too): operator.index refuses floats; bools are refused by hand.
-    if (py::isinstance<py::bool_>(x) || !py::hasattr(x, "__index__"))
-      throw py::type_error(fmt::format("window_size: {} is not an int (expected (left, right), two ints)",
-                                       py::repr(x).cast<std::string>()));
-    side[s] = py::module_::import("operator").attr("index")(x).cast<int64_t>();
+    // Integers only (NumPy's too); below -1 is the library's error, naming both sides.
+    side[s] = int_arg(x, "window_size", INT64_MIN, INT64_MAX);
   }
   return {side[0], side[1]};
 }
 
 std::optional<double> parse_softcap(const py::object& c) {
   if (c.is_none()) return std::nullopt;
-  if (py::isinstance<py::bool_>(c) || !(py::isinstance<py::float_>(c) || py::isinstance<py::int_>(c) ||
-                                        py::hasattr(c, "__float__")))
-    throw py::type_error("softcap: expected a positive number or None");
-  return py::float_(c).cast<double>();
+  return double_arg(c, "softcap", "a positive number or None");
 }
 
 // A float array of at most 2 dimensions, read in C order (alibi_slopes, sinks).
@@ -250,9 +232,8 @@ void run_backward(ConstView<E> q, ConstView<E> k, ConstView<E> v, ConstView<E> o
   });
 }
 
-void require_threads(int threads) {
-  check_threads(threads);  // the library's rule, before any array is converted
-}
+// The library's bound, checked before any array is converted.
+int threads_arg(const py::object& threads) { return static_cast<int>(int_arg(threads, "threads", 0, kMaxThreads)); }
 
 // ---- scaled_dot_product_attention ------------------------------------------------
 
@@ -300,14 +281,15 @@ py::array sdpa(py::array qa, py::array ka, py::array va, const py::object& attn_
 // A seed for dropout when the caller gives none: from NumPy's global generator, so that
 // np.random.seed(n) makes the call reproducible (as torch.manual_seed does for PyTorch).
 uint64_t seed_or_draw(const py::object& seed) {
-  if (!seed.is_none()) return seed.cast<uint64_t>();
+  if (!seed.is_none()) return uint64_arg(seed, "seed");
   using namespace pybind11::literals;
   return py::module_::import("numpy").attr("random").attr("randint")(0, INT64_MAX, "dtype"_a = "int64").cast<uint64_t>();
 }
 
 py::array scaled_dot_product_attention(const py::object& query, const py::object& key, const py::object& value,
-                                       const py::object& attn_mask, double dropout_p, bool is_causal,
+                                       const py::object& attn_mask, const py::object& dropout_arg, bool is_causal,
                                        const py::object& scale, bool enable_gqa, const py::object& seed_arg) {
+  const double dropout_p = double_arg(dropout_arg, "dropout_p", "a probability in [0, 1)");
   const uint64_t seed = dropout_p != 0.0 ? seed_or_draw(seed_arg) : 0;
   if (is_causal && !attn_mask.is_none())
     throw Error("attn_mask: must be None when is_causal=True (as in PyTorch); combine the causal mask into "
@@ -419,18 +401,27 @@ py::tuple backward(py::array qa, py::array ka, py::array va, py::array oa, py::a
 
 Variants read_variants(const py::object& window_size, const py::object& softcap, const py::object& alibi_slopes,
                        const py::object& sinks, const py::object& cu_seqlens_q, const py::object& cu_seqlens_k,
-                       double dropout_p, uint64_t seed) {
-  return Variants{window_size, softcap, alibi_slopes, sinks, cu_seqlens_q, cu_seqlens_k, dropout_p, seed};
+                       const py::object& dropout_p, const py::object& seed) {
+  return Variants{window_size,
+                  softcap,
+                  alibi_slopes,
+                  sinks,
+                  cu_seqlens_q,
+                  cu_seqlens_k,
+                  double_arg(dropout_p, "dropout_p", "a probability in [0, 1)"),
+                  uint64_arg(seed, "seed")};
 }
 
 py::tuple attention_forward_py(const py::object& query, const py::object& key, const py::object& value,
                                const py::object& attn_mask, const py::object& causal, const py::object& scale,
-                               const py::object& key_lengths, bool diagnostics, bool check_finite, int threads,
+                               const py::object& key_lengths, bool diagnostics, bool check_finite,
+                               const py::object& threads_given,
                                const py::object& window_size, const py::object& softcap,
                                const py::object& alibi_slopes, const py::object& sinks,
-                               const py::object& cu_seqlens_q, const py::object& cu_seqlens_k, double dropout_p,
-                               uint64_t seed, bool return_dropout_mask, bool bf16) {
-  require_threads(threads);
+                               const py::object& cu_seqlens_q, const py::object& cu_seqlens_k,
+                               const py::object& dropout_p, const py::object& seed, bool return_dropout_mask,
+                               bool bf16) {
+  const int threads = threads_arg(threads_given);
   const py::array q = as_array(query), k = as_array(key), v = as_array(value);
   const DType t = float_dtype(q, "query", bf16);
   require_same_dtype(k, "key", t, "query", bf16);
@@ -454,12 +445,12 @@ py::tuple attention_forward_py(const py::object& query, const py::object& key, c
 py::tuple attention_backward_py(const py::object& query, const py::object& key, const py::object& value,
                                 const py::object& out, const py::object& lse, const py::object& grad_out,
                                 const py::object& attn_mask, const py::object& causal, const py::object& scale,
-                                const py::object& key_lengths, bool check_finite, int threads,
+                                const py::object& key_lengths, bool check_finite, const py::object& threads_given,
                                 const py::object& window_size, const py::object& softcap,
                                 const py::object& alibi_slopes, const py::object& sinks,
-                                const py::object& cu_seqlens_q, const py::object& cu_seqlens_k, double dropout_p,
-                                uint64_t seed, bool bf16) {
-  require_threads(threads);
+                                const py::object& cu_seqlens_q, const py::object& cu_seqlens_k,
+                                const py::object& dropout_p, const py::object& seed, bool bf16) {
+  const int threads = threads_arg(threads_given);
   const py::array q = as_array(query), k = as_array(key), v = as_array(value), o = as_array(out), l = as_array(lse),
                   g = as_array(grad_out);
   const DType t = float_dtype(q, "query", bf16);
@@ -500,6 +491,9 @@ void bind_attention(py::module_& m) {
         "softcap"_a = py::none(), "alibi_slopes"_a = py::none(), "sinks"_a = py::none(),
         "cu_seqlens_q"_a = py::none(), "cu_seqlens_k"_a = py::none(), "dropout_p"_a = 0.0, "seed"_a = 0,
         "return_dropout_mask"_a = false, "bfloat16"_a = false, docs::attention_forward);
+  // For tests: attnlab.torch passes threads=0, and torch.set_num_threads must then govern the team.
+  m.def("_team_size", [](const py::object& threads) { return team_size(threads_arg(threads)); }, "threads"_a = 0,
+        "The number of threads a call given `threads` runs with (attnlab::team_size).");
   m.def("attention_backward", &attention_backward_py, "query"_a, "key"_a, "value"_a, "out"_a, "lse"_a, "grad_out"_a,
         "attn_mask"_a = py::none(), py::kw_only(), "causal"_a = false, "scale"_a = py::none(),
         "key_lengths"_a = py::none(), "check_finite"_a = true, "threads"_a = 0, "window_size"_a = py::none(),

@@ -21,7 +21,6 @@ BlockMask BlockMask::build(const MaskMod& mask_mod, int64_t batch, int64_t heads
                            int threads) {
   for (const auto& [name, value] : {std::pair{"batch", batch}, {"heads", heads}, {"Nq", Nq}, {"Nk", Nk}})
     if (value < 1) throw Error(fmt::format("BlockMask::build: {} = {} must be at least 1", name, value));
-  check_threads(threads, "BlockMask::build: threads");
   BlockMask m;
   m.batch_ = batch;
   m.heads_ = heads;
@@ -31,7 +30,7 @@ BlockMask BlockMask::build(const MaskMod& mask_mod, int64_t batch, int64_t heads
   m.kblocks_ = engine::ceil_div(Nk, engine::kBc);
   const int64_t n_rows = batch * heads * m.qblocks_;  // one query tile of one (b, h) per item
   m.blocks_.assign(static_cast<size_t>(n_rows * m.kblocks_), 0);
-  const int n_threads = threads == 0 ? omp_get_max_threads() : threads;
+  const int n_threads = team_size(threads, "BlockMask::build: threads");
 #pragma omp parallel num_threads(n_threads)
   {
     std::vector<uint8_t> keep(static_cast<size_t>(engine::kBc));

@@ -1205,9 +1205,10 @@ HWY_INLINE void FusedSoftmaxRow(float* x, float scale, float& m, float& l, bool&
     vmax = hn::Max(vmax, xj);
   }
   const float block_max = hn::GetLane(hn::MaxOfLanes(d8, vmax));
-  // As SoftmaxRow: a NaN score may be skipped by the max; only a block with no finite max is searched.
-  if (!(block_max > kNegInf) && !nan_score)
-    for (size_t j = 0; j < kFusedKeys; ++j) nan_score |= std::isnan(x[j]);
+  // Every key of a fused block is visible (no mask takes this path): a block with no finite
+  // max holds only NaN (which the max may skip) or −inf scores, which overflowed float32
+  // and would pass for masked keys (MaskRow's rule), so the row is logged as overflowed.
+  if (!(block_max > kNegInf)) nan_score = true;
   // −inf and NaN stay what they are with the headroom added, and the update treats them as before.
   SoftmaxUpdateRowInline(x, static_cast<int64_t>(kFusedKeys), block_max + kLazyMaxHeadroom, m, l, o_row,
                          static_cast<int64_t>(dv_pad), nullptr, d8);

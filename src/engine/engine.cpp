@@ -12,7 +12,6 @@
 #include <optional>
 #include <type_traits>
 #include <fmt/format.h>
-#include <omp.h>
 
 #include "core/attention_checks.hpp"
 #include "engine/decode_kernels.hpp"
@@ -23,10 +22,7 @@
 namespace attnlab::engine {
 namespace {
 
-int resolve_threads(const ComputeConfig& config) {
-  check_threads(config.threads, "engine: threads");
-  return config.threads == 0 ? omp_get_max_threads() : config.threads;
-}
+int resolve_threads(const ComputeConfig& config) { return team_size(config.threads, "engine: threads"); }
 
 // The kernels' own buffers (std::vector, new[]) throw std::bad_alloc: report it as the
 // scratch does, an OutOfMemory error, never a bare bad_alloc or an abort.
@@ -61,6 +57,16 @@ thread_local ForwardPath last_path = ForwardPath::tiled;
 
 void throw_if_interrupted(const Plan& plan) {
   if (plan.stop.stopped()) throw Interrupted("attention: interrupted by the caller (ComputeConfig::interrupt)");
+}
+
+// A row whose scores overflowed float32 has no answer in float: the first such row, named.
+void throw_if_scores_overflowed(const Plan& plan) {
+  const int64_t row = plan.overflowed_rows.first();
+  if (row == RowErrorLog::kNone) return;
+  const auto& dm = plan.dims;
+  throw Error(fmt::format("attention: scores of row [{}, {}, {}] overflow float32 (|scale·q·k| > 3.4e38); "
+                          "scale the inputs down or use the double-precision reference",
+                          row / (dm.Hq * dm.Nq), row / dm.Nq % dm.Hq, row % dm.Nq));
 }
 
 // Forward and backward for every element type E of q, k, v (float, bfloat16, float16).
@@ -125,10 +131,7 @@ void forward_impl(ConstView<E> q, ConstView<E> k, ConstView<E> v, const Attentio
   throw_if_interrupted(plan);
   if (decode) detail::check_deferred_values(k, v, options, kv_suspect);
   if (options.check_finite) {
-    if (const int64_t row = plan.overflowed_rows.first(); row != RowErrorLog::kNone)
-      throw Error(fmt::format("attention: scores of row [{}, {}, {}] overflow float32 (|scale·q·k| > 3.4e38); "
-                              "scale the inputs down or use the double-precision reference",
-                              row / (dims.Hq * dims.Nq), row / dims.Nq % dims.Hq, row % dims.Nq));
+    throw_if_scores_overflowed(plan);
     detail::check_result_finite<float>(out32, "out");
   }
   // With the input check off, NaN inputs make NaN scores too: the caller opted out of both checks.
@@ -155,8 +158,9 @@ void backward_impl(ConstView<E> q, ConstView<E> k, ConstView<E> v, ConstView<E> 
   });
   tile_counts().backward.fetch_add(plan.tiles_computed.load(), std::memory_order_relaxed);
   throw_if_interrupted(plan);
-  // Finite inputs can still overflow float in dO·v or dS·k: say so, never return NaN.
+  // Finite inputs can still overflow float in q·k, dO·v or dS·k: say so, never return NaN.
   if (options.check_finite) {
+    throw_if_scores_overflowed(plan);
     detail::check_result_finite<float>(dq32, "dq");
     detail::check_result_finite<float>(dk32, "dk");
     detail::check_result_finite<float>(dv32, "dv");

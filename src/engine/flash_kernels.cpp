@@ -309,7 +309,9 @@ void BackwardPair(const BackwardArgs& a, int64_t b, int64_t h, int64_t qt, int64
     rt.scale = a.scale[row0 + r];
     rt.offset = Li;
     rt.mask_mod = mask_mod;
-    MaskRow(p, rt, jj0, width, pr, has_dmod ? dmod + r * kBc : nullptr);  // score − L_i
+    rt.check_overflow = true;
+    if (std::isnan(MaskRow(p, rt, jj0, width, pr, has_dmod ? dmod + r * kBc : nullptr)))  // score − L_i
+      p.overflowed_rows.record((b * dm.Hq + h) * dm.Nq + i);
     // L ≥ S holds exactly, so clamping the exponent at 0 changes nothing in exact
     // arithmetic, but stops a rounded L (stored in float) from making P > 1 or inf
     // when scores are huge.

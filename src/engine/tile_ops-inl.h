@@ -188,6 +188,8 @@ struct RowTreatment {
   float scale = 0;         // scale_i
   float offset = 0;        // subtracted last: 0 in the forward, L_i in the backward
   bool mask_mod = false;   // evaluate mask_mod (the tile is partial in the BlockMask)
+  // Mark +inf and NaN scores even without a treatment (the backward: see MaskRow).
+  bool check_overflow = false;
 };
 
 float RowMax(const float* s, int64_t width);
@@ -235,7 +237,8 @@ HWY_INLINE VF RoundedProduct(VF a, VF b) {
 // vectors) into the row's scores minus `offset`, in the order of
 // attention_variants.hpp: the scale, softcap, ALiBi, score_mod, the additive mask;
 // keys outside [lo, hi) (the row's key range, the tile's tail) and keys the boolean
-// mask or mask_mod hide become −inf. dmod, if given, receives ∂score/∂(scale·q·k) for
+// mask or mask_mod hide become −inf; a visible score that overflowed float32 becomes
+// NaN, and the row's max then NaN. dmod, if given, receives ∂score/∂(scale·q·k) for
 // the backward (through softcap and score_mod; 1 without them). Returns the row's max
 // (−inf if nothing is visible). The row's stride stays kBc. Shared by the forward and
 // backward tiles (and any kernel that needs a row of scores), so that every path
@@ -263,8 +266,29 @@ float MaskRow(const Plan& p, const RowTreatment& r, int64_t j0, int64_t width, f
   // cost the plain forward (docs/engine.md, "Variants") is mostly this row pass.
   const int64_t lo = r.lo, hi = r.hi;
   const bool softcap = p.softcap != 0.0f;
+  // A score that overflowed float32 (±inf, or NaN from inf − inf in the dot product) has no
+  // answer in float: it must reach the softmax as NaN, which logs the row, before anything
+  // can make it look plausible. Softcap's c·tanh(±inf) = ±c, ALiBi or a score_mod would,
+  // so with them every non-finite score is marked; the backward's exp(min(S − L, 0)) would
+  // make +inf or NaN a probability of 1, so it marks those; and a tile of a row whose
+  // scores are all −inf would pass for masked keys (only a mask makes −inf), so all are
+  // marked. −inf beside finite scores is a probability of 0, as in the reference. Marked
+  // keys a mask hides stay hidden.
+  const bool mark_nonfinite = treated || p.score_mod != nullptr;
+  const bool mark_above = mark_nonfinite || r.check_overflow;
+  const VF vinf = hn::Set(df, std::numeric_limits<float>::infinity());
+  bool overflowed = false;
+  uint8_t overflow_at[kBc];
   for (size_t j = 0; j < static_cast<size_t>(width); j += L) {
     VF x = hn::Sub(RoundedProduct(hn::LoadU(df, s + j), vscale), voff);
+    if (mark_above && !hn::AllTrue(df, mark_nonfinite ? hn::IsFinite(x) : hn::Lt(x, vinf))) {
+      if (!overflowed) std::fill(overflow_at, overflow_at + width, uint8_t{0});
+      overflowed = true;
+      alignas(64) float lanes[hn::MaxLanes(df)];
+      hn::Store(x, df, lanes);
+      for (size_t lane = 0; lane < L; ++lane)
+        overflow_at[j + lane] = mark_nonfinite ? !std::isfinite(lanes[lane]) : !(lanes[lane] < INFINITY);
+    }
     if (treated) {
       const VF pos = hn::Iota(df, static_cast<float>(j));
       VF dx = one;
@@ -288,6 +312,12 @@ float MaskRow(const Plan& p, const RowTreatment& r, int64_t j0, int64_t width, f
   }
   const int64_t n = r.hi - r.lo;
   if (n <= 0) return kNegInf;
+  const float vector_max = hn::GetLane(hn::MaxOfLanes(df, vmax));
+  if (!(vector_max > kNegInf)) {  // every key of the range −inf (or NaN) before the masks
+    if (!overflowed) std::fill(overflow_at, overflow_at + width, uint8_t{0});
+    overflowed = true;
+    std::fill(overflow_at + lo, overflow_at + hi, uint8_t{1});
+  }
   if (p.score_mod != nullptr) {
     if (dmod == nullptr) {
       p.score_mod->score_row(r.b, r.h, r.i, j0 + r.lo, n, s + r.lo);
@@ -297,22 +327,36 @@ float MaskRow(const Plan& p, const RowTreatment& r, int64_t j0, int64_t width, f
       for (int64_t j = 0; j < n; ++j) dmod[r.lo + j] *= ds[j];
     }
   }
-  if (am != nullptr) {
-    const int64_t st = o.additive_mask.stride(kDim);
-    for (int64_t j = r.lo; j < r.hi; ++j) s[j] += am[(j0 + j) * st];
-  }
-  if (const uint8_t* bm = detail::mask_row(o.bool_mask, r.b, r.h, r.i)) {
-    const int64_t st = o.bool_mask.stride(kDim);
-    for (int64_t j = r.lo; j < r.hi; ++j)
-      if (bm[(j0 + j) * st] == 0) s[j] = kNegInf;
-  }
-  if (r.mask_mod) p.mask_mod->mask_row(r.b, r.h, r.i, j0 + r.lo, n, s + r.lo);
+  const uint8_t* bm = detail::mask_row(o.bool_mask, r.b, r.h, r.i);
+  // The additive mask, the boolean mask and mask_mod on keys [lo, hi) of a row.
+  auto apply_masks = [&](float* row) {
+    if (am != nullptr) {
+      const int64_t st = o.additive_mask.stride(kDim);
+      for (int64_t j = r.lo; j < r.hi; ++j) row[j] += am[(j0 + j) * st];
+    }
+    if (bm != nullptr) {
+      const int64_t st = o.bool_mask.stride(kDim);
+      for (int64_t j = r.lo; j < r.hi; ++j)
+        if (bm[(j0 + j) * st] == 0) row[j] = kNegInf;
+    }
+    if (r.mask_mod) p.mask_mod->mask_row(r.b, r.h, r.i, j0 + r.lo, n, row + r.lo);
+  };
+  apply_masks(s);
   if (late_offset && r.offset != 0.0f)
     for (int64_t j = r.lo; j < r.hi; ++j) s[j] -= r.offset;
+  if (overflowed) {
+    float visible[kBc];
+    std::fill(visible + lo, visible + hi, 0.0f);
+    apply_masks(visible);
+    bool any = false;
+    for (int64_t j = lo; j < hi; ++j)
+      if (overflow_at[j] != 0 && visible[j] != kNegInf) s[j] = std::numeric_limits<float>::quiet_NaN(), any = true;
+    if (any) return std::numeric_limits<float>::quiet_NaN();
+  }
   // The vector pass's max is stale if anything changed the scores after it.
-  const bool changed = p.score_mod != nullptr || am != nullptr || o.bool_mask.present() || r.mask_mod ||
+  const bool changed = p.score_mod != nullptr || am != nullptr || bm != nullptr || r.mask_mod ||
                        (late_offset && r.offset != 0.0f);
-  return changed ? RowMax(s, width) : hn::GetLane(hn::MaxOfLanes(df, vmax));
+  return changed ? RowMax(s, width) : vector_max;
 }
 
 // The row treatment of row i of (b, h) for keys [j0, j0 + limit) of a tile, from the

@@ -4,6 +4,7 @@
 
 #include <hwy/targets.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <random>
@@ -159,6 +160,75 @@ TEST(EngineErrors, ScoresBeyondFloatRangeAreAnErrorNotAMaskedRow) {
   for (const auto* t : {&g.dq, &g.dk, &g.dv})
     for (float x : t->storage()) EXPECT_TRUE(std::isfinite(x));
   EXPECT_EQ(g.dv(0, 0, 0, 0), 1.0f);
+}
+
+TEST(EngineErrors, AnOverflowedScoreIsFoundBeforeSoftcapAlibiOrScoreModCanHideIt) {
+  // q·k = 9e38 overflows float32 (the double reference's score is 0, after 9e38 − 9e38):
+  // softcap's 50·tanh(inf) = 50 made it a plausible score, so four query rows (the tiled
+  // path) returned the one-hot [1, 0, 0] where the reference gives [0.045, 0.909, 0.045].
+  Tensor<float> q({1, 1, 4, 2}, 3e19f), k({1, 1, 3, 2}), v({1, 1, 3, 3});
+  k(0, 0, 0, 0) = 3e19f;
+  k(0, 0, 0, 1) = -3e19f;
+  k(0, 0, 1, 0) = 1e-19f;
+  for (int64_t j = 0; j < 3; ++j) v(0, 0, j, j) = 1.0f;
+  const std::string overflow = "attention: scores of row [0, 0, 0] overflow float32";
+  auto clamp = al::make_score_mod([](auto s, int64_t, int64_t, int64_t, int64_t) { return std::min<decltype(s)>(s, 50); },
+                                  [](auto s, int64_t, int64_t, int64_t, int64_t) { return decltype(s)(s < 50); });
+  const std::vector<float> slopes{0.5f};
+  for (int treatment = 0; treatment < 3; ++treatment) {
+    SCOPED_TRACE(treatment);
+    al::AttentionOptions<float> o;
+    o.scale = al::ScalePolicy::none();
+    if (treatment == 0) o.softcap = 50.0;
+    if (treatment == 1) o.score_mod = &clamp;
+    if (treatment == 2) o.softcap = 50.0, o.alibi_slopes = slopes;
+    EXPECT_EQ(forward_error(q, k, v, o).substr(0, overflow.size()), overflow);
+    // The backward, given the reference's (finite) O and L, must not turn the overflowed
+    // score into a gradient either: exp(min(S − L, 0)) made NaN or +inf a probability of 1.
+    Tensor<double> qd({1, 1, 4, 2}), kd({1, 1, 3, 2}), vd({1, 1, 3, 3});
+    for (size_t n = 0; n < q.storage().size(); ++n) qd.storage()[n] = q.storage()[n];
+    for (size_t n = 0; n < k.storage().size(); ++n) kd.storage()[n] = k.storage()[n];
+    for (size_t n = 0; n < v.storage().size(); ++n) vd.storage()[n] = v.storage()[n];
+    al::AttentionOptions<double> od;
+    od.scale = o.scale;
+    od.softcap = o.softcap;
+    od.score_mod = o.score_mod;
+    const std::vector<double> slopes_d{0.5};
+    if (treatment == 2) od.alibi_slopes = slopes_d;
+    const auto ref = al::reference::attention_forward(qd.view(), kd.view(), vd.view(), od);
+    al::AttentionForward<float> f{Tensor<float>({1, 1, 4, 3}), Tensor<float>({1, 1, 4, 1})};
+    for (size_t n = 0; n < f.out.storage().size(); ++n) f.out.storage()[n] = static_cast<float>(ref.out.storage()[n]);
+    for (size_t n = 0; n < f.lse.storage().size(); ++n) f.lse.storage()[n] = static_cast<float>(ref.lse.storage()[n]);
+    const Tensor<float> dout({1, 1, 4, 3}, 1.0f);
+    try {
+      al::attention_backward(q.view(), k.view(), v.view(), f, dout.view(), o);
+      ADD_FAILURE() << "no error from the backward";
+    } catch (const al::Error& e) {
+      EXPECT_EQ(std::string(e.what()).substr(0, overflow.size()), overflow);
+    }
+  }
+}
+
+TEST(EngineErrors, ScoresAllBelowFloatRangeAreAnErrorNotAMaskedRow) {
+  // q·k = −2e40 for every key: −inf in float, and the row passed for a fully masked one
+  // (O = 0, L = −inf) on the tiled and the decode paths, where the reference's keys are
+  // equally likely. The backward, given the reference's O and L, gave zero gradients.
+  for (const int64_t Nq : {1, 4})
+    for (const int64_t Nk : {3, 512}) {
+      SCOPED_TRACE(testing::Message() << "Nq " << Nq << ", Nk " << Nk);
+      Tensor<float> q({1, 1, Nq, 2}, 1e20f), k({1, 1, Nk, 2}, -1e20f), v({1, 1, Nk, 2}, 1.0f);
+      al::AttentionOptions<float> none;
+      none.scale = al::ScalePolicy::none();
+      EXPECT_EQ(forward_error(q, k, v, none).substr(0, 51), "attention: scores of row [0, 0, 0] overflow float32");
+      al::AttentionForward<float> f{Tensor<float>({1, 1, Nq, 2}, 1.0f), Tensor<float>({1, 1, Nq, 1}, -1e38f)};
+      const Tensor<float> dout({1, 1, Nq, 2}, 1.0f);
+      EXPECT_THROW(al::attention_backward(q.view(), k.view(), v.view(), f, dout.view(), none), al::Error);
+      // One key below the range beside finite ones is a probability of 0, as in the reference.
+      for (int64_t j = 1; j < Nk; ++j) k(0, 0, j, 0) = k(0, 0, j, 1) = 0.0f;
+      EXPECT_EQ(forward_error(q, k, v, none), "");
+      const auto ok = al::attention_forward(q.view(), k.view(), v.view(), none);
+      EXPECT_NO_THROW(al::attention_backward(q.view(), k.view(), v.view(), ok, dout.view(), none));
+    }
 }
 
 TEST(EngineErrors, UncheckedNaNInputGivesNaNRowsInBothImplementations) {

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <fmt/format.h>
 #include <limits>
+#include <omp.h>
 
 #include "attnlab/attention.hpp"
 #include "attnlab/reference.hpp"
@@ -173,6 +174,23 @@ std::vector<Case> api_cases() {
     in.options.scale = ScalePolicy::none();
     return in;
   });
+  add("score overflow under softcap", "q = (3e19, 3e19) on 4 rows, k0 = (3e19, -3e19), softcap = 50: q·k0 = inf in float", [] {
+    auto in = make({1, 1, 4, 2}, {1, 1, 3, 2}, {1, 1, 3, 3});
+    for (double& x : in.q.storage()) x = static_cast<float>(3e19);
+    for (double& x : in.k.storage()) x = 0;
+    in.k(0, 0, 0, 0) = static_cast<float>(3e19);
+    in.k(0, 0, 0, 1) = static_cast<float>(-3e19);
+    in.options.scale = ScalePolicy::none();
+    in.options.softcap = 50.0;
+    return in;
+  });
+  add("scores all below float range", "q = 1e20, k = -1e20, no scale: every score -2e40, -inf in float", [] {
+    auto in = make({1, 1, 4, 2}, {1, 1, 3, 2}, {1, 1, 3, 2});
+    for (double& x : in.q.storage()) x = 1e20;
+    for (double& x : in.k.storage()) x = -1e20;
+    in.options.scale = ScalePolicy::none();
+    return in;
+  });
   // Issue 17: the variants' options.
   add("window side below -1", "window = (-2, 0)", [] {
     auto in = make({1, 2, 4, 8}, {1, 2, 4, 8}, {1, 2, 4, 8});
@@ -304,6 +322,21 @@ std::vector<Case> api_cases() {
                    return std::string("error: ") + e.what();
                  }
                  return std::string("result: accepted (wrong)");
+               }});
+  // Issue 47: OMP_NUM_THREADS beyond the bound (the caller gave no count) once crashed libgomp.
+  c.push_back({"OpenMP's default beyond the bound", "engine, threads = 0 with omp_set_num_threads(100000)", [] {
+                 Tensor<float> q({1, 1, 4, 4}, 0.5f);
+                 const int saved = omp_get_max_threads();
+                 omp_set_num_threads(100000);
+                 std::string out;
+                 try {
+                   attention_forward(q, q, q);
+                   out = fmt::format("result: runs with OpenMP's default clamped to {} threads", team_size(0));
+                 } catch (const Error& e) {
+                   out = std::string("error: ") + e.what();
+                 }
+                 omp_set_num_threads(saved);
+                 return out;
                }});
   c.push_back({"NaN into the softmax derivatives", "softmax_jacobian, softmax_vjp of s = (0.5, NaN, 0.5)", [] {
                  const std::vector<double> s{0.5, std::numeric_limits<double>::quiet_NaN(), 0.5};

@@ -56,7 +56,19 @@ TEST(Robustness, EveryHostileInputHasADefinedOutcomeAndTheDocSaysSo) {
         "working memory stays within a small multiple of its inputs for any head dims (tiny d included).\n"
         "The variants (issue 17: window, softcap, ALiBi, sinks, packed sequences, dropout) check every\n"
         "value before any work, in the API, the CLI and Python alike; with sinks a row that sees no key\n"
-        "has out = 0 and L = its sink (not -inf), and the backward refuses an lse of -inf.\n\n"
+        "has out = 0 and L = its sink (not -inf), and the backward refuses an lse of -inf.\n"
+        "Threads (issue 47, attnlab::team_size): a count the caller gives is checked against [0, 1024];\n"
+        "OpenMP's default (OMP_NUM_THREADS, which the caller did not give) is clamped to 1024; a team whose\n"
+        "threads cannot be created (an address-space or process limit) is an OutOfMemory error naming the\n"
+        "cause (Python: MemoryError, and the interpreter lives), never libgomp's exit of the process\n"
+        "(EngineThreads.ThreadsThatCannotBeCreatedAreAnErrorNotAnExit). A score that overflows float32 is\n"
+        "found before softcap, ALiBi or a score_mod could make it look plausible, in the forward and the\n"
+        "backward, and scores that all overflow to -inf are not taken for a masked row. Python: an argument\n"
+        "of the wrong type or out of range is an error naming it and its range (seed, threads, window_size,\n"
+        "dropout_p, softcap, scale; NaN fails every range; python/tests/test_arguments.py); attnlab.torch\n"
+        "resolves negative views, and refuses torch.jit.trace (the trace would keep the output as a\n"
+        "constant), keyword options it does not take, and ALiBi slopes or a softcap that require a gradient\n"
+        "(none is computed for them; python/tests/test_torch_arguments.py).\n\n"
         "| input class | example | what attnlab does |\n|---|---|---|\n";
   for (const auto& c : attnlab::robustness::api_cases()) {
     const std::string outcome = c.run();

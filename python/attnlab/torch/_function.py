@@ -11,6 +11,7 @@ at most 4 axes that broadcasts to [B, Hq, Nq, Nk].
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,6 +25,11 @@ from ._tensors import HALF_DTYPES, as_numpy, from_numpy, options_dtype
 DOUBLE_BACKWARD = ("attnlab.torch: attnlab's backward is not itself differentiable, so double backward "
                    "(create_graph=True, or torch.autograd.grad of a gradient) is not supported; take the "
                    "second derivative with the plain torch formula instead")
+
+
+JIT_TRACE = ("attnlab.torch: torch.jit.trace cannot record attnlab's computation (it runs outside torch's "
+             "operators, so the trace would keep this call's output as a constant and return it for every "
+             "input); run the module eagerly, or trace torch.nn.functional.scaled_dot_product_attention instead")
 
 
 @dataclass(frozen=True)
@@ -65,16 +71,21 @@ def _nothing_to_compute(q, k, v) -> bool:
 
 
 def _call(fn, *args, **kwargs):
-    """Calls the extension, turning pybind11's 'incompatible arguments' for an option this
-    build does not have into an error that names the option."""
+    """Calls the extension, turning pybind11's 'incompatible arguments' into an error that
+    names the options this build does not have, or else the arguments' types."""
     try:
         return fn(*args, **kwargs)
     except TypeError as e:
         if "incompatible function arguments" not in str(e):
             raise
         signature = fn.__doc__.splitlines()[0]
-        raise TypeError(f"attnlab.torch: this attnlab build does not take these arguments "
-                        f"({', '.join(sorted(kwargs))}); it takes {signature}") from None
+        unknown = sorted(set(kwargs) - set(re.findall(r"(\w+): ", signature[signature.index("("):])))
+        if unknown:
+            raise TypeError(f"attnlab.torch: this attnlab build does not take {', '.join(unknown)}; "
+                            f"it takes {signature}") from None
+        types = ", ".join(f"{name}: {type(x).__name__}" for name, x in sorted(kwargs.items()))
+        raise TypeError(f"attnlab.torch: an argument's type is not one {fn.__name__} takes ({types}); "
+                        f"it takes {signature}") from None
 
 
 def _in_options_dtype(x: torch.Tensor) -> torch.Tensor:
@@ -162,7 +173,7 @@ def attend(q, k, v, mask, options: Options, diagnostics: bool = False, sinks=Non
 
 def _constant_scale(scale, d: int) -> float:
     """The scale as one number, for the policies whose scale is the same for every row."""
-    if scale is None or scale == "inv_sqrt_d":
+    if scale is None or scale in ("inv_sqrt_d", "default"):  # the library's names of 1/sqrt(d)
         return 1.0 / math.sqrt(d)
     if isinstance(scale, str):
         if scale == "none":
@@ -245,5 +256,5 @@ def key_lengths_array(key_lengths) -> np.ndarray | None:
     if key_lengths is None:
         return None
     if isinstance(key_lengths, torch.Tensor):
-        key_lengths = key_lengths.detach().cpu().numpy()
+        key_lengths = key_lengths.detach().cpu().resolve_neg().numpy()
     return np.asarray(key_lengths)

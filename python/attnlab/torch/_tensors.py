@@ -46,10 +46,11 @@ def check_float(x: torch.Tensor, name: str) -> None:
 
 def as_numpy(x: torch.Tensor | None) -> np.ndarray | None:
     """The tensor's memory as a NumPy array (a view: same data pointer, same strides);
-    bfloat16 as its int16 bit patterns."""
+    bfloat16 as its int16 bit patterns. A negative view (torch._neg_view, whose memory holds
+    -x) is resolved into a copy first: NumPy cannot see the bit."""
     if x is None:
         return None
-    x = x.detach()
+    x = x.detach().resolve_neg()
     return x.view(torch.int16).numpy() if x.dtype == torch.bfloat16 else x.numpy()
 
 
