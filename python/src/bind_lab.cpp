@@ -2,11 +2,11 @@
 // _attnlab.lab_experiments() describes them, _attnlab.lab_run() runs one with a
 // string→string configuration and returns its result as plain Python data, each
 // table a dict of NumPy arrays (one float64 array per column).
-#include <cblas.h>
 #include <pybind11/stl.h>
 
 #include <string>
 
+#include "attnlab/blas.hpp"
 #include "attnlab/lab.hpp"
 #include "bindings.hpp"
 #include "ndarray.hpp"
@@ -78,8 +78,8 @@ py::dict to_python(const lab::Verdict& v) {
 // do not depend on it.
 class OneBlasThreadDuringRun {
  public:
-  OneBlasThreadDuringRun() : saved_(openblas_get_num_threads()) { openblas_set_num_threads(1); }
-  ~OneBlasThreadDuringRun() { openblas_set_num_threads(saved_); }
+  OneBlasThreadDuringRun() : saved_(blas::threads()) { blas::set_threads(1); }
+  ~OneBlasThreadDuringRun() { blas::set_threads(saved_); }
   OneBlasThreadDuringRun(const OneBlasThreadDuringRun&) = delete;
   OneBlasThreadDuringRun& operator=(const OneBlasThreadDuringRun&) = delete;
 
