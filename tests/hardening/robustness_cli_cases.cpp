@@ -193,13 +193,26 @@ std::vector<Case> cli_cases() {
       "bench --heads 4 --kv-heads 3 --seq 8 --impls attnlab");
   add("bad flag: an option that needs another (peak --passes without --memory)", "peak --passes 3",
       "peak --passes 3");
-  // Issue 47: files attnlab did not write.
+  // Issue 47: files attnlab did not write, NaN, seeds out of range, empty list elements, sizes.
   add("run into a directory with a file of the user's deep inside", "run saturation --quick --out ran",
       "run saturation --quick --out ran");
   add("report into a directory that only looks like a report", "report --quick --only saturation --out J",
       "report --quick --only saturation --out J");
   add("run into a directory from an attnlab older than the manifest", "run saturation --quick --out old-report/",
       "run saturation --quick --out old-report/");
+  add("bad flag: NaN for a ranged number", "peak --seconds nan", "peak --seconds nan");
+  add("bad flag: negative seed", "attention ... --dropout-p 0.5 --seed -1",
+      "attention " + qkv + " --out o.npy --dropout-p 0.5 --seed -1");
+  add("bad flag: seed beyond 2^64 - 1", "attention ... --dropout-p 0.5 --seed 18446744073709551616",
+      "attention " + qkv + " --out o.npy --dropout-p 0.5 --seed 18446744073709551616");
+  add("bad flag: negative seed of a report", "report --seed -1", "report --quick --only saturation --seed -1 --out rep");
+  add("bad flag: empty element in a list", "attention ... --sinks 1,,2", "attention " + qkv + " --out o.npy --sinks 1,,2");
+  add("bad flag: empty element in a parameter list", "run saturation --set x=1,,2",
+      "run saturation --quick --set x=1,,2 --out runs");
+  add("bench shape whose element count overflows int64", "bench --batch 65536 --heads 65536 --seq 65536 --dim 65536",
+      "bench --batch 65536 --heads 65536 --seq 65536 --dim 65536");
+  add("experiment buffer beyond memory", "run variance --quick --seq 16777216 --dims 1",
+      "run variance --quick --seq 16777216 --dims 1 --out runs");
   return c;
 }
 

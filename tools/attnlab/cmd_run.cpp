@@ -13,6 +13,7 @@
 #include "attnlab/atomic_files.hpp"
 #include "attnlab/output_directory.hpp"
 #include "attnlab/lab.hpp"
+#include "cli_values.hpp"
 #include "command.hpp"
 #include "lab_print.hpp"
 
@@ -78,7 +79,7 @@ const attnlab::cli::Registrar reg(
         app->add_option("--out", options->out, "Output directory (default: lab-runs/" + e->name + ")");
         app->add_option("--json", options->json, "Also write the result, tables included, as JSON to this file");
         app->add_option("--set", options->sets, "Set a parameter: key=value (repeatable)");
-        app->add_option("--seed", options->seed, "Seed of the random numbers")->capture_default_str();
+        attnlab::cli::add_seed_option(*app, "--seed", options->seed, "Seed of the random numbers");
         app->add_flag("--quick", options->quick, "Use the experiment's small, fast configuration");
         auto values = std::make_shared<std::map<std::string, std::string>>();
         for (const auto& p : e->parameters()) {

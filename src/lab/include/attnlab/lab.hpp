@@ -64,6 +64,10 @@ struct Parameter {
 
 // Binds parameter names to the fields of a config struct. Lists are comma-separated
 // ("16,64,256"); bools accept true/false/1/0/yes/no.
+// "a, b,c" -> {"a", "b", "c"}: the one rule for comma lists (parameters and the command
+// line's list options). An empty list or element ("1,,2") is an error naming `key`.
+std::vector<std::string> split_list(const std::string& key, const std::string& text);
+
 class Params {
  public:
   void add(const std::string& name, int64_t& field, const std::string& help);
