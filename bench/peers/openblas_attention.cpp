@@ -6,14 +6,15 @@
 //   dV = Pᵀ dO, dP = dO Vᵀ, dS = P∘(dP − rowsum(P∘dP)), dQ = scale·dS K, dK = scale·dSᵀ Q,
 // dK and dV summed over the query heads that share a key/value head (sgemm's beta).
 // The row loops (softmax, dS) are OpenMP-parallel, as a careful user would
-// write them; the GEMMs use OpenBLAS's own threads.
-#include <cblas.h>
+// write them; the GEMMs use OpenBLAS's own threads. OpenBLAS is opened here, on use
+// (attnlab/blas.hpp): no other subcommand loads it.
 #include <omp.h>
 
 #include <cmath>
 #include <limits>
 #include <vector>
 
+#include "attnlab/blas.hpp"
 #include "peers/peers.hpp"
 
 namespace attnlab::bench {
@@ -24,7 +25,7 @@ class OpenBlasPeer final : public Peer {
   OpenBlasPeer(const PeerShape& s, int threads)
       : s_(s), threads_(threads), P_(static_cast<size_t>(s.B * s.Hq * s.Nq * s.Nk)),
         dP_(static_cast<size_t>(s.Nq * s.Nk)) {
-    openblas_set_num_threads(threads);
+    blas::set_threads(threads);
   }
   std::string name() const override { return "openblas"; }
 
@@ -40,7 +41,7 @@ class OpenBlasPeer final : public Peer {
       const float* K = k + kv * s_.Nk * s_.D;
       const float* V = v + kv * s_.Nk * s_.D;
       float* P = P_.data() + bh * s_.Nq * s_.Nk;  // [Nq × Nk]
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nq, nk, d, scale, Q, d, K, d, 0.0f, P, nk);
+      blas::gemm(blas::Trans::no, blas::Trans::yes, nq, nk, d, scale, Q, d, K, d, 0.0f, P, nk);
 #pragma omp parallel for num_threads(threads_) schedule(static)
       for (int i = 0; i < nq; ++i) {
         float* row = P + static_cast<int64_t>(i) * nk;
@@ -56,7 +57,7 @@ class OpenBlasPeer final : public Peer {
         for (int j = 0; j < end; ++j) row[j] *= inv;
         for (int j = end; j < nk; ++j) row[j] = 0.0f;
       }
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nq, d, nk, 1.0f, P, nk, V, d, 0.0f,
+      blas::gemm(blas::Trans::no, blas::Trans::no, nq, d, nk, 1.0f, P, nk, V, d, 0.0f,
                   out + bh * s_.Nq * s_.D, d);
     }
   }
@@ -70,8 +71,8 @@ class OpenBlasPeer final : public Peer {
       const float beta = bh % s_.group() == 0 ? 0.0f : 1.0f;  // the group's first head overwrites dK, dV
       const float* P = P_.data() + bh * s_.Nq * s_.Nk;
       float* dP = dP_.data();
-      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, nk, d, nq, 1.0f, P, nk, grad_out + qo, d, beta, dv + ko, d);
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nq, nk, d, 1.0f, grad_out + qo, d, v_ + ko, d, 0.0f, dP, nk);
+      blas::gemm(blas::Trans::yes, blas::Trans::no, nk, d, nq, 1.0f, P, nk, grad_out + qo, d, beta, dv + ko, d);
+      blas::gemm(blas::Trans::no, blas::Trans::yes, nq, nk, d, 1.0f, grad_out + qo, d, v_ + ko, d, 0.0f, dP, nk);
 #pragma omp parallel for num_threads(threads_) schedule(static)
       for (int i = 0; i < nq; ++i) {
         const float* p = P + static_cast<int64_t>(i) * nk;
@@ -80,8 +81,8 @@ class OpenBlasPeer final : public Peer {
         for (int j = 0; j < nk; ++j) D += p[j] * g[j];
         for (int j = 0; j < nk; ++j) g[j] = p[j] * (g[j] - D);
       }
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nq, d, nk, scale, dP, nk, k_ + ko, d, 0.0f, dq + qo, d);
-      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, nk, d, nq, scale, dP, nk, q_ + qo, d, beta, dk + ko, d);
+      blas::gemm(blas::Trans::no, blas::Trans::no, nq, d, nk, scale, dP, nk, k_ + ko, d, 0.0f, dq + qo, d);
+      blas::gemm(blas::Trans::yes, blas::Trans::no, nk, d, nq, scale, dP, nk, q_ + qo, d, beta, dk + ko, d);
     }
   }
 

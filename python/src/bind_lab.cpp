@@ -2,11 +2,11 @@
 // _attnlab.lab_experiments() describes them, _attnlab.lab_run() runs one with a
 // string→string configuration and returns its result as plain Python data, each
 // table a dict of NumPy arrays (one float64 array per column).
-#include <cblas.h>
 #include <pybind11/stl.h>
 
 #include <string>
 
+#include "attnlab/blas.hpp"
 #include "attnlab/lab.hpp"
 #include "bindings.hpp"
 #include "ndarray.hpp"
@@ -78,8 +78,8 @@ py::dict to_python(const lab::Verdict& v) {
 // do not depend on it.
 class OneBlasThreadDuringRun {
  public:
-  OneBlasThreadDuringRun() : saved_(openblas_get_num_threads()) { openblas_set_num_threads(1); }
-  ~OneBlasThreadDuringRun() { openblas_set_num_threads(saved_); }
+  OneBlasThreadDuringRun() : saved_(blas::threads()) { blas::set_threads(1); }
+  ~OneBlasThreadDuringRun() { blas::set_threads(saved_); }
   OneBlasThreadDuringRun(const OneBlasThreadDuringRun&) = delete;
   OneBlasThreadDuringRun& operator=(const OneBlasThreadDuringRun&) = delete;
 
@@ -89,10 +89,22 @@ class OneBlasThreadDuringRun {
 
 py::dict lab_run(const std::string& name, const lab::Config& config, uint64_t seed) {
   lab::Result r;
-  {
+  // Ctrl-C: the run asks between units of work (at most every 10 ms) and stops; whatever
+  // Python's signal handler raised (KeyboardInterrupt) is raised here, the result dropped.
+  std::shared_ptr<py::error_already_set> raised;
+  const auto interrupt = [&raised] {
+    py::gil_scoped_acquire gil;
+    if (PyErr_CheckSignals() == 0) return false;
+    raised = std::make_shared<py::error_already_set>();  // takes the pending exception
+    return true;
+  };
+  try {
     py::gil_scoped_release release;  // experiments run for seconds; other threads may go on
     const OneBlasThreadDuringRun one_blas_thread;
-    r = lab::run(name, config, seed);
+    r = lab::run(name, config, seed, {}, interrupt);
+  } catch (const Interrupted&) {
+    if (raised) throw py::error_already_set(*raised);
+    throw;
   }
   py::dict tables;
   for (const auto& t : r.tables) {

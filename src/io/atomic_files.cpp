@@ -8,15 +8,16 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fmt/format.h>
+#include <memory>
 #include <optional>
 
 #include "attnlab/error.hpp"
+#include "attnlab/temporary_files.hpp"
 
 namespace attnlab::io {
 namespace {
@@ -81,14 +82,6 @@ std::optional<Identity> identity_of(const std::string& path) {
   const fs::path c = fs::weakly_canonical(fs::absolute(path, ec), ec);
   if (ec) return std::nullopt;
   return Identity{false, 0, 0, c.string()};
-}
-
-// Short, so that a target name at the file system's limit still leaves room.
-std::string temporary_name(const std::string& target) {
-  static std::atomic<unsigned> counter{0};
-  const fs::path dir = fs::path(target).parent_path();
-  const std::string name = fmt::format(".attnlab-{}-{}.tmp", static_cast<long>(::getpid()), counter++);
-  return dir.empty() ? name : (dir / name).string();
 }
 
 // Creates `path` (which must not exist) holding `bytes`, with permissions `mode`
@@ -164,11 +157,14 @@ void write_files_atomically(const std::vector<std::pair<std::string, std::string
     targets.push_back(resolve_target(path));
   }
   require_distinct_files(paths, inputs);
+  for (const auto& target : targets) remove_stale_temporaries(fs::path(target).parent_path());
   std::vector<std::string> temps;  // written so far, one per output
+  std::vector<std::unique_ptr<RemoveOnSignal>> removed_on_signal;  // a large write can take seconds
   for (size_t i = 0; i < path_and_bytes.size(); ++i) {
     struct stat st {};
     const mode_t mode = ::stat(targets[i].c_str(), &st) == 0 ? (st.st_mode & 07777) : 0666;  // keep a file's permissions
     temps.push_back(temporary_name(targets[i]));
+    removed_on_signal.push_back(std::make_unique<RemoveOnSignal>(temps.back()));
     if (const auto why = write_new_file(temps.back(), path_and_bytes[i].second, mode)) {
       temps.pop_back();
       for (const auto& t : temps) ::unlink(t.c_str());
@@ -182,53 +178,6 @@ void write_files_atomically(const std::vector<std::pair<std::string, std::string
       fail(paths[i], fmt::format("cannot replace: {}", why));
     }
   }
-}
-
-void mark_output_directory(const std::string& dir) {
-  write_file_atomically((fs::path(dir) / kOutputDirMarker).string(),
-                        "This directory was written by attnlab; attnlab may replace it as a whole.\n");
-}
-
-namespace {
-
-// An output directory from an attnlab older than the marker: it holds nothing but what a
-// report or a run writes (data/, figures/, index.html, <name>.json), and some of it. Such a
-// directory is replaced (and marked) as before; one file of anyone else's keeps it safe.
-bool written_before_the_marker(const std::string& dir) {
-  std::error_code ec;
-  bool any = false;
-  for (const auto& entry : fs::directory_iterator(dir, ec)) {
-    const std::string name = entry.path().filename().string();
-    const bool ours_dir = (name == "data" || name == "figures") && entry.is_directory(ec) && !entry.is_symlink(ec);
-    const bool ours_file = (name == "index.html" || entry.path().extension() == ".json") &&
-                           entry.is_regular_file(ec) && !entry.is_symlink(ec);
-    if (!ours_dir && !ours_file) return false;
-    any = true;
-  }
-  return any && !ec;
-}
-
-}  // namespace
-
-void check_replaceable_directory(const std::string& dir, const std::string& what) {
-  struct stat st {};
-  if (::lstat(dir.c_str(), &st) != 0) {
-    if (errno == ENOENT) return;
-    throw Error(fmt::format("{} {}: cannot use: {}", what, dir, errno_text()));
-  }
-  if (S_ISLNK(st.st_mode))
-    throw Error(fmt::format("{} {}: is a symlink; attnlab replaces its output directory whole, so give the directory itself "
-                          "(nothing was changed)",
-                          what, dir));
-  if (!S_ISDIR(st.st_mode))
-    throw Error(fmt::format("{} {}: exists and is {}, not a directory attnlab wrote (nothing was changed)", what, dir,
-                          S_ISREG(st.st_mode) ? "a regular file" : kind_of(st.st_mode)));
-  std::error_code ec;
-  if (fs::is_empty(dir, ec) && !ec) return;
-  if (fs::is_regular_file(fs::path(dir) / kOutputDirMarker, ec) || written_before_the_marker(dir)) return;
-  throw Error(fmt::format("{} {}: is a directory attnlab did not write (no {} in it); it would be replaced whole, so "
-                          "choose another --out or remove it yourself (nothing was changed)",
-                          what, dir, kOutputDirMarker));
 }
 
 }  // namespace attnlab::io

@@ -53,7 +53,7 @@ struct Summary {
 
 // Q, K: [seq, d] row-major. Summaries of S = Q Kᵀ.
 Summary summarise(const std::vector<double>& Q, const std::vector<double>& K, int64_t seq, int64_t d) {
-  std::vector<double> S(static_cast<size_t>(seq * seq));
+  std::vector<double> S = util::buffer<double>("S = Q Kᵀ", seq, seq);
   for (int64_t i = 0; i < seq; ++i)
     for (int64_t j = 0; j < seq; ++j) {
       double s = 0;
@@ -229,7 +229,7 @@ VarianceSweep measure_sweep(const VarianceConfig& c, RunContext& ctx) {
         std::vector<Summary> reps(static_cast<size_t>(c.replicates));
         util::parallel_for(c.replicates, ctx.threads, [&](int64_t r) {
           auto g = util::rng(ctx.seed, fmt::format("variance/{}/{}/{}/{}", dist.kind, sigma, d, r));
-          std::vector<double> Q(static_cast<size_t>(c.seq * d)), K(Q.size());
+          std::vector<double> Q = util::buffer<double>("Q", c.seq, d), K = util::buffer<double>("K", c.seq, d);
           for (auto& x : Q) x = dist(g);
           if (c.keys == "same_as_queries")
             K = Q;

@@ -12,7 +12,9 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <new>
 
+#include "attnlab/error.hpp"
 #include "attnlab/lab.hpp"
 #include "attnlab/scale.hpp"
 
@@ -119,6 +121,23 @@ inline std::string pretty(double x, int digits = 2) {
   std::string e = exponent < 0 ? "⁻" : "";
   for (char ch : std::to_string(std::abs(exponent))) e += kSuper[ch - '0'];
   return (std::string(buf) == "1" ? std::string() : std::string(buf) + "·") + "10" + e;
+}
+
+// A working buffer of rows × cols values, or OutOfMemory naming `what` and its size (a
+// bare std::bad_alloc names nothing; an overflowing size is refused the same way).
+template <class T>
+std::vector<T> buffer(const std::string& what, int64_t rows, int64_t cols = 1) {
+  int64_t count = 0, bytes = 0;
+  const bool too_large = rows < 0 || cols < 0 || __builtin_mul_overflow(rows, cols, &count) ||
+                         __builtin_mul_overflow(count, static_cast<int64_t>(sizeof(T)), &bytes);
+  const std::string size = cols == 1 ? fmt::format("{} values", rows) : fmt::format("{} × {} values", rows, cols);
+  try {
+    if (!too_large) return std::vector<T>(static_cast<size_t>(count));
+  } catch (const std::bad_alloc&) {
+  }
+  if (too_large) throw OutOfMemory(fmt::format("{}: {} of {} bytes is beyond any memory", what, size, sizeof(T)));
+  throw OutOfMemory(fmt::format("{}: cannot allocate {} of {} bytes ({:.3g} GiB)", what, size, sizeof(T),
+                                static_cast<double>(bytes) / (1 << 30)));
 }
 
 inline void require_positive(const std::string& key, const std::vector<int64_t>& v) {

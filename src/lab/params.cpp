@@ -52,18 +52,6 @@ bool parse_bool(const std::string& key, const std::string& text) {
   throw Error(fmt::format("{}: '{}' is not a boolean (true/false)", key, text));
 }
 
-std::vector<std::string> split_list(const std::string& key, const std::string& text) {
-  std::vector<std::string> items;
-  std::stringstream in(text);
-  std::string item;
-  while (std::getline(in, item, ',')) items.push_back(trim(item));
-  if (items.empty() || (items.size() == 1 && items[0].empty()))
-    throw Error(fmt::format("{}: empty list", key));
-  for (const auto& i : items)
-    if (i.empty()) throw Error(fmt::format("{}: empty element in list '{}'", key, text));
-  return items;
-}
-
 std::string format_double(double v) { return fmt::format("{}", v); }
 
 template <class T, class F>
@@ -77,6 +65,18 @@ std::string join(const std::vector<T>& v, F f) {
 }
 
 }  // namespace
+
+std::vector<std::string> split_list(const std::string& key, const std::string& text) {
+  std::vector<std::string> items;
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ',')) items.push_back(trim(item));
+  if (items.empty() || (items.size() == 1 && items[0].empty()))
+    throw Error(fmt::format("{}: empty list", key));
+  for (const auto& i : items)
+    if (i.empty()) throw Error(fmt::format("{}: empty element in list '{}'", key, text));
+  return items;
+}
 
 void Params::bind(const std::string& name, const std::string& help, const std::string& type,
                   std::function<void(const std::string&)> set, std::function<std::string()> get) {

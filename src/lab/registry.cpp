@@ -5,6 +5,7 @@
 
 #include "attnlab/lab.hpp"
 #include "lab/experiments.hpp"
+#include "lab/interrupt.hpp"
 
 namespace attnlab::lab {
 namespace {
@@ -36,7 +37,7 @@ const Experiment* find_experiment(const std::string& name) {
 }
 
 Result run(const std::string& name, const Config& config, uint64_t seed,
-           const std::function<void(const std::string&)>& progress) {
+           const std::function<void(const std::string&)>& progress, const std::function<bool()>& interrupt) {
   const Experiment* e = find_experiment(name);
   if (e == nullptr) {
     std::string known;
@@ -46,10 +47,15 @@ Result run(const std::string& name, const Config& config, uint64_t seed,
   RunContext ctx;
   ctx.seed = seed;
   ctx.progress = progress;
+  ctx.interrupt = interrupt;
+  util::RunStop stop(&ctx.interrupt);
+  const util::RunStopScope scope(&stop);
   const auto start = std::chrono::steady_clock::now();
   Result r;
   try {
     r = e->run(config, ctx);
+  } catch (const Interrupted&) {
+    throw;
   } catch (const Error& err) {
     throw Error(fmt::format("{}: {}", name, err.what()));
   }

@@ -7,7 +7,7 @@
 #include <csignal>
 #include <unistd.h>
 
-#include "attnlab/atomic_files.hpp"
+#include "attnlab/output_directory.hpp"
 #include "attnlab/lab.hpp"
 #include "lab/json_io.hpp"
 #include "lab/report/assets.hpp"
@@ -40,30 +40,6 @@ void write_assets(const fs::path& dir) {
   for (const assets::Asset* a : assets::kAll) write_text_file(dir / "assets" / a->file, std::string(a->bytes));
 }
 
-// An interrupted run (killed, Ctrl-C) may leave its hidden work directories next to OUT:
-// ".OUT.tmp-PID" (a half-built report) and, if it died between the two renames,
-// ".OUT.old-PID" (the previous report, moved aside). Those of processes no longer alive are
-// cleaned up here: the previous report is put back if OUT is missing, the rest removed.
-void recover_interrupted(const fs::path& parent, const std::string& stem, const fs::path& out) {
-  std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(parent, ec)) {
-    const std::string name = entry.path().filename().string();
-    for (const char* kind : {".tmp-", ".old-"}) {
-      const std::string prefix = "." + stem + kind;
-      if (name.rfind(prefix, 0) != 0) continue;
-      const std::string pid_text = name.substr(prefix.size());
-      if (pid_text.empty() || pid_text.find_first_not_of("0123456789") != std::string::npos) continue;
-      const pid_t pid = static_cast<pid_t>(std::stol(pid_text));
-      if (pid == getpid() || ::kill(pid, 0) == 0 || errno != ESRCH) continue;  // still running (or not ours to judge)
-      std::error_code e2;
-      if (std::string(kind) == ".old-" && !fs::exists(out))
-        fs::rename(entry.path(), out, e2);
-      else
-        fs::remove_all(entry.path(), e2);
-    }
-  }
-}
-
 }  // namespace
 
 ReportSummary write_report(const ReportOptions& o) {
@@ -71,7 +47,6 @@ ReportSummary write_report(const ReportOptions& o) {
   auto say = [&](const std::string& m) {
     if (o.progress) o.progress(m);
   };
-  if (o.out.empty()) throw Error("report: empty output directory");
   // Before any work: only an output directory attnlab wrote may be replaced.
   io::check_replaceable_directory(o.out, "report: --out");
   if (!plotting_available()) throw Error("report: gnuplot with the pngcairo terminal is not available (install gnuplot-nox)");
@@ -85,20 +60,8 @@ ReportSummary write_report(const ReportOptions& o) {
       todo.push_back(e);
     }
   }
-  const fs::path out = fs::absolute(o.out).lexically_normal();
-  const fs::path parent = out.has_parent_path() ? out.parent_path() : fs::current_path();
-  std::error_code ec;
-  fs::create_directories(parent, ec);
-  if (ec) throw Error("report: cannot create " + parent.string() + ": " + ec.message());
-  const std::string stem = out.filename().string();
-  recover_interrupted(parent, stem, out);
-  const fs::path tmp = parent / fmt::format(".{}.tmp-{}", stem, getpid());
-  fs::remove_all(tmp, ec);
-  fs::create_directories(tmp, ec);
-  if (ec) throw Error("report: cannot create " + tmp.string() + ": " + ec.message());
-  io::mark_output_directory(tmp.string());
-
-  try {
+  ReportSummary summary;
+  io::build_output_directory(o.out, "report: --out", [&](const fs::path& tmp) {
     std::vector<Result> results;
     for (size_t i = 0; i < todo.size(); ++i) {
       const Experiment* e = todo[i];
@@ -128,7 +91,6 @@ ReportSummary write_report(const ReportOptions& o) {
     j["quick"] = o.quick;
     j["seconds"] = seconds;
     j["claims"] = nlohmann::json::array();
-    ReportSummary summary;
     for (const auto& [info, vs] : per_claim) {
       const Outcome outcome = page::aggregate(vs);
       nlohmann::json cj{{"id", info.id},       {"title", info.title}, {"statement", info.statement},
@@ -157,30 +119,10 @@ ReportSummary write_report(const ReportOptions& o) {
           {{"name", r.experiment}, {"seconds", r.seconds}, {"config", r.config}, {"setup", r.setup}, {"notes", r.notes}});
     write_text_file(tmp / "report.json", j.dump(2) + "\n");
     write_text_file(tmp / "index.html", page::build_page(o, results, per_claim, story, seconds));
-
-    // Swap in: move any earlier report aside, rename the new one into place, then delete the old one.
-    const fs::path old = parent / fmt::format(".{}.old-{}", stem, getpid());
-    fs::remove_all(old, ec);
-    io::check_replaceable_directory(o.out, "report: --out");  // again: the run took a while
-    const bool had_old = fs::exists(fs::symlink_status(out));
-    if (had_old) {
-      fs::rename(out, old, ec);
-      if (ec) throw Error("report: cannot move the earlier " + out.string() + " aside: " + ec.message());
-    }
-    fs::rename(tmp, out, ec);
-    if (ec) {
-      std::error_code ec2;
-      if (had_old) fs::rename(old, out, ec2);
-      throw Error("report: cannot rename " + tmp.string() + " to " + out.string() + ": " + ec.message());
-    }
-    if (had_old) fs::remove_all(old, ec);
-    summary.index_html = out / "index.html";
-    summary.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    return summary;
-  } catch (...) {
-    fs::remove_all(tmp, ec);
-    throw;
-  }
+  });
+  summary.index_html = io::output_directory_path(o.out, "report: --out") / "index.html";
+  summary.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return summary;
 }
 
 }  // namespace attnlab::lab

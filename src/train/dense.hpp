@@ -1,6 +1,7 @@
 #pragma once
 // Dense row-major matrix products of the training model, through OpenBLAS
-// (cblas_sgemm / cblas_dgemm): the projections W_q, W_k, W_v, W_o and the
+// (cblas_sgemm / cblas_dgemm, opened on first use: attnlab/blas.hpp): the
+// projections W_q, W_k, W_v, W_o and the
 // classifier, forward and backward. Shapes are small (rows = batch·seq ≤ about
 // 512, D = 32, d_k ≤ 1024); the attention itself goes through the engine.
 //
@@ -9,25 +10,21 @@
 // left to the program (the attnlab command line sets 1 at start-up, so that two
 // runs do not each ask OpenBLAS's shared worker pool for every core); it changes
 // the speed, not the results (see run_study in attnlab/train.hpp).
-#include <cblas.h>
-
 #include <algorithm>
 #include <cstdint>
+
+#include "attnlab/blas.hpp"
 
 namespace attnlab::train::dense {
 
 namespace detail {
 inline int blas_int(int64_t x) { return static_cast<int>(x); }  // shapes here are far below 2^31
 
-inline void gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n, int64_t k, const float* A, int64_t lda,
-                 const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
-  cblas_sgemm(CblasRowMajor, ta, tb, blas_int(m), blas_int(n), blas_int(k), 1.0f, A, blas_int(lda), B, blas_int(ldb),
-              beta, C, blas_int(ldc));
-}
-inline void gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n, int64_t k, const double* A, int64_t lda,
-                 const double* B, int64_t ldb, double beta, double* C, int64_t ldc) {
-  cblas_dgemm(CblasRowMajor, ta, tb, blas_int(m), blas_int(n), blas_int(k), 1.0, A, blas_int(lda), B, blas_int(ldb),
-              beta, C, blas_int(ldc));
+template <class T>
+void gemm(blas::Trans ta, blas::Trans tb, int64_t m, int64_t n, int64_t k, const T* A, int64_t lda, const T* B,
+          int64_t ldb, T beta, T* C, int64_t ldc) {
+  blas::gemm(ta, tb, blas_int(m), blas_int(n), blas_int(k), T(1), A, blas_int(lda), B, blas_int(ldb), beta, C,
+             blas_int(ldc));
 }
 
 // BLAS rejects a leading dimension of 0 (it prints an error and returns), so
@@ -44,21 +41,21 @@ bool empty_product(int64_t m, int64_t n, int64_t k, T* C, bool accumulate) {
 template <class T>
 void matmul(const T* A, const T* B, T* C, int64_t M, int64_t K, int64_t N, bool accumulate) {
   if (detail::empty_product(M, N, K, C, accumulate)) return;
-  detail::gemm(CblasNoTrans, CblasNoTrans, M, N, K, A, K, B, N, accumulate ? T(1) : T(0), C, N);
+  detail::gemm(blas::Trans::no, blas::Trans::no, M, N, K, A, K, B, N, accumulate ? T(1) : T(0), C, N);
 }
 
 // C[K, N] += A[M, K]ᵀ · B[M, N]   (weight gradients: dW += xᵀ dy)
 template <class T>
 void matmul_at_b_acc(const T* A, const T* B, T* C, int64_t M, int64_t K, int64_t N) {
   if (detail::empty_product(K, N, M, C, true)) return;
-  detail::gemm(CblasTrans, CblasNoTrans, K, N, M, A, K, B, N, T(1), C, N);
+  detail::gemm(blas::Trans::yes, blas::Trans::no, K, N, M, A, K, B, N, T(1), C, N);
 }
 
 // C[M, K] (+)= A[M, N] · B[K, N]ᵀ   (input gradients: dx = dy Wᵀ)
 template <class T>
 void matmul_a_bt(const T* A, const T* B, T* C, int64_t M, int64_t N, int64_t K, bool accumulate) {
   if (detail::empty_product(M, K, N, C, accumulate)) return;
-  detail::gemm(CblasNoTrans, CblasTrans, M, K, N, A, N, B, N, accumulate ? T(1) : T(0), C, K);
+  detail::gemm(blas::Trans::no, blas::Trans::yes, M, K, N, A, N, B, N, accumulate ? T(1) : T(0), C, K);
 }
 
 }  // namespace attnlab::train::dense

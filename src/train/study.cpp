@@ -9,6 +9,7 @@
 
 #include "attnlab/error.hpp"
 #include "attnlab/train.hpp"
+#include "lab/interrupt.hpp"
 
 namespace attnlab::train {
 
@@ -115,9 +116,13 @@ StudyResult run_study(const StudyConfig& config, const std::function<void(const 
   // One run per thread at a time, handed out in sweep order as threads come free
   // (runs differ in cost by 100×). A run's result depends on its configuration
   // only, so neither the thread count nor the schedule changes the study.
+  // Ctrl-C (lab/interrupt.hpp): the runs not yet started are skipped, and those running
+  // stop at their next step.
+  lab::util::RunStop* const run_stop = lab::util::t_run_stop;
 #pragma omp parallel for num_threads(std::clamp(config.threads, 1, 64)) schedule(dynamic, 1)
   for (int64_t i = 0; i < n_runs; ++i) {
-    if (failed.load()) continue;
+    const lab::util::RunStopScope scope(run_stop);
+    if (failed.load() || lab::util::stop_requested()) continue;
     const auto u = static_cast<size_t>(i);
     try {
       result.runs[u] = train_run(runs[u]);
@@ -146,6 +151,7 @@ StudyResult run_study(const StudyConfig& config, const std::function<void(const 
     }
   }
   if (first_error) std::rethrow_exception(first_error);
+  lab::util::throw_if_stop_requested();
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return result;
 }

@@ -7,6 +7,7 @@
 
 #include "attnlab/error.hpp"
 #include "attnlab/train.hpp"
+#include "lab/interrupt.hpp"
 #include "train/model.hpp"
 #include "train/optimizer.hpp"
 #include "train/run_setup.hpp"
@@ -90,6 +91,7 @@ RunResult train_run(const RunConfig& config) {
 
   record(0);
   for (int64_t step = 0; step < config.steps; ++step) {
+    lab::util::throw_if_stop_requested();  // Ctrl-C (lab/interrupt.hpp)
     const Batch batch = training_batch(config, step);
     model.zero_grad();
     double loss = kNaN;

@@ -107,7 +107,7 @@ expect_error() {  # expect_error REGEX ARGS...: fails, says REGEX, and bench.jso
 expect_error 'repeats must be at least 1, got 0' --seq 8 --impls attnlab --repeats 0
 expect_error 'seq must be at least 1, got 0' --seq 0 --impls attnlab
 expect_error "unknown implementation 'foo'" --seq 8 --impls foo
-expect_error 'settle-ms.*not in range' --seq 8 --impls attnlab --settle-ms -1
+expect_error 'settle-ms: -1 is outside \[0, 10000\]' --seq 8 --impls attnlab --settle-ms -1
 expect_error 'Could not convert.*--threads' --seq 8 --impls attnlab --threads two
 expect_error 'kv-heads 3 must divide --heads 4' --seq 8 --heads 4 --kv-heads 3 --impls attnlab
 expect_error 'seq-k must be at least 1 \(or 0: as --seq\), got -2' --seq 8 --seq-k -2 --impls attnlab

@@ -52,5 +52,6 @@ expect_error() {  # expect_error REGEX ARGS...
 expect_error 'passes needs --memory' --passes 3
 expect_error 'buffer-mb needs --memory' --buffer-mb 64
 expect_error 'seconds applies to the FMA peak' --memory --seconds 0.1
-expect_error 'passes.*not in range' --memory --passes 0
+expect_error 'passes: 0 is outside \[1, 1000\]' --memory --passes 0
+expect_error "seconds: 'nan' is not a number" --seconds nan  # NaN passes a plain range check, and spun
 echo "peak smoke test passed"

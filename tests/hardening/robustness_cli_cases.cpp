@@ -69,7 +69,10 @@ std::string run_cli(const std::string& args) {
   while (std::fgets(buf.data(), buf.size(), pipe) != nullptr) out += buf.data();
   const int status = ::pclose(pipe);
   const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  std::string first = out.substr(0, out.find('\n'));
+  // The first line, or the error after an experiment's progress lines.
+  const size_t error_at = out.rfind("\nattnlab: error: ");
+  std::string first = out.substr(error_at == std::string::npos ? 0 : error_at + 1);
+  first = first.substr(0, first.find('\n'));
   if (first.find(scratch().string()) != std::string::npos)  // keep the table free of the temp path
     first.replace(first.find(scratch().string()), scratch().string().size(), "DIR");
   if (!WIFEXITED(status)) return "CRASH (signal " + std::to_string(WTERMSIG(status)) + "): " + first;
@@ -96,6 +99,18 @@ void prepare_files() {
   fs::create_directories(d / "precious");
   write_bytes(d / "precious" / "thesis.tex", "x");
   write_bytes(d / "notes.txt", "x");
+  // A run's directory (its manifest lists data/ and data/x.csv) into which the user put
+  // data/sub/thesis.tex; a directory of theirs that looks like a report; one from an
+  // attnlab older than the manifest.
+  fs::create_directories(d / "ran" / "data" / "sub");
+  write_bytes(d / "ran" / ".attnlab-manifest", "attnlab output manifest 1\nd data\nf data/x.csv\n");
+  write_bytes(d / "ran" / "data" / "x.csv", "a\n");
+  write_bytes(d / "ran" / "data" / "sub" / "thesis.tex", "x");
+  fs::create_directories(d / "J");
+  write_bytes(d / "J" / "package.json", "{}");
+  fs::create_directories(d / "old-report" / "data");
+  write_bytes(d / "old-report" / ".attnlab-output", "written by attnlab\n");
+  write_bytes(d / "old-report" / "index.html", "x");
   write_bytes(d / "nan.npy", [] {
     std::vector<float> v(64, 0.5f);
     v[5] = std::numeric_limits<float>::quiet_NaN();
@@ -178,6 +193,26 @@ std::vector<Case> cli_cases() {
       "bench --heads 4 --kv-heads 3 --seq 8 --impls attnlab");
   add("bad flag: an option that needs another (peak --passes without --memory)", "peak --passes 3",
       "peak --passes 3");
+  // Issue 47: files attnlab did not write, NaN, seeds out of range, empty list elements, sizes.
+  add("run into a directory with a file of the user's deep inside", "run saturation --quick --out ran",
+      "run saturation --quick --out ran");
+  add("report into a directory that only looks like a report", "report --quick --only saturation --out J",
+      "report --quick --only saturation --out J");
+  add("run into a directory from an attnlab older than the manifest", "run saturation --quick --out old-report/",
+      "run saturation --quick --out old-report/");
+  add("bad flag: NaN for a ranged number", "peak --seconds nan", "peak --seconds nan");
+  add("bad flag: negative seed", "attention ... --dropout-p 0.5 --seed -1",
+      "attention " + qkv + " --out o.npy --dropout-p 0.5 --seed -1");
+  add("bad flag: seed beyond 2^64 - 1", "attention ... --dropout-p 0.5 --seed 18446744073709551616",
+      "attention " + qkv + " --out o.npy --dropout-p 0.5 --seed 18446744073709551616");
+  add("bad flag: negative seed of a report", "report --seed -1", "report --quick --only saturation --seed -1 --out rep");
+  add("bad flag: empty element in a list", "attention ... --sinks 1,,2", "attention " + qkv + " --out o.npy --sinks 1,,2");
+  add("bad flag: empty element in a parameter list", "run saturation --set x=1,,2",
+      "run saturation --quick --set x=1,,2 --out runs");
+  add("bench shape whose element count overflows int64", "bench --batch 65536 --heads 65536 --seq 65536 --dim 65536",
+      "bench --batch 65536 --heads 65536 --seq 65536 --dim 65536");
+  add("experiment buffer beyond memory", "run variance --quick --seq 16777216 --dims 1",
+      "run variance --quick --seq 16777216 --dims 1 --out runs");
   return c;
 }
 

@@ -1,11 +1,13 @@
 // The rules of attnlab/atomic_files.hpp, each on the file that once was destroyed:
 // a device node, a FIFO, a symlink, one file given for two outputs (spelled
-// differently, linked), an output over an input, a name at the length limit, and
-// output directories attnlab did not write. Also a .npy whose header and size disagree
+// differently, linked), an output over an input, a name at the length limit, output
+// directories attnlab did not write and temporary files left behind. Also a .npy whose header and size disagree
 // by gigabytes (sparse), which must be an error before anything is read.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <signal.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
@@ -17,6 +19,8 @@
 #include "attnlab/atomic_files.hpp"
 #include "attnlab/error.hpp"
 #include "attnlab/npy.hpp"
+#include "attnlab/output_directory.hpp"
+#include "attnlab/temporary_files.hpp"
 
 namespace {
 
@@ -49,7 +53,10 @@ class AtomicFiles : public ::testing::Test {
   }
   void TearDown() override { fs::remove_all(dir_); }
   std::string path(const std::string& name) const { return (dir_ / name).string(); }
-  void write(const std::string& name, const std::string& text) const { std::ofstream(path(name)) << text; }
+  void write(const std::string& name, const std::string& text) const {
+    fs::create_directories(fs::path(path(name)).parent_path());
+    std::ofstream(path(name)) << text;
+  }
   fs::path dir_;
 };
 
@@ -107,33 +114,6 @@ TEST_F(AtomicFiles, ANameAtTheLengthLimitIsWritten) {
   EXPECT_EQ(files, 1);  // no temporary left behind
 }
 
-TEST_F(AtomicFiles, OnlyAMarkedOrEmptyDirectoryMayBeReplaced) {
-  EXPECT_NO_THROW(io::check_replaceable_directory(path("missing"), "--out"));
-  fs::create_directory(path("empty"));
-  EXPECT_NO_THROW(io::check_replaceable_directory(path("empty"), "--out"));
-  fs::create_directory(path("precious"));
-  write("precious/thesis.tex", "x");
-  EXPECT_NE(message_of([&] { io::check_replaceable_directory(path("precious"), "--out"); }).find("did not write"),
-            std::string::npos);
-  write("file", "x");
-  EXPECT_NE(message_of([&] { io::check_replaceable_directory(path("file"), "--out"); }).find("regular file"),
-            std::string::npos);
-  fs::create_directory(path("ours"));
-  write("ours/x.csv", "x");
-  io::mark_output_directory(path("ours"));
-  EXPECT_NO_THROW(io::check_replaceable_directory(path("ours"), "--out"));
-  // A report from before the marker: nothing in it but what attnlab writes.
-  fs::create_directories(path("old-report/data"));
-  fs::create_directory(path("old-report/figures"));
-  write("old-report/index.html", "x");
-  write("old-report/report.json", "{}");
-  EXPECT_NO_THROW(io::check_replaceable_directory(path("old-report"), "--out"));
-  // ... and one file of anyone else's in it keeps it safe.
-  write("old-report/notes.txt", "mine");
-  EXPECT_NE(message_of([&] { io::check_replaceable_directory(path("old-report"), "--out"); }).find("did not write"),
-            std::string::npos);
-}
-
 TEST_F(AtomicFiles, ANpyFileMuchLargerThanItsHeaderSaysIsRefusedUnread) {
   const std::vector<float> v{1, 2};
   attnlab::npy::save<float>(path("big.npy"), v, std::vector<int64_t>{2});
@@ -141,5 +121,158 @@ TEST_F(AtomicFiles, ANpyFileMuchLargerThanItsHeaderSaysIsRefusedUnread) {
   const std::string m = message_of([&] { attnlab::npy::load(path("big.npy")); });
   EXPECT_NE(m.find("big.npy: corrupt .npy file"), std::string::npos) << m;
 }
+
+// Above Linux's pid_max (2^22): never a live process.
+constexpr const char* kDeadPid = "4194305";
+
+// The one rule for replacing an output directory (attnlab/output_directory.hpp): only
+// what the manifest proves attnlab wrote may go, checked before any work; "DIR/" is DIR;
+// a failed or interrupted build leaves the earlier output and no hidden sibling behind.
+// And the temporary files beside single-file outputs (attnlab/temporary_files.hpp).
+class OutputDirectory : public AtomicFiles {
+ protected:
+  // What attnlab builds for a run: data/, figures/ and a JSON file.
+  void build(const std::string& out, const std::string& csv = "a,b\n") const {
+    io::build_output_directory(out, "--out", [&](const fs::path& d) {
+      fs::create_directories(d / "data");
+      fs::create_directories(d / "figures");
+      std::ofstream(d / "data" / "x.csv") << csv;
+      std::ofstream(d / "run.json") << "{}";
+    });
+  }
+  std::vector<std::string> hidden_siblings() const {
+    std::vector<std::string> out;
+    for (const auto& e : fs::directory_iterator(dir_))
+      if (e.path().filename().string().find(".tmp-") != std::string::npos ||
+          e.path().filename().string().find(".old-") != std::string::npos)
+        out.push_back(e.path().filename().string());
+    return out;
+  }
+};
+
+TEST_F(OutputDirectory, AMissingOrEmptyDirectoryMayBeReplacedAndTheBuildListsEveryFile) {
+  EXPECT_NO_THROW(io::check_replaceable_directory(path("missing"), "--out"));
+  fs::create_directory(path("empty"));
+  EXPECT_NO_THROW(io::check_replaceable_directory(path("empty"), "--out"));
+  build(path("run"));
+  const std::string manifest = slurp(path("run") + "/" + io::kManifestName);
+  for (const char* line : {"d data\n", "f data/x.csv\n", "d figures\n", "f run.json\n"})
+    EXPECT_NE(manifest.find(line), std::string::npos) << line << " missing from\n" << manifest;
+  build(path("run"), "new\n");  // its own output: replaced
+  EXPECT_EQ(slurp(path("run/data/x.csv")), "new\n");
+  EXPECT_TRUE(hidden_siblings().empty());
+}
+
+TEST_F(OutputDirectory, AFileOfTheUsersDeepInsideIsNamedAndNothingIsChanged) {
+  build(path("run"));
+  write("run/data/sub/thesis.tex", "my thesis");
+  const std::string why = message_of([&] { build(path("run"), "new\n"); });
+  EXPECT_NE(why.find("data/sub is not among"), std::string::npos) << why;
+  EXPECT_NE(why.find("nothing was changed"), std::string::npos) << why;
+  EXPECT_EQ(slurp(path("run/data/sub/thesis.tex")), "my thesis");
+  EXPECT_EQ(slurp(path("run/data/x.csv")), "a,b\n");
+  EXPECT_TRUE(hidden_siblings().empty());
+}
+
+TEST_F(OutputDirectory, AListedFileThatChangedKindIsRefused) {
+  build(path("run"));
+  fs::remove(path("run/data/x.csv"));
+  fs::create_directory_symlink(dir_, path("run/data/x.csv"));  // a link out of the directory
+  const std::string why = message_of([&] { build(path("run")); });
+  EXPECT_NE(why.find("data/x.csv is neither a regular file nor a directory where attnlab wrote a regular file"),
+            std::string::npos)
+      << why;
+  EXPECT_TRUE(fs::is_symlink(path("run/data/x.csv")));
+}
+
+TEST_F(OutputDirectory, ADirectoryWithoutAManifestIsRefusedSayingWhatToDo) {
+  write("J/package.json", "{}");  // looks like a run's *.json, and is not attnlab's
+  EXPECT_NE(message_of([&] { io::check_replaceable_directory(path("J"), "--out"); })
+                .find("is a directory attnlab did not write (no .attnlab-manifest in it)"),
+            std::string::npos);
+  // From an attnlab older than the manifest (its marker only): cannot be proven either.
+  write("old/.attnlab-output", "This directory was written by attnlab.\n");
+  write("old/index.html", "x");
+  const std::string why = message_of([&] { io::check_replaceable_directory(path("old"), "--out"); });
+  EXPECT_NE(why.find("older than its .attnlab-manifest"), std::string::npos) << why;
+  EXPECT_NE(why.find("remove it yourself or choose another --out"), std::string::npos) << why;
+  write("file", "x");
+  EXPECT_NE(message_of([&] { io::check_replaceable_directory(path("file"), "--out"); }).find("a regular file"),
+            std::string::npos);
+  EXPECT_EQ(slurp(path("J/package.json")), "{}");
+}
+
+TEST_F(OutputDirectory, ATrailingSlashNamesTheSameDirectory) {
+  EXPECT_EQ(io::output_directory_path(path("rep") + "/", "--out"), fs::path(path("rep")));
+  EXPECT_EQ(io::output_directory_path(path("rep") + "//.", "--out"), fs::path(path("rep")));
+  build(path("rep") + "/");
+  EXPECT_TRUE(fs::exists(path("rep/data/x.csv")));
+  EXPECT_FALSE(fs::exists(path("rep/..tmp-") + std::to_string(::getpid())));
+  build(path("rep") + "/", "again\n");
+  EXPECT_EQ(slurp(path("rep/data/x.csv")), "again\n");
+  EXPECT_TRUE(hidden_siblings().empty());
+  EXPECT_NE(message_of([] { io::output_directory_path("/", "--out"); }).find("names no directory"), std::string::npos);
+}
+
+TEST_F(OutputDirectory, TheDestinationIsCheckedBeforeTheWork) {
+  write("precious/notes.txt", "x");
+  bool worked = false;
+  EXPECT_THROW(io::build_output_directory(path("precious"), "--out", [&](const fs::path&) { worked = true; }),
+               attnlab::Error);
+  EXPECT_FALSE(worked);
+  write("plain", "x");  // a parent that is a file: the directory cannot be made
+  EXPECT_NE(message_of([&] { io::check_replaceable_directory(path("plain/sub/out"), "--out"); }).find("is not a directory"),
+            std::string::npos);
+}
+
+TEST_F(OutputDirectory, AFailedBuildLeavesTheEarlierOutputAndNoSibling) {
+  build(path("run"));
+  EXPECT_THROW(io::build_output_directory(path("run"), "--out",
+                                          [](const fs::path& d) {
+                                            std::ofstream(d / "half") << "x";
+                                            throw attnlab::Error("gnuplot missing");
+                                          }),
+               attnlab::Error);
+  EXPECT_EQ(slurp(path("run/data/x.csv")), "a,b\n");
+  EXPECT_TRUE(hidden_siblings().empty());
+}
+
+TEST_F(OutputDirectory, HiddenSiblingsOfDeadProcessesAreCleanedUp) {
+  fs::create_directories(path(std::string(".run.tmp-") + kDeadPid + "/data"));
+  fs::create_directories(path(".run.tmp-1x"));  // not a PID: not ours to judge
+  build(path("run"));
+  EXPECT_FALSE(fs::exists(path(std::string(".run.tmp-") + kDeadPid)));
+  EXPECT_TRUE(fs::exists(path(".run.tmp-1x")));
+}
+
+TEST_F(OutputDirectory, StaleTemporaryFilesOfDeadProcessesAreRemovedBesideTheNextOutput) {
+  const std::string stale = std::string(".attnlab-") + kDeadPid + "-0.tmp";
+  const std::string live = ".attnlab-" + std::to_string(::getpid()) + "-999.tmp";
+  write(stale, "half an output");
+  write(live, "being written");
+  write(".attnlab-notes.tmp", "the user's");
+  write(std::string(".attnlab-") + kDeadPid + "-x.tmp", "not our pattern");
+  io::write_file_atomically(path("o.npy"), "x");
+  EXPECT_FALSE(fs::exists(path(stale)));
+  EXPECT_TRUE(fs::exists(path(live)));
+  EXPECT_TRUE(fs::exists(path(".attnlab-notes.tmp")));
+  EXPECT_TRUE(fs::exists(path(std::string(".attnlab-") + kDeadPid + "-x.tmp")));
+}
+
+TEST_F(OutputDirectory, ATemporaryFileIsRemovedWhenASignalEndsTheProcess) {
+  const std::string tmp = path(".attnlab-1-0.tmp");
+  const pid_t child = ::fork();
+  if (child == 0) {
+    const io::RemoveOnSignal guard(tmp);
+    std::ofstream(tmp) << "half";
+    ::raise(SIGTERM);
+    ::_exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM);  // still ends by the signal
+  EXPECT_FALSE(fs::exists(tmp));
+}
+
 
 }  // namespace

@@ -141,3 +141,16 @@ TEST(LabInterface, UnwritableDirectoryIsAnError) {
   const auto r = lab::run("test_toy");
   EXPECT_THROW(lab::write_result(r, "/proc/attnlab-cannot-write-here"), attnlab::Error);
 }
+
+// RunContext::interrupt: the lab's loops and the training steps ask it, and a run asked to
+// stop throws Interrupted (not an Error with the experiment's name before it, which would
+// hide what happened from the caller that raises KeyboardInterrupt).
+TEST(LabInterface, AnInterruptStopsARun) {
+  int asked = 0;
+  for (const char* name : {"variance", "train"}) {
+    const lab::Experiment* e = lab::find_experiment(name);
+    ASSERT_NE(e, nullptr);
+    EXPECT_THROW(lab::run(name, e->quick, 0, {}, [&] { return ++asked > 0; }), attnlab::Interrupted) << name;
+  }
+  EXPECT_GE(asked, 2);
+}

@@ -142,3 +142,32 @@ TEST(Report, RecoversFromAnInterruptedRun) {
   EXPECT_FALSE(fs::exists(tmp));
   fs::remove_all(out.parent_path());
 }
+
+// A report may replace only what it wrote: a file the user put deep inside an earlier
+// report (data/sub/thesis.tex), or a directory of theirs that merely looks like a report
+// (J/package.json), is never deleted; the report is refused, naming it.
+TEST(Report, NeverDeletesAFileItDidNotWrite) {
+  if (!lab::plotting_available()) GTEST_SKIP() << "gnuplot with the pngcairo terminal is not installed";
+  const auto out = scratch("users-file");
+  lab::ReportOptions o;
+  o.out = out;
+  o.quick = true;
+  o.only = {"classifier"};
+  lab::write_report(o);
+  fs::create_directories(out / "data" / "sub");
+  std::ofstream(out / "data" / "sub" / "thesis.tex") << "my thesis";
+  try {
+    lab::write_report(o);
+    ADD_FAILURE() << "the report replaced a directory holding data/sub/thesis.tex";
+  } catch (const attnlab::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("data/sub"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(read(out / "data" / "sub" / "thesis.tex"), "my thesis");
+  const auto j = scratch("looks-like-a-report");
+  fs::create_directories(j);
+  std::ofstream(j / "package.json") << "{}";
+  o.out = j;
+  EXPECT_THROW(lab::write_report(o), attnlab::Error);
+  EXPECT_EQ(read(j / "package.json"), "{}");
+  fs::remove_all(out.parent_path());
+}

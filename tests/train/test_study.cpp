@@ -1,10 +1,10 @@
 // The study's bookkeeping and the verdict rule, on hand-made results (no training),
 // and a tiny real sweep on one and on two threads.
 #include <algorithm>
-#include <cblas.h>
 #include <gtest/gtest.h>
 
 #include "attnlab/error.hpp"
+#include "attnlab/blas.hpp"
 #include "attnlab/train.hpp"
 #include "train/csv.hpp"
 
@@ -210,14 +210,14 @@ TEST(Study, RunsTinySweepOnThreads) {
   c.threads = 2;
   int64_t calls = 0;
   // OpenBLAS's thread count is the program's to set: the study leaves it alone.
-  const int blas_threads = openblas_get_num_threads();
+  const int blas_threads = attnlab::blas::threads();
   const StudyResult r = run_study(c, [&](const StudyProgress& p) {
     ++calls;
     EXPECT_EQ(p.total, 4);
     EXPECT_GE(p.eta_seconds, 0.0);
-    EXPECT_EQ(openblas_get_num_threads(), blas_threads);
+    EXPECT_EQ(attnlab::blas::threads(), blas_threads);
   });
-  EXPECT_EQ(openblas_get_num_threads(), blas_threads);
+  EXPECT_EQ(attnlab::blas::threads(), blas_threads);
   EXPECT_EQ(calls, 4);
   ASSERT_EQ(r.runs.size(), 4u);
   EXPECT_EQ(r.runs[1].config.seed, 2u);

@@ -39,6 +39,7 @@
 #include <vector>
 
 #include "attnlab/atomic_files.hpp"
+#include "cli_values.hpp"
 #include "attnlab/attention.hpp"
 #include "attnlab/engine.hpp"
 #include "attnlab/error.hpp"
@@ -227,7 +228,10 @@ ab::PeerShape bench_shape(const BenchArgs& a) {
       throw al::Error(fmt::format("bench: --causal-align must be top_left or bottom_right, got '{}'", align));
     s.causal = align == "top_left" ? ab::PeerCausal::top_left : ab::PeerCausal::bottom_right;
   }
-  if (std::max(s.q_numel(), s.kv_numel()) > (int64_t{1} << 31))
+  // In checked products: B·Hq·Nq·D of 65536 each wraps int64 to 0, which a plain check passes.
+  const int64_t q_numel = attnlab::cli::checked_product({s.B, s.Hq, s.Nq, s.D}, "bench: B·Hq·Nq·D");
+  const int64_t kv_numel = attnlab::cli::checked_product({s.B, s.Hkv, s.Nk, s.D}, "bench: B·Hkv·Nk·D");
+  if (std::max(q_numel, kv_numel) > (int64_t{1} << 31))
     throw al::Error("bench: B·Hq·Nq·D and B·Hkv·Nk·D must stay below 2^31 elements");
   return s;
 }
@@ -537,7 +541,7 @@ const attnlab::cli::Registrar reg(
       sub.add_option("--settle-ms", a.settle_ms,
                      "idle pause at the start of each implementation's turn (before its untimed and timed calls), "
                      "so that the previous implementation's spinning worker threads have gone to sleep")
-          ->check(CLI::Range(0, 10000));
+          ->check(attnlab::cli::in_range(0, 10000));
       sub.add_flag("--cold", a.cold,
                    "time the first call after the pause (by default each timed call follows 20 ms, and at least one call, "
                    "of untimed calls of the same implementation, as in a loop, so that its threads are awake)");
@@ -545,10 +549,9 @@ const attnlab::cli::Registrar reg(
                    "before each timed forward and read bound, read 3x the last-level cache's size of other data on the same "
                    "threads, so that K and V come from memory, as when a model decodes layer after layer");
       sub.add_option("--json", a.json, "also write the results as JSON to this file");
-      sub.add_option("--impls", a.impls, "implementations to run: attnlab, openblas, libtorch")->delimiter(',');
-      sub.add_option("--dtype", a.dtypes,
-                     "element types of the engine's runs, interleaved: f32, bf16, f16 (the peers run in f32)")
-          ->delimiter(',');
+      attnlab::cli::add_list_option(sub, "--impls", a.impls, "implementations to run: attnlab, openblas, libtorch");
+      attnlab::cli::add_list_option(sub, "--dtype", a.dtypes,
+                                    "element types of the engine's runs, interleaved: f32, bf16, f16 (the peers run in f32)");
       sub.callback([] { run_bench(a); });
     });
 

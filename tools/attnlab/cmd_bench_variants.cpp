@@ -29,6 +29,7 @@
 #include "attnlab/attention.hpp"
 #include "attnlab/engine.hpp"
 #include "attnlab/error.hpp"
+#include "cli_values.hpp"
 #include "command.hpp"
 #include "peak_flops.hpp"
 
@@ -251,9 +252,9 @@ const attnlab::cli::Registrar reg(
     "bench-variants", "Time the attention variants (window, packed, softcap, ALiBi, sinks, dropout, mask_mod) "
                       "against the plain engine", [](CLI::App& sub) {
       static Args a;
-      sub.add_option("--groups", a.groups, "which: window (window and packed at N = 16384), features (softcap, "
-                                           "ALiBi, sinks, dropout at N = 4096, d = 128), mods (mask_mod vs built-in)")
-          ->delimiter(',');
+      attnlab::cli::add_list_option(sub, "--groups", a.groups,
+                                    "which: window (window and packed at N = 16384), features (softcap, ALiBi, sinks, "
+                                    "dropout at N = 4096, d = 128), mods (mask_mod vs built-in)");
       sub.add_option("--threads", a.threads, "engine threads (0: all cores)");
       sub.add_option("--repeats", a.repeats, "timed repeats; the median is reported");
       sub.add_flag("--quick", a.quick, "small sizes (checks the program, not the speed)");

@@ -12,6 +12,7 @@
 #include "attnlab/error.hpp"
 #include "peak_flops.hpp"
 #include "peak_memory.hpp"
+#include "cli_values.hpp"
 #include "command.hpp"
 
 namespace {
@@ -83,17 +84,17 @@ const attnlab::cli::Registrar reg("peak",
                                   [](CLI::App& sub) {
                                     static PeakArgs a;
                                     sub.add_option("--threads", a.threads, "threads for the second line (0: all cores)")
-                                        ->check(CLI::Range(0, attnlab::kMaxThreads));
+                                        ->check(attnlab::cli::in_range(0, attnlab::kMaxThreads));
                                     sub.add_option("--seconds", a.seconds, "duration of each trial")
-                                        ->check(CLI::Range(0.01, 10.0));
+                                        ->check(attnlab::cli::in_range(0.01, 10.0));
                                     sub.add_flag("--memory", a.memory,
                                                  "measure the read bandwidth (GB/s) instead of the FMA peak");
                                     sub.add_option("--buffer-mb", a.buffer_mb,
                                                    "with --memory: MiB read per pass (0: 512 or 16× the last-level "
                                                    "cache, whichever is larger)")
-                                        ->check(CLI::Range(int64_t{0}, int64_t{1} << 16));
+                                        ->check(attnlab::cli::in_range(0, 1 << 16));
                                     sub.add_option("--passes", a.passes, "with --memory: timed passes (the best is kept)")
-                                        ->check(CLI::Range(1, 1000));
+                                        ->check(attnlab::cli::in_range(1, 1000));
                                     sub.callback([&sub] {
                                       // An option that would do nothing is an error, not silently ignored.
                                       for (const char* opt : {"--buffer-mb", "--passes"})

@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "attnlab/lab.hpp"
+#include "cli_values.hpp"
 #include "command.hpp"
 #include "lab_print.hpp"
 
@@ -34,8 +35,8 @@ const attnlab::cli::Registrar reg(
       auto a = std::make_shared<ReportArgs>();
       sub.add_option("--out", a->out, "Output directory (replaced atomically)")->capture_default_str();
       sub.add_flag("--quick", a->quick, "Small, fast configurations (a smoke test, not the real measurement)");
-      sub.add_option("--seed", a->seed, "Seed of the random numbers")->capture_default_str();
-      sub.add_option("--only", a->only, "Run only these experiments")->delimiter(',');
+      attnlab::cli::add_seed_option(sub, "--seed", a->seed, "Seed of the random numbers");
+      attnlab::cli::add_list_option(sub, "--only", a->only, "Run only these experiments");
       sub.callback([a] { run_report(*a); });
     });
 

@@ -5,14 +5,15 @@
 // parameter is also an option of its own (--dims 16,64).
 #include <cctype>
 #include <filesystem>
-#include <unistd.h>
 #include <fmt/format.h>
 #include <fstream>
 #include <map>
 #include <memory>
 
 #include "attnlab/atomic_files.hpp"
+#include "attnlab/output_directory.hpp"
 #include "attnlab/lab.hpp"
+#include "cli_values.hpp"
 #include "command.hpp"
 #include "lab_print.hpp"
 
@@ -44,52 +45,22 @@ attnlab::lab::Config parse_sets(const std::vector<std::string>& sets) {
   return config;
 }
 
-// Writes the result into a hidden sibling directory, then swaps it in: a failed run (say,
-// gnuplot missing) leaves an earlier run's output as it was.
-void write_atomically(const attnlab::lab::Result& r, const std::filesystem::path& out_arg) {
-  namespace fs = std::filesystem;
-  const fs::path out = fs::absolute(out_arg).lexically_normal();
-  const fs::path parent = out.parent_path();
-  std::error_code ec;
-  fs::create_directories(parent, ec);
-  if (ec) throw attnlab::Error("--out: cannot create " + parent.string() + ": " + ec.message());
-  const fs::path tmp = parent / fmt::format(".{}.tmp-{}", out.filename().string(), getpid());
-  const fs::path old = parent / fmt::format(".{}.old-{}", out.filename().string(), getpid());
-  fs::remove_all(tmp, ec);
-  try {
-    fs::create_directories(tmp);
-    attnlab::io::mark_output_directory(tmp.string());
-    attnlab::lab::write_result(r, tmp);
-  } catch (...) {
-    fs::remove_all(tmp, ec);
-    throw;
-  }
-  attnlab::io::check_replaceable_directory(out_arg.string(), "--out");  // again: the run took a while
-  const bool had_old = fs::exists(fs::symlink_status(out));
-  if (had_old) fs::rename(out, old, ec);
-  if (ec) throw attnlab::Error("--out: cannot replace " + out.string() + ": " + ec.message());
-  fs::rename(tmp, out, ec);
-  if (ec) {
-    std::error_code ec2;
-    if (had_old) fs::rename(old, out, ec2);
-    fs::remove_all(tmp, ec2);
-    throw attnlab::Error("--out: cannot write " + out.string() + ": " + ec.message());
-  }
-  fs::remove_all(old, ec);
-}
-
 void run_experiment(const attnlab::lab::Experiment& e, const RunOptions& o) {
   attnlab::lab::Config config;
   if (o.quick) config = e.quick;
   for (const auto& [k, v] : parse_sets(o.sets)) config[k] = v;
   for (const auto& [k, v] : o.direct) config[k] = v;
-  const std::string out_dir = o.out.empty() ? "lab-runs/" + e.name : o.out;
+  const std::string out = o.out.empty() ? "lab-runs/" + e.name : o.out;
   // Before the run: where its results go must be free to replace, and --json writable.
-  attnlab::io::check_replaceable_directory(out_dir, "--out");
+  attnlab::io::check_replaceable_directory(out, "--out");
   if (!o.json.empty()) attnlab::io::check_output_path(o.json);
-  const attnlab::lab::Result r = attnlab::lab::run(e.name, config, o.seed, attnlab::cli::stderr_progress(e.name));
-  const std::string& out = out_dir;
-  write_atomically(r, out);
+  // Written into a hidden sibling and swapped in: a failed run (say, gnuplot missing)
+  // leaves an earlier run's output as it was.
+  attnlab::lab::Result r;
+  attnlab::io::build_output_directory(out, "--out", [&](const std::filesystem::path& dir) {
+    r = attnlab::lab::run(e.name, config, o.seed, attnlab::cli::stderr_progress(e.name));
+    attnlab::lab::write_result(r, dir);
+  });
   if (!o.json.empty()) attnlab::io::write_file_atomically(o.json, attnlab::lab::to_json(r, true) + "\n");
   for (const auto& note : r.notes) fmt::print("{}\n", note);
   attnlab::cli::print_verdicts(r.verdicts);
@@ -108,7 +79,7 @@ const attnlab::cli::Registrar reg(
         app->add_option("--out", options->out, "Output directory (default: lab-runs/" + e->name + ")");
         app->add_option("--json", options->json, "Also write the result, tables included, as JSON to this file");
         app->add_option("--set", options->sets, "Set a parameter: key=value (repeatable)");
-        app->add_option("--seed", options->seed, "Seed of the random numbers")->capture_default_str();
+        attnlab::cli::add_seed_option(*app, "--seed", options->seed, "Seed of the random numbers");
         app->add_flag("--quick", options->quick, "Use the experiment's small, fast configuration");
         auto values = std::make_shared<std::map<std::string, std::string>>();
         for (const auto& p : e->parameters()) {

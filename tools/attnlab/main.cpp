@@ -1,19 +1,19 @@
 // attnlab: the command line. Subcommands register themselves (command.hpp).
-#include <cblas.h>
-
 #include <cstdio>
 #include <exception>
 #include <fmt/format.h>
 
+#include "attnlab/blas.hpp"
 #include "attnlab/error.hpp"
 #include "command.hpp"
 
 int main(int argc, char** argv) {
-  // OpenBLAS's thread count is process-wide, so the program sets it, once: one
-  // thread, because the callers that use it bring their own threads (the
-  // training study calls it from each of its OpenMP threads; `attnlab bench`'s
-  // openblas peer sets its own count). Results do not depend on it, only speed.
-  openblas_set_num_threads(1);
+  // OpenBLAS's thread count is process-wide, so the program sets it, once, for when a
+  // subcommand first needs OpenBLAS (attnlab/blas.hpp; most never load it): one thread,
+  // because the callers that use it bring their own threads (the training study calls it
+  // from each of its OpenMP threads; `attnlab bench`'s openblas peer sets its own count).
+  // Results do not depend on it, only speed.
+  attnlab::blas::set_threads_when_loaded(1);
   CLI::App app{"attnlab: scaled dot-product attention, exact and fast, and a lab for the 1/sqrt(d_k) scale"};
   attnlab::cli::build_app(app);
   try {

@@ -24,6 +24,7 @@
 #include "attnlab/atomic_files.hpp"
 #include "attnlab/npy.hpp"
 #include "attnlab/tensor.hpp"
+#include "cli_values.hpp"
 
 namespace attnlab::cli {
 
@@ -59,24 +60,20 @@ struct AttentionFlags {
     app.add_option("--causal-align", causal_align,
                    "with --causal: top_left (PyTorch; the default) or bottom_right (FlashAttention-2: the last query sees every key)")
         ->check(CLI::IsMember({"top_left", "bottom_right"}));
-    app.add_option("--threads", threads, "engine threads for float32 (0 = all cores)")->check(CLI::Range(0, kMaxThreads));
-    app.add_option("--window", window,
-                   "sliding window LEFT,RIGHT (FlashAttention's window_size: query i sees keys i + Nk - Nq - LEFT .. "
-                   "i + Nk - Nq + RIGHT; -1 = unbounded)")
-        ->delimiter(',')
-        ->expected(2);
+    app.add_option("--threads", threads, "engine threads for float32 (0 = all cores)")->check(in_range(0, kMaxThreads));
+    add_list_option(app, "--window", window,
+                    "sliding window LEFT,RIGHT (FlashAttention's window_size: query i sees keys i + Nk - Nq - LEFT .. "
+                    "i + Nk - Nq + RIGHT; -1 = unbounded)",
+                    2);
     softcap_flag = app.add_option("--softcap", softcap, "logit softcap C > 0: s <- C tanh(s / C) (Gemma 2)");
-    app.add_option("--alibi-slopes", alibi_slopes,
-                   "ALiBi slopes, comma-separated: one per query head, or per batch entry (or sequence) and head")
-        ->delimiter(',');
-    app.add_option("--sinks", sinks, "attention sinks, comma-separated: one logit per query head (gpt-oss)")
-        ->delimiter(',');
-    app.add_option("--cu-seqlens-q", cu_seqlens_q,
-                   "packed sequences (batch 1): query offsets 0,...,total_q, comma-separated (FlashAttention's varlen)")
-        ->delimiter(',');
-    app.add_option("--cu-seqlens-k", cu_seqlens_k, "packed sequences: key offsets 0,...,total_k")->delimiter(',');
+    add_list_option(app, "--alibi-slopes", alibi_slopes,
+                    "ALiBi slopes, comma-separated: one per query head, or per batch entry (or sequence) and head");
+    add_list_option(app, "--sinks", sinks, "attention sinks, comma-separated: one logit per query head (gpt-oss)");
+    add_list_option(app, "--cu-seqlens-q", cu_seqlens_q,
+                    "packed sequences (batch 1): query offsets 0,...,total_q, comma-separated (FlashAttention's varlen)");
+    add_list_option(app, "--cu-seqlens-k", cu_seqlens_k, "packed sequences: key offsets 0,...,total_k");
     app.add_option("--dropout-p", dropout_p, "dropout on the probabilities, in [0, 1) (PyTorch's dropout_p)");
-    app.add_option("--seed", seed, "dropout's seed (the backward must be given the forward's)");
+    add_seed_option(app, "--seed", seed, "dropout's seed (the backward must be given the forward's)");
   }
 };
 

@@ -14,7 +14,10 @@
 //    Files are compared by identity: (device, inode) for files that exist, the
 //    canonical path for files that do not exist yet.
 //  * Temporary names are short (".attnlab-PID-N.tmp"), so any name the file system
-//    accepts as a target is accepted.
+//    accepts as a target is accepted. SIGINT, SIGTERM or SIGHUP during the writing removes
+//    them, and those of dead processes are removed beside the next output written
+//    (attnlab/temporary_files.hpp).
+// Output directories have their own rule (attnlab/output_directory.hpp).
 // Errors are attnlab::Error naming the file.
 #include <string>
 #include <utility>
@@ -38,17 +41,5 @@ void write_file_atomically(const std::string& path, const std::string& bytes,
 // temporary file is written first, then all are renamed.
 void write_files_atomically(const std::vector<std::pair<std::string, std::string>>& path_and_bytes,
                             const std::vector<std::string>& inputs = {});
-
-// Output directories (`report --out`, `run --out`) are replaced whole, so only a directory
-// attnlab wrote may be replaced: each carries this marker file.
-inline constexpr const char* kOutputDirMarker = ".attnlab-output";
-
-// Writes the marker into `dir` (a directory being built). Throws attnlab::Error.
-void mark_output_directory(const std::string& dir);
-
-// Throws attnlab::Error naming `dir` (and `what`, the option) unless it may be replaced:
-// it does not exist, is an empty directory, or is a directory holding the marker. A
-// regular file, a symlink, any other directory is refused, and nothing is touched.
-void check_replaceable_directory(const std::string& dir, const std::string& what);
 
 }  // namespace attnlab::io

@@ -64,6 +64,10 @@ struct Parameter {
 
 // Binds parameter names to the fields of a config struct. Lists are comma-separated
 // ("16,64,256"); bools accept true/false/1/0/yes/no.
+// "a, b,c" -> {"a", "b", "c"}: the one rule for comma lists (parameters and the command
+// line's list options). An empty list or element ("1,,2") is an error naming `key`.
+std::vector<std::string> split_list(const std::string& key, const std::string& text);
+
 class Params {
  public:
   void add(const std::string& name, int64_t& field, const std::string& help);
@@ -258,6 +262,10 @@ struct RunContext {
   void report(const std::string& message) const {
     if (progress) progress(message);
   }
+  // Asked (from the running thread, at most every 10 ms) whether to stop, e.g. Python's
+  // Ctrl-C; may be empty. When it answers true the run throws attnlab::Interrupted. The
+  // lab's loops and the training study ask it (src/lab/interrupt.hpp).
+  std::function<bool()> interrupt;
 };
 
 struct Experiment {
@@ -277,9 +285,11 @@ const Experiment* find_experiment(const std::string& name);  // nullptr if absen
 void register_experiment(Experiment experiment);
 
 // Runs an experiment: fills Result's experiment, seed, config, seconds and
-// each verdict's experiment. Throws Error for an unknown name or bad configuration.
+// each verdict's experiment. Throws Error for an unknown name or bad configuration, and
+// Interrupted once `interrupt` (RunContext::interrupt) answered true.
 Result run(const std::string& name, const Config& config = {}, uint64_t seed = 0,
-           const std::function<void(const std::string&)>& progress = {});
+           const std::function<void(const std::string&)>& progress = {},
+           const std::function<bool()>& interrupt = {});
 
 // An experiment from a typed body: Cfg is a default-constructible struct with
 // `void bind(Params&)`; a string configuration is parsed into it before each run.

@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# OpenBLAS is loaded only by what multiplies matrices with it (attnlab/blas.hpp): the
+# program does not link it, so `--version` under a small memory limit exits at once
+# (Debian's OpenBLAS, once loaded, starts threads that could spin at exit for want of
+# memory), and `bench --impls openblas` still finds it.
+# Usage: blas_on_use.sh ATTNLAB_CLI
+set -euo pipefail
+cli=$1
+if ldd "$cli" | grep -q openblas; then echo "attnlab links OpenBLAS:" >&2; ldd "$cli" | grep openblas >&2; exit 1; fi
+( ulimit -v 150000; timeout 20 "$cli" --version > /dev/null ) || { echo "--version under ulimit -v 150000 failed or hung" >&2; exit 1; }
+"$cli" bench --impls openblas --seq 64 --dim 16 --repeats 1 --settle-ms 0 | grep -q openblas
+echo "blas_on_use: ok"
