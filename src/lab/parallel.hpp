@@ -10,19 +10,21 @@
 #include <cstdint>
 #include <exception>
 
+#include <attnlab/attention_options.hpp>
+
 #include "lab/interrupt.hpp"
 
 namespace attnlab::lab::util {
 
 // Calls body(i) for every i in [0, n), on `threads` OpenMP threads (0: OpenMP's
-// default). If bodies throw, the exception of the lowest index is rethrown, so the
+// default, as attnlab::team_size clamps it). If bodies throw, the exception of the lowest index is rethrown, so the
 // error a caller sees does not depend on the thread count either. Once the run is asked
 // to stop (interrupt.hpp), no further body starts and Interrupted is thrown.
 template <class Body>
 void parallel_for(int64_t n, int threads, const Body& body) {
   std::exception_ptr error;
   int64_t error_index = n;
-  const int team = threads > 0 ? threads : omp_get_max_threads();
+  const int team = attnlab::team_size(threads);  // the library's one thread-count rule
   RunStop* const run = t_run_stop;
 #pragma omp parallel for schedule(dynamic, 1) num_threads(team)
   for (int64_t i = 0; i < n; ++i) {
