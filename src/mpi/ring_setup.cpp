@@ -13,7 +13,7 @@ namespace attnlab::mpi::detail {
 namespace {
 
 // Per rank, gathered: layout, options fingerprint, first non-finite input, argument shapes.
-enum Field : int { kChunks, kTotal, kFingerprint, kBadInput, kBadIndex, kArgs = kBadIndex + 4 };
+enum Field : int { kChunks, kTotal, kFingerprint, kUnsupported, kBadInput, kBadIndex, kArgs = kBadIndex + 4 };
 constexpr int kPerArg = 5;  // shape, present
 
 uint64_t fingerprint(const AttentionOptions<float>& o) {
@@ -41,23 +41,22 @@ Shape expected_shape(const std::string& name, const Ring& ring, int r) {
   return {ring.B, ring.Hq, n, ring.dv};  // out, grad_out
 }
 
-// Variants defined on a block's local indices or on a whole [Nq, Nk] mask.
-std::string unsupported_option(const AttentionOptions<float>& o) {
-  if (o.bool_mask.present()) return "a boolean mask";
-  if (o.additive_mask.present()) return "an additive mask";
-  if (o.window.present()) return "a sliding window";
-  if (!o.alibi_slopes.empty()) return "ALiBi";
-  if (!o.cu_seqlens_q.empty() || !o.cu_seqlens_k.empty()) return "packed sequences";
-  if (o.dropout.present()) return "dropout";
-  if (o.mask_mod != nullptr || o.score_mod != nullptr || o.block_mask != nullptr) return "mask_mod/score_mod";
-  return {};
+// Variants defined on a block's local indices or on a whole [Nq, Nk] mask: their
+// names, and the first one the options ask for (0 = none).
+const char* const kUnsupportedNames[] = {"", "a boolean mask", "an additive mask", "a sliding window", "ALiBi",
+                                         "packed sequences", "dropout", "mask_mod/score_mod"};
+int64_t unsupported_option(const AttentionOptions<float>& o) {
+  if (o.bool_mask.present()) return 1;
+  if (o.additive_mask.present()) return 2;
+  if (o.window.present()) return 3;
+  if (!o.alibi_slopes.empty()) return 4;
+  if (!o.cu_seqlens_q.empty() || !o.cu_seqlens_k.empty()) return 5;
+  if (o.dropout.present()) return 6;
+  if (o.mask_mod != nullptr || o.score_mod != nullptr || o.block_mask != nullptr) return 7;
+  return 0;
 }
 
 std::string option_error(const AttentionOptions<float>& o, const Ring& ring) {
-  const std::string what = unsupported_option(o);
-  if (!what.empty())
-    return what + " is not supported across ranks: it is defined on a block's local rows and keys, and the "
-                  "engine takes no offset that places a block in the sequence";
   const int64_t n = ring.layout->total();
   if (!o.key_lengths.empty()) {
     if (static_cast<int64_t>(o.key_lengths.size()) != ring.B)
@@ -92,6 +91,7 @@ Ring prepare(MPI_Comm comm, const RingLayout& layout, std::span<const Argument> 
   mine[kChunks] = static_cast<int64_t>(layout.chunk_lengths.size());
   mine[kTotal] = layout.total();
   mine[kFingerprint] = static_cast<int64_t>(fingerprint(options));
+  mine[kUnsupported] = unsupported_option(options);
   if (options.check_finite) {
     for (size_t t = 0; t < finite_inputs.size() && mine[kBadInput] < 0; ++t) {
       const Tensor<float>& x = *finite_inputs[t].tensor;
@@ -124,6 +124,10 @@ Ring prepare(MPI_Comm comm, const RingLayout& layout, std::span<const Argument> 
     if (field(r, kChunks) != field(0, kChunks) || field(r, kTotal) != field(0, kTotal))
       fail(rank_name(r) + "'s layout (" + std::to_string(field(r, kTotal)) + " rows) differs from rank 0's (" +
            std::to_string(field(0, kTotal)) + " rows)");
+    if (const int64_t u = field(r, kUnsupported); u != 0)
+      fail(std::string(kUnsupportedNames[u]) + " (" + rank_name(r) +
+           "'s options) is not supported across ranks: it is defined on a block's local rows and keys, and the "
+           "engine takes no offset that places a block in the sequence");
     if (field(r, kFingerprint) != field(0, kFingerprint)) fail(rank_name(r) + "'s options differ from rank 0's");
   }
   // The problem's dims are rank 0's q, k and v.

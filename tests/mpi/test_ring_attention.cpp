@@ -299,13 +299,14 @@ TEST(RingAttention, WrongShardShapeIsAnErrorOnEveryRank) {
   EXPECT_THROW(mpi::ring_attention_forward(MPI_COMM_WORLD, layout, qok.view(), kbad.view(), v.view(), f.options(p),
                                            out.view(), lse.view()),
                Error);
-  AttentionOptions<float> windowed = f.options(p);
-  windowed.window = {4, 0};
+  AttentionOptions<float> windowed = f.options(p);  // on one rank only: still an error on all
+  if (g_rank == bad) windowed.window = {4, 0};
   try {
     mpi::ring_attention_forward(MPI_COMM_WORLD, layout, qok.view(), k.view(), v.view(), windowed, out.view(), lse.view());
     ADD_FAILURE() << "no error for a window";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("sliding window"), std::string::npos) << e.what();
+    const std::string named = "sliding window (rank " + std::to_string(bad) + "'s options)";
+    EXPECT_NE(std::string(e.what()).find(named), std::string::npos) << e.what();
   }
 }
 
