@@ -170,58 +170,50 @@ void announce(const AttentionProblem<T>& p) {
   g_header_sent = true;
 }
 
-// Forward on every rank: the shards in, out and lse shards back to the lead.
+// Every rank's part of a run: its shards of q, k and v (from the lead), the ring's forward.
 template <class T>
-void forward_shards(const RingOptions& o, const RingLayout& layout, const Tensor<T>& q, const Tensor<T>& k,
-                    const Tensor<T>& v, Tensor<T>& out, Tensor<float>& lse) {
-  out = Tensor<T>({q.size(0), q.size(1), q.size(2), v.size(3)});
-  lse = Tensor<float>({q.size(0), q.size(1), q.size(2), 1});
-  mpi::ring_attention_forward(MPI_COMM_WORLD, layout, q.view(), k.view(), v.view(), o.options, out.view(), lse.view(),
-                              o.config);
-}
+struct Ring {
+  RingOptions o;
+  RingLayout layout;
+  int64_t n;
+  Tensor<T> q, k, v, out;
+  Tensor<float> lse;
+
+  Ring(const AttentionFlags& f, const std::vector<int64_t>& h, const AttentionProblem<T>* p)
+      : o(ring_options(f)), layout(RingLayout::zigzag(h[kQ + 2], session().size)),
+        n(layout.shard_length(session().rank)), q(scatter(p ? &p->q : nullptr, shape_at(h, kQ, n), layout)),
+        k(scatter(p ? &p->k : nullptr, shape_at(h, kK, n), layout)),
+        v(scatter(p ? &p->v : nullptr, shape_at(h, kV, n), layout)),
+        out({q.size(0), q.size(1), n, v.size(3)}), lse({q.size(0), q.size(1), n, 1}) {}
+
+  void forward() {
+    mpi::ring_attention_forward(MPI_COMM_WORLD, layout, q.view(), k.view(), v.view(), o.options, out.view(),
+                                lse.view(), o.config);
+  }
+};
 
 template <class T>
 void run_forward(const AttentionFlags& f, const std::vector<int64_t>& h, const AttentionProblem<T>* p,
                  Tensor<T>* out, Tensor<float>* lse) {
-  const RingOptions o = ring_options(f);
-  const RingLayout layout = RingLayout::zigzag(h[kQ + 2], session().size);
-  const int64_t n = layout.shard_length(session().rank);
-  const Tensor<T> q = scatter(p ? &p->q : nullptr, shape_at(h, kQ, n), layout);
-  const Tensor<T> k = scatter(p ? &p->k : nullptr, shape_at(h, kK, n), layout);
-  const Tensor<T> v = scatter(p ? &p->v : nullptr, shape_at(h, kV, n), layout);
-  Tensor<T> o_s;
-  Tensor<float> l_s;
-  forward_shards(o, layout, q, k, v, o_s, l_s);
-  gather(o_s, layout, out);
-  gather(l_s, layout, lse);
+  Ring<T> r(f, h, p);
+  r.forward();
+  gather(r.out, r.layout, out);
+  gather(r.lse, r.layout, lse);
 }
 
 template <class T>
 void run_backward(const AttentionFlags& f, const std::vector<int64_t>& h, const AttentionProblem<T>* p,
                   const Tensor<T>* grad_out, Tensor<T>* dq, Tensor<T>* dk, Tensor<T>* dv, std::span<float> dsinks) {
-  const RingOptions o = ring_options(f);
-  const RingLayout layout = RingLayout::zigzag(h[kQ + 2], session().size);
-  const int64_t n = layout.shard_length(session().rank);
-  const Tensor<T> q = scatter(p ? &p->q : nullptr, shape_at(h, kQ, n), layout);
-  const Tensor<T> k = scatter(p ? &p->k : nullptr, shape_at(h, kK, n), layout);
-  const Tensor<T> v = scatter(p ? &p->v : nullptr, shape_at(h, kV, n), layout);
-  Shape go = shape_at(h, kQ, n);
-  go[kDim] = h[kV + 3];
-  const Tensor<T> g = scatter(grad_out, go, layout);
-  Tensor<T> o_s;
-  Tensor<float> l_s;
-  forward_shards(o, layout, q, k, v, o_s, l_s);
-  Tensor<T> dq_s(q.shape()), dk_s(k.shape()), dv_s(v.shape());
-  mpi::ring_attention_backward(MPI_COMM_WORLD, layout, q.view(), k.view(), v.view(), o_s.view(), l_s.view(), g.view(),
-                               o.options, dq_s.view(), dk_s.view(), dv_s.view(), o.config, dsinks);
-  gather(dq_s, layout, dq);
-  gather(dk_s, layout, dk);
-  gather(dv_s, layout, dv);
-}
-
-[[noreturn]] void no_ring_for_float64() {
-  throw Error("--context-parallel: float64 files run on the double reference, which has no ring; use float32, "
-              "float16 or bfloat16");
+  Ring<T> r(f, h, p);
+  const Tensor<T> g = scatter(grad_out, r.out.shape(), r.layout);  // dO has out's shape
+  r.forward();
+  Tensor<T> dq_s(r.q.shape()), dk_s(r.k.shape()), dv_s(r.v.shape());
+  mpi::ring_attention_backward(MPI_COMM_WORLD, r.layout, r.q.view(), r.k.view(), r.v.view(), r.out.view(),
+                               r.lse.view(), g.view(), r.o.options, dq_s.view(), dk_s.view(), dv_s.view(), r.o.config,
+                               dsinks);
+  gather(dq_s, r.layout, dq);
+  gather(dk_s, r.layout, dk);
+  gather(dv_s, r.layout, dv);
 }
 
 // The lead, when reading its inputs failed: the followers get the message and stop too.
@@ -233,6 +225,11 @@ void fail_followers(const std::string& message) {
   std::string copy = message;
   MPI_Bcast(copy.data(), static_cast<int>(copy.size()), MPI_CHAR, 0, MPI_COMM_WORLD);
   g_header_sent = true;
+}
+
+[[noreturn]] void no_ring_for_float64() {
+  throw Error("--context-parallel: float64 files run on the double reference, which has no ring; use float32, "
+              "float16 or bfloat16");
 }
 
 }  // namespace
@@ -291,14 +288,6 @@ void follow_backward(const AttentionFlags& f, bool want_dsinks) {
   }
 }
 
-#define ATTNLAB_CP_INSTANTIATE(T)                                                                                  \
-  template void lead_forward<T>(const AttentionFlags&, const AttentionProblem<T>&, Tensor<T>&,                    \
-                                Tensor<ScalarOf<T>>&);                                                            \
-  template void lead_backward<T>(const AttentionFlags&, const AttentionProblem<T>&, const Tensor<T>&, Tensor<T>&, \
-                                 Tensor<T>&, Tensor<T>&, std::vector<ScalarOf<T>>&);
-ATTNLAB_CP_INSTANTIATE(float)
-ATTNLAB_CP_INSTANTIATE(double)
-ATTNLAB_CP_INSTANTIATE(float16)
-ATTNLAB_CP_INSTANTIATE(bfloat16)
+ATTNLAB_CP_INSTANTIATE_ALL
 
 }  // namespace attnlab::cli::cp

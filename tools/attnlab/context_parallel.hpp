@@ -31,3 +31,12 @@ void follow_forward(const AttentionFlags& f);
 void follow_backward(const AttentionFlags& f, bool dsinks);
 
 }  // namespace attnlab::cli::cp
+
+// The lead's functions for every element type the commands read (in namespace cp).
+#define ATTNLAB_CP_INSTANTIATE(T)                                                                                  \
+  template void lead_forward<T>(const AttentionFlags&, const AttentionProblem<T>&, Tensor<T>&,                    \
+                                Tensor<ScalarOf<T>>&);                                                            \
+  template void lead_backward<T>(const AttentionFlags&, const AttentionProblem<T>&, const Tensor<T>&, Tensor<T>&, \
+                                 Tensor<T>&, Tensor<T>&, std::vector<ScalarOf<T>>&);
+#define ATTNLAB_CP_INSTANTIATE_ALL \
+  ATTNLAB_CP_INSTANTIATE(float) ATTNLAB_CP_INSTANTIATE(double) ATTNLAB_CP_INSTANTIATE(float16) ATTNLAB_CP_INSTANTIATE(bfloat16)

@@ -17,14 +17,6 @@ void lead_backward(const AttentionFlags&, const AttentionProblem<T>&, const Tens
 void follow_forward(const AttentionFlags&) {}
 void follow_backward(const AttentionFlags&, bool) {}
 
-#define ATTNLAB_CP_INSTANTIATE(T)                                                                                  \
-  template void lead_forward<T>(const AttentionFlags&, const AttentionProblem<T>&, Tensor<T>&,                    \
-                                Tensor<ScalarOf<T>>&);                                                            \
-  template void lead_backward<T>(const AttentionFlags&, const AttentionProblem<T>&, const Tensor<T>&, Tensor<T>&, \
-                                 Tensor<T>&, Tensor<T>&, std::vector<ScalarOf<T>>&);
-ATTNLAB_CP_INSTANTIATE(float)
-ATTNLAB_CP_INSTANTIATE(double)
-ATTNLAB_CP_INSTANTIATE(float16)
-ATTNLAB_CP_INSTANTIATE(bfloat16)
+ATTNLAB_CP_INSTANTIATE_ALL
 
 }  // namespace attnlab::cli::cp
