@@ -13,7 +13,7 @@ namespace attnlab::mpi::detail {
 namespace {
 
 // Per rank, gathered: layout, options fingerprint, first non-finite input, argument shapes.
-enum Field : int { kChunks, kTotal, kFingerprint, kUnsupported, kBadInput, kBadIndex, kArgs = kBadIndex + 4 };
+enum Field : int { kChunks, kTotal, kLayoutHash, kFingerprint, kUnsupported, kBadInput, kBadIndex, kArgs = kBadIndex + 4 };
 constexpr int kPerArg = 5;  // shape, present
 
 uint64_t fingerprint(const AttentionOptions<float>& o) {
@@ -90,6 +90,9 @@ Ring prepare(MPI_Comm comm, const RingLayout& layout, std::span<const Argument> 
   std::vector<int64_t> mine(static_cast<size_t>(fields), -1);
   mine[kChunks] = static_cast<int64_t>(layout.chunk_lengths.size());
   mine[kTotal] = layout.total();
+  uint64_t chunks_hash = 1469598103934665603ull;  // the chunk lengths themselves must agree too
+  for (int64_t c : layout.chunk_lengths) chunks_hash = (chunks_hash ^ static_cast<uint64_t>(c)) * 1099511628211ull;
+  mine[kLayoutHash] = static_cast<int64_t>(chunks_hash);
   mine[kFingerprint] = static_cast<int64_t>(fingerprint(options));
   mine[kUnsupported] = unsupported_option(options);
   if (options.check_finite) {
@@ -121,7 +124,8 @@ Ring prepare(MPI_Comm comm, const RingLayout& layout, std::span<const Argument> 
     fail("the layout has " + std::to_string(layout.chunk_lengths.size()) + " chunks for " + std::to_string(ring.size) +
          " ranks (2 per rank are needed)");
   for (int r = 0; r < ring.size; ++r) {
-    if (field(r, kChunks) != field(0, kChunks) || field(r, kTotal) != field(0, kTotal))
+    if (field(r, kChunks) != field(0, kChunks) || field(r, kTotal) != field(0, kTotal) ||
+        field(r, kLayoutHash) != field(0, kLayoutHash))
       fail(rank_name(r) + "'s layout (" + std::to_string(field(r, kTotal)) + " rows) differs from rank 0's (" +
            std::to_string(field(0, kTotal)) + " rows)");
     if (const int64_t u = field(r, kUnsupported); u != 0)

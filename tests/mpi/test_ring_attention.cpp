@@ -292,6 +292,18 @@ TEST(RingAttention, WrongShardShapeIsAnErrorOnEveryRank) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
   }
+  // The last rank cuts the same rows into other chunks: an error on every rank, not a hang
+  // (the layout is checked before the shapes).
+  std::vector<int64_t> chunks = layout.chunk_lengths;
+  if (g_rank == bad) chunks.front() += 1, chunks.back() -= 1;
+  try {
+    mpi::ring_attention_forward(MPI_COMM_WORLD, RingLayout::from_chunks(chunks), q.view(), k.view(), v.view(),
+                                f.options(p), out.view(), lse.view());
+    ADD_FAILURE() << "no error for layouts that differ";
+  } catch (const Error& e) {
+    const std::string named = "rank " + std::to_string(bad) + "'s layout";
+    EXPECT_NE(std::string(e.what()).find(g_size > 1 ? named : "shape"), std::string::npos) << e.what();
+  }
   // A non-finite key on the last rank; an option the ring cannot place.
   Tensor<float> kbad = k;
   if (g_rank == bad && kbad.numel() > 0) kbad.data()[kbad.numel() - 1] = NAN;
