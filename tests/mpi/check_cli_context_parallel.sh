@@ -31,6 +31,24 @@ for name in ["o", "l", "dq", "dk", "dv", "ds"]:
     if not err <= 1e-5:
         sys.exit(f"FAIL: {name} differs from the one-process run by {err:.1e} of its largest value")
 PY
+# bfloat16 files (uint16 bit patterns, --bf16): equal to within one bfloat16 step, the two
+# float32 results (a few roundings apart) may round to neighbouring bfloat16 values.
+/usr/bin/python3 - <<'PY'
+import numpy as np
+for name in ["q", "k", "v"]:
+    np.save(name + "b.npy", (np.load(name + ".npy").view(np.uint32) >> 16).astype(np.uint16))
+PY
+bf=(--q qb.npy --k kb.npy --v vb.npy --bf16 --causal)
+"$attnlab" attention "${bf[@]}" --out ob1.npy
+run_mpi attention "${bf[@]}" --context-parallel --out obP.npy
+/usr/bin/python3 - <<'PY'
+import numpy as np, sys
+a, b = ((np.load(f).astype(np.uint32) << 16).view(np.float32) for f in ("ob1.npy", "obP.npy"))
+err = np.max(np.abs(a - b)) / np.max(np.abs(a))
+print(f"bfloat16 out: relative difference {err:.1e}")
+if not err <= 2.0 ** -7:
+    sys.exit(f"FAIL: bfloat16 out differs by {err:.1e}")
+PY
 set +e
 out=$(run_mpi attention --q missing.npy --k k.npy --v v.npy --context-parallel --out never.npy 2>&1)
 rc=$?
