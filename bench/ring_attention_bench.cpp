@@ -1,10 +1,11 @@
 // Ring attention's speed against the one-process engine (docs/scale-out.md):
 //
-//   mpirun -np 2 build/attnlab_ring_bench --seq 32768 --dim 64 --heads 4 [--causal] --threads 1
-//   build/attnlab_ring_bench --engine --seq 32768 --dim 64 --heads 4 [--causal] --threads 2
+//   mpirun -np 2 build/attnlab_ring_bench --seq 32768 --dim 64 --heads 4 [--causal] [--backward] --threads 1
+//   build/attnlab_ring_bench --engine --seq 32768 --dim 64 --heads 4 [--causal] [--backward] --threads 2
 //
-// Times the forward (best of --repeats, after a warm-up), GFLOP/s counted over the
-// visible (query, key) pairs (4·d FLOPs each: q·k and p·v), and per rank the seconds spent
+// Times the forward, or with --backward the backward (best of --repeats, after a warm-up),
+// GFLOP/s counted over the visible (query, key) pairs (4·d FLOPs each: q·k and p·v; the
+// backward 10·d: S, dV, dP, dQ, dK), and per rank the seconds spent
 // computing and waiting in MPI for a block that had not arrived: the overlap, measured.
 // bench/ring_attention.sh runs both forms of each case in turn.
 #include <mpi.h>
@@ -23,7 +24,7 @@ namespace {
 
 struct Args {
   int64_t seq = 32768, dim = 64, heads = 4;
-  bool causal = false, engine = false;
+  bool causal = false, engine = false, backward = false;
   int threads = 1, repeats = 3;
 };
 
@@ -42,6 +43,7 @@ Args parse(int argc, char** argv) {
     else if (s == "--repeats") a.repeats = static_cast<int>(next());
     else if (s == "--causal") a.causal = true;
     else if (s == "--engine") a.engine = true;
+    else if (s == "--backward") a.backward = true;
     else throw attnlab::Error("unknown argument " + s);
   }
   return a;
@@ -74,13 +76,28 @@ int main(int argc, char** argv) {
     opt.causal = a.causal ? attnlab::Causal::top_left : attnlab::Causal::none;
     attnlab::ComputeConfig config;
     config.threads = a.threads;
+    attnlab::Tensor<float> dq(q.shape()), dk(k.shape()), dv(v.shape());
+    if (a.backward) {  // the forward's out and lse, once
+      if (a.engine)
+        attnlab::attention_forward(q.view(), k.view(), v.view(), opt, out.view(), lse.view(), nullptr, config);
+      else
+        attnlab::mpi::ring_attention_forward(MPI_COMM_WORLD, layout, q.view(), k.view(), v.view(), opt, out.view(),
+                                             lse.view(), config);
+    }
     double best = 1e30;
     attnlab::mpi::RingStats best_stats;
     for (int r = 0; r <= a.repeats; ++r) {  // r = 0 warms up
       attnlab::mpi::RingStats stats;
       MPI_Barrier(MPI_COMM_WORLD);
       const double t0 = MPI_Wtime();
-      if (a.engine)
+      if (a.backward && a.engine)
+        attnlab::attention_backward(q.view(), k.view(), v.view(), out.view(), lse.view(), out.view(), opt, dq.view(),
+                                    dk.view(), dv.view(), config);
+      else if (a.backward)
+        attnlab::mpi::ring_attention_backward(MPI_COMM_WORLD, layout, q.view(), k.view(), v.view(), out.view(),
+                                              lse.view(), out.view(), opt, dq.view(), dk.view(), dv.view(), config, {},
+                                              &stats);
+      else if (a.engine)
         attnlab::attention_forward(q.view(), k.view(), v.view(), opt, out.view(), lse.view(), nullptr, config);
       else
         attnlab::mpi::ring_attention_forward(MPI_COMM_WORLD, layout, q.view(), k.view(), v.view(), opt, out.view(),
@@ -91,11 +108,12 @@ int main(int argc, char** argv) {
     }
     const double pairs = a.causal ? 0.5 * static_cast<double>(a.seq) * static_cast<double>(a.seq + 1)
                                   : static_cast<double>(a.seq) * static_cast<double>(a.seq);
-    const double gflops = 4.0 * static_cast<double>(a.dim) * static_cast<double>(a.heads) * pairs / best / 1e9;
+    const double gflops = (a.backward ? 10.0 : 4.0) * static_cast<double>(a.dim) * static_cast<double>(a.heads) * pairs / best / 1e9;
     std::vector<double> mine{best_stats.compute_seconds, best_stats.wait_seconds}, all(2 * static_cast<size_t>(size));
     MPI_Gather(mine.data(), 2, MPI_DOUBLE, all.data(), 2, MPI_DOUBLE, 0, MPI_COMM_WORLD);
     if (rank == 0) {
-      std::printf("%s N=%lld d=%lld heads=%lld %s: %s, %.3f s, %.1f GFLOP/s", a.engine ? "engine" : "ring",
+      std::printf("%s %s N=%lld d=%lld heads=%lld %s: %s, %.3f s, %.1f GFLOP/s", a.engine ? "engine" : "ring",
+                  a.backward ? "backward" : "forward",
                   static_cast<long long>(a.seq), static_cast<long long>(a.dim), static_cast<long long>(a.heads),
                   a.causal ? "causal" : "non-causal",
                   (a.engine ? "1 process x " + std::to_string(a.threads) + " threads"
