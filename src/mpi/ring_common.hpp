@@ -4,6 +4,7 @@
 #include <mpi.h>
 
 #include <optional>
+#include <type_traits>
 #include <span>
 #include <string>
 #include <vector>

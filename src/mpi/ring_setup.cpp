@@ -168,7 +168,9 @@ Ring prepare(MPI_Comm comm, const RingLayout& layout, std::span<const Argument> 
     if (const int64_t t = field(r, kBadInput); t >= 0)
       fail(rank_name(r) + "'s " + finite_inputs[static_cast<size_t>(t)].name + " has a non-finite value at [" +
            std::to_string(field(r, kBadIndex)) + ", " + std::to_string(field(r, kBadIndex + 1)) + ", " +
-           std::to_string(field(r, kBadIndex + 2)) + ", " + std::to_string(field(r, kBadIndex + 3)) + "]");
+           std::to_string(field(r, kBadIndex + 2)) + ", " + std::to_string(field(r, kBadIndex + 3)) +
+           "] of its shard (row " + std::to_string(layout.global_row(r, field(r, kBadIndex + 2))) +
+           " of the sequence)");
 
   ring.causal = options.causal != Causal::none;
   ring.key_lengths.assign(options.key_lengths.begin(), options.key_lengths.end());

@@ -49,6 +49,15 @@ print(f"bfloat16 out: relative difference {err:.1e}")
 if not err <= 2.0 ** -7:
     sys.exit(f"FAIL: bfloat16 out differs by {err:.1e}")
 PY
+# A NaN is named by the rank that holds it and its row of the sequence, on every rank.
+/usr/bin/python3 -c "
+import numpy as np
+q = np.load('q.npy'); q[0, 1, 14, 3] = np.nan; np.save('qn.npy', q)"
+set +e
+out=$(run_mpi attention --q qn.npy --k k.npy --v v.npy --context-parallel --out never.npy 2>&1)
+rc=$?
+set -e
+[[ $rc -ne 0 && "$out" == *"non-finite value"*"(row 14 of the sequence)"* ]] || fail "a NaN gave exit $rc: $out"
 set +e
 out=$(run_mpi attention --q missing.npy --k k.npy --v v.npy --context-parallel --out never.npy 2>&1)
 rc=$?
