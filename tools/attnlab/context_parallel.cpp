@@ -5,6 +5,8 @@
 #include <mpi.h>
 
 #include <climits>
+#include <cstdio>
+#include <new>
 
 #include "attnlab/ring_attention.hpp"
 
@@ -192,28 +194,53 @@ struct Ring {
   }
 };
 
+// Once the ring has begun, a failure only this rank can have (memory, an interrupt) would
+// leave the others waiting in MPI for it: it ends the whole job instead. The ring's own
+// errors of input are raised on every rank alike and pass through.
+template <class Body>
+void ending_the_job_on_local_failure(Body&& body) {
+  auto end = [](const std::string& what) {
+    std::fprintf(stderr, "attnlab: error: rank %d: %s; ending the job\n", session().rank, what.c_str());
+    std::fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, 2);
+  };
+  try {
+    body();
+  } catch (const OutOfMemory& e) {
+    end(e.what());
+  } catch (const Interrupted& e) {
+    end(e.what());
+  } catch (const std::bad_alloc&) {
+    end("out of memory");
+  }
+}
+
 template <class T>
 void run_forward(const AttentionFlags& f, const std::vector<int64_t>& h, const AttentionProblem<T>* p,
                  Tensor<T>* out, Tensor<float>* lse) {
-  Ring<T> r(f, h, p);
-  r.forward();
-  gather(r.out, r.layout, out);
-  gather(r.lse, r.layout, lse);
+  ending_the_job_on_local_failure([&] {
+    Ring<T> r(f, h, p);
+    r.forward();
+    gather(r.out, r.layout, out);
+    gather(r.lse, r.layout, lse);
+  });
 }
 
 template <class T>
 void run_backward(const AttentionFlags& f, const std::vector<int64_t>& h, const AttentionProblem<T>* p,
                   const Tensor<T>* grad_out, Tensor<T>* dq, Tensor<T>* dk, Tensor<T>* dv, std::span<float> dsinks) {
-  Ring<T> r(f, h, p);
-  const Tensor<T> g = scatter(grad_out, r.out.shape(), r.layout);  // dO has out's shape
-  r.forward();
-  Tensor<T> dq_s(r.q.shape()), dk_s(r.k.shape()), dv_s(r.v.shape());
-  mpi::ring_attention_backward(MPI_COMM_WORLD, r.layout, r.q.view(), r.k.view(), r.v.view(), r.out.view(),
-                               r.lse.view(), g.view(), r.o.options, dq_s.view(), dk_s.view(), dv_s.view(), r.o.config,
-                               dsinks);
-  gather(dq_s, r.layout, dq);
-  gather(dk_s, r.layout, dk);
-  gather(dv_s, r.layout, dv);
+  ending_the_job_on_local_failure([&] {
+    Ring<T> r(f, h, p);
+    const Tensor<T> g = scatter(grad_out, r.out.shape(), r.layout);  // dO has out's shape
+    r.forward();
+    Tensor<T> dq_s(r.q.shape()), dk_s(r.k.shape()), dv_s(r.v.shape());
+    mpi::ring_attention_backward(MPI_COMM_WORLD, r.layout, r.q.view(), r.k.view(), r.v.view(), r.out.view(),
+                                 r.lse.view(), g.view(), r.o.options, dq_s.view(), dk_s.view(), dv_s.view(),
+                                 r.o.config, dsinks);
+    gather(dq_s, r.layout, dq);
+    gather(dk_s, r.layout, dk);
+    gather(dv_s, r.layout, dv);
+  });
 }
 
 // The lead, when reading its inputs failed: the followers get the message and stop too.

@@ -36,8 +36,8 @@
 // collectively before any data moves: every rank throws the same attnlab::Error naming
 // the offending rank and its shape. A failure inside the ring on one rank (out of memory,
 // an interrupt) leaves the others waiting in MPI: callers end the job with MPI_Abort
-// (attnlab's programs and Python bindings do). A rank that dies is Open MPI's to report:
-// mpirun ends the job.
+// (`attnlab … --context-parallel` does; under mpi4py, `python3 -m mpi4py script.py` aborts
+// on an uncaught exception). A rank that dies is Open MPI's to report: mpirun ends the job.
 #include <mpi.h>
 
 #include <cstdint>
