@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "command.hpp"
+#include "context_parallel.hpp"
 #include "npy_attention.hpp"
 
 namespace attnlab::cli {
@@ -12,6 +13,7 @@ namespace {
 struct AttentionCommand {
   AttentionFlags flags;
   std::string out, lse, dropout_mask;
+  bool context_parallel = false;
 
   template <class T>
   void run(AttentionProblem<T>&& p) const {
@@ -22,7 +24,10 @@ struct AttentionCommand {
         Tensor<ScalarOf<T>>({p.q.size(0), p.q.size(1), p.q.size(2), 1})};
     Tensor<uint8_t> mask({p.q.size(0), p.q.size(1), p.q.size(2), dropout_mask.empty() ? 0 : p.k.size(2)});
     if (!dropout_mask.empty()) p.options.dropout.applied_mask = mask.view();
-    attention_forward(p.q.view(), p.k.view(), p.v.view(), p.options, f.out.view(), f.lse.view(), nullptr, p.config);
+    if (context_parallel)
+      cp::lead_forward(flags, p, f.out, f.lse);
+    else
+      attention_forward(p.q.view(), p.k.view(), p.v.view(), p.options, f.out.view(), f.lse.view(), nullptr, p.config);
     std::vector<std::pair<std::string, std::string>> outputs{{out, encode_result(f.out, p.rank)}};
     if (!lse.empty()) outputs.emplace_back(lse, encode_result(f.lse, p.rank, /*drop_last=*/true));
     if (!dropout_mask.empty()) {
@@ -40,7 +45,15 @@ const Registrar reg("attention", "Attention forward on .npy files: softmax(q k^T
   sub.add_option("--lse", cmd->lse, "also write the log-sum-exp per row, [B, Hq, Nq] (-inf for a fully masked row)");
   sub.add_option("--dropout-mask", cmd->dropout_mask,
                  "also write the dropout mask applied, bool [B, Hq, Nq, Nk] (True = kept and visible)");
-  sub.callback([cmd] { with_problem(cmd->flags, [&](auto&& p) { cmd->run(std::move(p)); }); });
+  sub.add_flag("--context-parallel", cmd->context_parallel,
+               "under mpirun: the sequence sharded over the ranks, ring attention (rank 0 reads and writes)");
+  sub.callback([cmd] {
+    auto read_and_run = [&] { with_problem(cmd->flags, [&](auto&& p) { cmd->run(std::move(p)); }); };
+    if (cmd->context_parallel)
+      cp::run(cmd->flags, read_and_run, [&] { cp::follow_forward(cmd->flags); });
+    else
+      read_and_run();
+  });
 });
 
 }  // namespace

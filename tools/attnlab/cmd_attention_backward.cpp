@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "command.hpp"
+#include "context_parallel.hpp"
 #include "npy_attention.hpp"
 
 namespace attnlab::cli {
@@ -15,6 +16,7 @@ namespace {
 struct AttentionBackwardCommand {
   AttentionFlags flags;
   std::string grad_out, dq, dk, dv, dsinks;
+  bool context_parallel = false;
 
   template <class T>
   void run(AttentionProblem<T>&& p) const {
@@ -33,9 +35,13 @@ struct AttentionBackwardCommand {
     std::vector<S> ds(dsinks.empty() ? 0 : p.sinks.size());
     Tensor<T> out({p.q.size(0), p.q.size(1), p.q.size(2), p.v.size(3)});
     Tensor<S> lse({p.q.size(0), p.q.size(1), p.q.size(2), 1});
-    attention_forward(p.q.view(), p.k.view(), p.v.view(), p.options, out.view(), lse.view(), nullptr, p.config);
-    attention_backward(p.q.view(), p.k.view(), p.v.view(), out.view(), lse.view(), dO.view(), p.options,
-                       grads.dq.view(), grads.dk.view(), grads.dv.view(), p.config, std::span<S>(ds));
+    if (context_parallel) {
+      cp::lead_backward(flags, p, dO, grads.dq, grads.dk, grads.dv, ds);
+    } else {
+      attention_forward(p.q.view(), p.k.view(), p.v.view(), p.options, out.view(), lse.view(), nullptr, p.config);
+      attention_backward(p.q.view(), p.k.view(), p.v.view(), out.view(), lse.view(), dO.view(), p.options,
+                         grads.dq.view(), grads.dk.view(), grads.dv.view(), p.config, std::span<S>(ds));
+    }
     std::vector<std::pair<std::string, std::string>> outputs{{dq, encode_result(grads.dq, p.rank)},
                                                              {dk, encode_result(grads.dk, p.rank)},
                                                              {dv, encode_result(grads.dv, p.rank)}};
@@ -58,7 +64,17 @@ const Registrar reg("attention-backward", "Gradients dq, dk, dv of attention on 
                       sub.add_option("--dk", cmd->dk, "output .npy: [B, Hkv, Nk, d]")->required();
                       sub.add_option("--dv", cmd->dv, "output .npy: [B, Hkv, Nk, dv]")->required();
                       sub.add_option("--dsinks", cmd->dsinks, "with --sinks: also write dLoss/dsinks, [Hq]");
-                      sub.callback([cmd] { with_problem(cmd->flags, [&](auto&& p) { cmd->run(std::move(p)); }); });
+                      sub.add_flag("--context-parallel", cmd->context_parallel,
+                                   "under mpirun: the sequence sharded over the ranks, ring attention (rank 0 reads "
+                                   "and writes)");
+                      sub.callback([cmd] {
+                        auto read_and_run = [&] { with_problem(cmd->flags, [&](auto&& p) { cmd->run(std::move(p)); }); };
+                        if (cmd->context_parallel)
+                          cp::run(cmd->flags, read_and_run,
+                                  [&] { cp::follow_backward(cmd->flags, !cmd->dsinks.empty()); });
+                        else
+                          read_and_run();
+                      });
                     });
 
 }  // namespace

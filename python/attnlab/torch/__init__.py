@@ -42,10 +42,11 @@ except ImportError as e:  # `import attnlab` works without torch; this module ca
                       "attnlab itself works without it, on NumPy arrays") from e
 
 from ._function import JIT_TRACE, Options, attend, key_lengths_array
+from ._ring import ring_attention
 from ._shapes import pad_to_rank, sdpa_operands
 from ._tensors import check_float, check_tensor, options_dtype
 
-__all__ = ["attention", "scaled_dot_product_attention"]
+__all__ = ["attention", "ring_attention", "scaled_dot_product_attention"]
 
 
 def _check_inputs(query, key, value, attn_mask) -> None:

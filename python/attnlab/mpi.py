@@ -1,0 +1,76 @@
+"""Ring attention over MPI, on NumPy shards, with mpi4py (docs/scale-out.md).
+
+    from mpi4py import MPI
+    import attnlab.mpi as am
+    rows = am.zigzag_rows(N, comm.size, comm.rank)      # this rank's rows of the sequence
+    out, lse = am.ring_attention(comm, q[:, :, rows], k[:, :, rows], v[:, :, rows], is_causal=True)
+    dq, dk, dv, dsinks = am.ring_attention_backward(comm, q_s, k_s, v_s, out, lse, grad_out_s, is_causal=True)
+
+Each rank passes its shard of q [B, Hq, n, d], k [B, Hkv, n, d], v [B, Hkv, n, dv] (the
+rows `zigzag_rows` names, in that order) and gets its shard of the one-process result;
+lse is [B, Hq, n]. float32 (other float arrays are converted). Options: is_causal
+(top-left), scale (None = 1/sqrt(d), a number, or a policy name as attnlab.attention
+takes), softcap, sinks (one logit per query head; dsinks is then the global gradient on
+every rank), threads. Collective: every rank of comm calls it with the same options.
+
+Needs attnlab built with MPI (the extension _attnlab_mpi) and mpi4py (Debian:
+python3-mpi4py); run under mpirun.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+try:
+    from . import _attnlab_mpi
+except ImportError as e:
+    raise ImportError("attnlab.mpi needs attnlab built with MPI (Debian: libopenmpi-dev openmpi-bin, then "
+                      "configure again)") from e
+
+__all__ = ["ring_attention", "ring_attention_backward", "zigzag_chunks", "zigzag_rows"]
+
+
+def zigzag_chunks(n: int, ranks: int) -> list[int]:
+    """The 2·ranks chunk lengths of a sequence of n rows: rank r holds chunks r and 2·ranks − 1 − r."""
+    chunks = 2 * ranks
+    return [n // chunks + (1 if c < n % chunks else 0) for c in range(chunks)]
+
+
+def zigzag_rows(n: int, ranks: int, rank: int) -> np.ndarray:
+    """The global rows rank `rank` holds, in its shard's order."""
+    lengths = zigzag_chunks(n, ranks)
+    starts = np.concatenate([[0], np.cumsum(lengths)])
+    first, second = rank, 2 * ranks - 1 - rank
+    return np.concatenate([np.arange(starts[first], starts[first + 1]), np.arange(starts[second], starts[second + 1])])
+
+
+def _layout(comm, q) -> list[int]:
+    n = comm.allreduce(int(np.shape(q)[2]))  # the sequence's length: the shards' sum
+    return zigzag_chunks(n, comm.size)
+
+
+def _scale(scale) -> str:
+    return "inv_sqrt_d" if scale is None else scale if isinstance(scale, str) else repr(float(scale))
+
+
+def _f32(x) -> np.ndarray:
+    return np.ascontiguousarray(x, dtype=np.float32)
+
+
+def ring_attention(comm, q, k, v, *, is_causal: bool = False, scale=None, softcap: float | None = None,
+                   sinks=None, threads: int = 0):
+    """This rank's shard of (out [B, Hq, n, dv], lse [B, Hq, n]) of attention over the whole sequence."""
+    out, lse = _attnlab_mpi.ring_forward(comm.py2f(), _layout(comm, q), _f32(q), _f32(k), _f32(v), bool(is_causal),
+                                         _scale(scale), softcap, [] if sinks is None else list(map(float, sinks)),
+                                         int(threads))
+    return out, lse[..., 0]
+
+
+def ring_attention_backward(comm, q, k, v, out, lse, grad_out, *, is_causal: bool = False, scale=None,
+                            softcap: float | None = None, sinks=None, threads: int = 0):
+    """This rank's shards of dq, dk, dv, and dsinks ([Hq], the whole gradient; None without sinks)."""
+    lse4 = _f32(lse)[..., None]
+    dq, dk, dv, dsinks = _attnlab_mpi.ring_backward(
+        comm.py2f(), _layout(comm, q), _f32(q), _f32(k), _f32(v), _f32(out), lse4, _f32(grad_out), bool(is_causal),
+        _scale(scale), softcap, [] if sinks is None else list(map(float, sinks)), int(threads))
+    return dq, dk, dv, (np.asarray(dsinks, dtype=np.float32) if sinks is not None else None)
