@@ -1,7 +1,7 @@
 // Attention over a KVCache with the float32 engine: each sequence's blocks dequantized into
-// contiguous scratch, then one engine call per sequence (the engine's own decode or tiled
-// path, deterministic for any thread count). The fused kernels that read quantized blocks
-// in place will take over this loop.
+// contiguous scratch (core/kv_cache_calls.hpp), then one engine call per sequence (the
+// engine's own decode or tiled path, deterministic for any thread count). The fused kernels
+// that read quantized blocks in place will take over this loop.
 #include "attnlab/engine.hpp"
 #include "attnlab/kv_cache.hpp"
 #include "core/kv_cache_calls.hpp"
@@ -11,12 +11,9 @@ namespace attnlab {
 void kv_cache_attention(const KVCache& cache, int64_t layer, std::span<const int64_t> seqs, ConstView<float> q,
                         const AttentionOptions<float>& options, TensorView<float> out, TensorView<float> lse,
                         std::span<const int64_t> query_lengths, const ComputeConfig& config) {
-  const KVCacheConfig& c = cache.config();
   detail::for_each_cached_sequence<float>(
       cache, layer, seqs, q, options, out, lse, query_lengths,
-      [&](int64_t seq, int64_t len, ConstView<float> qs, TensorView<float> os, TensorView<float> ls) {
-        Tensor<float> k({1, c.kv_heads, len, c.head_dim}), v({1, c.kv_heads, len, c.value_dim});
-        cache.gather(layer, seq, k, v);
+      [&](const Tensor<float>& k, const Tensor<float>& v, ConstView<float> qs, TensorView<float> os, TensorView<float> ls) {
         engine::attention_forward(qs, k, v, options, os, ls, nullptr, config);
       });
 }

@@ -11,12 +11,10 @@ namespace attnlab::reference {
 void kv_cache_attention(const KVCache& cache, int64_t layer, std::span<const int64_t> seqs, ConstView<double> q,
                         const AttentionOptions<double>& options, TensorView<double> out, TensorView<double> lse,
                         std::span<const int64_t> query_lengths) {
-  const KVCacheConfig& c = cache.config();
   detail::for_each_cached_sequence<double>(
       cache, layer, seqs, q, options, out, lse, query_lengths,
-      [&](int64_t seq, int64_t len, ConstView<double> qs, TensorView<double> os, TensorView<double> ls) {
-        Tensor<float> kf({1, c.kv_heads, len, c.head_dim}), vf({1, c.kv_heads, len, c.value_dim});
-        cache.gather(layer, seq, kf, vf);
+      [&](const Tensor<float>& kf, const Tensor<float>& vf, ConstView<double> qs, TensorView<double> os,
+          TensorView<double> ls) {
         Tensor<double> k(kf.shape()), v(vf.shape());
         std::copy(kf.storage().begin(), kf.storage().end(), k.storage().begin());
         std::copy(vf.storage().begin(), vf.storage().end(), v.storage().begin());
