@@ -224,5 +224,24 @@ TEST(KVCacheAttention, AccuracyOfEachTypeAgainstFloat32) {
                             : t == CacheType::bfloat16 ? 0.0045 : 0.0006) * (outliers ? 6.0 : 1.0);
       EXPECT_LE(err / big, bound) << al::to_string(t);
     }
+    // The alternative int8 grouping: one scale per token and head (d = max|row|/127), by hand.
+    al::Tensor<float> out({n_seq, hq, 1, d}), lse({n_seq, hq, 1, 1});
+    for (int64_t s = 0; s < n_seq; ++s) {
+      al::Tensor<float> k = ks[s], v = vs[s];
+      for (al::Tensor<float>* x : {&k, &v})
+        for (int64_t r = 0; r < hkv * len; ++r) {
+          float* row = x->data() + r * d;
+          float amax = 0;
+          for (int64_t c = 0; c < d; ++c) amax = std::max(amax, std::fabs(row[c]));
+          const float step = amax / 127;
+          for (int64_t c = 0; c < d; ++c) row[c] = std::nearbyint(row[c] / step) * step;
+        }
+      al::engine::attention_forward({q.data() + s * hq * d, {1, hq, 1, d}}, k, v, o,
+                                    {out.data() + s * hq * d, {1, hq, 1, d}}, {lse.data() + s * hq, {1, hq, 1, 1}});
+    }
+    double err = 0, big = 0;
+    for (int64_t i = 0; i < out.numel(); ++i)
+      err = std::max(err, std::fabs(double(out.data()[i]) - base.data()[i])), big = std::max(big, std::fabs(double(base.data()[i])));
+    std::printf("%-9s %.2e  (int8, one scale per token and head)\n", "int8/row", err / big);
   }
 }
