@@ -46,7 +46,9 @@ struct KVCache::State {
   int64_t key_row = 0, value_row = 0;           // bytes of one head's row
   int64_t layer_block_bytes = 0;                // K then V of one layer in one block
   int64_t total_blocks = 0;
-  std::vector<std::byte> pool;                  // [block][layer][K: heads × T rows | V: heads × T rows]
+  // [block][layer][K: heads × T rows | V: heads × T rows]; left uninitialised, so that the
+  // system commits a block's pages when a sequence first writes it, not at creation.
+  std::unique_ptr<std::byte[]> pool;
   std::vector<int32_t> refcount;                // per block
   std::vector<int32_t> free_list;               // handed out from the back: lowest ids first
   struct Sequence {
@@ -57,7 +59,7 @@ struct KVCache::State {
   int64_t next_id = 0;
 
   std::byte* key_row_ptr(int32_t block, int64_t layer, int64_t head, int64_t t) {
-    return pool.data() + block * config.layers * layer_block_bytes + layer * layer_block_bytes +
+    return pool.get() + block * config.layers * layer_block_bytes + layer * layer_block_bytes +
            (head * config.block_tokens + t) * key_row;
   }
   std::byte* value_row_ptr(int32_t block, int64_t layer, int64_t head, int64_t t) {
@@ -108,9 +110,8 @@ KVCache::KVCache(const KVCacheConfig& config) : state_(std::make_unique<State>()
   s.total_blocks = (c.max_tokens + c.block_tokens - 1) / c.block_tokens;
   if (s.total_blocks > INT32_MAX || s.total_blocks > INT64_MAX / s.block_bytes())
     throw Error(fmt::format("kv_cache: {} blocks of {} bytes do not fit in memory", s.total_blocks, s.block_bytes()));
-  try {
-    s.pool.resize(static_cast<size_t>(s.total_blocks * s.block_bytes()));
-  } catch (const std::bad_alloc&) {
+  s.pool.reset(new (std::nothrow) std::byte[static_cast<size_t>(s.total_blocks * s.block_bytes())]);
+  if (!s.pool) {
     throw OutOfMemory(fmt::format("kv_cache: cannot allocate the pool of {} bytes ({} blocks of {} positions)",
                                   s.total_blocks * s.block_bytes(), s.total_blocks, c.block_tokens));
   }
