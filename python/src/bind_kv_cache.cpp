@@ -1,6 +1,7 @@
 // attnlab.KVCache: the library's paged, quantized KV cache (attnlab/kv_cache.hpp) over NumPy.
 // Rows go in as float32 arrays (other dtypes are converted); attention's results are new
-// float32 arrays. The GIL is released while the cache quantizes or attends.
+// float32 arrays. The GIL is held throughout: it is what keeps two Python threads from
+// changing one cache at once, or reading it while another appends.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -40,9 +41,7 @@ KVCache make_cache(int64_t layers, int64_t kv_heads, int64_t head_dim, int64_t m
 }
 
 void append(KVCache& cache, int64_t layer, int64_t seq, const FloatArray& k, const FloatArray& v) {
-  const ConstView<float> kv = rows_view(k, "k"), vv = rows_view(v, "v");
-  py::gil_scoped_release release;
-  cache.append(layer, seq, kv, vv);
+  cache.append(layer, seq, rows_view(k, "k"), rows_view(v, "v"));
 }
 
 py::tuple gather(const KVCache& cache, int64_t layer, int64_t seq) {
@@ -82,12 +81,9 @@ py::object attention(const KVCache& cache, int64_t layer, const std::vector<int6
   py::array_t<float> out(oshape), lse(lshape);
   const TensorView<float> ov(out.mutable_data(), os), lv(lse.mutable_data(), ls);
   std::vector<int64_t> lengths = query_lengths.value_or(std::vector<int64_t>{});
-  {
-    py::gil_scoped_release release;
-    ComputeConfig config;
-    config.threads = threads;
-    kv_cache_attention(cache, layer, seqs, qv, o, ov, lv, lengths, config);
-  }
+  ComputeConfig config;
+  config.threads = threads;
+  kv_cache_attention(cache, layer, seqs, qv, o, ov, lv, lengths, config);
   if (return_lse) return py::make_tuple(out, lse);
   return std::move(out);
 }
