@@ -22,6 +22,8 @@
 // appended row is an Error naming the layer, sequence, token and head; nothing is written.
 // Quantization is a pure function of the row (IEEE division and round-to-nearest-even), so
 // the same rows give the same bits on every machine and for any thread count.
+// Not synchronised: append, fork and free must not run beside any other call on the same
+// cache; the const calls (gather, attention, memory) may run together.
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -43,9 +45,9 @@ ATTNLAB_API CacheType parse_cache_type(const std::string& text);
 struct KVCacheConfig {
   int64_t layers = 1;
   int64_t kv_heads = 1;
-  int64_t head_dim = 0;      // of the keys (and the queries)
-  int64_t value_dim = 0;     // 0 = head_dim
-  int64_t max_tokens = 0;    // pool capacity in positions (rounded up to whole blocks)
+  int64_t head_dim = 0;    // of the keys (and the queries)
+  int64_t value_dim = 0;   // 0 = head_dim
+  int64_t max_tokens = 0;  // pool capacity in positions (rounded up to whole blocks)
   // 32 positions: a sequence's partial last block wastes at most 31 rows and a fork copies at
   // most one block, while each head's run inside a block (32 rows of d = 128: 16 KiB float32,
   // 4 KiB int8) is still long enough for the hardware prefetcher to stream.
@@ -59,11 +61,11 @@ struct KVCacheConfig {
 
 // What the pool holds, in bytes and blocks (a block: block_tokens positions of all layers).
 struct KVCacheMemory {
-  int64_t pool_bytes = 0;       // allocated at creation, never grows
-  int64_t block_bytes = 0;      // one block, K and V of all layers
+  int64_t pool_bytes = 0;   // allocated at creation, never grows
+  int64_t block_bytes = 0;  // one block, K and V of all layers
   int64_t total_blocks = 0;
-  int64_t used_blocks = 0;      // referenced by at least one sequence
-  int64_t shared_blocks = 0;    // referenced by more than one (forks)
+  int64_t used_blocks = 0;    // referenced by at least one sequence
+  int64_t shared_blocks = 0;  // referenced by more than one (forks)
   int64_t sequences = 0;
   int64_t bytes_per_token = 0;  // K and V of all layers and heads, scales included
 };
@@ -113,9 +115,9 @@ class ATTNLAB_API KVCache {
 // The float32 engine over each sequence's dequantized K/V: bitwise the engine's result on
 // gather()'s tensors, the same for any thread count.
 ATTNLAB_API void kv_cache_attention(const KVCache& cache, int64_t layer, std::span<const int64_t> seqs,
-                                    ConstView<float> q, const AttentionOptions<float>& options,
-                                    TensorView<float> out, TensorView<float> lse,
-                                    std::span<const int64_t> query_lengths = {}, const ComputeConfig& config = {});
+                                    ConstView<float> q, const AttentionOptions<float>& options, TensorView<float> out,
+                                    TensorView<float> lse, std::span<const int64_t> query_lengths = {},
+                                    const ComputeConfig& config = {});
 
 namespace reference {
 // The oracle: the same in double precision over the dequantized values (exact in double).

@@ -70,14 +70,16 @@ py::object attention(const KVCache& cache, int64_t layer, const std::vector<int6
   const bool packed = query_lengths.has_value();
   ConstView<float> qv;
   if (packed) {  // [Hq, Σ query_lengths, d]
-    if (q.ndim() != 3) throw Error("q: with query_lengths, [Hq, total rows, head_dim], not " + std::to_string(q.ndim()) + " dimensions");
+    if (q.ndim() != 3)
+      throw Error("q: with query_lengths, [Hq, total rows, head_dim], not " + std::to_string(q.ndim()) + " dimensions");
     qv = {q.data(), {1, q.shape(0), q.shape(1), q.shape(2)}};
   } else {  // [n_seq, Hq, Nq, d]
     if (q.ndim() != 4) throw Error("q: [n_seq, Hq, Nq, head_dim], not " + std::to_string(q.ndim()) + " dimensions");
     qv = {q.data(), {q.shape(0), q.shape(1), q.shape(2), q.shape(3)}};
   }
   const Shape os{qv.batch(), qv.heads(), qv.seq(), c.value_dim}, ls{qv.batch(), qv.heads(), qv.seq(), 1};
-  std::vector<py::ssize_t> oshape(os.begin() + (packed ? 1 : 0), os.end()), lshape(ls.begin() + (packed ? 1 : 0), ls.end() - 1);
+  std::vector<py::ssize_t> oshape(os.begin() + (packed ? 1 : 0), os.end()),
+      lshape(ls.begin() + (packed ? 1 : 0), ls.end() - 1);
   py::array_t<float> out(oshape), lse(lshape);
   const TensorView<float> ov(out.mutable_data(), os), lv(lse.mutable_data(), ls);
   std::vector<int64_t> lengths = query_lengths.value_or(std::vector<int64_t>{});
@@ -98,7 +100,8 @@ py::dict memory(const KVCache& cache) {
 }  // namespace
 
 void bind_kv_cache(py::module_& m) {
-  py::class_<KVCache>(m, "KVCache", R"doc(A paged KV cache for decoding, quantized on write (docs/python.md, "Decoding").
+  py::class_<KVCache>(m, "KVCache",
+                      R"doc(A paged KV cache for decoding, quantized on write (docs/python.md, "Decoding").
 
 KVCache(layers, kv_heads, head_dim, max_tokens, key_type="float32", value_type="float32",
         value_dim=None, block_tokens=32, key_scales=[], value_scales=[])
@@ -127,15 +130,17 @@ all, fixed here; a value beyond 448·scale is a ValueError). The pool of max_tok
 
 q: [len(seqs), Hq, Nq, head_dim], or [Hq, sum(query_lengths), head_dim] with query_lengths.
 Returns out (q's shape with value_dim), and lse (without the last axis) if return_lse.)doc")
-      .def("memory", &memory, "The pool's bytes and blocks: pool_bytes, block_bytes, total_blocks, used_blocks, "
-                              "shared_blocks, sequences, bytes_per_token.")
+      .def("memory", &memory,
+           "The pool's bytes and blocks: pool_bytes, block_bytes, total_blocks, used_blocks, "
+           "shared_blocks, sequences, bytes_per_token.")
       .def_property_readonly("layers", [](const KVCache& c) { return c.config().layers; })
       .def_property_readonly("kv_heads", [](const KVCache& c) { return c.config().kv_heads; })
       .def_property_readonly("head_dim", [](const KVCache& c) { return c.config().head_dim; })
       .def_property_readonly("value_dim", [](const KVCache& c) { return c.config().value_dim; })
       .def_property_readonly("block_tokens", [](const KVCache& c) { return c.config().block_tokens; })
       .def_property_readonly("key_type", [](const KVCache& c) { return std::string(to_string(c.config().key_type)); })
-      .def_property_readonly("value_type", [](const KVCache& c) { return std::string(to_string(c.config().value_type)); });
+      .def_property_readonly("value_type",
+                             [](const KVCache& c) { return std::string(to_string(c.config().value_type)); });
 }
 
 }  // namespace attnlab::python

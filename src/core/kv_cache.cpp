@@ -26,7 +26,8 @@ std::vector<float> head_scales(const std::vector<float>& given, int64_t heads, C
   if (given.size() != 1 && static_cast<int64_t>(given.size()) != heads)
     throw Error(fmt::format("kv_cache: {} has {} values, not 1 or kv_heads = {}", name, given.size(), heads));
   for (float s : given)
-    if (!(s > 0.0f) || !std::isfinite(s)) throw Error(fmt::format("kv_cache: {} holds {}, not a positive finite scale", name, s));
+    if (!(s > 0.0f) || !std::isfinite(s))
+      throw Error(fmt::format("kv_cache: {} holds {}, not a positive finite scale", name, s));
   return given.size() == 1 ? std::vector<float>(static_cast<size_t>(heads), given[0]) : given;
 }
 
@@ -49,8 +50,8 @@ struct KVCache::State {
   // [block][layer][K: heads × T rows | V: heads × T rows]; left uninitialised, so that the
   // system commits a block's pages when a sequence first writes it, not at creation.
   std::unique_ptr<std::byte[]> pool;
-  std::vector<int32_t> refcount;                // per block
-  std::vector<int32_t> free_list;               // handed out from the back: lowest ids first
+  std::vector<int32_t> refcount;   // per block
+  std::vector<int32_t> free_list;  // handed out from the back: lowest ids first
   struct Sequence {
     std::vector<int32_t> blocks;
     std::vector<int64_t> length;  // per layer
@@ -70,7 +71,8 @@ struct KVCache::State {
 
   Sequence& find(int64_t seq, const char* what) {
     const auto it = seqs.find(seq);
-    if (it == seqs.end()) throw Error(fmt::format("kv_cache {}: unknown sequence {} ({} live)", what, seq, seqs.size()));
+    if (it == seqs.end())
+      throw Error(fmt::format("kv_cache {}: unknown sequence {} ({} live)", what, seq, seqs.size()));
     return it->second;
   }
   void check_layer(int64_t layer, const char* what) const {
@@ -136,7 +138,8 @@ int64_t KVCache::fork(int64_t seq, int64_t tokens) {
   const State::Sequence& src = s.find(seq, "fork");
   const int64_t shortest = *std::min_element(src.length.begin(), src.length.end());
   if (tokens < 0 || tokens > shortest)
-    throw Error(fmt::format("kv_cache fork: {} positions of sequence {}, which holds {} in every layer", tokens, seq, shortest));
+    throw Error(fmt::format("kv_cache fork: {} positions of sequence {}, which holds {} in every layer", tokens, seq,
+                            shortest));
   const int64_t blocks = (tokens + s.config.block_tokens - 1) / s.config.block_tokens;
   State::Sequence copy;
   copy.blocks.assign(src.blocks.begin(), src.blocks.begin() + blocks);
@@ -171,9 +174,10 @@ void KVCache::append(int64_t layer, int64_t seq, ConstView<float> k, ConstView<f
   const int64_t n = k.seq();
   const Shape kwant{1, c.kv_heads, n, c.head_dim}, vwant{1, c.kv_heads, n, c.value_dim};
   if (k.shape() != kwant || v.shape() != vwant || !k.present() || !v.present())
-    throw Error(fmt::format("kv_cache append: k {} and v {} should be {} and {} ([1, kv_heads, n, head_dim], "
-                            "[1, kv_heads, n, value_dim])", to_string(k.shape()), to_string(v.shape()),
-                            to_string(kwant), to_string(vwant)));
+    throw Error(
+        fmt::format("kv_cache append: k {} and v {} should be {} and {} ([1, kv_heads, n, head_dim], "
+                    "[1, kv_heads, n, value_dim])",
+                    to_string(k.shape()), to_string(v.shape()), to_string(kwant), to_string(vwant)));
   const int64_t start = sq.length[static_cast<size_t>(layer)];
   // Encode first: a bad value leaves the cache as it was.
   std::vector<std::byte> encoded(static_cast<size_t>(c.kv_heads * n * (s.key_row + s.value_row)));
@@ -187,16 +191,19 @@ void KVCache::append(int64_t layer, int64_t seq, ConstView<float> k, ConstView<f
         const float* row = x.row(0, h, t);
         for (int64_t j = 0; j < dim; ++j)
           if (!std::isfinite(row[j * x.stride(3)]))
-            throw Error(fmt::format("kv_cache append: {}[head {}, token {}, channel {}] is {} (layer {}, sequence {}, "
-                                    "position {})", kind == 0 ? "k" : "v", h, t, j, row[j * x.stride(3)], layer, seq, start + t));
+            throw Error(
+                fmt::format("kv_cache append: {}[head {}, token {}, channel {}] is {} (layer {}, sequence {}, "
+                            "position {})",
+                            kind == 0 ? "k" : "v", h, t, j, row[j * x.stride(3)], layer, seq, start + t));
         const float scale = (kind == 0 ? s.key_scales : s.value_scales)[static_cast<size_t>(h)];
         const int64_t bad = detail::encode_row(type, row, x.stride(3), dim, scale, base + (h * n + t) * rb);
         if (bad >= 0)
-          throw Error(fmt::format("kv_cache append: {}[head {}, token {}, channel {}] = {} does not fit {} (|x| ≤ {}{}; "
-                                  "layer {}, sequence {}, position {})", kind == 0 ? "k" : "v", h, t, bad,
-                                  row[bad * x.stride(3)], to_string(type), detail::type_max(type),
-                                  type == CacheType::fp8_e4m3 ? fmt::format("·scale {}: raise the head's scale", scale) : "",
-                                  layer, seq, start + t));
+          throw Error(fmt::format(
+              "kv_cache append: {}[head {}, token {}, channel {}] = {} does not fit {} (|x| ≤ {}{}; "
+              "layer {}, sequence {}, position {})",
+              kind == 0 ? "k" : "v", h, t, bad, row[bad * x.stride(3)], to_string(type), detail::type_max(type),
+              type == CacheType::fp8_e4m3 ? fmt::format("·scale {}: raise the head's scale", scale) : "", layer, seq,
+              start + t));
       }
   }
   // Blocks: the new ones, and a copy of each shared block this append writes into.
@@ -206,9 +213,10 @@ void KVCache::append(int64_t layer, int64_t seq, ConstView<float> k, ConstView<f
   for (int64_t b = first; b < std::min<int64_t>(last, static_cast<int64_t>(sq.blocks.size())); ++b)
     if (s.refcount[static_cast<size_t>(sq.blocks[static_cast<size_t>(b)])] > 1) ++needed;
   if (needed > static_cast<int64_t>(s.free_list.size()))
-    throw Error(fmt::format("kv_cache append: pool exhausted: {} positions for sequence {} need {} more blocks of {} "
-                            "positions, {} of {} are free ({} bytes each)", n, seq, needed, T, s.free_list.size(),
-                            s.total_blocks, s.block_bytes()));
+    throw Error(
+        fmt::format("kv_cache append: pool exhausted: {} positions for sequence {} need {} more blocks of {} "
+                    "positions, {} of {} are free ({} bytes each)",
+                    n, seq, needed, T, s.free_list.size(), s.total_blocks, s.block_bytes()));
   for (int64_t b = first; b < last; ++b) {
     if (b >= static_cast<int64_t>(sq.blocks.size())) {
       sq.blocks.push_back(s.take());
@@ -226,7 +234,8 @@ void KVCache::append(int64_t layer, int64_t seq, ConstView<float> k, ConstView<f
       for (int64_t t = 0; t < n; ++t) {
         const int64_t pos = start + t;
         const int32_t block = sq.blocks[static_cast<size_t>(pos / T)];
-        std::byte* dst = kind == 0 ? s.key_row_ptr(block, layer, h, pos % T) : s.value_row_ptr(block, layer, h, pos % T);
+        std::byte* dst =
+            kind == 0 ? s.key_row_ptr(block, layer, h, pos % T) : s.value_row_ptr(block, layer, h, pos % T);
         std::memcpy(dst, base + (h * n + t) * rb, static_cast<size_t>(rb));
       }
   }
@@ -248,9 +257,11 @@ void KVCache::gather(int64_t layer, int64_t seq, TensorView<float> k, TensorView
     for (int64_t pos = 0; pos < len; ++pos) {
       const int32_t block = sq.blocks[static_cast<size_t>(pos / c.block_tokens)];
       const int64_t t = pos % c.block_tokens;
-      detail::decode_row(c.key_type, s.key_row_ptr(block, layer, h, t), c.head_dim, s.key_scales[static_cast<size_t>(h)], row.data());
+      detail::decode_row(c.key_type, s.key_row_ptr(block, layer, h, t), c.head_dim,
+                         s.key_scales[static_cast<size_t>(h)], row.data());
       for (int64_t j = 0; j < c.head_dim; ++j) k(0, h, pos, j) = row[static_cast<size_t>(j)];
-      detail::decode_row(c.value_type, s.value_row_ptr(block, layer, h, t), c.value_dim, s.value_scales[static_cast<size_t>(h)], row.data());
+      detail::decode_row(c.value_type, s.value_row_ptr(block, layer, h, t), c.value_dim,
+                         s.value_scales[static_cast<size_t>(h)], row.data());
       for (int64_t j = 0; j < c.value_dim; ++j) v(0, h, pos, j) = row[static_cast<size_t>(j)];
     }
 }

@@ -25,16 +25,18 @@ void for_each_cached_sequence(const KVCache& cache, int64_t layer, std::span<con
                               const AttentionOptions<T>& o, TensorView<T> out, TensorView<T> lse,
                               std::span<const int64_t> query_lengths, One&& one) {
   const KVCacheConfig& c = cache.config();
-  const char* unsupported = o.bool_mask.present() ? "bool_mask"
+  const char* unsupported = o.bool_mask.present()       ? "bool_mask"
                             : o.additive_mask.present() ? "additive_mask"
-                            : !o.key_lengths.empty() ? "key_lengths (the cache knows each sequence's length)"
+                            : !o.key_lengths.empty()    ? "key_lengths (the cache knows each sequence's length)"
                             : !o.cu_seqlens_q.empty() || !o.cu_seqlens_k.empty() ? "cu_seqlens (use query_lengths)"
-                            : o.dropout.p != 0.0 ? "dropout"
-                            : o.mask_mod || o.score_mod || o.block_mask ? "mask_mod/score_mod"
-                            : o.causal == Causal::top_left ? "causal top_left (the new rows end the sequence: bottom_right)"
-                            : nullptr;
+                            : o.dropout.p != 0.0                                 ? "dropout"
+                            : o.mask_mod || o.score_mod || o.block_mask          ? "mask_mod/score_mod"
+                            : o.causal == Causal::top_left
+                                ? "causal top_left (the new rows end the sequence: bottom_right)"
+                                : nullptr;
   if (unsupported) throw Error(fmt::format("kv_cache_attention: {} is not supported over a KV cache", unsupported));
-  if (layer < 0 || layer >= c.layers) throw Error(fmt::format("kv_cache_attention: layer {} is not in [0, {})", layer, c.layers));
+  if (layer < 0 || layer >= c.layers)
+    throw Error(fmt::format("kv_cache_attention: layer {} is not in [0, {})", layer, c.layers));
   const auto n_seq = static_cast<int64_t>(seqs.size());
   const bool packed = !query_lengths.empty();
   if (packed && static_cast<int64_t>(query_lengths.size()) != n_seq)
@@ -46,7 +48,8 @@ void for_each_cached_sequence(const KVCache& cache, int64_t layer, std::span<con
   }
   const int64_t hq = q.heads();
   if (hq < 1 || hq % c.kv_heads != 0)
-    throw Error(fmt::format("kv_cache_attention: q has {} heads, not a positive multiple of the cache's {} K/V heads", hq, c.kv_heads));
+    throw Error(fmt::format("kv_cache_attention: q has {} heads, not a positive multiple of the cache's {} K/V heads",
+                            hq, c.kv_heads));
   const Shape qwant = packed ? Shape{1, hq, total, c.head_dim} : Shape{n_seq, hq, q.seq(), c.head_dim};
   const Shape owant{qwant[0], hq, qwant[2], c.value_dim}, lwant{qwant[0], hq, qwant[2], 1};
   if (q.shape() != qwant || out.shape() != owant || lse.shape() != lwant)
@@ -57,8 +60,11 @@ void for_each_cached_sequence(const KVCache& cache, int64_t layer, std::span<con
   for (int64_t s = 0; s < n_seq; ++s) {
     const int64_t rows = packed ? query_lengths[static_cast<size_t>(s)] : q.seq();
     const int64_t len = cache.length(seqs[static_cast<size_t>(s)], layer);
-    if (len == 0) throw Error(fmt::format("kv_cache_attention: sequence {} holds no position in layer {} (append "
-                                          "the new rows' K/V before attending)", seqs[static_cast<size_t>(s)], layer));
+    if (len == 0)
+      throw Error(
+          fmt::format("kv_cache_attention: sequence {} holds no position in layer {} (append "
+                      "the new rows' K/V before attending)",
+                      seqs[static_cast<size_t>(s)], layer));
     if (rows > 0) {
       Tensor<float> k({1, c.kv_heads, len, c.head_dim}), v({1, c.kv_heads, len, c.value_dim});
       cache.gather(layer, seqs[static_cast<size_t>(s)], k, v);

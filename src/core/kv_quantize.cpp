@@ -24,22 +24,31 @@ float finite_scale(float d, float levels) {
 
 int64_t row_bytes(CacheType type, int64_t dim) {
   switch (type) {
-    case CacheType::float32: return 4 * dim;
+    case CacheType::float32:
+      return 4 * dim;
     case CacheType::bfloat16:
-    case CacheType::float16: return 2 * dim;
-    case CacheType::int8: return dim + 4 * groups(dim);
-    case CacheType::int4: return (dim + 1) / 2 + 4 * groups(dim);
-    case CacheType::fp8_e4m3: return dim;
+    case CacheType::float16:
+      return 2 * dim;
+    case CacheType::int8:
+      return dim + 4 * groups(dim);
+    case CacheType::int4:
+      return (dim + 1) / 2 + 4 * groups(dim);
+    case CacheType::fp8_e4m3:
+      return dim;
   }
   return 0;
 }
 
 double type_max(CacheType type) {
   switch (type) {
-    case CacheType::float16: return 65504.0;
-    case CacheType::bfloat16: return 3.3895313892515355e38;
-    case CacheType::fp8_e4m3: return 448.0;
-    default: return FLT_MAX;
+    case CacheType::float16:
+      return 65504.0;
+    case CacheType::bfloat16:
+      return 3.3895313892515355e38;
+    case CacheType::fp8_e4m3:
+      return 448.0;
+    default:
+      return FLT_MAX;
   }
 }
 
@@ -63,7 +72,8 @@ uint8_t fp8_e4m3_from_float(float y) {
 
 float fp8_e4m3_to_float(uint8_t bits) {
   const int exp = (bits >> 3) & 0xf, mant = bits & 7;
-  const float mag = exp == 0 ? std::ldexp(static_cast<float>(mant), -9) : std::ldexp(static_cast<float>(8 + mant), exp - 10);
+  const float mag =
+      exp == 0 ? std::ldexp(static_cast<float>(mant), -9) : std::ldexp(static_cast<float>(8 + mant), exp - 10);
   return (bits & 0x80) ? -mag : mag;
 }
 
@@ -75,7 +85,8 @@ int64_t encode_row(CacheType type, const float* x, int64_t xs, int64_t dim, floa
     case CacheType::bfloat16:
     case CacheType::float16:
       for (int64_t c = 0; c < dim; ++c) {
-        const uint16_t bits = type == CacheType::bfloat16 ? bfloat16::from_float(x[c * xs]).bits : float16::from_float(x[c * xs]).bits;
+        const uint16_t bits =
+            type == CacheType::bfloat16 ? bfloat16::from_float(x[c * xs]).bits : float16::from_float(x[c * xs]).bits;
         const bool finite = type == CacheType::bfloat16 ? bfloat16{bits}.is_finite() : float16{bits}.is_finite();
         if (!finite) return c;
         std::memcpy(out + 2 * c, &bits, 2);
@@ -120,7 +131,9 @@ int64_t encode_row(CacheType type, const float* x, int64_t xs, int64_t dim, floa
 
 void decode_row(CacheType type, const std::byte* row, int64_t dim, float scale, float* out) {
   switch (type) {
-    case CacheType::float32: std::memcpy(out, row, static_cast<size_t>(4 * dim)); return;
+    case CacheType::float32:
+      std::memcpy(out, row, static_cast<size_t>(4 * dim));
+      return;
     case CacheType::bfloat16:
     case CacheType::float16:
       for (int64_t c = 0; c < dim; ++c) {

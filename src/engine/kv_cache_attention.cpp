@@ -13,9 +13,8 @@ void kv_cache_attention(const KVCache& cache, int64_t layer, std::span<const int
                         std::span<const int64_t> query_lengths, const ComputeConfig& config) {
   detail::for_each_cached_sequence<float>(
       cache, layer, seqs, q, options, out, lse, query_lengths,
-      [&](const Tensor<float>& k, const Tensor<float>& v, ConstView<float> qs, TensorView<float> os, TensorView<float> ls) {
-        engine::attention_forward(qs, k, v, options, os, ls, nullptr, config);
-      });
+      [&](const Tensor<float>& k, const Tensor<float>& v, ConstView<float> qs, TensorView<float> os,
+          TensorView<float> ls) { engine::attention_forward(qs, k, v, options, os, ls, nullptr, config); });
 }
 
 }  // namespace attnlab

@@ -10,8 +10,8 @@
 #include <random>
 #include <string>
 
-#include "attnlab/kv_cache.hpp"
 #include "attnlab/float16.hpp"
+#include "attnlab/kv_cache.hpp"
 #include "core/kv_quantize.hpp"
 
 namespace al = attnlab;
@@ -68,12 +68,22 @@ TEST(KVCacheCodec, EachTypeWithinItsStep) {
         for (int64_t j = g0; j < g1; ++j) amax = std::max(amax, std::fabs(x.data()[j]));
         const float xc = x.data()[c], yc = y[static_cast<size_t>(c)];
         switch (t) {
-          case CacheType::float32: EXPECT_EQ(yc, xc); break;
-          case CacheType::bfloat16: EXPECT_EQ(yc, al::round_to<al::bfloat16>(xc)); break;
-          case CacheType::float16: EXPECT_EQ(yc, al::round_to<al::float16>(xc)); break;
-          case CacheType::int8: EXPECT_LE(std::fabs(yc - xc), amax / 127 * 0.5f * 1.0001f) << c; break;
+          case CacheType::float32:
+            EXPECT_EQ(yc, xc);
+            break;
+          case CacheType::bfloat16:
+            EXPECT_EQ(yc, al::round_to<al::bfloat16>(xc));
+            break;
+          case CacheType::float16:
+            EXPECT_EQ(yc, al::round_to<al::float16>(xc));
+            break;
+          case CacheType::int8:
+            EXPECT_LE(std::fabs(yc - xc), amax / 127 * 0.5f * 1.0001f) << c;
+            break;
           // one step: the largest magnitude m maps to -8, and +|m| (the other sign) clamps to 7
-          case CacheType::int4: EXPECT_LE(std::fabs(yc - xc), amax / 8 * 1.0001f) << c; break;
+          case CacheType::int4:
+            EXPECT_LE(std::fabs(yc - xc), amax / 8 * 1.0001f) << c;
+            break;
           case CacheType::fp8_e4m3:  // 3 mantissa bits: half a step is 2^-4 relative (subnormals: 2^-10 absolute)
             EXPECT_LE(std::fabs(yc - xc), std::max(std::fabs(xc) / 16, 1.0f / 1024)) << c;
             break;
@@ -143,7 +153,8 @@ TEST(KVCache, AppendsAcrossBlocksAndGathersWhatWasStored) {
       for (int64_t h = 0; h < 2; ++h)
         for (int64_t t = 0; t < chunk.size(2); ++t) {
           const auto y = round_trip(kt, chunk.view().row(0, h, t), 80);
-          for (int64_t c = 0; c < 80; ++c) ASSERT_EQ(k(0, h, pos + t, c), y[static_cast<size_t>(c)]) << al::to_string(kt);
+          for (int64_t c = 0; c < 80; ++c)
+            ASSERT_EQ(k(0, h, pos + t, c), y[static_cast<size_t>(c)]) << al::to_string(kt);
         }
       pos += chunk.size(2);
     }
@@ -159,7 +170,8 @@ TEST(KVCache, ForkSharesBlocksAndCopiesOnWrite) {
   std::mt19937_64 rng(3);
   al::KVCache cache(config(CacheType::float32, CacheType::int4, 32));
   const int64_t a = cache.add_sequence();
-  for (int64_t layer = 0; layer < 2; ++layer) cache.append(layer, a, random_rows(rng, 2, 40, 32), random_rows(rng, 2, 40, 32));
+  for (int64_t layer = 0; layer < 2; ++layer)
+    cache.append(layer, a, random_rows(rng, 2, 40, 32), random_rows(rng, 2, 40, 32));
   al::Tensor<float> k0({1, 2, 40, 32}), v0({1, 2, 40, 32});
   cache.gather(0, a, k0, v0);
   const int64_t f = cache.fork(a, 37);  // mid-block: blocks 0, 1 shared, block 2 (positions 32..36) too
@@ -198,7 +210,8 @@ TEST(KVCache, SameRowsSameBits) {
     const int64_t s1 = one.add_sequence(), s2 = two.add_sequence();
     one.append(0, s1, k, v);  // one append of 50 rows against 50 appends of one
     for (int64_t i = 0; i < 50; ++i)
-      two.append(0, s2, {k.data() + i * 80, {1, 2, 1, 80}, k.view().strides()}, {v.data() + i * 80, {1, 2, 1, 80}, v.view().strides()});
+      two.append(0, s2, {k.data() + i * 80, {1, 2, 1, 80}, k.view().strides()},
+                 {v.data() + i * 80, {1, 2, 1, 80}, v.view().strides()});
     al::Tensor<float> a({1, 2, 50, 80}), b({1, 2, 50, 80}), c({1, 2, 50, 80}), e({1, 2, 50, 80});
     one.gather(0, s1, a, b);
     two.gather(0, s2, c, e);

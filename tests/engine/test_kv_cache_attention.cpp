@@ -92,9 +92,12 @@ TEST(KVCacheAttention, EqualsTheEngineOnTheGatheredCacheForAnyThreads) {
         if (n == 0) continue;  // a sequence with no new row this call
         al::Tensor<float> k({1, 2, lengths[s], 80}), v({1, 2, lengths[s], 80}), os({1, 8, n, 80}), ls({1, 8, n, 1});
         f.cache.gather(1, f.seqs[s], k, v);
-        al::engine::attention_forward(rows(q, static_cast<int64_t>(s), row0, n, packed), k, v, o, os, ls, nullptr, {.threads = 2});
-        EXPECT_TRUE(same_bits(os, rows(out, static_cast<int64_t>(s), row0, n, packed))) << al::to_string(kt) << " seq " << s;
-        EXPECT_TRUE(same_bits(ls, rows(lse, static_cast<int64_t>(s), row0, n, packed))) << al::to_string(kt) << " seq " << s;
+        al::engine::attention_forward(rows(q, static_cast<int64_t>(s), row0, n, packed), k, v, o, os, ls, nullptr,
+                                      {.threads = 2});
+        EXPECT_TRUE(same_bits(os, rows(out, static_cast<int64_t>(s), row0, n, packed)))
+            << al::to_string(kt) << " seq " << s;
+        EXPECT_TRUE(same_bits(ls, rows(lse, static_cast<int64_t>(s), row0, n, packed)))
+            << al::to_string(kt) << " seq " << s;
         row0 += n;
       }
     }
@@ -145,13 +148,18 @@ TEST(KVCacheAttention, WithinTheAccuracyRuleWithVariants) {
         const auto floor = al::test::accuracy_floors(p, rf, ref, nv);
         al::Tensor<double> eo({1, 4, 4, 64}), el({1, 4, 4, 1}), ro(eo.shape()), rl(el.shape());
         for (int64_t i = 0; i < eo.numel(); ++i)
-          eo.data()[i] = out.data()[static_cast<int64_t>(s) * eo.numel() + i], ro.data()[i] = outd.data()[static_cast<int64_t>(s) * eo.numel() + i];
+          eo.data()[i] = out.data()[static_cast<int64_t>(s) * eo.numel() + i],
+          ro.data()[i] = outd.data()[static_cast<int64_t>(s) * eo.numel() + i];
         for (int64_t i = 0; i < el.numel(); ++i)
-          el.data()[i] = lse.data()[static_cast<int64_t>(s) * el.numel() + i], rl.data()[i] = lsed.data()[static_cast<int64_t>(s) * el.numel() + i];
-        EXPECT_EQ(al::test::max_abs_diff(ro, rf.out), 0.0);  // the cache's oracle is the reference on the gathered values
-        EXPECT_LE(al::test::max_abs_diff(eo, ro), 2 * al::test::max_abs_diff(al::test::to_double(nv.out), rf.out) + floor[0])
+          el.data()[i] = lse.data()[static_cast<int64_t>(s) * el.numel() + i],
+          rl.data()[i] = lsed.data()[static_cast<int64_t>(s) * el.numel() + i];
+        EXPECT_EQ(al::test::max_abs_diff(ro, rf.out),
+                  0.0);  // the cache's oracle is the reference on the gathered values
+        EXPECT_LE(al::test::max_abs_diff(eo, ro),
+                  2 * al::test::max_abs_diff(al::test::to_double(nv.out), rf.out) + floor[0])
             << "variant " << variant << " " << al::to_string(kt);
-        EXPECT_LE(al::test::max_abs_diff(el, rl), 2 * al::test::max_abs_diff(al::test::to_double(nv.lse), rf.lse) + floor[1])
+        EXPECT_LE(al::test::max_abs_diff(el, rl),
+                  2 * al::test::max_abs_diff(al::test::to_double(nv.lse), rf.lse) + floor[1])
             << "variant " << variant << " " << al::to_string(kt);
       }
     }
@@ -204,24 +212,32 @@ TEST(KVCacheAttention, AccuracyOfEachTypeAgainstFloat32) {
     al::AttentionOptions<float> o;
     o.causal = al::Causal::bottom_right;
     al::Tensor<float> base({n_seq, hq, 1, d});
-    std::printf("%-9s %s\n", "type", outliers ? "keys with 4 large channels: max|O-O32|/max|O32|" : "random: max|O-O32|/max|O32|");
+    std::printf("%-9s %s\n", "type",
+                outliers ? "keys with 4 large channels: max|O-O32|/max|O32|" : "random: max|O-O32|/max|O32|");
     for (CacheType t : kTypes) {
       al::KVCacheConfig c;
       c.kv_heads = hkv, c.head_dim = d, c.max_tokens = n_seq * len, c.key_type = t, c.value_type = t;
-      if (t == CacheType::fp8_e4m3) c.key_scales = {outliers ? 0.1f : 0.02f}, c.value_scales = {0.02f};  // max/448 of the data
+      if (t == CacheType::fp8_e4m3)
+        c.key_scales = {outliers ? 0.1f : 0.02f}, c.value_scales = {0.02f};  // max/448 of the data
       al::KVCache cache(c);
       std::vector<int64_t> seqs;
-      for (int64_t s = 0; s < n_seq; ++s) seqs.push_back(cache.add_sequence()), cache.append(0, seqs.back(), ks[s], vs[s]);
+      for (int64_t s = 0; s < n_seq; ++s)
+        seqs.push_back(cache.add_sequence()), cache.append(0, seqs.back(), ks[s], vs[s]);
       al::Tensor<float> out({n_seq, hq, 1, d}), lse({n_seq, hq, 1, 1});
       al::kv_cache_attention(cache, 0, seqs, q, o, out, lse);
       if (t == CacheType::float32) base = out;
       double err = 0, big = 0;
       for (int64_t i = 0; i < out.numel(); ++i)
-        err = std::max(err, std::fabs(double(out.data()[i]) - base.data()[i])), big = std::max(big, std::fabs(double(base.data()[i])));
+        err = std::max(err, std::fabs(double(out.data()[i]) - base.data()[i])),
+        big = std::max(big, std::fabs(double(base.data()[i])));
       std::printf("%-9s %.2e\n", al::to_string(t), err / big);
       // About 1.5 times what was measured (docs/python.md): a quantization that got worse fails.
-      const double bound = (t == CacheType::int4 ? 0.2 : t == CacheType::fp8_e4m3 ? 0.07 : t == CacheType::int8 ? 0.013
-                            : t == CacheType::bfloat16 ? 0.0045 : 0.0006) * (outliers ? 6.0 : 1.0);
+      const double bound = (t == CacheType::int4       ? 0.2
+                            : t == CacheType::fp8_e4m3 ? 0.07
+                            : t == CacheType::int8     ? 0.013
+                            : t == CacheType::bfloat16 ? 0.0045
+                                                       : 0.0006) *
+                           (outliers ? 6.0 : 1.0);
       EXPECT_LE(err / big, bound) << al::to_string(t);
     }
     // The alternative int8 grouping: one scale per token and head (d = max|row|/127), by hand.
@@ -241,7 +257,8 @@ TEST(KVCacheAttention, AccuracyOfEachTypeAgainstFloat32) {
     }
     double err = 0, big = 0;
     for (int64_t i = 0; i < out.numel(); ++i)
-      err = std::max(err, std::fabs(double(out.data()[i]) - base.data()[i])), big = std::max(big, std::fabs(double(base.data()[i])));
+      err = std::max(err, std::fabs(double(out.data()[i]) - base.data()[i])),
+      big = std::max(big, std::fabs(double(base.data()[i])));
     std::printf("%-9s %.2e  (int8, one scale per token and head)\n", "int8/row", err / big);
   }
 }
