@@ -7,6 +7,7 @@
 #include "attnlab/engine.hpp"
 #include "attnlab/error.hpp"
 #include "attnlab/float16.hpp"
+#include "attnlab/kv_cache.hpp"
 #include "attnlab/reference.hpp"
 #include "attnlab/scale.hpp"
 #include "attnlab/softmax.hpp"

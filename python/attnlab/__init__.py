@@ -7,6 +7,7 @@ imports torch itself). See docs/python.md.
 
 from . import experiments
 from ._attnlab import (
+    KVCache,
     __version__,  # CMakeLists.txt's project VERSION, compiled into the extension
     attention_backward,
     attention_forward,
@@ -22,6 +23,7 @@ from ._attnlab import (
 )
 
 __all__ = [
+    "KVCache",
     "attention_backward",
     "attention_forward",
     "engine_target",

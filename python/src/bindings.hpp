@@ -6,4 +6,5 @@ namespace attnlab::python {
 void bind_attention(pybind11::module_& m);  // bind_attention.cpp
 void bind_softmax(pybind11::module_& m);    // bind_softmax.cpp
 void bind_lab(pybind11::module_& m);        // bind_lab.cpp
+void bind_kv_cache(pybind11::module_& m);   // bind_kv_cache.cpp
 }  // namespace attnlab::python

@@ -24,6 +24,7 @@ PYBIND11_MODULE(_attnlab, m) {
   attnlab::python::bind_attention(m);
   attnlab::python::bind_softmax(m);
   attnlab::python::bind_lab(m);
+  attnlab::python::bind_kv_cache(m);
   m.attr("__version__") = ATTNLAB_VERSION;  // CMakeLists.txt's project VERSION (python/CMakeLists.txt)
   m.def("engine_target", &attnlab::engine::target_name,
         "The SIMD target the float32 engine dispatched to on this machine (e.g. 'AVX2').");

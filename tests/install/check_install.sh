@@ -21,7 +21,7 @@ out=$("$work/consumer/consumer_mask_mod")
 echo "$out"
 grep -qx "ok" <<< "$out" || { echo "consumer_mask_mod failed" >&2; exit 1; }
 # The README's quick starts: the float32 engine, and decoding against a KV cache.
-for quick in consumer_engine consumer_kv_cache; do
+for quick in consumer_engine consumer_kv_cache consumer_paged_kv_cache; do
   out=$("$work/consumer/$quick")
   echo "$out"
   grep -Eq "^out -?[0-9.]+  lse [0-9.]+" <<< "$out" || { echo "$quick failed" >&2; exit 1; }

@@ -46,7 +46,7 @@ from ._ring import ring_attention
 from ._shapes import pad_to_rank, sdpa_operands
 from ._tensors import check_float, check_tensor, options_dtype
 
-__all__ = ["attention", "ring_attention", "scaled_dot_product_attention"]
+__all__ = ["CausalSelfAttention", "KVCache", "attention", "ring_attention", "scaled_dot_product_attention"]
 
 
 def _check_inputs(query, key, value, attn_mask) -> None:
@@ -194,3 +194,6 @@ def attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
         return out, lse
     names = ("max_prob", "entropy", "jacobian_fro_sq")
     return out, lse, {name: t.reshape(rows) for name, t in zip(names, result[2:])}
+
+
+from .kv_cache import CausalSelfAttention, KVCache  # noqa: E402  (it uses scaled_dot_product_attention above)

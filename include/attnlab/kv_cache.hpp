@@ -1,0 +1,130 @@
+#pragma once
+// A paged key/value cache for decoding, and attention over it.
+//
+// Storage: one pool of blocks per cache, each block `block_tokens` positions of every layer's
+// K and V (all K/V heads). A sequence owns a block table (block ids in position order), so
+// sequences of any lengths share the pool without copying, and fork() shares a prefix's blocks
+// (reference counts; a shared block is copied on its first write: copy-on-write).
+// Rows are quantized when appended (CacheType below); attention dequantizes them.
+//
+// Element types (keys and values each have their own):
+//   float32, bfloat16, float16  the value rounded to nearest even; a value the type cannot
+//                               hold (beyond float16's 65504, bfloat16's 3.39e38) is an Error;
+//   int8   per token and head, a float32 scale per group of 32 channels (q8_0's grouping):
+//          d = max|x|/127, q = round(x/d) (ties to even) in [-127, 127];
+//   int4   per token and head, a float32 scale per group of 32 channels (q4_0's scheme):
+//          m = the value of largest magnitude, d = −m/8, q = round(x/d) clamped to [-8, 7];
+//   fp8_e4m3  e4m3fn (max 448, no inf) of x/scale_h, with one scale per K/V head fixed when
+//          the cache is created (KVCacheConfig): no stored block ever needs rescaling, and a
+//          row's bits do not depend on what was appended before it. |x/scale_h| > 448 is an
+//          Error that names the scale to raise.
+// A group whose values are all zero stores d = 0 and dequantizes to zeros. NaN or ±inf in an
+// appended row is an Error naming the layer, sequence, token and head; nothing is written.
+// Quantization is a pure function of the row (IEEE division and round-to-nearest-even), so
+// the same rows give the same bits on every machine and for any thread count.
+// Not synchronised: append, fork and free must not run beside any other call on the same
+// cache; the const calls (gather, attention, memory) may run together.
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "attnlab/attention_options.hpp"
+#include "attnlab/export.hpp"
+#include "attnlab/tensor.hpp"
+
+namespace attnlab {
+
+enum class CacheType { float32, bfloat16, float16, int8, int4, fp8_e4m3 };
+
+ATTNLAB_API const char* to_string(CacheType type);
+// "float32" | "bfloat16" | "float16" | "int8" | "int4" | "fp8_e4m3"; throws Error otherwise.
+ATTNLAB_API CacheType parse_cache_type(const std::string& text);
+
+struct KVCacheConfig {
+  int64_t layers = 1;
+  int64_t kv_heads = 1;
+  int64_t head_dim = 0;    // of the keys (and the queries)
+  int64_t value_dim = 0;   // 0 = head_dim
+  int64_t max_tokens = 0;  // pool capacity in positions (rounded up to whole blocks)
+  // 32 positions: a sequence's partial last block wastes at most 31 rows and a fork copies at
+  // most one block, while each head's run inside a block (32 rows of d = 128: 16 KiB float32,
+  // 4 KiB int8) is still long enough for the hardware prefetcher to stream.
+  int64_t block_tokens = 32;
+  CacheType key_type = CacheType::float32;
+  CacheType value_type = CacheType::float32;
+  // fp8_e4m3 only: the scale of each K/V head ([kv_heads], or one value for all; empty = 1).
+  std::vector<float> key_scales{};
+  std::vector<float> value_scales{};
+};
+
+// What the pool holds, in bytes and blocks (a block: block_tokens positions of all layers).
+struct KVCacheMemory {
+  int64_t pool_bytes = 0;   // allocated at creation, never grows
+  int64_t block_bytes = 0;  // one block, K and V of all layers
+  int64_t total_blocks = 0;
+  int64_t used_blocks = 0;    // referenced by at least one sequence
+  int64_t shared_blocks = 0;  // referenced by more than one (forks)
+  int64_t sequences = 0;
+  int64_t bytes_per_token = 0;  // K and V of all layers and heads, scales included
+};
+
+class ATTNLAB_API KVCache {
+ public:
+  explicit KVCache(const KVCacheConfig& config);  // throws Error on a bad config, OutOfMemory
+  ~KVCache();
+  KVCache(KVCache&&) noexcept;
+  KVCache& operator=(KVCache&&) noexcept;
+
+  const KVCacheConfig& config() const;
+
+  int64_t add_sequence();  // a new empty sequence; ids are never reused
+  // A new sequence holding the first `tokens` positions of `seq` (every layer must have
+  // them); their blocks are shared until either sequence writes into one.
+  int64_t fork(int64_t seq, int64_t tokens);
+  void free(int64_t seq);  // its blocks return to the pool when no other sequence holds them
+  std::vector<int64_t> sequences() const;
+  int64_t length(int64_t seq, int64_t layer = 0) const;
+
+  // Appends n positions of one layer: k [1, kv_heads, n, head_dim], v [1, kv_heads, n, value_dim]
+  // (any strides). All checks (shapes, values, free blocks) come before any write.
+  void append(int64_t layer, int64_t seq, ConstView<float> k, ConstView<float> v);
+
+  // The first `length(seq, layer)` positions dequantized, contiguous: k [1, kv_heads, len,
+  // head_dim], v [1, kv_heads, len, value_dim] (any strides).
+  void gather(int64_t layer, int64_t seq, TensorView<float> k, TensorView<float> v) const;
+
+  KVCacheMemory memory() const;
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
+// Attention of new query rows against the cache, for several sequences in one call.
+//   q   [n_seq, Hq, Nq, head_dim]: Nq rows per sequence; or, with query_lengths,
+//       [1, Hq, Σ query_lengths, head_dim]: sequence s's rows one after the other (chunked
+//       prefill with a different chunk per sequence).
+//   out [same rows, value_dim], lse [same rows, 1].
+// The rows are the last positions of their sequence (append their K/V first): with
+// Causal::bottom_right row i of a chunk of n sees the cache up to position len − n + i.
+// Options: scale, causal (none or bottom_right), window, softcap, alibi_slopes ([Hq]),
+// sinks, check_finite (of q). Masks, key_lengths, packed sequences, dropout, mask_mod and
+// score_mod are an Error here. Hq must be a multiple of kv_heads (grouped-query attention).
+// The float32 engine over each sequence's dequantized K/V: bitwise the engine's result on
+// gather()'s tensors, the same for any thread count.
+ATTNLAB_API void kv_cache_attention(const KVCache& cache, int64_t layer, std::span<const int64_t> seqs,
+                                    ConstView<float> q, const AttentionOptions<float>& options, TensorView<float> out,
+                                    TensorView<float> lse, std::span<const int64_t> query_lengths = {},
+                                    const ComputeConfig& config = {});
+
+namespace reference {
+// The oracle: the same in double precision over the dequantized values (exact in double).
+ATTNLAB_API void kv_cache_attention(const KVCache& cache, int64_t layer, std::span<const int64_t> seqs,
+                                    ConstView<double> q, const AttentionOptions<double>& options,
+                                    TensorView<double> out, TensorView<double> lse,
+                                    std::span<const int64_t> query_lengths = {});
+}  // namespace reference
+
+}  // namespace attnlab

@@ -1,0 +1,146 @@
+// attnlab.KVCache: the library's paged, quantized KV cache (attnlab/kv_cache.hpp) over NumPy.
+// Rows go in as float32 arrays (other dtypes are converted); attention's results are new
+// float32 arrays. The GIL is held throughout: it is what keeps two Python threads from
+// changing one cache at once, or reading it while another appends.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "attnlab/kv_cache.hpp"
+#include "bindings.hpp"
+
+namespace attnlab::python {
+
+namespace py = pybind11;
+using namespace pybind11::literals;
+
+namespace {
+
+using FloatArray = py::array_t<float, py::array::c_style | py::array::forcecast>;
+
+// [kv_heads, n, dim] or [1, kv_heads, n, dim] as the 4-D view the cache takes.
+ConstView<float> rows_view(const FloatArray& a, const char* name) {
+  if (a.ndim() == 3) return {a.data(), {1, a.shape(0), a.shape(1), a.shape(2)}};
+  if (a.ndim() == 4) return {a.data(), {a.shape(0), a.shape(1), a.shape(2), a.shape(3)}};
+  throw Error(std::string(name) + ": " + std::to_string(a.ndim()) + " dimensions, not 3 ([kv_heads, n, dim]) or 4");
+}
+
+KVCache make_cache(int64_t layers, int64_t kv_heads, int64_t head_dim, int64_t max_tokens, const std::string& key_type,
+                   const std::string& value_type, std::optional<int64_t> value_dim, int64_t block_tokens,
+                   std::vector<float> key_scales, std::vector<float> value_scales) {
+  KVCacheConfig c;
+  c.layers = layers, c.kv_heads = kv_heads, c.head_dim = head_dim, c.max_tokens = max_tokens;
+  c.value_dim = value_dim.value_or(0), c.block_tokens = block_tokens;
+  c.key_type = parse_cache_type(key_type), c.value_type = parse_cache_type(value_type);
+  c.key_scales = std::move(key_scales), c.value_scales = std::move(value_scales);
+  return KVCache(c);
+}
+
+void append(KVCache& cache, int64_t layer, int64_t seq, const FloatArray& k, const FloatArray& v) {
+  cache.append(layer, seq, rows_view(k, "k"), rows_view(v, "v"));
+}
+
+py::tuple gather(const KVCache& cache, int64_t layer, int64_t seq) {
+  const KVCacheConfig& c = cache.config();
+  const int64_t len = cache.length(seq, layer);
+  py::array_t<float> k({c.kv_heads, len, c.head_dim}), v({c.kv_heads, len, c.value_dim});
+  cache.gather(layer, seq, TensorView<float>(k.mutable_data(), {1, c.kv_heads, len, c.head_dim}),
+               TensorView<float>(v.mutable_data(), {1, c.kv_heads, len, c.value_dim}));
+  return py::make_tuple(k, v);
+}
+
+py::object attention(const KVCache& cache, int64_t layer, const std::vector<int64_t>& seqs, const FloatArray& q,
+                     std::optional<std::vector<int64_t>> query_lengths, const std::string& causal,
+                     std::optional<double> scale, std::optional<std::pair<int64_t, int64_t>> window_size,
+                     std::optional<double> softcap, std::optional<std::vector<float>> alibi_slopes,
+                     std::optional<std::vector<float>> sinks, int threads, bool return_lse) {
+  check_threads(threads);
+  const KVCacheConfig& c = cache.config();
+  AttentionOptions<float> o;
+  o.causal = parse_causal(causal.c_str());
+  if (scale) o.scale = ScalePolicy::fixed(*scale);
+  if (window_size) o.window = {window_size->first, window_size->second};
+  o.softcap = softcap;
+  if (alibi_slopes) o.alibi_slopes = *alibi_slopes;
+  if (sinks) o.sinks = *sinks;
+  const bool packed = query_lengths.has_value();
+  ConstView<float> qv;
+  if (packed) {  // [Hq, Σ query_lengths, d]
+    if (q.ndim() != 3)
+      throw Error("q: with query_lengths, [Hq, total rows, head_dim], not " + std::to_string(q.ndim()) + " dimensions");
+    qv = {q.data(), {1, q.shape(0), q.shape(1), q.shape(2)}};
+  } else {  // [n_seq, Hq, Nq, d]
+    if (q.ndim() != 4) throw Error("q: [n_seq, Hq, Nq, head_dim], not " + std::to_string(q.ndim()) + " dimensions");
+    qv = {q.data(), {q.shape(0), q.shape(1), q.shape(2), q.shape(3)}};
+  }
+  const Shape os{qv.batch(), qv.heads(), qv.seq(), c.value_dim}, ls{qv.batch(), qv.heads(), qv.seq(), 1};
+  std::vector<py::ssize_t> oshape(os.begin() + (packed ? 1 : 0), os.end()),
+      lshape(ls.begin() + (packed ? 1 : 0), ls.end() - 1);
+  py::array_t<float> out(oshape), lse(lshape);
+  const TensorView<float> ov(out.mutable_data(), os), lv(lse.mutable_data(), ls);
+  std::vector<int64_t> lengths = query_lengths.value_or(std::vector<int64_t>{});
+  ComputeConfig config;
+  config.threads = threads;
+  kv_cache_attention(cache, layer, seqs, qv, o, ov, lv, lengths, config);
+  if (return_lse) return py::make_tuple(out, lse);
+  return std::move(out);
+}
+
+py::dict memory(const KVCache& cache) {
+  const KVCacheMemory m = cache.memory();
+  return py::dict("pool_bytes"_a = m.pool_bytes, "block_bytes"_a = m.block_bytes, "total_blocks"_a = m.total_blocks,
+                  "used_blocks"_a = m.used_blocks, "shared_blocks"_a = m.shared_blocks, "sequences"_a = m.sequences,
+                  "bytes_per_token"_a = m.bytes_per_token);
+}
+
+}  // namespace
+
+void bind_kv_cache(py::module_& m) {
+  py::class_<KVCache>(m, "KVCache",
+                      R"doc(A paged KV cache for decoding, quantized on write (docs/python.md, "Decoding").
+
+KVCache(layers, kv_heads, head_dim, max_tokens, key_type="float32", value_type="float32",
+        value_dim=None, block_tokens=32, key_scales=[], value_scales=[])
+
+Types: "float32", "bfloat16", "float16", "int8" and "int4" (a scale per 32 channels of
+each token and head), "fp8_e4m3" (key_scales/value_scales: one per K/V head, or one for
+all, fixed here; a value beyond 448·scale is a ValueError). The pool of max_tokens positions
+(all layers) is allocated here and never grows.)doc")
+      .def(py::init(&make_cache), "layers"_a, "kv_heads"_a, "head_dim"_a, "max_tokens"_a, "key_type"_a = "float32",
+           "value_type"_a = "float32", "value_dim"_a = py::none(), "block_tokens"_a = 32,
+           "key_scales"_a = std::vector<float>{}, "value_scales"_a = std::vector<float>{})
+      .def("add_sequence", &KVCache::add_sequence, "A new empty sequence; returns its id.")
+      .def("fork", &KVCache::fork, "seq"_a, "tokens"_a,
+           "A new sequence holding the first `tokens` positions of `seq`, sharing its blocks until either writes.")
+      .def("free", &KVCache::free, "seq"_a, "Frees a sequence (its blocks return when no fork holds them).")
+      .def_property_readonly("sequences", &KVCache::sequences)
+      .def("length", &KVCache::length, "seq"_a, "layer"_a = 0, "Positions held by `seq` in `layer`.")
+      .def("append", &append, "layer"_a, "seq"_a, "k"_a, "v"_a,
+           "Appends k [kv_heads, n, head_dim] and v [kv_heads, n, value_dim] to a sequence's layer.")
+      .def("gather", &gather, "layer"_a, "seq"_a,
+           "The sequence's K and V of a layer, dequantized: float32 [kv_heads, length, dim] arrays.")
+      .def("attention", &attention, "layer"_a, "seqs"_a, "q"_a, "query_lengths"_a = py::none(),
+           "causal"_a = "bottom_right", "scale"_a = py::none(), "window_size"_a = py::none(), "softcap"_a = py::none(),
+           "alibi_slopes"_a = py::none(), "sinks"_a = py::none(), "threads"_a = 0, "return_lse"_a = false,
+           R"doc(Attention of new rows against the cache for the sequences `seqs` (append their K/V first).
+
+q: [len(seqs), Hq, Nq, head_dim], or [Hq, sum(query_lengths), head_dim] with query_lengths.
+Returns out (q's shape with value_dim), and lse (without the last axis) if return_lse.)doc")
+      .def("memory", &memory,
+           "The pool's bytes and blocks: pool_bytes, block_bytes, total_blocks, used_blocks, "
+           "shared_blocks, sequences, bytes_per_token.")
+      .def_property_readonly("layers", [](const KVCache& c) { return c.config().layers; })
+      .def_property_readonly("kv_heads", [](const KVCache& c) { return c.config().kv_heads; })
+      .def_property_readonly("head_dim", [](const KVCache& c) { return c.config().head_dim; })
+      .def_property_readonly("value_dim", [](const KVCache& c) { return c.config().value_dim; })
+      .def_property_readonly("block_tokens", [](const KVCache& c) { return c.config().block_tokens; })
+      .def_property_readonly("key_type", [](const KVCache& c) { return std::string(to_string(c.config().key_type)); })
+      .def_property_readonly("value_type",
+                             [](const KVCache& c) { return std::string(to_string(c.config().value_type)); });
+}
+
+}  // namespace attnlab::python

@@ -1,0 +1,120 @@
+"""attnlab.KVCache over NumPy, attnlab.torch's cache and attention block, and the generation
+example (the same tokens with and without the cache)."""
+
+import pathlib
+import runpy
+import sys
+
+import numpy as np
+import pytest
+
+import attnlab
+
+EXAMPLE = pathlib.Path(__file__).resolve().parents[1] / "examples" / "generate_with_cache.py"
+TYPES = ["float32", "bfloat16", "float16", "int8", "int4", "fp8_e4m3"]
+
+
+def filled(rng, key_type="float32", value_type="float32", lengths=(5, 40, 70)):
+    cache = attnlab.KVCache(layers=2, kv_heads=2, head_dim=32, max_tokens=512, key_type=key_type,
+                            value_type=value_type, block_tokens=16)
+    seqs = []
+    for n in lengths:
+        s = cache.add_sequence()
+        seqs.append(s)
+        cache.append(1, s, rng.standard_normal((2, n, 32), dtype=np.float32),
+                     rng.standard_normal((2, n, 32), dtype=np.float32))
+    return cache, seqs
+
+
+@pytest.mark.parametrize("kind", TYPES)
+def test_attention_is_the_engine_over_the_gathered_cache(rng, kind):
+    cache, seqs = filled(rng, kind, kind)
+    q = rng.standard_normal((3, 4, 2, 32), dtype=np.float32)
+    out, lse = cache.attention(1, seqs, q, return_lse=True)
+    assert out.shape == (3, 4, 2, 32) and lse.shape == (3, 4, 2)
+    for i, s in enumerate(seqs):
+        k, v = cache.gather(1, s)
+        o, l = attnlab.attention_forward(q[i], k, v, causal="bottom_right")
+        assert np.array_equal(o, out[i]) and np.array_equal(l, lse[i])
+
+
+def test_chunked_prefill_with_a_chunk_per_sequence(rng):
+    cache, seqs = filled(rng)
+    q = rng.standard_normal((4, 1 + 7 + 3, 32), dtype=np.float32)
+    out = cache.attention(1, seqs, q, query_lengths=[1, 7, 3], softcap=20.0, window_size=(30, 0))
+    k, v = cache.gather(1, seqs[1])
+    o, _ = attnlab.attention_forward(q[:, 1:8], k, v, causal="bottom_right", softcap=20.0,
+                                     window_size=(30, 0))
+    assert np.array_equal(o, out[:, 1:8])
+
+
+def test_quantized_rows_are_within_their_step(rng):
+    cache = attnlab.KVCache(1, 1, 64, 64, key_type="int8", value_type="int4")
+    s = cache.add_sequence()
+    k = rng.standard_normal((1, 3, 64), dtype=np.float32)
+    cache.append(0, s, k, k)
+    k8, v4 = cache.gather(0, s)
+    amax = np.abs(k.reshape(1, 3, 2, 32)).max(-1, keepdims=True)
+    assert np.all(np.abs(k8 - k).reshape(1, 3, 2, 32) <= amax / 254 * 1.0001)
+    assert np.all(np.abs(v4 - k).reshape(1, 3, 2, 32) <= amax / 8 * 1.0001)
+
+
+def test_fork_shares_and_copies_on_write(rng):
+    cache, seqs = filled(rng, lengths=(40,))
+    k0, v0 = cache.gather(1, seqs[0])
+    f = cache.fork(seqs[0], 0)  # layer 0 is empty: a fork of nothing
+    cache.free(f)
+    cache2 = attnlab.KVCache(1, 2, 32, 128, block_tokens=16)
+    a = cache2.add_sequence()
+    cache2.append(0, a, k0, v0)
+    b = cache2.fork(a, 20)
+    assert cache2.memory()["shared_blocks"] == 2
+    new = np.ones((2, 1, 32), np.float32)
+    cache2.append(0, b, new, new)
+    assert cache2.memory()["used_blocks"] == 4
+    kb, _ = cache2.gather(0, b)
+    assert np.array_equal(kb[:, :20], k0[:, :20]) and np.array_equal(kb[:, 20:], new)
+    ka, _ = cache2.gather(0, a)
+    assert np.array_equal(ka, k0)
+
+
+def test_errors_name_the_problem(rng):
+    cache, seqs = filled(rng)
+    bad = rng.standard_normal((2, 3, 32), dtype=np.float32)
+    bad[1, 2, 5] = np.inf
+    with pytest.raises(ValueError, match=r"k\[head 1, token 2, channel 5\] is inf"):
+        cache.append(1, seqs[0], bad, bad)
+    with pytest.raises(ValueError, match="unknown sequence 7"):
+        cache.append(1, 7, bad, bad)
+    with pytest.raises(ValueError, match="pool exhausted"):
+        cache.append(1, seqs[0], *(2 * [rng.standard_normal((2, 500, 32), dtype=np.float32)]))
+    with pytest.raises(ValueError, match="unknown element type 'q4_0'"):
+        attnlab.KVCache(1, 1, 32, 32, key_type="q4_0")
+    with pytest.raises(ValueError, match="holds no position in layer 0"):
+        cache.attention(0, seqs, np.zeros((3, 2, 1, 32), np.float32))
+
+
+def test_torch_block_with_and_without_the_cache(torch):
+    import attnlab.torch as at
+    torch.manual_seed(0)
+    block = at.CausalSelfAttention(48, n_head=6, n_kv_head=2).eval()
+    x = torch.randn(2, 10, 48)
+    with torch.no_grad():
+        full = block(x)
+        cache = at.KVCache(layers=1, kv_heads=2, head_dim=8, max_tokens=64)
+        seqs = [cache.add_sequence(), cache.add_sequence()]
+        parts = [block(x[:, :6], cache, seqs)] + [block(x[:, t:t + 1], cache, seqs) for t in range(6, 10)]
+    assert torch.allclose(torch.cat(parts, dim=1), full, atol=1e-5, rtol=1e-5)
+    assert cache.length(seqs[1]) == 10
+    y = block(x.requires_grad_())
+    y.sum().backward()
+    assert x.grad is not None
+
+
+@pytest.mark.parametrize("kind", ["float32", "int8"])
+def test_generation_example_gives_the_same_tokens(torch, kind, capsys, monkeypatch):
+    monkeypatch.setattr(sys, "argv", [str(EXAMPLE), "--steps", "24", "--cache-type", kind])
+    with pytest.raises(SystemExit) as done:
+        runpy.run_path(str(EXAMPLE), run_name="__main__")
+    assert done.value.code == 0
+    assert "tokens identical with and without the cache" in capsys.readouterr().out

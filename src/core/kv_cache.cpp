@@ -1,0 +1,282 @@
+// The KV cache's pool, block tables and codecs' bookkeeping (attnlab/kv_cache.hpp).
+#include "attnlab/kv_cache.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <new>
+
+#include "core/kv_quantize.hpp"
+
+namespace attnlab {
+
+namespace {
+
+constexpr const char* kTypeNames[] = {"float32", "bfloat16", "float16", "int8", "int4", "fp8_e4m3"};
+
+std::vector<float> head_scales(const std::vector<float>& given, int64_t heads, CacheType type, const char* name) {
+  if (type != CacheType::fp8_e4m3) {
+    if (!given.empty()) throw Error(fmt::format("kv_cache: {} are for fp8_e4m3 only, not {}", name, to_string(type)));
+    return std::vector<float>(static_cast<size_t>(heads), 1.0f);
+  }
+  if (given.empty()) return std::vector<float>(static_cast<size_t>(heads), 1.0f);
+  if (given.size() != 1 && static_cast<int64_t>(given.size()) != heads)
+    throw Error(fmt::format("kv_cache: {} has {} values, not 1 or kv_heads = {}", name, given.size(), heads));
+  for (float s : given)
+    if (!(s > 0.0f) || !std::isfinite(s))
+      throw Error(fmt::format("kv_cache: {} holds {}, not a positive finite scale", name, s));
+  return given.size() == 1 ? std::vector<float>(static_cast<size_t>(heads), given[0]) : given;
+}
+
+}  // namespace
+
+const char* to_string(CacheType type) { return kTypeNames[static_cast<int>(type)]; }
+
+CacheType parse_cache_type(const std::string& text) {
+  for (int t = 0; t < 6; ++t)
+    if (text == kTypeNames[t]) return static_cast<CacheType>(t);
+  throw Error("kv_cache: unknown element type '" + text + "' (float32, bfloat16, float16, int8, int4, fp8_e4m3)");
+}
+
+struct KVCache::State {
+  KVCacheConfig config;
+  std::vector<float> key_scales, value_scales;  // per K/V head
+  int64_t key_row = 0, value_row = 0;           // bytes of one head's row
+  int64_t layer_block_bytes = 0;                // K then V of one layer in one block
+  int64_t total_blocks = 0;
+  // [block][layer][K: heads × T rows | V: heads × T rows]; left uninitialised, so that the
+  // system commits a block's pages when a sequence first writes it, not at creation.
+  std::unique_ptr<std::byte[]> pool;
+  std::vector<int32_t> refcount;   // per block
+  std::vector<int32_t> free_list;  // handed out from the back: lowest ids first
+  struct Sequence {
+    std::vector<int32_t> blocks;
+    std::vector<int64_t> length;  // per layer
+  };
+  std::map<int64_t, Sequence> seqs;
+  int64_t next_id = 0;
+
+  std::byte* key_row_ptr(int32_t block, int64_t layer, int64_t head, int64_t t) {
+    return pool.get() + block * config.layers * layer_block_bytes + layer * layer_block_bytes +
+           (head * config.block_tokens + t) * key_row;
+  }
+  std::byte* value_row_ptr(int32_t block, int64_t layer, int64_t head, int64_t t) {
+    return key_row_ptr(block, layer, 0, 0) + config.kv_heads * config.block_tokens * key_row +
+           (head * config.block_tokens + t) * value_row;
+  }
+  int64_t block_bytes() const { return config.layers * layer_block_bytes; }
+
+  Sequence& find(int64_t seq, const char* what) {
+    const auto it = seqs.find(seq);
+    if (it == seqs.end())
+      throw Error(fmt::format("kv_cache {}: unknown sequence {} ({} live)", what, seq, seqs.size()));
+    return it->second;
+  }
+  void check_layer(int64_t layer, const char* what) const {
+    if (layer < 0 || layer >= config.layers)
+      throw Error(fmt::format("kv_cache {}: layer {} is not in [0, {})", what, layer, config.layers));
+  }
+  void release(int32_t block) {
+    if (--refcount[static_cast<size_t>(block)] == 0) free_list.push_back(block);
+  }
+  int32_t take() {
+    const int32_t b = free_list.back();
+    free_list.pop_back();
+    refcount[static_cast<size_t>(b)] = 1;
+    return b;
+  }
+};
+
+KVCache::KVCache(const KVCacheConfig& config) : state_(std::make_unique<State>()) {
+  State& s = *state_;
+  s.config = config;
+  KVCacheConfig& c = s.config;
+  if (c.value_dim == 0) c.value_dim = c.head_dim;
+  auto positive = [](int64_t x, const char* name, int64_t max) {
+    if (x < 1 || x > max) throw Error(fmt::format("kv_cache: {} = {} is not in [1, {}]", name, x, max));
+  };
+  positive(c.layers, "layers", 1 << 16);
+  positive(c.kv_heads, "kv_heads", 1 << 16);
+  positive(c.head_dim, "head_dim", 1 << 16);
+  positive(c.value_dim, "value_dim", 1 << 16);
+  positive(c.block_tokens, "block_tokens", 1 << 16);
+  positive(c.max_tokens, "max_tokens", int64_t{1} << 40);
+  s.key_scales = head_scales(c.key_scales, c.kv_heads, c.key_type, "key_scales");
+  s.value_scales = head_scales(c.value_scales, c.kv_heads, c.value_type, "value_scales");
+  s.key_row = detail::row_bytes(c.key_type, c.head_dim);
+  s.value_row = detail::row_bytes(c.value_type, c.value_dim);
+  s.layer_block_bytes = c.kv_heads * c.block_tokens * (s.key_row + s.value_row);
+  s.total_blocks = (c.max_tokens + c.block_tokens - 1) / c.block_tokens;
+  if (s.total_blocks > INT32_MAX || s.total_blocks > INT64_MAX / s.block_bytes())
+    throw Error(fmt::format("kv_cache: {} blocks of {} bytes do not fit in memory", s.total_blocks, s.block_bytes()));
+  s.pool.reset(new (std::nothrow) std::byte[static_cast<size_t>(s.total_blocks * s.block_bytes())]);
+  if (!s.pool) {
+    throw OutOfMemory(fmt::format("kv_cache: cannot allocate the pool of {} bytes ({} blocks of {} positions)",
+                                  s.total_blocks * s.block_bytes(), s.total_blocks, c.block_tokens));
+  }
+  s.refcount.assign(static_cast<size_t>(s.total_blocks), 0);
+  for (int64_t b = s.total_blocks - 1; b >= 0; --b) s.free_list.push_back(static_cast<int32_t>(b));
+}
+
+KVCache::~KVCache() = default;
+KVCache::KVCache(KVCache&&) noexcept = default;
+KVCache& KVCache::operator=(KVCache&&) noexcept = default;
+
+const KVCacheConfig& KVCache::config() const { return state_->config; }
+
+int64_t KVCache::add_sequence() {
+  State& s = *state_;
+  s.seqs[s.next_id].length.assign(static_cast<size_t>(s.config.layers), 0);
+  return s.next_id++;
+}
+
+int64_t KVCache::fork(int64_t seq, int64_t tokens) {
+  State& s = *state_;
+  const State::Sequence& src = s.find(seq, "fork");
+  const int64_t shortest = *std::min_element(src.length.begin(), src.length.end());
+  if (tokens < 0 || tokens > shortest)
+    throw Error(fmt::format("kv_cache fork: {} positions of sequence {}, which holds {} in every layer", tokens, seq,
+                            shortest));
+  const int64_t blocks = (tokens + s.config.block_tokens - 1) / s.config.block_tokens;
+  State::Sequence copy;
+  copy.blocks.assign(src.blocks.begin(), src.blocks.begin() + blocks);
+  copy.length.assign(static_cast<size_t>(s.config.layers), tokens);
+  for (int32_t b : copy.blocks) ++s.refcount[static_cast<size_t>(b)];
+  s.seqs[s.next_id] = std::move(copy);
+  return s.next_id++;
+}
+
+void KVCache::free(int64_t seq) {
+  State& s = *state_;
+  for (int32_t b : s.find(seq, "free").blocks) s.release(b);
+  s.seqs.erase(seq);
+}
+
+std::vector<int64_t> KVCache::sequences() const {
+  std::vector<int64_t> ids;
+  for (const auto& [id, seq] : state_->seqs) ids.push_back(id);
+  return ids;
+}
+
+int64_t KVCache::length(int64_t seq, int64_t layer) const {
+  state_->check_layer(layer, "length");
+  return state_->find(seq, "length").length[static_cast<size_t>(layer)];
+}
+
+void KVCache::append(int64_t layer, int64_t seq, ConstView<float> k, ConstView<float> v) {
+  State& s = *state_;
+  const KVCacheConfig& c = s.config;
+  s.check_layer(layer, "append");
+  State::Sequence& sq = s.find(seq, "append");
+  const int64_t n = k.seq();
+  const Shape kwant{1, c.kv_heads, n, c.head_dim}, vwant{1, c.kv_heads, n, c.value_dim};
+  if (k.shape() != kwant || v.shape() != vwant || !k.present() || !v.present())
+    throw Error(
+        fmt::format("kv_cache append: k {} and v {} should be {} and {} ([1, kv_heads, n, head_dim], "
+                    "[1, kv_heads, n, value_dim])",
+                    to_string(k.shape()), to_string(v.shape()), to_string(kwant), to_string(vwant)));
+  const int64_t start = sq.length[static_cast<size_t>(layer)];
+  // Encode first: a bad value leaves the cache as it was.
+  std::vector<std::byte> encoded(static_cast<size_t>(c.kv_heads * n * (s.key_row + s.value_row)));
+  for (int kind = 0; kind < 2; ++kind) {
+    const ConstView<float>& x = kind == 0 ? k : v;
+    const CacheType type = kind == 0 ? c.key_type : c.value_type;
+    const int64_t rb = kind == 0 ? s.key_row : s.value_row, dim = kind == 0 ? c.head_dim : c.value_dim;
+    std::byte* base = encoded.data() + (kind == 0 ? 0 : c.kv_heads * n * s.key_row);
+    for (int64_t h = 0; h < c.kv_heads; ++h)
+      for (int64_t t = 0; t < n; ++t) {
+        const float* row = x.row(0, h, t);
+        for (int64_t j = 0; j < dim; ++j)
+          if (!std::isfinite(row[j * x.stride(3)]))
+            throw Error(
+                fmt::format("kv_cache append: {}[head {}, token {}, channel {}] is {} (layer {}, sequence {}, "
+                            "position {})",
+                            kind == 0 ? "k" : "v", h, t, j, row[j * x.stride(3)], layer, seq, start + t));
+        const float scale = (kind == 0 ? s.key_scales : s.value_scales)[static_cast<size_t>(h)];
+        const int64_t bad = detail::encode_row(type, row, x.stride(3), dim, scale, base + (h * n + t) * rb);
+        if (bad >= 0)
+          throw Error(fmt::format(
+              "kv_cache append: {}[head {}, token {}, channel {}] = {} does not fit {} (|x| ≤ {}{}; "
+              "layer {}, sequence {}, position {})",
+              kind == 0 ? "k" : "v", h, t, bad, row[bad * x.stride(3)], to_string(type), detail::type_max(type),
+              type == CacheType::fp8_e4m3 ? fmt::format("·scale {}: raise the head's scale", scale) : "", layer, seq,
+              start + t));
+      }
+  }
+  // Blocks: the new ones, and a copy of each shared block this append writes into.
+  const int64_t T = c.block_tokens, end = start + n;
+  const int64_t first = start / T, last = (end + T - 1) / T;  // blocks [first, last) are written
+  int64_t needed = std::max<int64_t>(0, last - static_cast<int64_t>(sq.blocks.size()));
+  for (int64_t b = first; b < std::min<int64_t>(last, static_cast<int64_t>(sq.blocks.size())); ++b)
+    if (s.refcount[static_cast<size_t>(sq.blocks[static_cast<size_t>(b)])] > 1) ++needed;
+  if (needed > static_cast<int64_t>(s.free_list.size()))
+    throw Error(
+        fmt::format("kv_cache append: pool exhausted: {} positions for sequence {} need {} more blocks of {} "
+                    "positions, {} of {} are free ({} bytes each)",
+                    n, seq, needed, T, s.free_list.size(), s.total_blocks, s.block_bytes()));
+  for (int64_t b = first; b < last; ++b) {
+    if (b >= static_cast<int64_t>(sq.blocks.size())) {
+      sq.blocks.push_back(s.take());
+    } else if (int32_t& old = sq.blocks[static_cast<size_t>(b)]; s.refcount[static_cast<size_t>(old)] > 1) {
+      const int32_t fresh = s.take();  // copy-on-write, every layer at once: the table is shared by all
+      std::memcpy(s.key_row_ptr(fresh, 0, 0, 0), s.key_row_ptr(old, 0, 0, 0), static_cast<size_t>(s.block_bytes()));
+      s.release(old);
+      old = fresh;
+    }
+  }
+  for (int kind = 0; kind < 2; ++kind) {
+    const int64_t rb = kind == 0 ? s.key_row : s.value_row;
+    const std::byte* base = encoded.data() + (kind == 0 ? 0 : c.kv_heads * n * s.key_row);
+    for (int64_t h = 0; h < c.kv_heads; ++h)
+      for (int64_t t = 0; t < n; ++t) {
+        const int64_t pos = start + t;
+        const int32_t block = sq.blocks[static_cast<size_t>(pos / T)];
+        std::byte* dst =
+            kind == 0 ? s.key_row_ptr(block, layer, h, pos % T) : s.value_row_ptr(block, layer, h, pos % T);
+        std::memcpy(dst, base + (h * n + t) * rb, static_cast<size_t>(rb));
+      }
+  }
+  sq.length[static_cast<size_t>(layer)] = end;
+}
+
+void KVCache::gather(int64_t layer, int64_t seq, TensorView<float> k, TensorView<float> v) const {
+  State& s = *state_;
+  const KVCacheConfig& c = s.config;
+  s.check_layer(layer, "gather");
+  const State::Sequence& sq = s.find(seq, "gather");
+  const int64_t len = sq.length[static_cast<size_t>(layer)];
+  const Shape kwant{1, c.kv_heads, len, c.head_dim}, vwant{1, c.kv_heads, len, c.value_dim};
+  if (k.shape() != kwant || v.shape() != vwant)
+    throw Error(fmt::format("kv_cache gather: k {} and v {} should be {} and {}", to_string(k.shape()),
+                            to_string(v.shape()), to_string(kwant), to_string(vwant)));
+  std::vector<float> row(static_cast<size_t>(std::max(c.head_dim, c.value_dim)));
+  for (int64_t h = 0; h < c.kv_heads; ++h)
+    for (int64_t pos = 0; pos < len; ++pos) {
+      const int32_t block = sq.blocks[static_cast<size_t>(pos / c.block_tokens)];
+      const int64_t t = pos % c.block_tokens;
+      detail::decode_row(c.key_type, s.key_row_ptr(block, layer, h, t), c.head_dim,
+                         s.key_scales[static_cast<size_t>(h)], row.data());
+      for (int64_t j = 0; j < c.head_dim; ++j) k(0, h, pos, j) = row[static_cast<size_t>(j)];
+      detail::decode_row(c.value_type, s.value_row_ptr(block, layer, h, t), c.value_dim,
+                         s.value_scales[static_cast<size_t>(h)], row.data());
+      for (int64_t j = 0; j < c.value_dim; ++j) v(0, h, pos, j) = row[static_cast<size_t>(j)];
+    }
+}
+
+KVCacheMemory KVCache::memory() const {
+  const State& s = *state_;
+  KVCacheMemory m;
+  m.block_bytes = s.block_bytes();
+  m.total_blocks = s.total_blocks;
+  m.pool_bytes = m.block_bytes * m.total_blocks;
+  m.used_blocks = m.total_blocks - static_cast<int64_t>(s.free_list.size());
+  m.shared_blocks = std::count_if(s.refcount.begin(), s.refcount.end(), [](int32_t r) { return r > 1; });
+  m.sequences = static_cast<int64_t>(s.seqs.size());
+  m.bytes_per_token = m.block_bytes / s.config.block_tokens;
+  return m;
+}
+
+}  // namespace attnlab

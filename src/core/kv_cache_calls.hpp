@@ -1,0 +1,78 @@
+#pragma once
+// One attention call over a KVCache as one ordinary call per sequence: the checks of the
+// arguments and the per-sequence views, shared by the engine's and the reference's versions.
+#include <fmt/format.h>
+
+#include <functional>
+#include <span>
+#include <vector>
+
+#include "attnlab/kv_cache.hpp"
+
+namespace attnlab::detail {
+
+// A sequence's rows of a [n_seq, ·, Nq, ·] (packed = false) or [1, ·, total, ·] tensor.
+template <class T>
+TensorView<T> sequence_rows(TensorView<T> x, bool packed, int64_t s, int64_t row0, int64_t rows) {
+  if (!packed) return {x.data() + s * x.stride(0), {1, x.size(1), x.size(2), x.size(3)}, x.strides()};
+  return {x.data() + row0 * x.stride(2), {1, x.size(1), rows, x.size(3)}, x.strides()};
+}
+
+// Checks the call and runs `one(k, v, q_s, out_s, lse_s)` for each sequence in order, k and v
+// its dequantized K/V (contiguous float32, [1, kv_heads, len, ·]).
+template <class T, class One>
+void for_each_cached_sequence(const KVCache& cache, int64_t layer, std::span<const int64_t> seqs, ConstView<T> q,
+                              const AttentionOptions<T>& o, TensorView<T> out, TensorView<T> lse,
+                              std::span<const int64_t> query_lengths, One&& one) {
+  const KVCacheConfig& c = cache.config();
+  const char* unsupported = o.bool_mask.present()       ? "bool_mask"
+                            : o.additive_mask.present() ? "additive_mask"
+                            : !o.key_lengths.empty()    ? "key_lengths (the cache knows each sequence's length)"
+                            : !o.cu_seqlens_q.empty() || !o.cu_seqlens_k.empty() ? "cu_seqlens (use query_lengths)"
+                            : o.dropout.p != 0.0                                 ? "dropout"
+                            : o.mask_mod || o.score_mod || o.block_mask          ? "mask_mod/score_mod"
+                            : o.causal == Causal::top_left
+                                ? "causal top_left (the new rows end the sequence: bottom_right)"
+                                : nullptr;
+  if (unsupported) throw Error(fmt::format("kv_cache_attention: {} is not supported over a KV cache", unsupported));
+  if (layer < 0 || layer >= c.layers)
+    throw Error(fmt::format("kv_cache_attention: layer {} is not in [0, {})", layer, c.layers));
+  const auto n_seq = static_cast<int64_t>(seqs.size());
+  const bool packed = !query_lengths.empty();
+  if (packed && static_cast<int64_t>(query_lengths.size()) != n_seq)
+    throw Error(fmt::format("kv_cache_attention: {} query_lengths for {} sequences", query_lengths.size(), n_seq));
+  int64_t total = 0;
+  for (int64_t n : query_lengths) {
+    if (n < 0) throw Error(fmt::format("kv_cache_attention: query length {} is negative", n));
+    total += n;
+  }
+  const int64_t hq = q.heads();
+  if (hq < 1 || hq % c.kv_heads != 0)
+    throw Error(fmt::format("kv_cache_attention: q has {} heads, not a positive multiple of the cache's {} K/V heads",
+                            hq, c.kv_heads));
+  const Shape qwant = packed ? Shape{1, hq, total, c.head_dim} : Shape{n_seq, hq, q.seq(), c.head_dim};
+  const Shape owant{qwant[0], hq, qwant[2], c.value_dim}, lwant{qwant[0], hq, qwant[2], 1};
+  if (q.shape() != qwant || out.shape() != owant || lse.shape() != lwant)
+    throw Error(fmt::format("kv_cache_attention: q {}, out {}, lse {} should be {}, {}, {} ({})", to_string(q.shape()),
+                            to_string(out.shape()), to_string(lse.shape()), to_string(qwant), to_string(owant),
+                            to_string(lwant), packed ? "[1, Hq, Σ query_lengths, ·]" : "[n_seq, Hq, Nq, ·]"));
+  int64_t row0 = 0;
+  for (int64_t s = 0; s < n_seq; ++s) {
+    const int64_t rows = packed ? query_lengths[static_cast<size_t>(s)] : q.seq();
+    const int64_t len = cache.length(seqs[static_cast<size_t>(s)], layer);
+    if (len == 0)
+      throw Error(
+          fmt::format("kv_cache_attention: sequence {} holds no position in layer {} (append "
+                      "the new rows' K/V before attending)",
+                      seqs[static_cast<size_t>(s)], layer));
+    if (rows > 0) {
+      Tensor<float> k({1, c.kv_heads, len, c.head_dim}), v({1, c.kv_heads, len, c.value_dim});
+      cache.gather(layer, seqs[static_cast<size_t>(s)], k, v);
+      one(k, v, sequence_rows(q, packed, s, row0, rows), sequence_rows(out, packed, s, row0, rows),
+          sequence_rows(lse, packed, s, row0, rows));
+    }
+    row0 += rows;
+  }
+}
+
+}  // namespace attnlab::detail
