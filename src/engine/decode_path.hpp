@@ -5,7 +5,7 @@
 //   tiled  (flash_kernels.cpp): FlashAttention-2 over (batch, query head, query tile),
 //          K and V of each head packed once and shared by its query tiles. Built for
 //          Nq ≈ Nk, where each packed key is used by many query rows.
-//   decode (decode_kernels.cpp, decode-inl.h): few query rows per key/value head, as
+//   decode (decode_kernels.cpp, decode_strategy.hpp): few query rows per key/value head, as
 //          when decoding against a KV cache (Nq = 1) or prefilling it in chunks
 //          (Nq = 16…64 new rows at its end). The rows of all the query heads that share
 //          a key/value head are processed together, so K and V are read once per

@@ -108,6 +108,9 @@ void forward_impl(ConstView<E> q, ConstView<E> k, ConstView<E> v, const Attentio
       detail::check_forward_args(q, k, v, options, out, lse, decode ? detail::ValueChecks::q_only : detail::ValueChecks::all);
   if (diagnostics != nullptr) detail::check_diagnostics(*diagnostics, dims);
   Plan plan(dims, q, k, v, options, resolve_threads(config), &config.interrupt);
+  plan.decode_switches = {fused_decode_allowed().load(), bf16_dot_products_allowed().load(),
+                          fused_row_order_allowed().load(), fused_beside_loads_max_kv_bytes().load(),
+                          fused_beside_loads_min_rows().load()};
   Tensor<float> own_out;
   const TensorView<float> out32 = float_result(out, own_out);
   std::optional<BlockMask> own_block_mask;
@@ -268,6 +271,12 @@ bool cpu_has_bf16_dot_products() {
 std::atomic<bool>& bf16_dot_products_allowed() {
   static std::atomic<bool> allowed{true};
   return allowed;
+}
+
+DecodeSwitches default_decode_switches() {
+  DecodeSwitches s;
+  s.beside_loads_max_kv_bytes = last_level_cache_bytes();
+  return s;
 }
 
 std::atomic<int64_t>& fused_beside_loads_max_kv_bytes() {

@@ -193,6 +193,24 @@ std::atomic<int64_t>& fused_beside_loads_min_rows();
 // other shapes do; the results are bitwise the same either way.
 std::atomic<bool>& fused_row_order_allowed();
 
+// The decode policy's inputs a test may set (decode_strategy.hpp reads them; the testing
+// library's decode_hooks.hpp sets them); the library's values otherwise.
+struct DecodeSwitches {
+  bool fused = true;       // off: the tile step everywhere (as 16-bit caches off AVX-512)
+  bool bf16_dots = true;   // off: bfloat16 scores on converted values
+  bool row_order = true;   // off: from memory, the spread requests
+  // The fused step asks beside its loads when K and V hold at most this many bytes: the
+  // last-level cache's size (0 when unknown: never), so that a cache a call finds where the
+  // call before left it is read the way a cache is read fastest, one from memory the way
+  // memory is.
+  int64_t beside_loads_max_kv_bytes = 0;
+  // ... and, for a float32 cache not read in row order (d = 256), from this many rows per
+  // K/V head whatever the size.
+  int64_t beside_loads_min_rows = 6;
+};
+// The library's switches: all on, the last-level cache's size (engine.cpp).
+DecodeSwitches default_decode_switches();
+
 struct Plan {
   detail::AttentionDims dims;
   Operand q, k, v;  // float32, bfloat16 or float16, all three the same type
@@ -217,6 +235,7 @@ struct Plan {
   mutable RowErrorLog overflowed_rows;  // written by the kernels (the Plan is const there)
   StopRequest stop{nullptr};            // the caller's interrupt (ComputeConfig::interrupt)
   mutable std::atomic<int64_t> tiles_computed{0};  // tile pairs computed by this call (TileCounts)
+  DecodeSwitches decode_switches = default_decode_switches();
 
   Plan(const detail::AttentionDims& dm, Operand q_, Operand k_, Operand v_,
        const AttentionOptions<float>& opt, int threads_, const std::function<bool()>* interrupt = nullptr)

@@ -1,4 +1,4 @@
-// The decode path (src/engine/decode_path.hpp, decode-inl.h): few query rows against a
+// The decode path (src/engine/decode_path.hpp, decode_strategy.hpp): few query rows against a
 // long key/value cache, with the query heads of a group together and the keys split
 // into chunks merged in a fixed order. Its results obey the engine's accuracy rule
 // (engine_check.hpp) on random decode (Nq ≤ 4) and chunked-prefill (Nq ≤ 64) shapes
@@ -141,7 +141,7 @@ TEST(EngineDecode, RandomDecodeAndChunkShapesWithinTheAccuracyRule) {
   EXPECT_GT(chunk, kProblems / 10);
   // Grouped heads decoding (2 to 4 rows per key/value head, to 8 on AVX-512, no score
   // treatment) takes the fused step on its whole tiles; the rest the tile-at-a-time step
-  // (decode-inl.h).
+  // (decode_strategy.hpp).
   EXPECT_GE(fused, 8);
   EXPECT_LT(fused, kProblems);
   EXPECT_EQ(dims, (std::set<int64_t>{1, 64, 80, 128, 256}));
@@ -149,7 +149,7 @@ TEST(EngineDecode, RandomDecodeAndChunkShapesWithinTheAccuracyRule) {
 }
 
 // Grouped heads decoding without a score treatment, the shapes of the fused step
-// (decode-inl.h): 2 to 4 rows per key/value head on whole tiles, the tile-at-a-time step
+// (decode_fused-inl.h): 2 to 4 rows per key/value head on whole tiles, the tile-at-a-time step
 // on partial ones (a cache length or the cache's end inside a tile) and on everything else.
 // Both within the accuracy rule, on long caches too (dozens of chunks merged).
 TEST(EngineDecode, GroupedHeadsFusedStepWithinTheAccuracyRule) {
@@ -176,8 +176,8 @@ TEST(EngineDecode, GroupedHeadsFusedStepWithinTheAccuracyRule) {
   EXPECT_EQ(dims.size(), 6u);
 }
 
-// The fused step's two ways of asking for K's and V's lines (decode-inl.h,
-// FusedRequestsBesideLoads): beside each load where K and V fit the last-level cache or
+// The fused step's two ways of asking for K's and V's lines (decode_strategy.hpp,
+// FusedReads::beside_loads): beside each load where K and V fit the last-level cache or
 // a K/V head has 5 rows or more, spread over each block elsewhere. The thresholds
 // (fused_beside_loads_max_kv_bytes, fused_beside_loads_min_rows) set to their extremes
 // send every call one way or the other while they live.
@@ -220,7 +220,7 @@ std::vector<al::Tensor<float>> forward_with_requests(const al::test::Problem& p,
 }
 
 // One query row per K/V head (decoding without grouped heads) takes the fused step on the
-// AVX-512 targets, whatever the cache's size (decode-inl.h, FusedApplies), and never
+// AVX-512 targets, whatever the cache's size (decode_strategy.hpp), and never
 // elsewhere (AVX2 keeps the tile-at-a-time step). Within the accuracy rule with its
 // requests either way (padding, every scale policy, d from 1 to 256, caches of up to 24
 // chunks merged); by default those whose K and V fit the last-level cache, most of them,
@@ -318,10 +318,10 @@ TEST(EngineDecode, FusedStepRequestsBesideTheLoadsOrSpreadGiveBitwiseTheSameResu
 }
 
 // Five to eight rows per K/V head (a group of 5 to 8 query heads, or a smaller group with
-// two queries) take the fused step on AVX-512 from d = 128 on (decode-inl.h,
+// two queries) take the fused step on AVX-512 from d = 128 on (decode_strategy.hpp,
 // kFusedMaxRows: its 32 registers hold their accumulators), the tile-at-a-time step
 // elsewhere. Within the accuracy rule, with d from 1 to 256, padding and long caches;
-// asking beside the loads where K and V fit the cache (FusedRequestsBesideLoads), bitwise
+// asking beside the loads where K and V fit the cache (FusedReads::beside_loads), bitwise
 // the same as from memory (row order with the queries held at d = 128, spread requests at
 // d = 256); split-KV bitwise the same for 1, 2 and 3 threads, either way.
 TEST(EngineDecode, FiveToEightRowsFusedOnAvx512WithinTheAccuracyRule) {
@@ -399,7 +399,7 @@ TEST(EngineDecode, FiveToEightRowsFusedOnAvx512WithinTheAccuracyRule) {
   }
 }
 
-// The fused step's lazy max (decode-inl.h, FusedSoftmaxRow): its reference m moves only
+// The fused step's lazy max (decode_fused_softmax-inl.h, FusedSoftmaxRow): its reference m moves only
 // when a block's score passes it, then to that block's max + 8. Scores planted along one
 // query's direction make head 0's scores climb through the cache: a ramp of 0.012 a key
 // (6 over a chunk of 512, whose reference starts afresh), and jumps of 9 at key 500 and 12
@@ -567,8 +567,8 @@ TEST(EngineDecode, LargerChunksForCallsWithManyItems) {
   expect_same_bits_for_any_threads(p);
 }
 
-// The fused step in row order with the hardware prefetchers alone (decode-inl.h,
-// FusedRowOrderVectors), while it lives: on or off.
+// The fused step in row order with the hardware prefetchers alone (decode_strategy.hpp,
+// FusedReads::row_order), while it lives: on or off.
 struct RowOrder {
   bool saved = al::engine::fused_row_order_allowed().load();
   explicit RowOrder(bool allowed) { al::engine::fused_row_order_allowed().store(allowed); }

@@ -305,7 +305,7 @@ TEST(EnginePrecision, Float16EqualsFloat32EngineOnConvertedInputsBitwise) { chec
 
 // A 16-bit cache from memory (K and V past the last-level cache; here the size threshold
 // set to 0) takes the fused step in row order on AVX-512 wherever it takes the fused step,
-// 1 to 8 rows per K/V head at d = 64 and 128 (decode-inl.h, FusedRowOrderVectors): bitwise the float32 engine's on the
+// 1 to 8 rows per K/V head at d = 64 and 128 (decode_strategy.hpp): bitwise the float32 engine's on the
 // converted values, forward and backward (check_equals_float_engine, scores on converted
 // values); with a bfloat16 cache's scores on the CPU's dot products (3 rows and more),
 // bitwise the same as with row order off. Counted where it runs.
@@ -573,7 +573,7 @@ TEST(EnginePrecisionAccuracy, ThousandRandomProblemsWithinTwiceNaive16BitError) 
 }
 
 // A bfloat16 cache of 3 to 8 rows per K/V head takes its scores on the CPU's bfloat16 dot
-// products where it has them (AVX512_BF16; decode-inl.h, Bf16DotsApply): float32 sums of
+// products where it has them (AVX512_BF16; decode_strategy.hpp, bf16_dots): float32 sums of
 // the exact products, in another order than on converted values. Over random decoding
 // problems of the fused step's shapes (1 to 8 rows, d from 32 to 256, padding, caches of
 // up to 12 chunks), within the 16-bit accuracy rule of the test above (twice the naive
