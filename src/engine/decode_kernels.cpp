@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "engine/decode_kernels.hpp"
+#include "engine/testing/engine_probe.hpp"
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "engine/decode_kernels.cpp"
@@ -35,11 +36,13 @@
 HWY_BEFORE_NAMESPACE();
 namespace attnlab::engine::HWY_NAMESPACE {
 
-// The test counters (TileCounts): the strategy says how the fused tiles ran.
+// A test probe's counts (engine_probe.hpp), if one is installed: the strategy says how
+// the fused tiles ran.
 void CountTiles(const DecodeStrategy& st, const Plan& p, int64_t computed, int64_t fused) {
+  if (p.probe == nullptr) return;
   p.tiles_computed.fetch_add(computed, std::memory_order_relaxed);
   if (fused == 0) return;
-  TileCounts& counts = tile_counts();
+  TileCounts& counts = p.probe->counts;
   counts.decode_fused.fetch_add(fused, std::memory_order_relaxed);
   if (st.reads == FusedReads::beside_loads) counts.decode_fused_beside_loads.fetch_add(fused, std::memory_order_relaxed);
   if (st.reads == FusedReads::row_order) counts.decode_fused_row_order.fetch_add(fused, std::memory_order_relaxed);

@@ -20,7 +20,7 @@
 
 #include "attnlab/engine.hpp"
 #include "engine/decode_path.hpp"
-#include "engine/testing/decode_hooks.hpp"
+#include "engine/testing/engine_probe.hpp"
 
 namespace al = attnlab;
 
