@@ -22,8 +22,8 @@
 //   6-8    256      bf16, f16   fused, beside loads         fused, spread requests
 //   5-8    64       bf16 (*)    as 1-4 at d = 64            as 1-4 at d = 64
 //   5-8    < 128    otherwise   tile step, dot products     tile step, dot products
-//   9-14   any      any         tile step, dot products, V streamed (8 keys a block)
-//   15-64  any      any         tile step, Sᵀ = K·Qᵀ, next block's K and V asked for
+//   9-15   any      any         tile step, dot products, V streamed (8 keys a block)
+//   16-64  any      any         tile step, Sᵀ = K·Qᵀ, next block's K and V asked for
 //   (*) bfloat16 from 3 rows, d a multiple of 32 up to 256, on a CPU with AVX512_BF16:
 //       the fused step's scores on VDPBF16PS.
 //
@@ -31,7 +31,12 @@
 //   1      any      any         tile step, dot products (f32: first line of each row asked)
 //   2-4    any      f32         fused, spread requests 8 keys ahead
 //   2-14   any      otherwise   tile step, dot products, V streamed
-//   15-64  any      any         tile step, Sᵀ = K·Qᵀ (below the lanes: dot products)
+//   15-64  any      any         tile step, Sᵀ = K·Qᵀ (dot products below the lanes)
+//
+// For example B = 1, 32/8 heads, one query, Nk = 32768, d = 128, float32 on AVX-512: 4
+// rows per K/V head, 256 MiB of K and V (beyond the cache), so the fused step in row order,
+// FusedDecodeBlock<4, false, float, false, 8> on chunks of 4096 keys (decode_path.hpp);
+// on AVX2 the fused step with spread requests (test_engine_decode_strategy checks both).
 //
 // Why, in a line each (docs/tuning.md holds the measurements):
 // - few rows do 2 FLOPs per byte: the step must keep the memory busy, so the fused step
@@ -44,7 +49,8 @@
 // - from 6 rows the queries are held in registers, and a block of 8 keys of f32 at
 //   d = 128 is one 4 KiB page, which the prefetchers do not cross: ask its first lines;
 // - 5 to 8 rows below d = 128 weigh the fused step's per-key costs against half the FMAs;
-// - up to 14 rows dot products along d use every lane; beyond, K·Qᵀ with a transpose.
+// - up to 14 rows (or fewer than a vector's lanes) dot products along d use every lane;
+//   beyond, K·Qᵀ with a transpose.
 #include <cstdint>
 
 #include "engine/plan.hpp"
