@@ -95,11 +95,11 @@ HWY_NOINLINE void FusedDecodeBlock(const DecodeWork& w, int64_t item, int64_t b,
     LinePrefetcher vpf{reinterpret_cast<const char*>(v_rows.data + pf_key * v_rows.stride),
                        v_rows.stride * sizeof(E), v_lines, pf_rows};
     // In row order, the next block's first lines as this one starts (DecodeStrategy::
-    // asks_next_block): a float32 block of 8 keys at d = 128 is one 4 KiB page, which the
+    // asks_next_block, compiled in): a float32 block of 8 keys at d = 128 is one 4 KiB page, which the
     // CPU's prefetchers do not cross. One row asks for the whole first row, more its first line.
-    if constexpr (kRowVectors > 0) {
+    if constexpr (kRowVectors > 0 && row_order_asks_next_block(R, std::is_same_v<E, float>)) {
       const size_t next = static_cast<size_t>(j) + kFusedKeys;
-      if (st.asks_next_block && static_cast<int64_t>(next + kFusedKeys) <= ahead) {
+      if (static_cast<int64_t>(next + kFusedKeys) <= ahead) {
         PrefetchRows(k_rows.data, k_rows.stride, next, 1, d * sizeof(E), /*first_line=*/R > 1);
         PrefetchRows(v_rows.data, v_rows.stride, next, 1, dv_pad * sizeof(E), /*first_line=*/R > 1);
       }

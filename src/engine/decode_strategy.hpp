@@ -63,6 +63,13 @@ inline constexpr int64_t kFusedManyRowsMinDim = 128;    // 5 to 8 rows fused fro
 inline constexpr int64_t kBf16DotsMaxDim = 256;         // the fused step holds R × d bfloat16 queries
 inline constexpr int kQueriesHeldMinRows = 6;           // row order holds the queries from here
 
+// Whether the fused step in row order asks for the next block's first lines as each block
+// starts (one float32 row: its whole first row; from kQueriesHeldMinRows rows: its first
+// line). A constant of the kernel's rows and type, so the kernels compile it in.
+constexpr bool row_order_asks_next_block(int64_t rows, bool f32) {
+  return (rows == 1 && f32) || rows >= kQueriesHeldMinRows;
+}
+
 // What a SIMD target brings to the decision (decode_target-inl.h fills it per target).
 struct DecodeTargetFacts {
   int64_t lanes = 1;          // float lanes of a vector
@@ -146,7 +153,7 @@ inline DecodeStrategy choose_decode_strategy(const DecodeShape& c, const DecodeT
     st.reads = beside ? FusedReads::beside_loads : row_vectors != 0 ? FusedReads::row_order : FusedReads::spread;
     if (st.reads == FusedReads::row_order) {
       st.row_vectors = row_vectors;
-      st.asks_next_block = (c.rows == 1 && f32) || c.rows >= kQueriesHeldMinRows;
+      st.asks_next_block = row_order_asks_next_block(c.rows, f32);
     }
   }
   // The fused P·V: 3 vectors of columns for 3 to 6 rows up to 16 vectors, 4 for 1-2 rows, else 2.
