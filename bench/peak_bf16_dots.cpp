@@ -5,7 +5,7 @@
 // 32 FLOPs per cycle, the float32 FMA's own rate.
 // a = b = 2⁻¹⁰ in every bfloat16 lane: each instruction adds 2·2⁻²⁰ to a lane, which
 // stays finite and normal over any run. FLOPs = 64 per instruction (32 multiply-adds).
-// Issued by inline asm, as the engine does (decode-inl.h): Debian's Highway 1.0.3 has no
+// Issued by inline asm, as the engine does (decode_target-inl.h): Debian's Highway 1.0.3 has no
 // AVX512_BF16 target; the loop runs only where the CPU has it.
 #include <immintrin.h>
 

@@ -134,23 +134,19 @@ void BM_Decode(benchmark::State& state) {
 // d = 128, repeated): its compute cost per key, the time memory must hide. Args Hq,
 // Hkv, Nq, d, from_memory: 0 for the step the engine takes on a cache this small (its
 // requests beside the loads), 1 for the one it takes on a cache read from memory (on
-// AVX-512 the row order, FusedRowOrderVectors) though K and V are in L2. Compare KV
+// AVX-512 the row order, decode_strategy.hpp) though K and V are in L2. Compare KV
 // GB/s with the read bandwidth per core.
 void BM_DecodeChunk(benchmark::State& state) {
   const int64_t hq = state.range(0), hkv = state.range(1), nq = state.range(2), d = state.range(3), nk = 256;
-  auto& beside_loads_max = al::engine::fused_beside_loads_max_kv_bytes();
-  const int64_t saved_max = beside_loads_max.load();
-  if (state.range(4)) beside_loads_max.store(0);
   std::vector<float> q(static_cast<size_t>(hq * nq * d)), k(static_cast<size_t>(hkv * nk * d)), v(k.size());
   std::mt19937 rng(5);
   std::normal_distribution<float> nd;
   for (auto* t : {&q, &k, &v})
     for (float& x : *t) x = nd(rng);
   for (auto _ : state) {
-    al::engine::testing::decode_chunk_piece(q.data(), k.data(), v.data(), hq, hkv, nq, nk, d, 16);
+    al::engine::testing::decode_chunk_piece(q.data(), k.data(), v.data(), hq, hkv, nq, nk, d, 16, state.range(4) != 0);
     benchmark::DoNotOptimize(q.data());
   }
-  beside_loads_max.store(saved_max);
   const double keys = 16.0 * nk;
   state.counters["ns/key"] = benchmark::Counter(keys, benchmark::Counter::kIsIterationInvariantRate |
                                                           benchmark::Counter::kInvert);

@@ -1,6 +1,7 @@
-// The decode path's parallel loops (decode_path.hpp says when it runs; decode-inl.h
-// explains the kernel), compiled once per SIMD target and chosen at run time.
+// The decode path's parallel loops (decode_path.hpp says when it runs; decode_chunk-inl.h
+// the work item), compiled once per SIMD target and chosen at run time.
 //
+//   0. the call's DecodeStrategy, once (decode_strategy.hpp);
 //   1. per row, once: key_begin, key_end and scale_i (the log-n policies count a row's visible
 //      keys, O(Nk) with a boolean mask: not once per chunk);
 //   2. per batch of key/value heads (their partials within a 64 MB budget), parallel
@@ -19,6 +20,7 @@
 #include <vector>
 
 #include "engine/decode_kernels.hpp"
+#include "engine/testing/engine_probe.hpp"
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "engine/decode_kernels.cpp"
@@ -28,10 +30,24 @@
 // The shared -inl.h pieces define functions in anonymous namespaces that this TU does
 // not call (the tiled path's ForwardQueryTile, PackTransposed).
 #pragma GCC diagnostic ignored "-Wunused-function"
-#include "engine/decode-inl.h"
+#include "engine/decode_chunk-inl.h"
+#include "engine/decode_merge-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace attnlab::engine::HWY_NAMESPACE {
+
+// A test probe's counts (engine_probe.hpp), if one is installed: the strategy says how
+// the fused tiles ran.
+void CountTiles(const DecodeStrategy& st, const Plan& p, int64_t computed, int64_t fused) {
+  if (p.probe == nullptr) return;
+  p.tiles_computed.fetch_add(computed, std::memory_order_relaxed);
+  if (fused == 0) return;
+  TileCounts& counts = p.probe->counts;
+  counts.decode_fused.fetch_add(fused, std::memory_order_relaxed);
+  if (st.reads == FusedReads::beside_loads) counts.decode_fused_beside_loads.fetch_add(fused, std::memory_order_relaxed);
+  if (st.reads == FusedReads::row_order) counts.decode_fused_row_order.fetch_add(fused, std::memory_order_relaxed);
+  if (st.bf16_dots) counts.decode_bf16_dots.fetch_add(fused, std::memory_order_relaxed);
+}
 
 bool DecodeForwardImpl(const Plan& p, TensorView<float> out, TensorView<float> lse) {
   const auto& dm = p.dims;
@@ -50,6 +66,7 @@ bool DecodeForwardImpl(const Plan& p, TensorView<float> out, TensorView<float> l
 
   DecodeWork w;
   w.p = &p;
+  w.strategy = choose_decode_strategy(decode_shape(p), DecodeTarget::facts(), p.decode_switches);
   w.rows = dm.group() * dm.Nq;
   w.chunk = decode_chunk_keys(dm.B, dm.Hkv, dm.Nk);
   w.n_chunks = ceil_div(dm.Nk, w.chunk);
@@ -86,11 +103,13 @@ bool DecodeForwardImpl(const Plan& p, TensorView<float> out, TensorView<float> l
         // skipped chunk is never merged, and never needs to be).
         if (!sc || p.stop()) continue;
         const int64_t kvl = it / w.n_chunks;
+        std::pair<int64_t, int64_t> tiles;  // computed, fused
         switch (p.k.type()) {
-          case ElementType::f32: DecodeChunk<float>(w, it, kv0 + kvl, it % w.n_chunks, *sc); break;
-          case ElementType::bf16: DecodeChunk<bfloat16>(w, it, kv0 + kvl, it % w.n_chunks, *sc); break;
-          case ElementType::f16: DecodeChunk<float16>(w, it, kv0 + kvl, it % w.n_chunks, *sc); break;
+          case ElementType::f32: tiles = DecodeChunk<float>(w, it, kv0 + kvl, it % w.n_chunks, *sc); break;
+          case ElementType::bf16: tiles = DecodeChunk<bfloat16>(w, it, kv0 + kvl, it % w.n_chunks, *sc); break;
+          case ElementType::f16: tiles = DecodeChunk<float16>(w, it, kv0 + kvl, it % w.n_chunks, *sc); break;
         }
+        CountTiles(w.strategy, p, tiles.first, tiles.second);
         // acq_rel: the last of a head's chunks sees the partials the others wrote.
         if (chunks_left[kvl].fetch_sub(1, std::memory_order_acq_rel) == 1)
           for (int64_t r = 0; r < w.rows; ++r) MergeRow(w, kvl, kv0 + kvl, r, out, lse);

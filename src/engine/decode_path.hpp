@@ -5,7 +5,7 @@
 //   tiled  (flash_kernels.cpp): FlashAttention-2 over (batch, query head, query tile),
 //          K and V of each head packed once and shared by its query tiles. Built for
 //          Nq ≈ Nk, where each packed key is used by many query rows.
-//   decode (decode_kernels.cpp, decode-inl.h): few query rows per key/value head, as
+//   decode (decode_kernels.cpp, decode_strategy.hpp): few query rows per key/value head, as
 //          when decoding against a KV cache (Nq = 1) or prefilling it in chunks
 //          (Nq = 16…64 new rows at its end). The rows of all the query heads that share
 //          a key/value head are processed together, so K and V are read once per
@@ -21,14 +21,8 @@
 // heads) reads each key/value head once for all its query heads. Except for a lone
 // work item with more than one row block (B·Hkv = 1, one key chunk, group·Nq > kBr):
 // the decode path would keep all its rows on one thread, the tiled path spreads its
-// query heads over all of them. Measured on Zen 3 (AVX2, 2 threads, d = 128, the calls
-// of two builds interleaved in one process), the decode path against the tiled one at
-// Nk ≤ 512, where the rule was Nk > 512 until 2026-11-24: a decoding step, 8/8 and 32/8
-// heads, Nk = 8 ×1.9, 64 ×3.8-4.3, 256 ×7.0-7.5, 512 ×7.8-8.0 (bfloat16 at 256: ×12);
-// Nq = 16, Nk = 64 ×1.15-1.65, Nk = 256 ×1.6-3.1; Nq = 64 against Nk = 64 ×0.89 (32/8)
-// and 1.08 (8/8), against Nk ≤ 8 ×0.76 (hence 2·Nq); a lone item, 8/1 heads, Nq = 16
-// and 32 against 512 keys ×0.85 and ×0.69, Nq = 8 and 4 (one row block) ×1.4-1.5. Not
-// with diagnostics: RowDiagnostics are not merged across key chunks (the tiled path
+// query heads over all of them (docs/tuning.md has the measurements behind the rule).
+// Not with diagnostics: RowDiagnostics are not merged across key chunks (the tiled path
 // computes them); not with dropout, which is for training (the tiled path draws its
 // mask). Every other option (masks, padding, windows, softcap, ALiBi, sinks, packed
 // sequences, score_mod, mask_mod) is the same per-row score treatment in both paths.
@@ -48,10 +42,7 @@ enum class ForwardPath { tiled, decode };
 // on many threads), else kDecodeChunkMin (two key tiles, whose partials, rows·dv per
 // chunk, stay small against the chunk's K and V). Larger chunks mean fewer cold starts
 // of a thread's stream and its requests (items are handed out dynamically, so a thread's
-// next chunk is not the one after its last) and fewer partials to merge. Measured on Zen
-// 4 (2 threads, d = 128, builds interleaved; 4096 against 512 keys, results within 5.2e-8):
-// 32/8 heads at Nk = 32768 +3.4, +5.7 %, 8/8 +4.3 %, B = 4 at Nk = 4096 (2048 keys) +3.3 %,
-// 64/8 +4.6 to +10 % (docs/engine.md, "What the memory gives a reader").
+// next chunk is not the one after its last) and fewer partials to merge (docs/tuning.md).
 inline constexpr int64_t kDecodeChunkMin = 2 * kBc, kDecodeChunkMax = 16 * kBc, kDecodeMinItems = 64;
 
 inline int64_t decode_chunk_keys(int64_t B, int64_t Hkv, int64_t Nk) {

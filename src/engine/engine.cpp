@@ -18,6 +18,7 @@
 #include "engine/decode_path.hpp"
 #include "engine/flash_kernels.hpp"
 #include "engine/scratch_cache.hpp"
+#include "engine/testing/engine_probe.hpp"
 
 namespace attnlab::engine {
 namespace {
@@ -54,6 +55,12 @@ void clear_applied_mask(const AttentionOptions<float>& o) {
 }
 
 thread_local ForwardPath last_path = ForwardPath::tiled;
+
+// A test's probe, if one is installed: its switches for this call, and its counts after.
+void attach_probe(Plan& plan) {
+  plan.probe = installed_engine_probe();
+  if (plan.probe != nullptr) plan.decode_switches = plan.probe->switches();
+}
 
 void throw_if_interrupted(const Plan& plan) {
   if (plan.stop.stopped()) throw Interrupted("attention: interrupted by the caller (ComputeConfig::interrupt)");
@@ -114,6 +121,7 @@ void forward_impl(ConstView<E> q, ConstView<E> k, ConstView<E> v, const Attentio
       detail::check_forward_args(q, k, v, options, out, lse, decode ? detail::ValueChecks::q_only : detail::ValueChecks::all);
   if (diagnostics != nullptr) detail::check_diagnostics(*diagnostics, dims);
   Plan plan(dims, q, k, v, options, resolve_threads(config), &config.interrupt);
+  attach_probe(plan);
   Tensor<float> own_out;
   const TensorView<float> out32 = float_result(out, own_out);
   std::optional<BlockMask> own_block_mask;
@@ -127,7 +135,7 @@ void forward_impl(ConstView<E> q, ConstView<E> k, ConstView<E> v, const Attentio
       flash_forward(plan, out32, lse, diagnostics);
     }
   });
-  tile_counts().forward.fetch_add(plan.tiles_computed.load(), std::memory_order_relaxed);
+  if (plan.probe != nullptr) plan.probe->counts.forward.fetch_add(plan.tiles_computed.load(), std::memory_order_relaxed);
   throw_if_interrupted(plan);
   if (decode) detail::check_deferred_values(k, v, options, kv_suspect);
   if (options.check_finite) {
@@ -147,6 +155,7 @@ void backward_impl(ConstView<E> q, ConstView<E> k, ConstView<E> v, ConstView<E> 
                    TensorView<E> dv, const ComputeConfig& config, std::span<float> dsinks) {
   const auto dims = detail::check_backward_args(q, k, v, out, lse, grad_out, options, dq, dk, dv, dsinks);
   Plan plan(dims, q, k, v, options, resolve_threads(config), &config.interrupt);
+  attach_probe(plan);
   Tensor<float> own_dq, own_dk, own_dv;
   const TensorView<float> dq32 = float_result(dq, own_dq), dk32 = float_result(dk, own_dk),
                           dv32 = float_result(dv, own_dv);
@@ -156,7 +165,7 @@ void backward_impl(ConstView<E> q, ConstView<E> k, ConstView<E> v, ConstView<E> 
     flash_backward(plan, Operand(out), lse, Operand(grad_out), dq32, dk32, dv32,
                    dsinks.empty() ? nullptr : dsinks.data());
   });
-  tile_counts().backward.fetch_add(plan.tiles_computed.load(), std::memory_order_relaxed);
+  if (plan.probe != nullptr) plan.probe->counts.backward.fetch_add(plan.tiles_computed.load(), std::memory_order_relaxed);
   throw_if_interrupted(plan);
   // Finite inputs can still overflow float in q·k, dO·v or dS·k: say so, never return NaN.
   if (options.check_finite) {
@@ -226,8 +235,7 @@ std::string target_name() { return flash_target_name(); }
 int64_t last_level_cache_bytes() {
   static const int64_t bytes = [] {
     // sysfs lists CPU 0's caches by index; the largest is the last level. sysconf comes
-    // second: on a virtual machine it can report the host's total (320 MiB where sysfs
-    // said 32 on this project's Zen 4).
+    // second: on a virtual machine it can report the host's total (ten times what sysfs says).
     int64_t best = 0;
     for (int index = 0; index < 8; ++index) {
       std::ifstream f("/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(index) + "/size");
@@ -250,16 +258,6 @@ int64_t last_level_cache_bytes() {
 
 void release_cached_memory() { empty_scratch_cache(); }
 
-TileCounts& tile_counts() {
-  static TileCounts counts;
-  return counts;
-}
-
-std::atomic<bool>& fused_decode_allowed() {
-  static std::atomic<bool> allowed{true};
-  return allowed;
-}
-
 bool cpu_has_bf16_dot_products() {
 #if defined(__x86_64__) || defined(__i386__)
   static const bool has = __builtin_cpu_supports("avx512bf16");
@@ -269,25 +267,18 @@ bool cpu_has_bf16_dot_products() {
 #endif
 }
 
-std::atomic<bool>& bf16_dot_products_allowed() {
-  static std::atomic<bool> allowed{true};
-  return allowed;
+DecodeSwitches default_decode_switches() {
+  DecodeSwitches s;
+  s.beside_loads_max_kv_bytes = last_level_cache_bytes();
+  return s;
 }
 
-std::atomic<int64_t>& fused_beside_loads_max_kv_bytes() {
-  static std::atomic<int64_t> bytes{last_level_cache_bytes()};
-  return bytes;
+std::atomic<EngineProbe*>& engine_probe_slot() {
+  static std::atomic<EngineProbe*> probe{nullptr};
+  return probe;
 }
 
-std::atomic<int64_t>& fused_beside_loads_min_rows() {
-  static std::atomic<int64_t> rows{6};
-  return rows;
-}
-
-std::atomic<bool>& fused_row_order_allowed() {
-  static std::atomic<bool> allowed{true};
-  return allowed;
-}
+EngineProbe* installed_engine_probe() { return engine_probe_slot().load(std::memory_order_acquire); }
 
 ForwardPath last_forward_path() { return last_path; }
 

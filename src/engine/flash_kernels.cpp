@@ -1,7 +1,7 @@
 // The fused attention kernels, forward and backward, compiled once per SIMD
 // target (hwy/foreach_target.h) and chosen at run time (HWY_DYNAMIC_DISPATCH).
 // A forward with few query rows against many keys (decoding against a KV cache)
-// takes the decode path instead: decode_path.hpp says when, decode-inl.h how.
+// takes the decode path instead: decode_path.hpp says when, decode_strategy.hpp how.
 //
 // ============================================================================
 // How the work is tiled (FlashAttention-2, Dao 2023, on a CPU)

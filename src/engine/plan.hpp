@@ -145,53 +145,34 @@ class Operand {
   Shape shape_{0, 0, 0, 0}, strides_{0, 0, 0, 0};
 };
 
-// Test hook: the tile pairs (query tile × key tile of one (b, h)) the kernels computed,
-// summed over every call of this process (engine.cpp adds each call's count), and the key
-// tiles the decode path took through its fused step (decode-inl.h), of those the ones
-// that asked for their lines beside the loads (FusedRequestsBesideLoads), and the ones
-// whose bfloat16 scores ran on the CPU's bfloat16 dot products (Bf16DotsApply). The
-// tile-skipping, decode and precision tests read it; nothing else does.
-struct TileCounts {
-  std::atomic<int64_t> forward{0}, backward{0}, decode_fused{0}, decode_fused_beside_loads{0}, decode_fused_row_order{0},
-      decode_bf16_dots{0};
-};
-TileCounts& tile_counts();
-
-// Test hook: whether decoding may take the fused step (decode-inl.h; true unless a test
-// turns it off). Off, its shapes take the tile-at-a-time step, which a 16-bit cache takes
-// on the targets without AVX-512, so that the precision tests can hold 16-bit results
-// bitwise to the float32 engine's there too (docs/engine.md, "Bitwise equal to the float32
-// engine").
-std::atomic<bool>& fused_decode_allowed();
-
 // Whether this CPU has AVX512_BF16's dot products (VDPBF16PS), which the fused decoding
-// step takes for a bfloat16 cache's scores (decode-inl.h, Bf16DotsApply).
+// step takes for a bfloat16 cache's scores (decode_strategy.hpp).
 bool cpu_has_bf16_dot_products();
-// Test hook: whether it may (true unless a test turns it off). Off, a bfloat16 cache's
-// scores are converted to float32 and multiplied there, and the results are the float32
-// engine's on the converted values bit for bit (test_engine_precision holds them to it).
-std::atomic<bool>& bf16_dot_products_allowed();
 
-// The fused decoding step asks for its K and V lines beside its loads (on the targets that
-// ask for lines into L2, decode-inl.h: FusedRequestsBesideLoads) when the call's K and V
-// hold at most this many bytes, and spreads its requests over each block otherwise: by
-// default the last-level cache's size (last_level_cache_bytes; 0 if unknown, and then
-// never), so that a cache a call finds where the call before left it is read the way a
-// cache is read fastest, and one streamed from memory the way memory is (docs/engine.md,
-// "Requests beside the loads, in cache"). A test hook too: both ways give bitwise the
-// same results, and the tests hold them to that.
-std::atomic<int64_t>& fused_beside_loads_max_kv_bytes();
-// ... and, for a float32 cache whose rows the step does not read in row order (d = 256, or
-// row order turned off), whatever that size when a K/V head has this many query rows or
-// more (default 6: from memory too, 6 to 8 rows were faster beside the loads than with the
-// spread requests; in row order, their queries held in registers, faster still,
-// FusedRowOrderVectors). A test hook as well.
-std::atomic<int64_t>& fused_beside_loads_min_rows();
-// Test hook: whether the fused step, where it does not ask beside its loads, may read K and
-// V in row order with the hardware prefetchers alone (decode-inl.h, FusedRowOrderVectors;
-// true unless a test turns it off). Off, it spreads its requests over each block as the
-// other shapes do; the results are bitwise the same either way.
-std::atomic<bool>& fused_row_order_allowed();
+// A test's view into the engine's calls (src/engine/testing/engine_probe.hpp defines it,
+// and only the testing library installs one): its switches replace the library's, and
+// the calls add their tile counts to it. None in production: nothing is counted.
+struct EngineProbe;
+// The installed probe, or null.
+EngineProbe* installed_engine_probe();
+
+// The decode policy's inputs (decode_strategy.hpp reads them): the library's values, or
+// an installed EngineProbe's.
+struct DecodeSwitches {
+  bool fused = true;       // off: the tile step everywhere (as 16-bit caches off AVX-512)
+  bool bf16_dots = true;   // off: bfloat16 scores on converted values
+  bool row_order = true;   // off: from memory, the spread requests
+  // The fused step asks beside its loads when K and V hold at most this many bytes: the
+  // last-level cache's size (0 when unknown: never), so that a cache a call finds where the
+  // call before left it is read the way a cache is read fastest, one from memory the way
+  // memory is.
+  int64_t beside_loads_max_kv_bytes = 0;
+  // ... and, for a float32 cache not read in row order (d = 256), from this many rows per
+  // K/V head whatever the size.
+  int64_t beside_loads_min_rows = 6;
+};
+// The library's switches: all on, the last-level cache's size (engine.cpp).
+DecodeSwitches default_decode_switches();
 
 struct Plan {
   detail::AttentionDims dims;
@@ -216,7 +197,9 @@ struct Plan {
   uint64_t dropout_seed = 0;
   mutable RowErrorLog overflowed_rows;  // written by the kernels (the Plan is const there)
   StopRequest stop{nullptr};            // the caller's interrupt (ComputeConfig::interrupt)
-  mutable std::atomic<int64_t> tiles_computed{0};  // tile pairs computed by this call (TileCounts)
+  mutable std::atomic<int64_t> tiles_computed{0};  // tile pairs computed by this call (for the probe)
+  DecodeSwitches decode_switches = default_decode_switches();
+  EngineProbe* probe = nullptr;  // a test's (installed_engine_probe), else null
 
   Plan(const detail::AttentionDims& dm, Operand q_, Operand k_, Operand v_,
        const AttentionOptions<float>& opt, int threads_, const std::function<bool()>* interrupt = nullptr)

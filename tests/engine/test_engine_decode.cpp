@@ -1,4 +1,4 @@
-// The decode path (src/engine/decode_path.hpp, decode-inl.h): few query rows against a
+// The decode path (src/engine/decode_path.hpp, decode_strategy.hpp): few query rows against a
 // long key/value cache, with the query heads of a group together and the keys split
 // into chunks merged in a fixed order. Its results obey the engine's accuracy rule
 // (engine_check.hpp) on random decode (Nq ≤ 4) and chunked-prefill (Nq ≤ 64) shapes
@@ -22,6 +22,7 @@
 #include "attnlab/engine.hpp"
 #include "attnlab/reference.hpp"
 #include "engine/decode_path.hpp"
+#include "engine/testing/engine_probe.hpp"
 #include "engine_check.hpp"
 #include "same_bits.hpp"
 
@@ -116,10 +117,10 @@ TEST(EngineDecode, RandomDecodeAndChunkShapesWithinTheAccuracyRule) {
     chunk += p.Nq > 16;
     policies.insert(p.scale.kind());
     dims.insert(p.d);
-    const int64_t fused_before = al::engine::tile_counts().decode_fused.load();
+    const int64_t fused_before = al::engine::testing::tile_counts().decode_fused.load();
     const auto e = al::test::check_engine_against_reference(p, use_strides, al::ComputeConfig{2});
     decode_path += al::engine::last_forward_path() == ForwardPath::decode;
-    fused += al::engine::tile_counts().decode_fused.load() > fused_before;
+    fused += al::engine::testing::tile_counts().decode_fused.load() > fused_before;
     EXPECT_EQ(al::engine::last_forward_path(), ForwardPath::decode);
     for (int x = 0; x < 5; ++x)
       if (e.naive[x] > 0) worst_ratio[x] = std::max(worst_ratio[x], e.engine[x] / e.naive[x]);
@@ -141,7 +142,7 @@ TEST(EngineDecode, RandomDecodeAndChunkShapesWithinTheAccuracyRule) {
   EXPECT_GT(chunk, kProblems / 10);
   // Grouped heads decoding (2 to 4 rows per key/value head, to 8 on AVX-512, no score
   // treatment) takes the fused step on its whole tiles; the rest the tile-at-a-time step
-  // (decode-inl.h).
+  // (decode_strategy.hpp).
   EXPECT_GE(fused, 8);
   EXPECT_LT(fused, kProblems);
   EXPECT_EQ(dims, (std::set<int64_t>{1, 64, 80, 128, 256}));
@@ -149,7 +150,7 @@ TEST(EngineDecode, RandomDecodeAndChunkShapesWithinTheAccuracyRule) {
 }
 
 // Grouped heads decoding without a score treatment, the shapes of the fused step
-// (decode-inl.h): 2 to 4 rows per key/value head on whole tiles, the tile-at-a-time step
+// (decode_fused-inl.h): 2 to 4 rows per key/value head on whole tiles, the tile-at-a-time step
 // on partial ones (a cache length or the cache's end inside a tile) and on everything else.
 // Both within the accuracy rule, on long caches too (dozens of chunks merged).
 TEST(EngineDecode, GroupedHeadsFusedStepWithinTheAccuracyRule) {
@@ -164,10 +165,10 @@ TEST(EngineDecode, GroupedHeadsFusedStepWithinTheAccuracyRule) {
     padded += !p.key_lengths.empty();
     row_scale += p.scale.depends_on_n();
     dims.insert(p.d);
-    const int64_t fused_before = al::engine::tile_counts().decode_fused.load();
+    const int64_t fused_before = al::engine::testing::tile_counts().decode_fused.load();
     al::test::check_engine_against_reference(p, n % 5 == 2, al::ComputeConfig{2});
     EXPECT_EQ(al::engine::last_forward_path(), ForwardPath::decode);
-    fused += al::engine::tile_counts().decode_fused.load() > fused_before;
+    fused += al::engine::testing::tile_counts().decode_fused.load() > fused_before;
     if (::testing::Test::HasFailure() && std::getenv("ATTNLAB_KEEP_GOING") == nullptr) break;
   }
   EXPECT_GT(fused, kProblems / 4);
@@ -176,22 +177,22 @@ TEST(EngineDecode, GroupedHeadsFusedStepWithinTheAccuracyRule) {
   EXPECT_EQ(dims.size(), 6u);
 }
 
-// The fused step's two ways of asking for K's and V's lines (decode-inl.h,
-// FusedRequestsBesideLoads): beside each load where K and V fit the last-level cache or
+// The fused step's two ways of asking for K's and V's lines (decode_strategy.hpp,
+// FusedReads::beside_loads): beside each load where K and V fit the last-level cache or
 // a K/V head has 5 rows or more, spread over each block elsewhere. The thresholds
 // (fused_beside_loads_max_kv_bytes, fused_beside_loads_min_rows) set to their extremes
 // send every call one way or the other while they live.
 struct RequestsFor {
-  int64_t saved_bytes = al::engine::fused_beside_loads_max_kv_bytes().load(),
-          saved_rows = al::engine::fused_beside_loads_min_rows().load();
+  int64_t saved_bytes = al::engine::testing::fused_beside_loads_max_kv_bytes().load(),
+          saved_rows = al::engine::testing::fused_beside_loads_min_rows().load();
   explicit RequestsFor(bool beside_loads) {
     constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
-    al::engine::fused_beside_loads_max_kv_bytes().store(beside_loads ? kMax : 0);
-    al::engine::fused_beside_loads_min_rows().store(beside_loads ? saved_rows : kMax);
+    al::engine::testing::fused_beside_loads_max_kv_bytes().store(beside_loads ? kMax : 0);
+    al::engine::testing::fused_beside_loads_min_rows().store(beside_loads ? saved_rows : kMax);
   }
   ~RequestsFor() {
-    al::engine::fused_beside_loads_max_kv_bytes().store(saved_bytes);
-    al::engine::fused_beside_loads_min_rows().store(saved_rows);
+    al::engine::testing::fused_beside_loads_max_kv_bytes().store(saved_bytes);
+    al::engine::testing::fused_beside_loads_min_rows().store(saved_rows);
   }
 };
 
@@ -220,7 +221,7 @@ std::vector<al::Tensor<float>> forward_with_requests(const al::test::Problem& p,
 }
 
 // One query row per K/V head (decoding without grouped heads) takes the fused step on the
-// AVX-512 targets, whatever the cache's size (decode-inl.h, FusedApplies), and never
+// AVX-512 targets, whatever the cache's size (decode_strategy.hpp), and never
 // elsewhere (AVX2 keeps the tile-at-a-time step). Within the accuracy rule with its
 // requests either way (padding, every scale policy, d from 1 to 256, caches of up to 24
 // chunks merged); by default those whose K and V fit the last-level cache, most of them,
@@ -239,7 +240,7 @@ TEST(EngineDecode, OneQueryRowFusedStepWithinTheAccuracyRule) {
     padded += !p.key_lengths.empty();
     row_scale += p.scale.depends_on_n();
     dims.insert(p.d);
-    const auto& counts = al::engine::tile_counts();
+    const auto& counts = al::engine::testing::tile_counts();
     int64_t before = counts.decode_fused.load(), beside_before = counts.decode_fused_beside_loads.load();
     al::test::check_engine_against_reference(p, n % 5 == 2, al::ComputeConfig{2});
     EXPECT_EQ(al::engine::last_forward_path(), ForwardPath::decode);
@@ -247,7 +248,7 @@ TEST(EngineDecode, OneQueryRowFusedStepWithinTheAccuracyRule) {
     fused += took_fused;
     // By default beside the loads when K and V fit the last-level cache, as most of these do.
     const double kv_bytes = 4.0 * static_cast<double>(p.B * p.Hkv * p.Nk * (p.d + p.dv));
-    const bool fits = kv_bytes <= static_cast<double>(al::engine::fused_beside_loads_max_kv_bytes().load());
+    const bool fits = kv_bytes <= static_cast<double>(al::engine::testing::fused_beside_loads_max_kv_bytes().load());
     const int64_t beside = counts.decode_fused_beside_loads.load() - beside_before;
     EXPECT_EQ(beside, fits ? counts.decode_fused.load() - before : 0) << kv_bytes << " bytes of K and V";
     beside_at_default += took_fused && beside > 0;
@@ -263,7 +264,7 @@ TEST(EngineDecode, OneQueryRowFusedStepWithinTheAccuracyRule) {
   }
   if (avx512) EXPECT_GT(fused, kProblems / 4);  // not d = 1 (K not read in place), masks or causal edges
   // Most of these caches fit a last-level cache of 8 MiB or more (sysfs may not tell: then none).
-  if (avx512 && al::engine::fused_beside_loads_max_kv_bytes().load() >= (int64_t{8} << 20))
+  if (avx512 && al::engine::testing::fused_beside_loads_max_kv_bytes().load() >= (int64_t{8} << 20))
     EXPECT_GT(beside_at_default, fused / 2);
   EXPECT_GT(padded, kProblems / 6);
   EXPECT_GT(row_scale, kProblems / 20);
@@ -279,9 +280,9 @@ TEST(EngineDecode, OneQueryRowFusedStepWithinTheAccuracyRule) {
   for (auto* t : {&p.q, &p.k, &p.v}) al::test::fill_normal(*t, rng);
   p.key_lengths = {p.Nk, p.Nk - 1000};
   for (const bool beside_loads : {true, false}) {
-    const int64_t before = al::engine::tile_counts().decode_fused.load();
+    const int64_t before = al::engine::testing::tile_counts().decode_fused.load();
     const auto one = forward_with_requests(p, beside_loads, 1);
-    EXPECT_EQ(al::engine::tile_counts().decode_fused.load() > before, avx512);
+    EXPECT_EQ(al::engine::testing::tile_counts().decode_fused.load() > before, avx512);
     for (int threads : {2, 3}) {
       const auto other = forward_with_requests(p, beside_loads, threads);
       for (size_t x = 0; x < one.size(); ++x)
@@ -303,9 +304,9 @@ TEST(EngineDecode, FusedStepRequestsBesideTheLoadsOrSpreadGiveBitwiseTheSameResu
     std::mt19937_64 rng(seed + static_cast<uint64_t>(n));
     const al::test::Problem p = al::test::random_problem(rng, fused_step_limits(n, /*max_seq_q=*/2, /*max_group=*/4));
     SCOPED_TRACE("seed " + std::to_string(seed + n) + ": " + p.describe());
-    const int64_t before = al::engine::tile_counts().decode_fused.load();
+    const int64_t before = al::engine::testing::tile_counts().decode_fused.load();
     const auto beside = forward_with_requests(p, true, 2);
-    fused += al::engine::tile_counts().decode_fused.load() > before;
+    fused += al::engine::testing::tile_counts().decode_fused.load() > before;
     const auto spread = forward_with_requests(p, false, 2);
     for (size_t x = 0; x < beside.size(); ++x)
       EXPECT_TRUE(al::test::same_bits(beside[x], spread[x])) << al::test::kQuantity[x] << " beside the loads against spread";
@@ -318,10 +319,10 @@ TEST(EngineDecode, FusedStepRequestsBesideTheLoadsOrSpreadGiveBitwiseTheSameResu
 }
 
 // Five to eight rows per K/V head (a group of 5 to 8 query heads, or a smaller group with
-// two queries) take the fused step on AVX-512 from d = 128 on (decode-inl.h,
+// two queries) take the fused step on AVX-512 from d = 128 on (decode_strategy.hpp,
 // kFusedMaxRows: its 32 registers hold their accumulators), the tile-at-a-time step
 // elsewhere. Within the accuracy rule, with d from 1 to 256, padding and long caches;
-// asking beside the loads where K and V fit the cache (FusedRequestsBesideLoads), bitwise
+// asking beside the loads where K and V fit the cache (FusedReads::beside_loads), bitwise
 // the same as from memory (row order with the queries held at d = 128, spread requests at
 // d = 256); split-KV bitwise the same for 1, 2 and 3 threads, either way.
 TEST(EngineDecode, FiveToEightRowsFusedOnAvx512WithinTheAccuracyRule) {
@@ -330,7 +331,7 @@ TEST(EngineDecode, FiveToEightRowsFusedOnAvx512WithinTheAccuracyRule) {
   constexpr int kProblems = 40;
   int fused = 0, padded = 0;
   std::set<int64_t> rows_seen, dims;
-  const auto& counts = al::engine::tile_counts();
+  const auto& counts = al::engine::testing::tile_counts();
   int n = 0, drawn = 0;
   for (; n < kProblems && drawn < 50 * kProblems; ++drawn) {
     std::mt19937_64 rng(seed + static_cast<uint64_t>(drawn));
@@ -399,7 +400,7 @@ TEST(EngineDecode, FiveToEightRowsFusedOnAvx512WithinTheAccuracyRule) {
   }
 }
 
-// The fused step's lazy max (decode-inl.h, FusedSoftmaxRow): its reference m moves only
+// The fused step's lazy max (decode_fused_softmax-inl.h, FusedSoftmaxRow): its reference m moves only
 // when a block's score passes it, then to that block's max + 8. Scores planted along one
 // query's direction make head 0's scores climb through the cache: a ramp of 0.012 a key
 // (6 over a chunk of 512, whose reference starts afresh), and jumps of 9 at key 500 and 12
@@ -435,10 +436,10 @@ TEST(EngineDecode, FusedStepLazyMaxRescalesWithinTheAccuracyRule) {
       for (int64_t c = 0; c < d; ++c) p.k(0, 0, j, c) += t * sqrt_d * q(0, 0, 0, c) / q0_sq;
     }
     SCOPED_TRACE("d " + std::to_string(d) + ": " + p.describe());
-    const int64_t fused_before = al::engine::tile_counts().decode_fused.load();
+    const int64_t fused_before = al::engine::testing::tile_counts().decode_fused.load();
     al::test::check_engine_against_reference(p, false, al::ComputeConfig{2});
     EXPECT_EQ(al::engine::last_forward_path(), ForwardPath::decode);
-    EXPECT_GT(al::engine::tile_counts().decode_fused.load(), fused_before);
+    EXPECT_GT(al::engine::testing::tile_counts().decode_fused.load(), fused_before);
   }
 }
 
@@ -567,12 +568,12 @@ TEST(EngineDecode, LargerChunksForCallsWithManyItems) {
   expect_same_bits_for_any_threads(p);
 }
 
-// The fused step in row order with the hardware prefetchers alone (decode-inl.h,
-// FusedRowOrderVectors), while it lives: on or off.
+// The fused step in row order with the hardware prefetchers alone (decode_strategy.hpp,
+// FusedReads::row_order), while it lives: on or off.
 struct RowOrder {
-  bool saved = al::engine::fused_row_order_allowed().load();
-  explicit RowOrder(bool allowed) { al::engine::fused_row_order_allowed().store(allowed); }
-  ~RowOrder() { al::engine::fused_row_order_allowed().store(saved); }
+  bool saved = al::engine::testing::fused_row_order_allowed().load();
+  explicit RowOrder(bool allowed) { al::engine::testing::fused_row_order_allowed().store(allowed); }
+  ~RowOrder() { al::engine::testing::fused_row_order_allowed().store(saved); }
 };
 
 // Where the fused step does not ask beside its loads (K and V from memory), 1 to 4 rows per
@@ -585,7 +586,7 @@ struct RowOrder {
 TEST(EngineDecode, RowOrderStepBitwiseTheSpreadRequests) {
   const bool avx512 = al::engine::target_name().rfind("AVX3", 0) == 0;
   const RequestsFor spread(false);
-  const auto& counts = al::engine::tile_counts();
+  const auto& counts = al::engine::testing::tile_counts();
   int row_order_runs = 0;
   for (const int64_t group : {1, 2, 3, 4, 6, 8})
     for (const int64_t d : {64, 128, 256}) {
@@ -713,11 +714,11 @@ TEST(EngineDecode, BadInputGetsTheSameErrors) {
       if (c.causal == 2) of.key_lengths = od.key_lengths = lengths;
       const std::string want = message([&] { al::reference::attention_forward(qd.view(), kd.view(), vd.view(), od); });
       EXPECT_NE(want.find(c.in_k ? "k: non-finite value" : "v: non-finite value"), std::string::npos) << want;
-      const int64_t fused_before = al::engine::tile_counts().decode_fused.load();
+      const int64_t fused_before = al::engine::testing::tile_counts().decode_fused.load();
       EXPECT_EQ(message([&] { al::attention_forward(q.view(), k.view(), v.view(), of); }), want);
       EXPECT_EQ(al::engine::last_forward_path(), ForwardPath::decode);
       // Two query heads per key/value head: without causality the tiles are the fused step's.
-      if (c.causal == 0) EXPECT_GT(al::engine::tile_counts().decode_fused.load(), fused_before);
+      if (c.causal == 0) EXPECT_GT(al::engine::testing::tile_counts().decode_fused.load(), fused_before);
       // k's or v's error comes before the additive mask's.
       al::Tensor<float> am({1, 1, 1, nk}, 0.0f);
       al::Tensor<double> amd({1, 1, 1, nk}, 0.0);

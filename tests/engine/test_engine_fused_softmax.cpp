@@ -1,4 +1,4 @@
-// The fused decoding step's online softmax two rows at a time (decode-inl.h,
+// The fused decoding step's online softmax two rows at a time (decode_fused_softmax-inl.h,
 // FusedSoftmaxRows) against the same rows taken one at a time (FusedSoftmaxRow): bitwise
 // the same P, m, l, NaN flags and O, block after block, through every branch of the lazy
 // max. The engine's tests compare the fused step with the reference within the accuracy

@@ -12,8 +12,8 @@
 //    differently from the tiles': on AVX-512 a 16-bit cache takes that step exactly where
 //    float32 does, and is compared with the float32 engine as it is; elsewhere it takes
 //    the tile-at-a-time step, and the float32 engine is run with the step off
-//    (engine::fused_decode_allowed). The bfloat16 dot products that the fused step takes
-//    for a bfloat16 cache's scores where the CPU has them (engine::bf16_dot_products_allowed)
+//    (engine::testing::fused_decode_allowed). The bfloat16 dot products that the fused step takes
+//    for a bfloat16 cache's scores where the CPU has them (engine::testing::bf16_dot_products_allowed)
 //    are off in these comparisons: their sums run in another order, held to the accuracy
 //    rule instead (EnginePrecisionAccuracy.BFloat16ScoresOnTheCpuDotProducts…).
 //  - The accuracy rule in the 16-bit regime (EnginePrecisionAccuracy): against the double
@@ -41,6 +41,7 @@
 #include "attnlab/float16.hpp"
 #include "engine/decode_path.hpp"
 #include "engine/plan.hpp"
+#include "engine/testing/engine_probe.hpp"
 #include "engine_check.hpp"
 
 namespace al = attnlab;
@@ -189,7 +190,7 @@ int64_t count_differences(const al::Tensor<float>& a, const al::Tensor<float>& b
   return n;
 }
 
-// An engine test hook (engine::fused_decode_allowed, bf16_dot_products_allowed) off while
+// An engine test hook (engine::testing::fused_decode_allowed, bf16_dot_products_allowed) off while
 // in scope (see the top).
 struct HookOff {
   explicit HookOff(std::atomic<bool>& h) : hook(h) { hook.store(false); }
@@ -212,8 +213,8 @@ bool check_equals_float_engine(const al::test::Problem& p, bool strided, int thr
   const al::ConstView<T> v = to_type<T>(p.v, strided ? std::array<int, 4>{0, 1, 3, 2} : plain, 1, sv, v32);
   const al::ConstView<T> g = to_type<T>(p.grad_out, plain, 1, sg, g32);
   const al::ComputeConfig config{threads};
-  const HookOff exact_products(al::engine::bf16_dot_products_allowed());  // scores on converted values
-  auto fused_tiles = [] { return al::engine::tile_counts().decode_fused.load(); };
+  const HookOff exact_products(al::engine::testing::bf16_dot_products_allowed());  // scores on converted values
+  auto fused_tiles = [] { return al::engine::testing::tile_counts().decode_fused.load(); };
   const int64_t before32 = fused_tiles();
   const auto f32_as_is = al::attention_forward(q32.view(), k32.view(), v32.view(), opt, config);
   const bool fused_shape = fused_tiles() > before32;
@@ -230,7 +231,7 @@ bool check_equals_float_engine(const al::test::Problem& p, bool strided, int thr
   // Strided views are not read in place (the float32 copies are), so they never fuse.
   EXPECT_EQ(fused16, avx512 && fused_shape && !strided)
       << "a 16-bit cache read in place takes the fused step where float32 does, on AVX-512 only";
-  const HookOff fused_off(al::engine::fused_decode_allowed());  // as the 16-bit types run off AVX-512
+  const HookOff fused_off(al::engine::testing::fused_decode_allowed());  // as the 16-bit types run off AVX-512
   const auto f32 = fused16 ? f32_as_is : al::attention_forward(q32.view(), k32.view(), v32.view(), opt, config);
   EXPECT_EQ(count_differences<T>(out.view(), f32.out), 0) << "out";
   EXPECT_EQ(count_differences(lse, f32.lse), 0) << "lse";
@@ -305,17 +306,17 @@ TEST(EnginePrecision, Float16EqualsFloat32EngineOnConvertedInputsBitwise) { chec
 
 // A 16-bit cache from memory (K and V past the last-level cache; here the size threshold
 // set to 0) takes the fused step in row order on AVX-512 wherever it takes the fused step,
-// 1 to 8 rows per K/V head at d = 64 and 128 (decode-inl.h, FusedRowOrderVectors): bitwise the float32 engine's on the
+// 1 to 8 rows per K/V head at d = 64 and 128 (decode_strategy.hpp): bitwise the float32 engine's on the
 // converted values, forward and backward (check_equals_float_engine, scores on converted
 // values); with a bfloat16 cache's scores on the CPU's dot products (3 rows and more),
 // bitwise the same as with row order off. Counted where it runs.
 template <class T>
 void check_row_order_16bit(uint64_t seed) {
   const bool avx512 = al::engine::target_name().rfind("AVX3", 0) == 0;
-  auto& max_bytes = al::engine::fused_beside_loads_max_kv_bytes();
+  auto& max_bytes = al::engine::testing::fused_beside_loads_max_kv_bytes();
   const int64_t saved = max_bytes.load();
   max_bytes.store(0);
-  const auto& counts = al::engine::tile_counts();
+  const auto& counts = al::engine::testing::tile_counts();
   for (const int64_t group : {1, 2, 3, 5, 8})
     for (const int64_t d : {64, 128}) {
       std::mt19937_64 rng(seed + static_cast<uint64_t>(group * 1000 + d));
@@ -355,7 +356,7 @@ void check_row_order_16bit(uint64_t seed) {
       EXPECT_EQ(counts.decode_fused_row_order.load() - before, fused);
       if (group <= 4 || d >= 128) EXPECT_EQ(fused > 0, avx512) << "the fused step on AVX-512";
       {
-        const HookOff off(al::engine::fused_row_order_allowed());
+        const HookOff off(al::engine::testing::fused_row_order_allowed());
         const int64_t before_off = counts.decode_fused_row_order.load();
         forward(out_off, lse_off);
         EXPECT_EQ(counts.decode_fused_row_order.load(), before_off);
@@ -573,7 +574,7 @@ TEST(EnginePrecisionAccuracy, ThousandRandomProblemsWithinTwiceNaive16BitError) 
 }
 
 // A bfloat16 cache of 3 to 8 rows per K/V head takes its scores on the CPU's bfloat16 dot
-// products where it has them (AVX512_BF16; decode-inl.h, Bf16DotsApply): float32 sums of
+// products where it has them (AVX512_BF16; decode_strategy.hpp, bf16_dots): float32 sums of
 // the exact products, in another order than on converted values. Over random decoding
 // problems of the fused step's shapes (1 to 8 rows, d from 32 to 256, padding, caches of
 // up to 12 chunks), within the 16-bit accuracy rule of the test above (twice the naive
@@ -583,7 +584,7 @@ TEST(EnginePrecisionAccuracy, BFloat16ScoresOnTheCpuDotProductsWithinTheAccuracy
   const char* env = std::getenv("ATTNLAB_TEST_SEED");
   const uint64_t seed = (env ? std::strtoull(env, nullptr, 10) : 20261127u) + 77;
   const bool expect_dots = al::engine::target_name().rfind("AVX3", 0) == 0 && al::engine::cpu_has_bf16_dot_products();
-  const auto& counts = al::engine::tile_counts();
+  const auto& counts = al::engine::testing::tile_counts();
   const int64_t dots_before = counts.decode_bf16_dots.load(), fused_before = counts.decode_fused.load();
   constexpr int kProblems = 60;
   Used worst{};

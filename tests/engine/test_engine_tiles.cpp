@@ -2,7 +2,7 @@
 // exactly when some row of the query tile sees some key of the key tile. With a
 // sliding window that is the band around the diagonal (cost ∝ N·(left + right), not
 // N²); with packed sequences, no pair that only crosses a sequence boundary. The count
-// comes from the engine's test hook (engine::tile_counts(), plan.hpp), the expectation
+// comes from the engine's test hook (engine::testing::tile_counts(), engine/testing/engine_probe.hpp), the expectation
 // from the visibility rule written out independently (tests/support/problem.hpp).
 #include <gtest/gtest.h>
 
@@ -13,6 +13,7 @@
 #include "attnlab/attention.hpp"
 #include "engine/decode_path.hpp"
 #include "engine/plan.hpp"
+#include "engine/testing/engine_probe.hpp"
 #include "naive_float.hpp"
 #include "same_bits.hpp"
 
@@ -48,7 +49,7 @@ struct Counted {
 Counted run_counted(const al::test::Problem& p, int threads) {
   const al::test::FloatProblem fp(p);
   const auto opt = fp.options(p);
-  auto& counts = al::engine::tile_counts();
+  auto& counts = al::engine::testing::tile_counts();
   const int64_t f0 = counts.forward.load(), b0 = counts.backward.load();
   Counted c{0, 0, al::attention_forward(fp.q.view(), fp.k.view(), fp.v.view(), opt, al::ComputeConfig{threads}), {}};
   c.forward = counts.forward.load() - f0;
@@ -137,7 +138,7 @@ TEST(EngineTiles, BlockMaskSkipsEmptyTilesAndFullTilesSkipTheMask) {
   const al::test::FloatProblem fp(p);
   auto opt = fp.options(p);
   opt.block_mask = &blocks;
-  auto& counts = al::engine::tile_counts();
+  auto& counts = al::engine::testing::tile_counts();
   const int64_t f0 = counts.forward.load(), b0 = counts.backward.load();
   calls = 0;
   const auto f = al::attention_forward(fp.q.view(), fp.k.view(), fp.v.view(), opt, al::ComputeConfig{2});

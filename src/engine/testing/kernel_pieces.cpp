@@ -14,7 +14,8 @@
 // The shared -inl.h pieces define functions in anonymous namespaces that this TU does
 // not call (the kernels' loops use them).
 #pragma GCC diagnostic ignored "-Wunused-function"
-#include "engine/decode-inl.h"
+#include "engine/decode_chunk-inl.h"
+#include "engine/decode_fused_softmax-inl.h"
 #include "engine/exp-inl.h"
 #include "engine/forward_tile-inl.h"
 #include "engine/gemm-inl.h"
@@ -59,14 +60,15 @@ void TanhPieceImpl(float* x, size_t n) {
   for (size_t j = 0; j + L <= n; j += L) hn::StoreU(SoftcapTanh(df, hn::LoadU(df, x + j)), df, x + j);
 }
 
-// The decode path's work item (decode-inl.h, DecodeChunk), `steps` times: key/value
+// The decode path's work item (decode_chunk-inl.h, DecodeChunk), `steps` times: key/value
 // head 0 of a [1, Hq, Nq, d] × [1, Hkv, Nk, d] problem, its first chunk of keys.
 void DecodeChunkPieceImpl(const float* q, const float* k, const float* v, int64_t Hq, int64_t Hkv, int64_t Nq,
-                          int64_t Nk, int64_t d, int64_t steps) {
+                          int64_t Nk, int64_t d, int64_t steps, bool from_memory) {
   const detail::AttentionDims dims{1, Hq, Hkv, Nq, Nk, d, d};
   const AttentionOptions<float> options;
   const ConstView<float> qv(q, {1, Hq, Nq, d}), kv(k, {1, Hkv, Nk, d}), vv(v, {1, Hkv, Nk, d});
-  const Plan p(dims, qv, kv, vv, options, 1);
+  Plan p(dims, qv, kv, vv, options, 1);
+  if (from_memory) p.decode_switches.beside_loads_max_kv_bytes = 0;
   std::vector<int64_t> begin(static_cast<size_t>(Nq)), end(begin.size());
   std::vector<float> scale(static_cast<size_t>(Hq * Nq), p.fixed_scale);
   for (int64_t i = 0; i < Nq; ++i) {
@@ -75,6 +77,7 @@ void DecodeChunkPieceImpl(const float* q, const float* k, const float* v, int64_
   }
   DecodeWork w;
   w.p = &p;
+  w.strategy = choose_decode_strategy(decode_shape(p), DecodeTarget::facts(), p.decode_switches);
   w.rows = dims.group() * Nq;
   w.chunk = decode_chunk_keys(dims.B, dims.Hkv, dims.Nk);
   w.n_chunks = 1;
@@ -102,7 +105,7 @@ bool FusedSoftmaxRowsPieceImpl(int rows, bool by_rows, float* s, const float* sc
   auto run = [&](auto n) {
     constexpr int R = decltype(n)::value;
     FusedSoftmaxRows<R>(s, scale, m, l, nan_score, o, dv_pad);
-    return ATTNLAB_DECODE_AVX512 && R >= kFusedSoftmaxPairsMinRows;
+    return DecodeTarget::avx512 && R >= kFusedSoftmaxPairsMinRows;
   };
   switch (rows) {
     case 1: return run(std::integral_constant<int, 1>());
@@ -142,8 +145,8 @@ void softmax_piece(float* s, int64_t rows, int64_t nc, int64_t steps) {
 }
 const char* pieces_target_name() { return HWY_DYNAMIC_DISPATCH(PiecesTargetImpl)(); }
 void decode_chunk_piece(const float* q, const float* k, const float* v, int64_t Hq, int64_t Hkv, int64_t Nq,
-                        int64_t Nk, int64_t d, int64_t steps) {
-  HWY_DYNAMIC_DISPATCH(DecodeChunkPieceImpl)(q, k, v, Hq, Hkv, Nq, Nk, d, steps);
+                        int64_t Nk, int64_t d, int64_t steps, bool from_memory) {
+  HWY_DYNAMIC_DISPATCH(DecodeChunkPieceImpl)(q, k, v, Hq, Hkv, Nq, Nk, d, steps, from_memory);
 }
 
 bool fused_softmax_rows_piece(int rows, bool by_rows, float* s, const float* scale, float* m, float* l,

@@ -20,14 +20,15 @@ void tanh_piece(float* x, size_t n);
 // [rows × kBc, nc used] become probabilities with the running max and sum updated
 // (s gets the last result). An unmasked tile of a problem with head dims 64.
 void softmax_piece(float* s, int64_t rows, int64_t nc, int64_t steps);
-// The decode path's work item (decode-inl.h), `steps` times on the same data: the
+// The decode path's work item (decode_chunk-inl.h), `steps` times on the same data: the
 // first chunk of keys (at most decode_chunk_keys of Nk) of key/value head 0, for all the
 // group·Nq query rows of its group; q [1, Hq, Nq, d], k and v [1, Hkv, Nk, d] contiguous,
-// scale 1/√d, no mask. Its compute cost per key, with K and V in cache.
+// scale 1/√d, no mask. Its compute cost per key, with K and V in cache. With from_memory,
+// the step the engine takes on a cache read from memory (decode_strategy.hpp).
 void decode_chunk_piece(const float* q, const float* k, const float* v, int64_t Hq, int64_t Hkv, int64_t Nq,
-                        int64_t Nk, int64_t d, int64_t steps);
+                        int64_t Nk, int64_t d, int64_t steps, bool from_memory = false);
 // The fused decoding step's online softmax on one block of 8 keys of `rows` rows (1 to 8;
-// decode-inl.h, FusedSoftmaxRows): s [rows × 8] raw scores in, P out; each row's scale,
+// decode_fused_softmax-inl.h, FusedSoftmaxRows): s [rows × 8] raw scores in, P out; each row's scale,
 // and its m, l, nan_score and O row (o [rows × dv_pad], dv_pad a multiple of 16) updated.
 // With `by_rows` each row alone (FusedSoftmaxRow), as the rows below
 // kFusedSoftmaxPairsMinRows go. Returns whether this target takes `rows` rows two at a

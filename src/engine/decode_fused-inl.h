@@ -1,0 +1,177 @@
+// The fused decoding step: a row block of few rows (DecodeStrategy::fused) takes the keys
+// 8 at a time through scores, online softmax and O += P·V, asking for the K and V lines
+// ahead as it goes, so that the memory is kept busy while the core computes (the tile
+// step asks in bursts, a tile's V rows during its scores and none during its product).
+// Its parts are in decode_fused_parts-inl.h and decode_fused_softmax-inl.h. Included once
+// per SIMD target.
+//
+// It takes the common case only: K and V read in place, every row seeing every key of the
+// tile (no mask, window edge or cache end inside it), whole blocks of 8 keys, and no
+// treatment between the scale and the softmax. Sinks are merged after the chunks
+// (MergeRow) and do not concern it.
+#if defined(ATTNLAB_ENGINE_DECODE_FUSED_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef ATTNLAB_ENGINE_DECODE_FUSED_INL_H_
+#undef ATTNLAB_ENGINE_DECODE_FUSED_INL_H_
+#else
+#define ATTNLAB_ENGINE_DECODE_FUSED_INL_H_
+#endif
+
+#include <algorithm>
+#include <bit>
+#include <type_traits>
+
+#include "hwy/highway.h"
+#include "engine/decode_fused_parts-inl.h"
+#include "engine/decode_fused_softmax-inl.h"
+#include "engine/decode_target-inl.h"
+#include "engine/decode_work-inl.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace attnlab::engine::HWY_NAMESPACE {
+namespace {
+
+// Whether the fused step takes tile [j0, j0 + nc) of batch b (the strategy said the call
+// may): whole blocks of keys, and every row's key range covering the tile.
+bool FusedTakesTile(const DecodeWork& w, int64_t b, int64_t j0, int64_t nc) {
+  const Plan& p = *w.p;
+  if (nc % static_cast<int64_t>(kFusedKeys) != 0) return false;
+  for (int64_t i = 0; i < p.dims.Nq; ++i) {
+    const int64_t at = b * p.dims.Nq + i;
+    if (w.begin[at] > j0 || w.end[at] < j0 + nc) return false;
+  }
+  return true;
+}
+
+// The fused step for the R = w.rows rows of item `item` on a tile of nc keys: K's rows at
+// k_rows, V's at v_rows (the tile's first row first), `ahead` keys from there that may be
+// asked for (the item's keys). kBesideLoads: requests beside the loads; kRowVectors > 0:
+// row order (vectors per row), else requests spread over each block; kBf16Dots: scores
+// on VDPBF16PS. sc.q holds the item's packed queries. Kept out of line: inlined into
+// DecodeBlock it made the grouped-heads step slower.
+template <int R, bool kBesideLoads, class E, bool kBf16Dots, int kRowVectors>
+HWY_NOINLINE void FusedDecodeBlock(const DecodeWork& w, int64_t item, int64_t b, int64_t hk, int64_t nc,
+                                   int64_t ahead, InPlaceRows<E> k_rows, InPlaceRows<E> v_rows, DecodeScratch& sc) {
+  const Plan& p = *w.p;
+  const DecodeStrategy& st = w.strategy;
+  const auto& dm = p.dims;
+  const DF df;
+  const size_t L = hn::Lanes(df), dv_pad = static_cast<size_t>(p.dv_pad), d = static_cast<size_t>(dm.d);
+  const int64_t row0 = item * w.rows;
+  float* o = w.o + row0 * p.dv_pad;  // O [R × dv_pad], this item's rows
+  float scale[R];
+  for (int r = 0; r < R; ++r) scale[r] = w.scale[(b * dm.Hq + w.head_of(hk, r)) * dm.Nq + w.query_of(r)];
+  // The product's register blocks, R rows × NV vectors of columns (DecodeStrategy::value_vectors).
+  constexpr int kNarrowNV = R <= 2 ? 4 : 2;
+  const bool three = st.value_vectors == 3;
+  const size_t NV = three ? 3 : kNarrowNV;
+  // Keys per group of the scores: R × KB accumulators.
+  constexpr int KB = R <= 2 ? 4 : 2;
+  // 64-byte lines asked for as each column block of the product starts (and on AVX-512 as
+  // each group of keys of the scores starts): all of the K and V lines of the block
+  // kFusedAhead keys ahead, spread over those calls.
+  const size_t k_lines = (d * sizeof(E) + 63) / 64, v_lines = (dv_pad * sizeof(E) + 63) / 64;
+  const size_t calls = (dv_pad / L + NV - 1) / NV + (DecodeTarget::avx512 ? kFusedKeys / KB : 0);
+  const size_t per_call = (std::max(k_lines, v_lines) * kFusedKeys + calls - 1) / calls;
+  HWY_ALIGN float s[R * kFusedKeys];  // S, then P, of the block [R × kFusedKeys]
+  // With kBf16Dots, the rows' queries as bfloat16 bits [R × d]: the high half of each packed
+  // float, exact, as they were bfloat16 values.
+  HWY_ALIGN uint16_t q16[kBf16Dots ? R * kBf16DotsMaxDim : 1];
+  if constexpr (kBf16Dots)
+    for (int r = 0; r < R; ++r)
+      for (size_t c = 0; c < d; ++c)
+        q16[r * d + c] = static_cast<uint16_t>(std::bit_cast<uint32_t>(sc.q.get()[r * p.d_pad + c]) >> 16);
+  // Row 0's raw scores · 0, accumulated: NaN if K held a NaN or ±inf (check_finite, see DecodeBlock).
+  const hn::CappedTag<float, kFusedKeys> d8;
+  auto finite8 = hn::Zero(d8);
+  for (int64_t j = 0; j < nc; j += static_cast<int64_t>(kFusedKeys)) {
+    const E* k = k_rows.data + static_cast<size_t>(j) * k_rows.stride;
+    const E* v = v_rows.data + static_cast<size_t>(j) * v_rows.stride;
+    // The block kFusedAhead keys ahead, if it is the item's; else none (LinePrefetcher::At
+    // then asks for this block's lines again). In row order none of these.
+    const bool ask = kRowVectors == 0 && j + static_cast<int64_t>(kFusedAhead + kFusedKeys) <= ahead;
+    const size_t pf_rows = ask ? kFusedKeys : 0, pf_key = static_cast<size_t>(j) + (ask ? kFusedAhead : 0);
+    LinePrefetcher kpf{reinterpret_cast<const char*>(k_rows.data + pf_key * k_rows.stride),
+                       k_rows.stride * sizeof(E), k_lines, pf_rows};
+    LinePrefetcher vpf{reinterpret_cast<const char*>(v_rows.data + pf_key * v_rows.stride),
+                       v_rows.stride * sizeof(E), v_lines, pf_rows};
+    // In row order, the next block's first lines as this one starts (DecodeStrategy::
+    // asks_next_block, compiled in): a float32 block of 8 keys at d = 128 is one 4 KiB page, which the
+    // CPU's prefetchers do not cross. One row asks for the whole first row, more its first line.
+    if constexpr (kRowVectors > 0 && row_order_asks_next_block(R, std::is_same_v<E, float>)) {
+      const size_t next = static_cast<size_t>(j) + kFusedKeys;
+      if (static_cast<int64_t>(next + kFusedKeys) <= ahead) {
+        PrefetchRows(k_rows.data, k_rows.stride, next, 1, d * sizeof(E), /*first_line=*/R > 1);
+        PrefetchRows(v_rows.data, v_rows.stride, next, 1, dv_pad * sizeof(E), /*first_line=*/R > 1);
+      }
+    }
+    if constexpr (kRowVectors > 0 && kBf16Dots)
+      FusedScoresOnBf16DotsInRowOrder<R, kRowVectors / 2>(q16, d, reinterpret_cast<const bfloat16*>(k), k_rows.stride, s);
+    else if constexpr (kRowVectors > 0)
+      FusedScoresInRowOrder<R, kRowVectors>(sc.q.get(), static_cast<size_t>(p.d_pad), k, k_rows.stride, s);
+    else if constexpr (kBf16Dots)
+      FusedScoresOnBf16Dots<R, KB, kBesideLoads>(d, q16, d, reinterpret_cast<const bfloat16*>(k), k_rows.stride, s,
+                                                 per_call, kpf, vpf);
+    else
+      FusedScores<R, KB, kBesideLoads>(d, sc.q.get(), static_cast<size_t>(p.d_pad), k, k_rows.stride, s, per_call, kpf,
+                                       vpf);
+    if (w.kv_suspect != nullptr)
+      for (size_t j8 = 0; j8 < kFusedKeys; j8 += hn::Lanes(d8)) finite8 = hn::MulAdd(hn::LoadU(d8, s + j8), hn::Zero(d8), finite8);
+    FusedSoftmaxRows<R>(s, scale, w.m + row0, w.l + row0, w.nan_score + row0, o, dv_pad);
+    if constexpr (kRowVectors > 0) FusedValuesInRowOrder<R, kRowVectors>(s, v, v_rows.stride, o);
+    else if (three) FusedValues<R, 3, kBesideLoads>(0, dv_pad, s, v, v_rows.stride, o, per_call, kpf, vpf);
+    else FusedValues<R, kNarrowNV, kBesideLoads>(0, dv_pad, s, v, v_rows.stride, o, per_call, kpf, vpf);
+  }
+  if (w.kv_suspect != nullptr && !hn::AllFalse(d8, hn::IsNaN(finite8))) w.kv_suspect->store(true, std::memory_order_relaxed);
+}
+
+// FusedDecodeBlock for the strategy's rows, reads and products. Only the variants the
+// strategy can choose on this target are compiled: off AVX-512, 2 to 4 rows of float32
+// with spread requests; on it 1 to 8 rows of each type in each reading order, bfloat16
+// dot products from 3 rows, and rows of 4 vectors (d = 64) from 5 rows only with them.
+template <class E>
+void FusedDecodeRows(const DecodeWork& w, int64_t item, int64_t b, int64_t hk, int64_t nc, int64_t ahead,
+                     InPlaceRows<E> k_rows, InPlaceRows<E> v_rows, DecodeScratch& sc) {
+  const DecodeStrategy& st = w.strategy;
+  auto block = [&](auto r, auto on_dots) {
+    constexpr int R = decltype(r)::value;
+    constexpr bool kDots = decltype(on_dots)::value;
+    if constexpr (DecodeTarget::avx512) {
+      if (st.reads == FusedReads::beside_loads)
+        return FusedDecodeBlock<R, true, E, kDots, 0>(w, item, b, hk, nc, ahead, k_rows, v_rows, sc);
+      if (st.row_vectors == 8) return FusedDecodeBlock<R, false, E, kDots, 8>(w, item, b, hk, nc, ahead, k_rows, v_rows, sc);
+      if constexpr (R <= 4 || kDots)
+        if (st.row_vectors == 4) return FusedDecodeBlock<R, false, E, kDots, 4>(w, item, b, hk, nc, ahead, k_rows, v_rows, sc);
+    }
+    FusedDecodeBlock<R, false, E, kDots, 0>(w, item, b, hk, nc, ahead, k_rows, v_rows, sc);
+  };
+  auto rows = [&](auto r) {
+    constexpr int R = decltype(r)::value;
+    if constexpr (DecodeTarget::avx512 && std::is_same_v<E, bfloat16> && R >= 3)
+      if (st.bf16_dots) return block(r, std::true_type());
+    block(r, std::false_type());
+  };
+  using std::integral_constant;
+  switch (st.rows) {
+    case 2: return rows(integral_constant<int, 2>());
+    case 3: return rows(integral_constant<int, 3>());
+    case 4: return rows(integral_constant<int, 4>());
+    default: break;
+  }
+  if constexpr (DecodeTarget::kMaxFusedRows == 8) {
+    switch (st.rows) {
+      case 1: return rows(integral_constant<int, 1>());
+      case 5: return rows(integral_constant<int, 5>());
+      case 6: return rows(integral_constant<int, 6>());
+      case 7: return rows(integral_constant<int, 7>());
+      case 8: return rows(integral_constant<int, 8>());
+      default: break;
+    }
+  }
+  HWY_ABORT("fused decoding step: %d rows", static_cast<int>(st.rows));
+}
+
+}  // namespace
+}  // namespace attnlab::engine::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#endif  // ATTNLAB_ENGINE_DECODE_FUSED_INL_H_

@@ -1,0 +1,165 @@
+#pragma once
+// How the decode path (decode_path.hpp says when it runs) computes one call: decided once
+// per call, here, from the shapes, the element type, where K and V are likely to be, and
+// the SIMD target's facts. The kernels (decode_*-inl.h) receive the answer and branch on
+// nothing else; the test counters read it too.
+//
+// The decision table, for K and V read in place (unit-stride rows), no score treatment
+// (softcap, ALiBi, score_mod, mask_mod, masks: those take the tile step), whole blocks of
+// 8 keys that every row sees. "rows" = query rows per K/V head = (Hq / Hkv) · Nq.
+// "LLC": the call's K and V fit the last-level cache; "memory": they do not.
+//
+//   AVX-512 (x86 AVX3 targets)
+//   rows   d        cache       LLC                         memory
+//   1-4    64, 128  any         fused, requests beside loads fused, row order (1 row f32:
+//                                                           asks the next block's row)
+//   1-4    80, 256  any         fused, beside loads         fused, spread requests
+//   5      128      any         fused, beside loads         fused, row order
+//   6-8    128      any         fused, beside loads         fused, row order, queries held,
+//                                                           asks the next block's first lines
+//   5      256      any         fused, beside loads         fused, spread requests
+//   6-8    256      f32         fused, beside loads         fused, beside loads
+//   6-8    256      bf16, f16   fused, beside loads         fused, spread requests
+//   5-8    64       bf16 (*)    as 1-4 at d = 64            as 1-4 at d = 64
+//   5-8    < 128    otherwise   tile step, dot products     tile step, dot products
+//   9-15   any      any         tile step, dot products, V streamed (8 keys a block)
+//   16-64  any      any         tile step, Sᵀ = K·Qᵀ, next block's K and V asked for
+//   (*) bfloat16 from 3 rows, d a multiple of 32 up to 256, on a CPU with AVX512_BF16:
+//       the fused step's scores on VDPBF16PS.
+//
+//   AVX2, SSE4, scalar
+//   1      any      any         tile step, dot products (f32: first line of each row asked)
+//   2-4    any      f32         fused, spread requests 8 keys ahead
+//   2-14   any      otherwise   tile step, dot products, V streamed
+//   15-64  any      any         tile step, Sᵀ = K·Qᵀ (dot products below the lanes)
+//
+// For example B = 1, 32/8 heads, one query, Nk = 32768, d = 128, float32 on AVX-512: 4
+// rows per K/V head, 256 MiB of K and V (beyond the cache), so the fused step in row order,
+// FusedDecodeBlock<4, false, float, false, 8> on chunks of 4096 keys (decode_path.hpp);
+// on AVX2 the fused step with spread requests (test_engine_decode_strategy checks both).
+//
+// Why, in a line each (docs/tuning.md holds the measurements):
+// - few rows do 2 FLOPs per byte: the step must keep the memory busy, so the fused step
+//   takes keys 8 at a time through scores, softmax and P·V with its requests spread;
+// - requests into L2 (AVX-512) do not hold L1's few miss buffers, so one row and 16-bit
+//   caches gain from the fused step there; on AVX2 they stayed with the tile step;
+// - in cache the spread requests' bookkeeping costs more than it brings: beside the loads;
+// - from memory, reading K and V row after row lets the CPU's prefetchers run ahead
+//   (rows of 4 or 8 vectors; d = 256 rereads V too often and keeps the requests);
+// - from 6 rows the queries are held in registers, and a block of 8 keys of f32 at
+//   d = 128 is one 4 KiB page, which the prefetchers do not cross: ask its first lines;
+// - 5 to 8 rows below d = 128 weigh the fused step's per-key costs against half the FMAs;
+// - up to 14 rows (or fewer than a vector's lanes) dot products along d use every lane;
+//   beyond, K·Qᵀ with a transpose.
+#include <cstdint>
+
+#include "engine/plan.hpp"
+
+namespace attnlab::engine {
+
+// The policy's constants (the table above; docs/tuning.md has the measurements).
+inline constexpr int64_t kDecodeDotsMaxRows = 14;       // dot products up to here, then K·Qᵀ
+inline constexpr int64_t kFusedManyRowsMinDim = 128;    // 5 to 8 rows fused from this d
+inline constexpr int64_t kBf16DotsMaxDim = 256;         // the fused step holds R × d bfloat16 queries
+inline constexpr int kQueriesHeldMinRows = 6;           // row order holds the queries from here
+
+// Whether the fused step in row order asks for the next block's first lines as each block
+// starts (one float32 row: its whole first row; from kQueriesHeldMinRows rows: its first
+// line). A constant of the kernel's rows and type, so the kernels compile it in.
+constexpr bool row_order_asks_next_block(int64_t rows, bool f32) {
+  return (rows == 1 && f32) || rows >= kQueriesHeldMinRows;
+}
+
+// What a SIMD target brings to the decision (decode_target-inl.h fills it per target).
+struct DecodeTargetFacts {
+  int64_t lanes = 1;          // float lanes of a vector
+  bool avx512 = false;        // requests into L2; fuses one row and 16-bit caches
+  bool bf16_dot_products = false;  // the CPU has AVX512_BF16's VDPBF16PS (AVX-512 only)
+};
+
+enum class DecodeScores { dots, keys_times_queries };  // the tile step's scores
+
+// How the fused step brings K's and V's lines in.
+enum class FusedReads { spread, beside_loads, row_order };
+
+// How the tile step's O += P·V brings V's rows in (its first row block; later ones find
+// them in cache).
+enum class VFetch {
+  kCached,     // keys 64 at a time, V left to the caches (V packed, one row, or dots' V asked with the scores)
+  kStream,     // keys 8 at a time, each block asking for the V rows 16 keys ahead
+  kNextBlock,  // keys 16 at a time, the next block's V rows asked for over the column chunks
+};
+
+struct DecodeStrategy {
+  int64_t rows = 0;                 // query rows per K/V head
+  DecodeScores scores = DecodeScores::dots;
+  VFetch v_fetch = VFetch::kCached;  // V read in place; packed V is always kCached
+  bool k_in_place = false, v_in_place = false;
+  // The fused step, on the tiles that allow it (whole blocks every row sees).
+  bool fused = false;
+  FusedReads reads = FusedReads::spread;
+  int row_vectors = 0;              // row order: vectors per K/V row (4 or 8)
+  bool asks_next_block = false;     // row order: first lines of the next block as each starts
+  bool bf16_dots = false;           // fused scores on VDPBF16PS
+  int value_vectors = 2;            // fused P·V register block: rows × this many vectors
+};
+
+struct DecodeShape {
+  int64_t B = 1, Hkv = 1, rows = 1, Nk = 0, d = 0, dv = 0, dv_pad = 0;
+  ElementType type = ElementType::f32;
+  bool k_unit_stride = true, v_unit_stride = true;  // stride along d is 1
+  bool score_treatment = false;  // softcap, ALiBi, score_mod, mask_mod, an additive or boolean mask
+};
+
+inline DecodeShape decode_shape(const Plan& p) {
+  const auto& dm = p.dims;
+  const AttentionOptions<float>& o = *p.options;
+  DecodeShape c;
+  c.B = dm.B, c.Hkv = dm.Hkv, c.rows = dm.group() * dm.Nq, c.Nk = dm.Nk, c.d = dm.d, c.dv = dm.dv, c.dv_pad = p.dv_pad;
+  c.type = p.k.type();
+  c.k_unit_stride = p.k.stride(kDim) == 1, c.v_unit_stride = p.v.stride(kDim) == 1;
+  c.score_treatment = p.softcap != 0.0f || p.alibi || p.score_mod != nullptr || p.mask_mod != nullptr ||
+                      o.additive_mask.present() || o.bool_mask.present();
+  return c;
+}
+
+// The one decision (see the table above).
+inline DecodeStrategy choose_decode_strategy(const DecodeShape& c, const DecodeTargetFacts& t,
+                                             const DecodeSwitches& s) {
+  const bool f32 = c.type == ElementType::f32;
+  DecodeStrategy st;
+  st.rows = c.rows;
+  st.scores = c.rows < t.lanes || c.rows <= kDecodeDotsMaxRows ? DecodeScores::dots : DecodeScores::keys_times_queries;
+  st.k_in_place = c.k_unit_stride && c.d % t.lanes == 0;
+  st.v_in_place = c.v_unit_stride && c.dv % kPad == 0;
+  if (st.v_in_place)
+    st.v_fetch = st.scores == DecodeScores::dots ? (c.rows >= 2 ? VFetch::kStream : VFetch::kCached) : VFetch::kNextBlock;
+
+  st.bf16_dots = t.avx512 && c.type == ElementType::bf16 && c.rows >= 3 && c.d % 32 == 0 &&
+                 c.d <= kBf16DotsMaxDim && t.bf16_dot_products && s.bf16_dots;
+  const int64_t max_rows = t.avx512 ? 8 : 4;
+  st.fused = s.fused && c.rows >= 1 && c.rows <= max_rows && (c.rows > 1 || t.avx512) && (f32 || t.avx512) &&
+             (c.rows <= 4 || c.d >= kFusedManyRowsMinDim || st.bf16_dots) && st.k_in_place && st.v_in_place &&
+             !c.score_treatment;
+  if (t.avx512) {
+    const int64_t n = c.d / t.lanes;
+    const int row_vectors = s.row_order && c.dv == c.d && c.dv_pad == c.d && c.d % t.lanes == 0 && (n == 4 || n == 8)
+                                ? static_cast<int>(n)
+                                : 0;
+    const double kv_bytes = static_cast<double>(c.B * c.Hkv) * static_cast<double>(c.Nk) *
+                            static_cast<double>(c.d + c.dv) * (f32 ? 4.0 : 2.0);
+    const bool beside = (f32 && c.rows >= s.beside_loads_min_rows && row_vectors == 0) ||
+                        kv_bytes <= static_cast<double>(s.beside_loads_max_kv_bytes);
+    st.reads = beside ? FusedReads::beside_loads : row_vectors != 0 ? FusedReads::row_order : FusedReads::spread;
+    if (st.reads == FusedReads::row_order) {
+      st.row_vectors = row_vectors;
+      st.asks_next_block = row_order_asks_next_block(c.rows, f32);
+    }
+  }
+  // The fused P·V: 3 vectors of columns for 3 to 6 rows up to 16 vectors, 4 for 1-2 rows, else 2.
+  const bool three = c.rows > 2 && c.rows < 7 && c.dv_pad / t.lanes <= 16;
+  st.value_vectors = three ? 3 : c.rows <= 2 ? 4 : 2;
+  return st;
+}
+
+}  // namespace attnlab::engine
