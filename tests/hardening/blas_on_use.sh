@@ -6,7 +6,9 @@
 # Usage: blas_on_use.sh ATTNLAB_CLI
 set -euo pipefail
 cli=$1
-if ldd "$cli" | grep -q openblas; then echo "attnlab links OpenBLAS:" >&2; ldd "$cli" | grep openblas >&2; exit 1; fi
+libs=$(ldd "$cli")
+if [[ "$libs" == *openblas* ]]; then echo "attnlab links OpenBLAS:" >&2; echo "$libs" >&2; exit 1; fi
 ( ulimit -v 150000; timeout 20 "$cli" --version > /dev/null ) || { echo "--version under ulimit -v 150000 failed or hung" >&2; exit 1; }
-"$cli" bench --impls openblas --seq 64 --dim 16 --repeats 1 --settle-ms 0 | grep -q openblas
+bench=$("$cli" bench --impls openblas --seq 64 --dim 16 --repeats 1 --settle-ms 0)
+[[ "$bench" == *openblas* ]] || { echo "bench --impls openblas did not run OpenBLAS" >&2; exit 1; }
 echo "blas_on_use: ok"

@@ -10,10 +10,11 @@ rm -rf "$dir" && mkdir -p "$dir" && cd "$dir"
 
 "$cli" run saturation --quick --out rdir/ > /dev/null 2>&1
 test -f rdir/.attnlab-manifest
-if ls -A rdir | grep -q 'tmp-'; then echo "a hidden work directory was left in rdir/" >&2; exit 1; fi
+if [[ "$(ls -A rdir)" == *tmp-* ]]; then echo "a hidden work directory was left in rdir/" >&2; exit 1; fi
 "$cli" run saturation --quick --out rdir > /dev/null 2>&1   # its own output: replaced
 "$cli" run saturation --quick --out rdir/ > /dev/null 2>&1
-if ls -A . | grep -q 'tmp-\|old-'; then echo "a hidden work directory was left beside rdir" >&2; exit 1; fi
+listing=$(ls -A .)
+if [[ "$listing" == *tmp-* || "$listing" == *old-* ]]; then echo "a hidden work directory was left beside rdir" >&2; exit 1; fi
 
 # PID 2^22 + 1 is above Linux's pid_max: a process that is not alive.
 /usr/bin/python3 -c "import numpy as np; q = np.full((1, 2, 4, 8), .25, np.float32); np.save('q.npy', q)"

@@ -13,7 +13,7 @@ out=$(timeout --kill-after=10 60 "$mpirun" --oversubscribe -np 1 "$attnlab" "${a
       -np 1 sh -c 'ulimit -v 400000; exec "$0" "$@"' "$attnlab" "${args[@]}" 2>&1)
 rc=$?
 elapsed=$(( $(date +%s) - start ))
-echo "$out" | head -5
+printf '%s\n' "$out" | sed -n 1,5p
 echo "mpirun exited $rc after ${elapsed}s"
 [[ $rc -ne 0 && $rc -ne 124 && $elapsed -lt 60 ]] || { echo "FAIL: the job did not end promptly" >&2; exit 1; }
 [[ "$out" == *"rank 1: out of memory; ending the job"* ]] || { echo "FAIL: no message naming rank 1" >&2; exit 1; }
