@@ -16,10 +16,10 @@ namespace {
 using mpi::RingLayout;
 
 // MPI for the life of the process, finalized at exit.
-struct Session {
+struct MpiWorld {
   int rank = 0, size = 1;
   bool owned = false;
-  Session() {
+  MpiWorld() {
     int started = 0;
     MPI_Initialized(&started);
     if (started == 0) {
@@ -29,14 +29,14 @@ struct Session {
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
   }
-  ~Session() {
+  ~MpiWorld() {
     int finished = 0;
     MPI_Finalized(&finished);
     if (owned && finished == 0) MPI_Finalize();
   }
 };
-Session& session() {
-  static Session s;
+MpiWorld& mpi_world() {
+  static MpiWorld s;
   return s;
 }
 bool g_header_sent = false;
@@ -127,7 +127,7 @@ void put_rows(const Tensor<T>& s, const RingLayout& layout, int r, Tensor<T>& wh
 // The lead sends each follower its shard and keeps its own; a follower receives its shard.
 template <class T>
 Tensor<T> scatter(const Tensor<T>* whole, const Shape& mine, const RingLayout& layout) {
-  const Session& s = session();
+  const MpiWorld& s = mpi_world();
   if (s.rank != 0) {
     Tensor<T> t(mine);
     MPI_Recv(t.data(), static_cast<int>(t.numel()), element_type<T>(), 0, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
@@ -143,7 +143,7 @@ Tensor<T> scatter(const Tensor<T>* whole, const Shape& mine, const RingLayout& l
 // The reverse: the lead puts every rank's shard into `whole`.
 template <class T>
 void gather(const Tensor<T>& mine, const RingLayout& layout, Tensor<T>* whole) {
-  const Session& s = session();
+  const MpiWorld& s = mpi_world();
   if (s.rank != 0) {
     MPI_Send(mine.data(), static_cast<int>(mine.numel()), element_type<T>(), 0, 1, MPI_COMM_WORLD);
     return;
@@ -162,7 +162,7 @@ void announce(const AttentionProblem<T>& p) {
   if (p.q.size(kSeq) != p.k.size(kSeq))
     throw Error("--context-parallel: self-attention only: q has " + std::to_string(p.q.size(kSeq)) + " rows and k " +
                 std::to_string(p.k.size(kSeq)));
-  const RingLayout layout = RingLayout::zigzag(p.q.size(kSeq), session().size);
+  const RingLayout layout = RingLayout::zigzag(p.q.size(kSeq), mpi_world().size);
   const int64_t widest = std::max({p.q.size(kHeads) * p.q.size(kDim), p.q.size(kHeads) * p.v.size(kDim)});
   if (layout.shard_length(0) * p.q.size(kBatch) * widest > INT_MAX)
     throw Error("--context-parallel: a shard of " + std::to_string(layout.shard_length(0)) +
@@ -182,8 +182,8 @@ struct Ring {
   Tensor<float> lse;
 
   Ring(const AttentionFlags& f, const std::vector<int64_t>& h, const AttentionProblem<T>* p)
-      : o(ring_options(f)), layout(RingLayout::zigzag(h[kQ + 2], session().size)),
-        n(layout.shard_length(session().rank)), q(scatter(p ? &p->q : nullptr, shape_at(h, kQ, n), layout)),
+      : o(ring_options(f)), layout(RingLayout::zigzag(h[kQ + 2], mpi_world().size)),
+        n(layout.shard_length(mpi_world().rank)), q(scatter(p ? &p->q : nullptr, shape_at(h, kQ, n), layout)),
         k(scatter(p ? &p->k : nullptr, shape_at(h, kK, n), layout)),
         v(scatter(p ? &p->v : nullptr, shape_at(h, kV, n), layout)),
         out({q.size(0), q.size(1), n, v.size(3)}), lse({q.size(0), q.size(1), n, 1}) {}
@@ -200,7 +200,7 @@ struct Ring {
 template <class Body>
 void ending_the_job_on_local_failure(Body&& body) {
   auto end = [](const std::string& what) {
-    std::fprintf(stderr, "attnlab: error: rank %d: %s; ending the job\n", session().rank, what.c_str());
+    std::fprintf(stderr, "attnlab: error: rank %d: %s; ending the job\n", mpi_world().rank, what.c_str());
     std::fflush(stderr);
     MPI_Abort(MPI_COMM_WORLD, 2);
   };
@@ -245,7 +245,7 @@ void run_backward(const AttentionFlags& f, const std::vector<int64_t>& h, const 
 
 // The lead, when reading its inputs failed: the followers get the message and stop too.
 void fail_followers(const std::string& message) {
-  if (g_header_sent || session().size == 1) return;
+  if (g_header_sent || mpi_world().size == 1) return;
   std::vector<int64_t> h(kFields, 0);
   h[kStatus] = static_cast<int64_t>(message.size());
   MPI_Bcast(h.data(), kFields, MPI_INT64_T, 0, MPI_COMM_WORLD);
@@ -263,7 +263,7 @@ void fail_followers(const std::string& message) {
 
 void run(const AttentionFlags& f, const std::function<void()>& lead, const std::function<void()>& follow) {
   ring_options(f);  // the same command line on every rank: the same error on every rank
-  if (session().rank != 0) return follow();
+  if (mpi_world().rank != 0) return follow();
   try {
     lead();
   } catch (const std::exception& e) {
