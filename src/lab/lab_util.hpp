@@ -11,6 +11,8 @@
 #include <string_view>
 #include <vector>
 
+#include <unistd.h>
+
 #include <fmt/format.h>
 #include <new>
 
@@ -131,8 +133,12 @@ std::vector<T> buffer(const std::string& what, int64_t rows, int64_t cols = 1) {
   const bool too_large = rows < 0 || cols < 0 || __builtin_mul_overflow(rows, cols, &count) ||
                          __builtin_mul_overflow(count, static_cast<int64_t>(sizeof(T)), &bytes);
   const std::string size = cols == 1 ? fmt::format("{} values", rows) : fmt::format("{} × {} values", rows, cols);
+  // A zero-filled buffer beyond the machine's memory would meet the OOM killer, not bad_alloc
+  // (overcommit), and AddressSanitizer's operator new dies rather than throw: ask first.
+  const double memory = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGESIZE));
   try {
-    if (!too_large) return std::vector<T>(static_cast<size_t>(count));
+    if (!too_large && !(memory > 0 && static_cast<double>(bytes) > memory))
+      return std::vector<T>(static_cast<size_t>(count));
   } catch (const std::bad_alloc&) {
   }
   if (too_large) throw OutOfMemory(fmt::format("{}: {} of {} bytes is beyond any memory", what, size, sizeof(T)));
