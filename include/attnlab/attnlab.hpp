@@ -12,3 +12,4 @@
 #include "attnlab/scale.hpp"
 #include "attnlab/softmax.hpp"
 #include "attnlab/tensor.hpp"
+#include "attnlab/version.hpp"

@@ -4,6 +4,7 @@
 #include "attnlab/attention.hpp"
 #include "attnlab/engine.hpp"
 #include "attnlab/error.hpp"
+#include "attnlab/version.hpp"
 #include "bindings.hpp"
 #include "docstrings.hpp"
 
@@ -25,7 +26,7 @@ PYBIND11_MODULE(_attnlab, m) {
   attnlab::python::bind_softmax(m);
   attnlab::python::bind_lab(m);
   attnlab::python::bind_kv_cache(m);
-  m.attr("__version__") = ATTNLAB_VERSION;  // CMakeLists.txt's project VERSION (python/CMakeLists.txt)
+  m.attr("__version__") = ATTNLAB_VERSION_STRING;  // attnlab/version.hpp: CMakeLists.txt's project VERSION
   m.def("engine_target", &attnlab::engine::target_name,
         "The SIMD target the float32 engine dispatched to on this machine (e.g. 'AVX2').");
   m.def("release_cached_memory", &attnlab::engine::release_cached_memory,

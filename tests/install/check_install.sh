@@ -46,7 +46,13 @@ fi
 headers=$(ls "$work/prefix/include/attnlab")
 if grep -E '^(lab|train|npy)\.hpp$' <<< "$headers"; then echo "application headers installed (above)" >&2; exit 1; fi
 # The installed program must start without LD_LIBRARY_PATH (install RPATH).
-env -u LD_LIBRARY_PATH "$work/prefix/bin/attnlab" --version
+# One version, CMakeLists.txt's project(VERSION): the installed header and --version say it.
+want=$(sed -nE 's/^project\(attnlab VERSION ([0-9.]+).*/\1/p' "$source_dir/CMakeLists.txt")
+[[ -n "$want" ]] || { echo "no project(attnlab VERSION ...) in CMakeLists.txt" >&2; exit 1; }
+grep -q "^#define ATTNLAB_VERSION_STRING \"$want\"$" "$work/prefix/include/attnlab/version.hpp" ||
+  { echo "installed attnlab/version.hpp does not say $want" >&2; exit 1; }
+said=$(env -u LD_LIBRARY_PATH "$work/prefix/bin/attnlab" --version)
+[[ "$said" == "attnlab $want" ]] || { echo "attnlab --version says '$said', not 'attnlab $want'" >&2; exit 1; }
 env -u LD_LIBRARY_PATH "$work/prefix/bin/attnlab" demo > /dev/null
 if [[ -n "$python_site" ]]; then
   # The installed extension must find the installed libattnlab by itself (its

@@ -2,6 +2,7 @@
 // Separate from main() so that the CLI fuzzer can build the same application.
 #include <algorithm>
 
+#include "attnlab/version.hpp"
 #include "command.hpp"
 
 namespace attnlab::cli {
@@ -13,7 +14,7 @@ std::vector<Command>& registry() {
 
 void build_app(CLI::App& app) {
   app.require_subcommand(1);
-  app.set_version_flag("--version", "attnlab 0.1.0");
+  app.set_version_flag("--version", "attnlab " ATTNLAB_VERSION_STRING);
   std::sort(registry().begin(), registry().end(), [](const auto& a, const auto& b) { return a.name < b.name; });
   for (auto& command : registry()) command.setup(*app.add_subcommand(command.name, command.summary));
 }
