@@ -36,6 +36,7 @@
 #include "attnlab/attention_options.hpp"
 #include "attnlab/engine.hpp"
 #include "attnlab/float16.hpp"
+#include "attnlab/statistics.hpp"
 #include "attnlab/tensor.hpp"
 #include "page_kind.hpp"
 
@@ -198,15 +199,13 @@ int run(const Args& a) {
               copies.size() == 1 ? ", K and V in " : "", copies.size() == 1 ? pages[0].c_str() : "");
   double first_median = 0;
   for (auto& run : runs) {
-    std::vector<double> s = run.ms;
-    std::sort(s.begin(), s.end());
-    const double median = s[s.size() / 2];
+    const double median = attnlab::stats::median(run.ms);
     if (first_median == 0) first_median = median;
     double diff = 0;
     for (size_t i = 0; i < run.out.size(); ++i)
       diff = std::max(diff, static_cast<double>(std::abs(run.out[i] - runs.front().out[i])));
     std::printf("%-32s median %8.3f ms (quartiles %.3f-%.3f)  K/V %5.1f GB/s  x%.3f of the first  max|dO| %.1e\n",
-                run.label.c_str(), median, s[s.size() / 4], s[3 * s.size() / 4], kv_bytes / median / 1e6,
+                run.label.c_str(), median, attnlab::stats::quantile(run.ms, 0.25), attnlab::stats::quantile(run.ms, 0.75), kv_bytes / median / 1e6,
                 first_median / median, diff);
   }
   return 0;

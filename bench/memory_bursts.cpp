@@ -50,6 +50,7 @@
 #include <vector>
 
 #include "attnlab/attention.hpp"
+#include "attnlab/statistics.hpp"
 #include "attnlab/tensor.hpp"
 #include "page_kind.hpp"
 #include "peak_memory.hpp"
@@ -145,12 +146,7 @@ float loop_over(const float* k, const float* v, int64_t count, int64_t row, int 
   return total;
 }
 
-double median(std::vector<double> x) {
-  if (x.empty()) return std::nan("");
-  std::sort(x.begin(), x.end());
-  const size_t n = x.size();
-  return n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]);
-}
+using attnlab::stats::median;
 
 }  // namespace
 

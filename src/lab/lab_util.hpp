@@ -19,6 +19,7 @@
 #include "attnlab/error.hpp"
 #include "attnlab/lab.hpp"
 #include "attnlab/scale.hpp"
+#include "attnlab/statistics.hpp"
 
 namespace attnlab::lab::util {
 
@@ -56,15 +57,8 @@ inline double variance(const std::vector<double>& v) {  // unbiased
   for (double x : v) s += (x - m) * (x - m);
   return s / static_cast<double>(v.size() - 1);
 }
-inline double quantile(std::vector<double> v, double q) {
-  if (v.empty()) return NAN;
-  std::sort(v.begin(), v.end());
-  const double pos = q * static_cast<double>(v.size() - 1);
-  const size_t lo = static_cast<size_t>(std::floor(pos));
-  const size_t hi = std::min(lo + 1, v.size() - 1);
-  return v[lo] + (pos - static_cast<double>(lo)) * (v[hi] - v[lo]);
-}
-inline double median(const std::vector<double>& v) { return quantile(v, 0.5); }
+using stats::median;
+using stats::quantile;
 
 // Least-squares slope of log y against log x (points with x, y > 0).
 inline double loglog_slope(const std::vector<double>& x, const std::vector<double>& y) {

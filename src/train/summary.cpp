@@ -5,6 +5,7 @@
 #include <map>
 #include <tuple>
 
+#include "attnlab/statistics.hpp"
 #include "attnlab/train.hpp"
 
 namespace attnlab::train {
@@ -18,12 +19,6 @@ CellKey key_of(const RunConfig& c) {
   return {c.task.kind, c.model.init, c.optimizer, c.model.d_k, c.model.scale.name(), c.lr};
 }
 
-double median(std::vector<double> v) {
-  if (v.empty()) return kNaN;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 }  // namespace
 
@@ -64,7 +59,7 @@ std::vector<CellSummary> summarise(const StudyResult& study) {
       }
     }
     c.mean_grad_qk_first = grad_n > 0 ? c.mean_grad_qk_first / grad_n : kNaN;
-    c.median_steps = median(steps);
+    c.median_steps = stats::median(steps);
     // Censored values sort last, so the median involves one as soon as half the runs or more never reached.
     c.median_censored = 2 * c.reached <= c.runs;
     out.push_back(c);

@@ -43,6 +43,7 @@
 #include "attnlab/attention.hpp"
 #include "attnlab/engine.hpp"
 #include "attnlab/error.hpp"
+#include "attnlab/statistics.hpp"
 #include "peak_flops.hpp"
 #include "page_kind.hpp"
 #include "peak_memory.hpp"
@@ -184,11 +185,7 @@ double process_cpu_ms() {
          1e-3 * static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
+using attnlab::stats::median;
 
 std::string cpu_name() {
   std::ifstream f("/proc/cpuinfo");

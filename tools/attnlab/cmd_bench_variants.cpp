@@ -29,6 +29,7 @@
 #include "attnlab/attention.hpp"
 #include "attnlab/engine.hpp"
 #include "attnlab/error.hpp"
+#include "attnlab/statistics.hpp"
 #include "cli_values.hpp"
 #include "command.hpp"
 #include "peak_flops.hpp"
@@ -78,11 +79,7 @@ double count_pairs(int64_t N, Range&& range) {
   return n;
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
+using attnlab::stats::median;
 
 // The mask_mods of the `mods` group (the built-ins written as a user would), and their
 // BlockMasks (built once, reused by every call).
