@@ -3,8 +3,8 @@
 // key row j of the same sequence is e_ij = aᵀ tanh(q_i + k_j), then p_i = softmax(e_i) and
 // o_i = Σ_j p_ij v_j. No scale: tanh keeps each term in [−1, 1] and a's initialisation,
 // N(0, 1/d_k), keeps the sum's spread of order 1 at every d_k (claim C9's point).
-// Plain loops in double accumulators, one thread; the tanh values are recomputed in the
-// backward pass rather than stored ([B·Nq, N, d_k] would dominate the model's memory).
+// Sums in double, one thread. The forward keeps tanh(q_i + k_j) ([B·Nq, N, d_k]) for the
+// backward: tanh is most of the cost.
 #include <cstdint>
 #include <vector>
 
@@ -14,18 +14,21 @@ struct AdditiveShape {
   int64_t B = 0, Nq = 0, N = 0, dk = 0, dv = 0;  // query rows per sequence are its last Nq positions
 };
 
-// q [B·Nq, dk], k [B·N, dk], v [B·N, dv], a [dk] → out [B·Nq, dv], probs [B·Nq, N].
+// What the forward keeps: the scores e and weights p [B·Nq, N], and tanh(q_i + k_j) [B·Nq, N, d_k].
+template <class T>
+struct AdditiveCache {
+  std::vector<double> scores, probs;
+  std::vector<T> tanh;
+};
+
+// q [B·Nq, dk], k [B·N, dk], v [B·N, dv], a [dk] → out [B·Nq, dv], and the cache.
 template <class T>
 void additive_forward(const AdditiveShape& s, const T* q, const T* k, const T* v, const T* a, T* out,
-                      std::vector<double>& probs);
+                      AdditiveCache<T>& cache);
 
-// The scores e [B·Nq, N] alone (for the logits the coordinate check and max_logit read).
+// Given dout [B·Nq, dv] and the forward's cache: dq, dk, dv (overwritten) and da (accumulated).
 template <class T>
-std::vector<double> additive_scores(const AdditiveShape& s, const T* q, const T* k, const T* a);
-
-// Given dout [B·Nq, dv] and the forward's probs: dq, dk, dv (overwritten) and da (accumulated).
-template <class T>
-void additive_backward(const AdditiveShape& s, const T* q, const T* k, const T* v, const T* a,
-                       const std::vector<double>& probs, const T* dout, T* dq, T* dk, T* dv, T* da);
+void additive_backward(const AdditiveShape& s, const T* v, const T* a, const AdditiveCache<T>& cache, const T* dout,
+                       T* dq, T* dk, T* dv, T* da);
 
 }  // namespace attnlab::train

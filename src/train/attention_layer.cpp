@@ -7,7 +7,6 @@
 
 #include "attnlab/attention.hpp"
 #include "attnlab/softmax.hpp"
-#include "train/additive_scores.hpp"
 #include "train/dense.hpp"
 
 namespace attnlab::train {
@@ -149,7 +148,7 @@ std::vector<double> AttentionLayer<T>::logits() const {
   const T* q = qk_norm ? qn_.data() : q_.data();  // [B·Nq, d_k]
   const T* k = qk_norm ? kn_.data() : k_.data();  // [B·N, d_k]
   const double s = scale(N_);
-  if (config_.scale.additive) return additive_scores(AdditiveShape{B_, Nq_, N_, dk_, D_}, q_.data(), k_.data(), w_a.value.data());
+  if (config_.scale.additive) return additive_.scores;
   std::vector<double> out(static_cast<size_t>(B_ * Nq_ * N_));  // [B·Nq, N]
   for (int64_t b = 0; b < B_; ++b)
     for (int64_t i = 0; i < Nq_; ++i)
@@ -222,7 +221,7 @@ void AttentionLayer<T>::forward(const T* h, T* h_out, int64_t B, int64_t N, Atte
 template <class T>
 void AttentionLayer<T>::attend_additive(AttentionStats* stats) {
   additive_forward(AdditiveShape{B_, Nq_, N_, dk_, D_}, q_.data(), k_.data(), v_.data(), w_a.value.data(), o_.data(),
-                   probs_);
+                   additive_);
   if (stats == nullptr) return;
   // The engine's row diagnostics, from the weights themselves.
   const auto rows = static_cast<size_t>(B_ * Nq_);
@@ -230,7 +229,7 @@ void AttentionLayer<T>::attend_additive(AttentionStats* stats) {
   stats->jacobian_fro_sq.resize(rows);
   stats->max_prob.resize(rows);
   for (size_t r = 0; r < rows; ++r) {
-    const std::span<const double> p(probs_.data() + r * static_cast<size_t>(N_), static_cast<size_t>(N_));
+    const std::span<const double> p(additive_.probs.data() + r * static_cast<size_t>(N_), static_cast<size_t>(N_));
     stats->entropy[r] = static_cast<float>(entropy<double>(p));
     stats->jacobian_fro_sq[r] = static_cast<float>(jacobian_frobenius_sq<double>(p));
     stats->max_prob[r] = static_cast<float>(*std::max_element(p.begin(), p.end()));
@@ -253,8 +252,8 @@ void AttentionLayer<T>::backward(const T* dh_out, T* dh) {
   const T* q_in = qk_norm ? qn_.data() : q_.data();
   const T* k_in = qk_norm ? kn_.data() : k_.data();
   if (config_.scale.additive)
-    additive_backward(AdditiveShape{B_, Nq_, N_, dk_, D_}, q_.data(), k_.data(), v_.data(), w_a.value.data(), probs_,
-                      d_o.data(), dq.data(), dk.data(), dv.data(), w_a.grad.data());
+    additive_backward(AdditiveShape{B_, Nq_, N_, dk_, D_}, v_.data(), w_a.value.data(), additive_, d_o.data(), dq.data(),
+                      dk.data(), dv.data(), w_a.grad.data());
   else
     attend_backward(q_in, k_in, v_.data(), o_.data(), lse_.data(), d_o.data(), dq.data(), dk.data(), dv.data(), B_, Nq_,
                     N_, dk_, D_, policy());

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "attnlab/train.hpp"
+#include "train/additive_scores.hpp"
 #include "train/layernorm.hpp"
 #include "train/param.hpp"
 
@@ -71,7 +72,7 @@ class AttentionLayer {
   std::vector<T> v_;          // [B·N, D]
   std::vector<T> o_;          // [B·Nq, D] attention output
   std::vector<T> lse_;        // [B·Nq]
-  std::vector<double> probs_; // [B·Nq, N] attention weights (additive only)
+  AdditiveCache<T> additive_; // what the additive score's backward needs (additive only)
 };
 
 }  // namespace attnlab::train
