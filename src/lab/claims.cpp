@@ -45,6 +45,20 @@ const std::vector<SourceInfo>& sources() {
       {"zhai", "Shuangfei Zhai et al., Stabilizing Transformer Training by Preventing Attention Entropy Collapse "
                "(arXiv:2303.06296, ICML 2023)", "",
        "https://arxiv.org/abs/2303.06296", "", "Zhai et al. 2023"},
+      // C19 and C20: the scale's own origins, measured in the training study.
+      {"su8620", "Su Jianlin, A brief look at the initialisation, parametrisation and normalisation of the Transformer "
+                 "(kexue.fm, 2021)",
+       "浅谈Transformer的初始化、参数化与标准化", "https://kexue.fm/archives/8620",
+       "cited by article 003 (there as spaces.ac.cn/archives/8620): the scale can be moved into the initialisation of "
+       "W_q and W_k, as T5 does",
+       "Su 2021b"},
+      {"vaswani", "Ashish Vaswani et al., Attention Is All You Need (arXiv:1706.03762, NeurIPS 2017), §3.2.1 and its "
+                  "footnote 4", "",
+       "https://arxiv.org/abs/1706.03762",
+       "the paper that introduced the 1/√d_k scale; its hedge cites Denny Britz et al., Massive Exploration of Neural "
+       "Machine Translation Architectures (arXiv:1703.03906, 2017), where additive attention beat unscaled dot-product "
+       "attention at large d_k",
+       "Vaswani et al. 2017"},
   };
   return all;
 }
@@ -138,6 +152,21 @@ const std::vector<ClaimInfo>& claims() {
        "Pathologically low attention entropy goes with unstable training: in runs whose loss spikes or diverges at "
        "higher learning rates, the attention entropy collapses first.",
        {"zhai"}, {}},
+      {"C19", "The scale is a smaller initialisation in disguise",
+       "Unscaled attention whose W_q and W_k are initialised d_k^(−1/4) smaller starts from exactly the logits of "
+       "1/√d_k attention and learns like it: at d_k = 256 with Adam it reaches 90 % held-out accuracy within the scaled "
+       "runs' spread of steps, while unscaled attention with the usual initialisation does not.",
+       {"su8620"}, {{"su8620", "当然，Google的T5确实是没有除以√d的，但它依然能够正常收敛，那是因为它在初始化策略上做了些调整，所以这个事情还跟初始化有关。",
+                     "Of course Google's T5 does not divide by √d, yet it still converges normally, because it adjusted "
+                     "its initialisation strategy; so this matter also has to do with initialisation."}}},
+      {"C20", "Additive attention beats unscaled dot products at large d_k; the scale closes the gap",
+       "Trained with the same budget and each at its best learning rate, additive attention learns better than unscaled "
+       "dot-product attention at large d_k (up to 1024), and dot-product attention with 1/√d_k learns at least as well "
+       "as additive attention.",
+       {"vaswani"}, {{"vaswani", "While for small values of d_k the two mechanisms perform similarly, additive attention "
+                                 "outperforms dot product attention without scaling for larger values of d_k [3]. We "
+                                 "suspect that for large values of d_k, the dot products grow large in magnitude, pushing "
+                                 "the softmax function into regions where it has extremely small gradients.", "", "en"}}},
   };
   return all;
 }

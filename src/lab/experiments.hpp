@@ -17,6 +17,7 @@ Experiment invariance_experiment();
 Experiment jacobian_experiment();
 Experiment mup_experiment();
 Experiment qknorm_experiment();
+Experiment reparam_experiment();
 Experiment saturation_experiment();
 Experiment softcap_experiment();
 Experiment train_experiment();

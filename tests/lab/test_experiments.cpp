@@ -35,7 +35,7 @@ std::string describe(const lab::Result& r) {
 
 TEST(Experiments, AllRegisteredWithClaimsAndParameters) {
   for (const char* name : {"variance", "saturation", "jacobian", "gradflow", "classifier", "heads", "additive", "entropy",
-                           "fading", "invariance", "softcap", "mup", "qknorm", "collapse"}) {
+                           "fading", "invariance", "softcap", "mup", "qknorm", "collapse", "reparam"}) {
     const lab::Experiment* e = lab::find_experiment(name);
     ASSERT_NE(e, nullptr) << name;
     EXPECT_FALSE(e->claims.empty()) << name;
@@ -109,7 +109,9 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"qknorm", {{"C17", O::confirmed}}, "C17", {{"candidate", "none"}}, "no scale instead of QK-norm"},
         // C18's outcome varies with the seeds (docs/lab.md), so only its refutation is pinned: a collapse threshold
         // no run reaches cannot come before any spike.
-        Case{"collapse", {}, "C18", {{"collapse", "1e-6"}}, "a collapse threshold no run reaches"}),
+        Case{"collapse", {}, "C18", {{"collapse", "1e-6"}}, "a collapse threshold no run reaches"},
+        // The stand-in arm given the usual init is just the unscaled model: it cannot learn like 1/√d_k.
+        Case{"reparam", {{"C19", O::confirmed}}, "C19", {{"small_init", "unit"}}, "the stand-in arm with the usual init"}),
     [](const ::testing::TestParamInfo<Case>& info) { return std::string(info.param.experiment) + std::to_string(info.index); });
 
 // C7's verdict carries its outcome per range of d_k, and says in words which way the gradient
