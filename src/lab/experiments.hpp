@@ -13,6 +13,7 @@ Experiment entropy_experiment();
 Experiment fading_experiment();
 Experiment gradflow_experiment();
 Experiment heads_experiment();
+Experiment hedge_experiment();
 Experiment invariance_experiment();
 Experiment jacobian_experiment();
 Experiment mup_experiment();

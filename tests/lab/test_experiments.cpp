@@ -35,7 +35,7 @@ std::string describe(const lab::Result& r) {
 
 TEST(Experiments, AllRegisteredWithClaimsAndParameters) {
   for (const char* name : {"variance", "saturation", "jacobian", "gradflow", "classifier", "heads", "additive", "entropy",
-                           "fading", "invariance", "softcap", "mup", "qknorm", "collapse", "reparam"}) {
+                           "fading", "invariance", "softcap", "mup", "qknorm", "collapse", "reparam", "hedge"}) {
     const lab::Experiment* e = lab::find_experiment(name);
     ASSERT_NE(e, nullptr) << name;
     EXPECT_FALSE(e->claims.empty()) << name;
@@ -111,7 +111,9 @@ INSTANTIATE_TEST_SUITE_P(
         // no run reaches cannot come before any spike.
         Case{"collapse", {}, "C18", {{"collapse", "1e-6"}}, "a collapse threshold no run reaches"},
         // The stand-in arm given the usual init is just the unscaled model: it cannot learn like 1/√d_k.
-        Case{"reparam", {{"C19", O::confirmed}}, "C19", {{"small_init", "unit"}}, "the stand-in arm with the usual init"}),
+        Case{"reparam", {{"C19", O::confirmed}}, "C19", {{"small_init", "unit"}}, "the stand-in arm with the usual init"},
+        // The "unscaled" arm given the scale: it learns as well as additive attention.
+        Case{"hedge", {{"C20", O::confirmed}}, "C20", {{"scores", "additive,inv_sqrt_d,inv_sqrt_d"}}, "the unscaled arm scaled"}),
     [](const ::testing::TestParamInfo<Case>& info) { return std::string(info.param.experiment) + std::to_string(info.index); });
 
 // C7's verdict carries its outcome per range of d_k, and says in words which way the gradient
