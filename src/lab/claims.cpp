@@ -106,7 +106,7 @@ const std::vector<ClaimInfo>& claims() {
        "Score(h, s) = vᵀ tanh(W₁h + W₂s) stays bounded, so its spread does not grow with d_k; "
        "multiplicative Score = (W₁h)ᵀ(W₂s) does.",
        {"002"}, {{"002", "而Add，右侧是tanh，分布在[-1, 1]，整体分布与dk没有关系。", "Whereas for additive attention the right-hand side is a tanh, which lies in [−1, 1], so the overall distribution has nothing to do with d_k."}}},
-      {"C10", "The classifier's softmax needs no scale",
+      {"C10", "The classifier's softmax gradient does not vanish",
        "With cross-entropy the gradient at the logits is p − y: when a confident prediction is wrong its "
        "norm approaches √2, not 0.",
        {"002"}, {{"002", "这一层的softmax通常和交叉熵联合求导，在某个目标类别上的整体梯度为yi` - yi，即预测值与真实值的差值。", "This layer's softmax is usually differentiated together with the cross-entropy; the gradient on a class is y′_i − y_i, the difference between prediction and truth."}, {"002", "如果是错误类别，则整体梯度为1，给出最大程度的负反馈。", "If it is the wrong class, the gradient is 1, the strongest possible negative feedback."}}},
@@ -128,9 +128,7 @@ const std::vector<ClaimInfo>& claims() {
                    {"ssmax", "… an analysis of attention scores reveals that SSMax enables the model to focus attention on key information even in long contexts.", "", "en"}}},
       {"C14", "The entropy-invariant scale log₅₁₂(n)/√d",
        "With the scale log₅₁₂(n)/√d (equal to 1/√d at n = 512, the length a model was tuned at), a row's attention "
-       "entropy stays near constant as the number of keys n grows. The derivation assumes the softmax puts its weight "
-       "on the largest score (Σ p_i s_i ≈ s_max); the claim holds where that assumption does, and not where the "
-       "weight is spread (random q and k), which is C12's split.",
+       "entropy stays near constant as the number of keys n grows.",
        {"su8823"}, {{"su8823", "从熵不变性看Attention的Scale操作", "Looking at attention's scale operation from entropy invariance (the article's title)."},
                     {"su8823", "Attention(Q,K,V) = softmax(log₅₁₂n / √d · QKᵀ) V", "", "en"}}},
       {"C15", "A softcap bounds the logits",

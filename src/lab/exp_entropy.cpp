@@ -314,7 +314,7 @@ Verdict verdict_c12(const EntropyConfig& c, const Policies& policies, const Entr
       text += fmt::format(", {} {:+.2f} (largest p up to {:.2f}{})", label, r, top, flat && saturated ? ": saturated" : "");
       plain_cases += fmt::format("{}{} on {} inputs: {:+.1f} nats{}", plain_cases.empty() ? "" : "; ", label, input, r,
                                  !flat ? " (not flat)" : saturated ? fmt::format(", flat but saturated (largest weight {:.2f})", top)
-                                                                   : " (flat)");
+                                                                   : fmt::format(" (flat, and not saturated: largest weight at most {:.2f})", top));
     }
   }
   Verdict v = make_verdict("C12");
@@ -346,6 +346,9 @@ Verdict verdict_c12(const EntropyConfig& c, const Policies& policies, const Entr
                                                          "regime C3–C6 warn against", flat_but_saturated,
                                                          flat_but_saturated == 1 ? "is" : "are")
                                            : std::string());
+  if (held > 0)
+    v.plain += " Where a case keeps the entropy flat away from saturation, the entropy view is borne out for that scale "
+               "and input; where it does not, it is not.";
   for (const auto& p : policies.list)
     if (p.kind() == ScalePolicy::Kind::entropy_invariant)
       v.plain += " Why log₅₁₂(n)/√d_k holds the entropy on some inputs and not on others is C14's subject: its "

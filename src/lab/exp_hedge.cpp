@@ -22,8 +22,9 @@ namespace {
 
 struct HedgeConfig {
   bool full = false;
-  std::vector<int64_t> dims;    // empty: 64, 256, 1024 (full 16, 64, 256, 1024)
-  std::vector<double> rates;    // empty: 1e-3, 3e-3, 1e-2 (full 3e-4 … 3e-2)
+  // The report's budget; --full widens these when they are left at their defaults (validate).
+  std::vector<int64_t> dims{64, 256, 1024};
+  std::vector<double> rates{1e-3, 3e-3, 1e-2};
   std::vector<std::string> scores{"additive", "none", "inv_sqrt_d"};
   int64_t seeds = 0;            // 0: 2, full 5
   int64_t steps = 0;            // 0: 300, full 600
@@ -32,8 +33,8 @@ struct HedgeConfig {
   double slower = 1.5;          // "learns worse": ≥ this × the median steps, fewer seeds reaching it, or 0.1 lower accuracy
   void bind(Params& p) {
     p.add("full", full, "the real study: d_k 16–1024, 5 rates, rates chosen on 3 other seeds, 5 seeds, 600 steps");
-    p.add("dims", dims, "head widths d_k (empty: 64,256,1024; full 16,64,256,1024)");
-    p.add("rates", rates, "Adam's peak rates tried per score and d_k (empty: 1e-3,3e-3,1e-2; full 3e-4…3e-2)");
+    p.add("dims", dims, "head widths d_k (full, if left at the default: 16,64,256,1024)");
+    p.add("rates", rates, "Adam's peak rates tried per score and d_k (full, if left at the default: 3e-4,1e-3,3e-3,1e-2,3e-2)");
     p.add("scores", scores, "attention scores: additive, then the unscaled and the scaled dot product (scale policies)");
     p.add("seeds", seeds, "seeds per cell (0: 2, full 5)");
     p.add("steps", steps, "optimiser steps per run, the same for every score (0: 300, full 600)");
@@ -51,10 +52,10 @@ struct Resolved {
 };
 
 Resolved validate(const HedgeConfig& c) {
-  Resolved r{c.dims.empty() ? (c.full ? std::vector<int64_t>{16, 64, 256, 1024} : std::vector<int64_t>{64, 256, 1024})
-                            : c.dims,
-             c.rates.empty() ? (c.full ? std::vector<double>{3e-4, 1e-3, 3e-3, 1e-2, 3e-2} : std::vector<double>{1e-3, 3e-3, 1e-2})
-                             : c.rates,
+  const HedgeConfig defaults;
+  const bool full_dims = c.full && c.dims == defaults.dims, full_rates = c.full && c.rates == defaults.rates;
+  Resolved r{full_dims ? std::vector<int64_t>{16, 64, 256, 1024} : c.dims,
+             full_rates ? std::vector<double>{3e-4, 1e-3, 3e-3, 1e-2, 3e-2} : c.rates,
              {}, c.seeds ? c.seeds : (c.full ? 5 : 2), c.steps ? c.steps : (c.full ? 600 : 300)};
   util::require_increasing("dims", r.dims, 1);
   util::require_positive("rates", r.rates);
