@@ -24,9 +24,9 @@ struct HedgeConfig {
   bool full = false;
   // The report's budget; --full widens these when they are left at their defaults (validate).
   std::vector<int64_t> dims{64, 256, 1024};
-  std::vector<double> rates{1e-3, 3e-3, 1e-2};
+  std::vector<double> rates{3e-3, 1e-2};
   std::vector<std::string> scores{"additive", "none", "inv_sqrt_d"};
-  int64_t seeds = 0;            // 0: 2, full 5
+  int64_t seeds = 0;            // 0: 3, full 5
   int64_t steps = 0;            // 0: 300, full 600
   int64_t d_model = 32;
   double threshold = 0.9;
@@ -36,7 +36,7 @@ struct HedgeConfig {
     p.add("dims", dims, "head widths d_k (full, if left at the default: 16,64,256,1024)");
     p.add("rates", rates, "Adam's peak rates tried per score and d_k (full, if left at the default: 3e-4,1e-3,3e-3,1e-2,3e-2)");
     p.add("scores", scores, "attention scores: additive, then the unscaled and the scaled dot product (scale policies)");
-    p.add("seeds", seeds, "seeds per cell (0: 2, full 5)");
+    p.add("seeds", seeds, "seeds per cell (0: 3, full 5)");
     p.add("steps", steps, "optimiser steps per run, the same for every score (0: 300, full 600)");
     p.add("d_model", d_model, "residual width");
     p.add("threshold", threshold, "held-out accuracy counted as learnt");
@@ -56,7 +56,7 @@ Resolved validate(const HedgeConfig& c) {
   const bool full_dims = c.full && c.dims == defaults.dims, full_rates = c.full && c.rates == defaults.rates;
   Resolved r{full_dims ? std::vector<int64_t>{16, 64, 256, 1024} : c.dims,
              full_rates ? std::vector<double>{3e-4, 1e-3, 3e-3, 1e-2, 3e-2} : c.rates,
-             {}, c.seeds ? c.seeds : (c.full ? 5 : 2), c.steps ? c.steps : (c.full ? 600 : 300)};
+             {}, c.seeds ? c.seeds : (c.full ? 5 : 3), c.steps ? c.steps : (c.full ? 600 : 300)};
   util::require_increasing("dims", r.dims, 1);
   util::require_positive("rates", r.rates);
   util::require_positive("seeds", r.seeds);
