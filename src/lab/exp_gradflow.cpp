@@ -36,7 +36,7 @@ struct GradflowConfig {
   // Where the typical query's gradient starts to fall without the scale (C6's boundary): more trials of the
   // baseline at d_k up to boundary_max_dim, where one trial is cheap and the steps are small.
   int64_t boundary_trials = 32;
-  int64_t boundary_max_dim = 1024;
+  int64_t boundary_max_dim = 512;
   // The table of median ‖J‖_F for 64 keys.
   int64_t table_keys = 64;
   std::vector<int64_t> table_dims{16, 64, 256, 1024};

@@ -98,7 +98,7 @@ train::StudyConfig base_study(const HedgeConfig& c, const Resolved& r, uint64_t 
   s.base.model.d_model = c.d_model;
   s.base.steps = r.steps;
   s.base.warmup = std::max<int64_t>(1, r.steps / 15);
-  s.base.eval_every = std::max<int64_t>(1, r.steps / 30);
+  s.base.eval_every = std::max<int64_t>(1, r.steps / 15);  // every 20 steps at 300, as the training study
   s.base.threshold = c.threshold;
   return s;
 }
@@ -162,7 +162,7 @@ Measured measure(const HedgeConfig& c, const Resolved& r, RunContext& ctx) {
 Figure figure_hedge(const HedgeConfig& c, const Resolved& r, const Measured& m) {
   Figure f;
   f.name = "hedge";
-  const int64_t censored = r.steps + std::max<int64_t>(1, r.steps / 30);
+  const int64_t censored = r.steps + std::max<int64_t>(1, r.steps / 15);
   f.caption = fmt::format(
       "Additive attention against the dot product without and with 1/√d_k, in the training study's model, Adam, {} "
       "steps for all, each score and d_k at its best learning rate of {{{}}}, {} seeds. Left: median steps to {:.0f} % "
