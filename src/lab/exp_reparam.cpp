@@ -228,8 +228,9 @@ Figure figure_reparam(const ReparamConfig& c, const Resolved& r, const Measured&
 
 std::string steps_text(const ArmSummary& s, int64_t seeds, int64_t steps) {
   if (2 * s.reached < seeds) return fmt::format("{} of {} seeds reach it within {} steps", s.reached, seeds, steps);
-  return fmt::format("median {:g} steps ({:g}–{}, {} of {} seeds)", s.median, s.lo,
-                     s.reached == seeds ? fmt::format("{:g}", s.hi) : fmt::format(">{}", steps), s.reached, seeds);
+  if (s.reached == seeds) return fmt::format("median {:g} steps ({:g}–{:g}, all {} seeds)", s.median, s.lo, s.hi, seeds);
+  return fmt::format("median {:g} steps ({} of {} seeds within {} steps, the fastest in {:g})", s.median, s.reached, seeds,
+                     steps, s.lo);
 }
 
 // The main check: the stand-in arm learns like the scaled one, the plain unscaled one does not.
@@ -311,10 +312,10 @@ Verdict verdict_algebra(const ReparamConfig& c, const Resolved& r, const Measure
   v.outcome = util::outcome_of(exact_at_init && update_ratio);
   v.figure = "reparam_curves";
   v.plain = fmt::format(
-      "The two start as the same function (step-0 loss, entropy and logits agree to {:.1g}), but the first {} step moves "
+      "The two start as the same function (step-0 loss, entropy and logits agree {}), but the first {} step moves "
       "the unscaled model's logits {:.3g}× as far as the scaled model's ({:.3g} predicted): the equivalence holds at "
       "initialisation only, and {}.",
-      init_gap, adam ? "Adam" : "SGD", ratio, expected,
+      init_gap == 0 ? std::string("exactly") : fmt::format("to {:.1g}", init_gap), adam ? "Adam" : "SGD", ratio, expected,
       adam ? "with Adam it amounts to a d_k^(1/4) larger learning rate for W_q and W_k"
            : "with SGD to a √d_k larger learning rate for W_q and W_k");
   return v;
