@@ -45,6 +45,20 @@ const std::vector<SourceInfo>& sources() {
       {"zhai", "Shuangfei Zhai et al., Stabilizing Transformer Training by Preventing Attention Entropy Collapse "
                "(arXiv:2303.06296, ICML 2023)", "",
        "https://arxiv.org/abs/2303.06296", "", "Zhai et al. 2023"},
+      // C19 and C20: the scale's own origins, measured in the training study.
+      {"su8620", "Su Jianlin, A brief look at the initialisation, parametrisation and normalisation of the Transformer "
+                 "(kexue.fm, 2021)",
+       "浅谈Transformer的初始化、参数化与标准化", "https://kexue.fm/archives/8620",
+       "cited by article 003 (there as spaces.ac.cn/archives/8620): the scale can be moved into the initialisation of "
+       "W_q and W_k, as T5 does",
+       "Su 2021b"},
+      {"vaswani", "Ashish Vaswani et al., Attention Is All You Need (arXiv:1706.03762, NeurIPS 2017), §3.2.1 and its "
+                  "footnote 4", "",
+       "https://arxiv.org/abs/1706.03762",
+       "the paper that introduced the 1/√d_k scale; its hedge cites Denny Britz et al., Massive Exploration of Neural "
+       "Machine Translation Architectures (arXiv:1703.03906, 2017), where additive attention beat unscaled dot-product "
+       "attention at large d_k",
+       "Vaswani et al. 2017"},
   };
   return all;
 }
@@ -92,7 +106,7 @@ const std::vector<ClaimInfo>& claims() {
        "Score(h, s) = vᵀ tanh(W₁h + W₂s) stays bounded, so its spread does not grow with d_k; "
        "multiplicative Score = (W₁h)ᵀ(W₂s) does.",
        {"002"}, {{"002", "而Add，右侧是tanh，分布在[-1, 1]，整体分布与dk没有关系。", "Whereas for additive attention the right-hand side is a tanh, which lies in [−1, 1], so the overall distribution has nothing to do with d_k."}}},
-      {"C10", "The classifier's softmax needs no scale",
+      {"C10", "The classifier's softmax gradient does not vanish",
        "With cross-entropy the gradient at the logits is p − y: when a confident prediction is wrong its "
        "norm approaches √2, not 0.",
        {"002"}, {{"002", "这一层的softmax通常和交叉熵联合求导，在某个目标类别上的整体梯度为yi` - yi，即预测值与真实值的差值。", "This layer's softmax is usually differentiated together with the cross-entropy; the gradient on a class is y′_i − y_i, the difference between prediction and truth."}, {"002", "如果是错误类别，则整体梯度为1，给出最大程度的负反馈。", "If it is the wrong class, the gradient is 1, the strongest possible negative feedback."}}},
@@ -114,9 +128,7 @@ const std::vector<ClaimInfo>& claims() {
                    {"ssmax", "… an analysis of attention scores reveals that SSMax enables the model to focus attention on key information even in long contexts.", "", "en"}}},
       {"C14", "The entropy-invariant scale log₅₁₂(n)/√d",
        "With the scale log₅₁₂(n)/√d (equal to 1/√d at n = 512, the length a model was tuned at), a row's attention "
-       "entropy stays near constant as the number of keys n grows. The derivation assumes the softmax puts its weight "
-       "on the largest score (Σ p_i s_i ≈ s_max); the claim holds where that assumption does, and not where the "
-       "weight is spread (random q and k), which is C12's split.",
+       "entropy stays near constant as the number of keys n grows.",
        {"su8823"}, {{"su8823", "从熵不变性看Attention的Scale操作", "Looking at attention's scale operation from entropy invariance (the article's title)."},
                     {"su8823", "Attention(Q,K,V) = softmax(log₅₁₂n / √d · QKᵀ) V", "", "en"}}},
       {"C15", "A softcap bounds the logits",
@@ -138,6 +150,21 @@ const std::vector<ClaimInfo>& claims() {
        "Pathologically low attention entropy goes with unstable training: in runs whose loss spikes or diverges at "
        "higher learning rates, the attention entropy collapses first.",
        {"zhai"}, {}},
+      {"C19", "The scale is a smaller initialisation in disguise",
+       "Unscaled attention whose W_q and W_k are initialised d_k^(−1/4) smaller starts from exactly the logits of "
+       "1/√d_k attention and learns like it: at d_k = 256 with Adam it reaches 90 % held-out accuracy within the scaled "
+       "runs' spread of steps, while unscaled attention with the usual initialisation does not.",
+       {"su8620"}, {{"su8620", "当然，Google的T5确实是没有除以√d的，但它依然能够正常收敛，那是因为它在初始化策略上做了些调整，所以这个事情还跟初始化有关。",
+                     "Of course Google's T5 does not divide by √d, yet it still converges normally, because it adjusted "
+                     "its initialisation strategy; so this matter also has to do with initialisation."}}},
+      {"C20", "Additive attention beats unscaled dot products at large d_k; the scale closes the gap",
+       "Trained with the same budget and each at its best learning rate, additive attention learns better than unscaled "
+       "dot-product attention at large d_k (up to 1024), and dot-product attention with 1/√d_k learns at least as well "
+       "as additive attention.",
+       {"vaswani"}, {{"vaswani", "While for small values of d_k the two mechanisms perform similarly, additive attention "
+                                 "outperforms dot product attention without scaling for larger values of d_k [3]. We "
+                                 "suspect that for large values of d_k, the dot products grow large in magnitude, pushing "
+                                 "the softmax function into regions where it has extremely small gradients.", "", "en"}}},
   };
   return all;
 }

@@ -324,15 +324,16 @@ Verdict verdict_c9(const AdditiveConfig& c, const Table& t, double grad_error, d
   v.plain = fmt::format(
       "With size-scaled ({}) weights, the additive score's spread is {:.2g} at d_k = {:g} and {:.2g} at {:g} "
       "(fitted power {:+.2f}), while the multiplicative score's grows from {:.2g} to {:.2g} (power {:+.2f}). The "
-      "claim holds with this initialisation; but what bounds the additive score is v's small initial size, not tanh "
-      "(see the check below).",
+      "conclusion holds with this initialisation; the claim's reason does not: what bounds the additive score is v's "
+      "small initial size, not tanh (the second check).",
       c.init == "xavier" ? "Xavier" : "N(0, 1)", add_std.front(), xs.front(), add_std.back(), xs.back(), add_slope,
       mul_std.front(), mul_std.back(), mul_slope);
   return v;
 }
 
-// Beside C9: does tanh's bound alone keep the additive score's spread flat? With v ~ N(0, 1)
-// (the same W₁, W₂ and inputs), Var(e) = d_a·E[tanh²(u)] grows as d_a: no.
+// C9's stated reason, checked as part of the claim: does tanh's bound alone keep the additive
+// score's spread flat? With v ~ N(0, 1) (the same W₁, W₂ and inputs), Var(e) = d_a·E[tanh²(u)]
+// grows as d_a: no. A claim whose reason fails is not confirmed by its conclusion holding.
 Verdict verdict_tanh_bound(const AdditiveConfig& c, const Table& t) {
   const auto xs = t.column("d_k");
   const size_t half = xs.size() / 2;
@@ -343,7 +344,6 @@ Verdict verdict_tanh_bound(const AdditiveConfig& c, const Table& t) {
   const double slope = util::loglog_slope(xs_hi, hi);
   const double allow = std::max(c.slope_tolerance, 4 * util::loglog_slope_se(xs_hi, se_hi));
   Verdict v = make_verdict("C9");
-  v.supplementary = true;
   v.title = "tanh's bound alone keeps the additive score's spread flat (v ~ N(0, 1))";
   v.theory = 0;
   v.theory_text = "if tanh ∈ [−1, 1] were the reason, the spread would not grow with d_k whatever v's initialisation "

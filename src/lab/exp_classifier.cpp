@@ -1,4 +1,4 @@
-// Experiment `classifier` (C10): the classifier's softmax needs no scale.
+// Experiment `classifier` (C10): the classifier's softmax gradient does not vanish when it is confidently wrong.
 //
 // With softmax + cross-entropy the gradient at the logits is p − y. Make the logits
 // a·u for random u ~ N(0,1) over `classes` classes and let a grow (a confident model):
@@ -181,8 +181,13 @@ Verdict verdict_c10(const ClassifierConfig& c, const Table& t) {
                         "at most {} at the same confidence. {}",
                         c.loss == "cross_entropy" ? "cross-entropy" : "a squared error on the probabilities", wrong_end,
                         util::pretty(right_end, 1), util::pretty(att_end, 1),
-                        c.loss == "cross_entropy" ? "The classifier's softmax needs no scale because its loss cancels "
-                                                    "the Jacobian."
+                        c.loss == "cross_entropy"
+                            ? "Its loss cancels the Jacobian, so a saturated classifier softmax does not starve the "
+                              "gradient the way a saturated attention softmax does. That is all this measures: it does "
+                              "not show that the final logits need no control. Gemma 2 caps them at 30 (soft-capping, as "
+                              "in C15) and Wortsman et al. add a z-loss against the output logits' divergence: large "
+                              "output logits are a problem of their own, of stability rather than of a vanishing "
+                              "gradient."
                                                   : "This loss back-propagates through the Jacobian, so a confident "
                                                     "wrong prediction gets no gradient either.");
   return v;

@@ -7,11 +7,12 @@
 // learning rate and at 2× and 4× it, several seeds, evaluated every few steps: the mean
 // attention entropy of the head on the held-out set and the held-out loss along training.
 // Per run, the first evaluation where the loss stands more than `spike` nats above its best
-// so far (a loss spike), and the first where the entropy falls below `collapse` nats (a
-// collapse). The main check: in the runs that spike, did the collapse come at or before the
-// spike? Beside it: is collapse rare in the runs that do not spike (does low entropy single
-// out the unstable runs)? On associative recall the solution itself is one-hot attention, so
-// a stable run's entropy also falls towards 0; the page reports what that does to the claim.
+// so far, once the run has learned the task (a loss spike: training that breaks, not training
+// that never starts), and the first where the entropy falls below `collapse` nats (a collapse).
+// Two checks, both of the claim: in the runs that spike, did the collapse come at or before the
+// spike? And is collapse rare in the runs that do not spike (does low entropy single out the
+// unstable runs)? On associative recall the solution itself is one-hot attention, so a stable
+// run's entropy also falls towards 0: then the second check, and so the claim, is inconclusive.
 #include <atomic>
 #include <cmath>
 #include <fmt/format.h>
@@ -36,6 +37,7 @@ struct CollapseConfig {
   double spike = 0.5;      // nats above the best loss so far
   double collapse = 0.05;  // nats of mean attention entropy
   double precede_fraction = 0.75;  // confirmed when at least this share of the spiking runs collapsed first
+  double learned = 0.9;    // a spike counts once the run has reached this held-out accuracy (it trained, then broke)
   void bind(Params& p) {
     p.add("base_rate", base_rate, "the 1× peak learning rate of Adam");
     p.add("multipliers", multipliers, "multiples of base_rate to train at");
@@ -48,6 +50,7 @@ struct CollapseConfig {
     p.add("spike", spike, "a loss spike: the held-out loss this many nats above its best so far");
     p.add("collapse", collapse, "an entropy collapse: the mean attention entropy below this many nats");
     p.add("precede_fraction", precede_fraction, "confirmed when at least this share of the spiking runs collapsed at or before the spike");
+    p.add("learned", learned, "a loss spike counts only after the run reached this held-out accuracy (0: from the start)");
   }
 };
 
@@ -62,29 +65,34 @@ void validate(const CollapseConfig& c) {
   util::require_positive("eval_examples", c.eval_examples);
   util::require_positive("spike", c.spike);
   util::require_positive("collapse", c.collapse);
+  if (!(c.learned >= 0 && c.learned <= 1)) throw Error("learned: must be in [0, 1]");
   if (!(c.precede_fraction > 0.5 && c.precede_fraction <= 1)) throw Error("precede_fraction: must be in (0.5, 1]");
 }
 
 struct RunEvents {
   int64_t spike_step = -1, collapse_step = -1;  // −1: never
+  bool learned = false;  // reached c.learned held-out accuracy at some evaluation
 };
 
+// Instability is a run that trained and then broke: a loss spike counts only once the run has
+// learned (a run that stalls from the start is a failure to train, not an unstable one).
 RunEvents events(const CollapseConfig& c, const train::RunResult& r) {
   RunEvents e;
   double best = INFINITY;
   for (const auto& p : r.curve) {
     const double loss = std::isfinite(p.eval_loss) ? p.eval_loss : INFINITY;
-    if (e.spike_step < 0 && loss > best + c.spike) e.spike_step = p.step;
+    if (e.spike_step < 0 && e.learned && loss > best + c.spike) e.spike_step = p.step;
     best = std::min(best, loss);
+    e.learned = e.learned || p.eval_accuracy >= c.learned;
     if (e.collapse_step < 0 && std::isfinite(p.entropy) && p.entropy < c.collapse) e.collapse_step = p.step;
   }
-  if (e.spike_step < 0 && r.diverged) e.spike_step = r.curve.empty() ? 0 : r.curve.back().step + c.eval_every;
+  if (e.spike_step < 0 && r.diverged && e.learned) e.spike_step = r.curve.empty() ? 0 : r.curve.back().step + c.eval_every;
   return e;
 }
 
 struct Measured {
   Table curves{"collapse_curves", {"multiplier", "seed", "step", "eval_loss", "entropy", "max_logit"}};
-  Table runs{"collapse_runs", {"multiplier", "seed", "spike_step", "collapse_step", "final_loss"}};
+  Table runs{"collapse_runs", {"multiplier", "seed", "spike_step", "collapse_step", "final_loss", "learned"}};
   std::vector<train::RunResult> results;  // [multiplier][seed]
   std::vector<RunEvents> events;
 };
@@ -115,7 +123,8 @@ Measured measure(const CollapseConfig& c, RunContext& ctx) {
     m.events.push_back(events(c, r));
     for (const auto& p : r.curve) m.curves.add_row({mult, seed, static_cast<double>(p.step), p.eval_loss, p.entropy, p.max_logit});
     m.runs.add_row({mult, seed, static_cast<double>(m.events.back().spike_step),
-                    static_cast<double>(m.events.back().collapse_step), r.diverged ? NAN : r.final_loss});
+                    static_cast<double>(m.events.back().collapse_step), r.diverged ? NAN : r.final_loss,
+                    m.events.back().learned ? 1.0 : 0.0});
   }
   return m;
 }
@@ -155,15 +164,19 @@ Figure figure_collapse(const CollapseConfig& c, const Measured& m) {
 
 struct Counts {
   int spiked = 0, collapsed_first = 0, spike_first = 0;  // among spiking runs
+  int spiked_collapsed = 0;                               // spiking runs that collapsed at any time
   int stable = 0, stable_collapsed = 0;                   // among runs without a spike
+  int never_learned = 0;                                  // runs that never reached c.learned (failed, not unstable)
   double lead = 0;                                        // mean steps from collapse to spike, where it came first
 };
 
 Counts count(const Measured& m) {
   Counts k;
   for (const auto& e : m.events) {
+    k.never_learned += !e.learned;
     if (e.spike_step >= 0) {
       ++k.spiked;
+      k.spiked_collapsed += e.collapse_step >= 0;
       if (e.collapse_step >= 0 && e.collapse_step <= e.spike_step) ++k.collapsed_first, k.lead += static_cast<double>(e.spike_step - e.collapse_step);
       else ++k.spike_first;
     } else {
@@ -177,62 +190,75 @@ Counts count(const Measured& m) {
 
 Verdict verdict_precedes(const CollapseConfig& c, const Counts& k) {
   Verdict v = make_verdict("C18");
-  v.theory_text = "in every run whose loss spikes, the attention entropy has collapsed at or before the spike";
+  v.theory_text = "in every run that trained and then spiked, the attention entropy has collapsed at or before the spike";
   v.theory = 1;
   v.measured = k.spiked ? static_cast<double>(k.collapsed_first) / k.spiked : NAN;
-  v.measured_text = fmt::format("{} of {} runs spiked (loss > best so far + {:g} nats); the entropy fell below {:g} nats at "
-                                "or before the spike in {} of them ({:.0f} steps earlier on average), after it in {}",
-                                k.spiked, k.spiked + k.stable, c.spike, c.collapse, k.collapsed_first, k.lead, k.spike_first);
+  v.measured_text = fmt::format("{} of {} runs spiked after learning (held-out accuracy ≥ {:g}, then the loss > best so far + "
+                                "{:g} nats); the entropy fell below {:g} nats at or before the spike in {} of them ({:.0f} "
+                                "steps earlier on average), after it in {}; {} runs never learned",
+                                k.spiked, k.spiked + k.stable, c.learned, c.spike, c.collapse, k.collapsed_first, k.lead,
+                                k.spike_first, k.never_learned);
   v.tolerance = c.precede_fraction;
   v.method = fmt::format(
-      "Confirmed when at least one run spikes and in at least {:g} of the spiking runs the collapse came at or before "
-      "the spike (both read at the evaluations, every {} steps); refuted when it did in half of them or fewer; "
-      "inconclusive in between, or when no run spikes (the instability does not appear at this scale).",
-      c.precede_fraction, c.eval_every);
+      "A spike counts once a run has learned (held-out accuracy ≥ {:g}): unstable training is training that breaks, not "
+      "training that never starts. Confirmed when at least one run spikes and in at least {:g} of the spiking runs the "
+      "collapse came at or before the spike (both read at the evaluations, every {} steps); refuted when it did in half "
+      "of them or fewer; inconclusive in between, or when no run spikes (training is not unstable at this scale).",
+      c.learned, c.precede_fraction, c.eval_every);
   const double share = k.spiked ? static_cast<double>(k.collapsed_first) / k.spiked : 0;
   v.outcome = k.spiked == 0                     ? Outcome::inconclusive
               : share >= c.precede_fraction     ? Outcome::confirmed
               : 2 * k.collapsed_first <= k.spiked ? Outcome::refuted
                                                 : Outcome::inconclusive;
   v.figure = "entropy_collapse";
+  const std::string failed =
+      k.never_learned ? fmt::format(" {} of {} runs never learned the task (their loss stalls from the start): they failed "
+                                    "to train rather than trained unstably, and are not counted as spikes.",
+                                    k.never_learned, k.spiked + k.stable)
+                      : std::string();
   v.plain = k.spiked == 0
-                ? fmt::format("No run's loss spiked at learning rates up to {:g}× the base: at this scale the "
-                              "instability does not appear, so whether collapse precedes it cannot be tested.",
-                              *std::max_element(c.multipliers.begin(), c.multipliers.end()))
-                : fmt::format("{} of {} runs had a loss spike; in {} of them the head's entropy had already collapsed "
-                              "(below {:g} nats), on average {:.0f} steps before the spike{}.",
+                ? fmt::format("No run that learned the task then spiked, at learning rates up to {:g}× the base: training "
+                              "is not unstable here, so whether collapse precedes instability cannot be tested.{}",
+                              *std::max_element(c.multipliers.begin(), c.multipliers.end()), failed)
+                : fmt::format("{} of {} runs learned the task and then had a loss spike; in {} of them the head's entropy "
+                              "had already collapsed (below {:g} nats), on average {:.0f} steps before the spike{}.{}",
                               k.spiked, k.spiked + k.stable, k.collapsed_first, c.collapse, k.lead,
-                              k.spike_first ? fmt::format("; in {} the spike came first", k.spike_first) : std::string()) +
-                      (k.stable_collapsed > 0
-                           ? fmt::format(" But {} of {} runs that never spiked collapsed as well: here the collapse comes "
-                                         "before the spikes without predicting them (see the check below).",
-                                         k.stable_collapsed, k.stable)
-                           : std::string());
+                              k.spike_first ? fmt::format("; in {} the spike came first", k.spike_first) : std::string(),
+                              failed);
   return v;
 }
 
+// "Pathologically low entropy goes with unstable training": collapse must be what sets the unstable runs apart.
+// When the stable runs collapse as well, low entropy marks nothing (inconclusive: on a task whose solution is
+// one-hot attention, "pathological" cannot be told from "learnt"); when they collapse more often than the
+// spiking ones, the association runs the other way (refuted).
 Verdict verdict_association(const CollapseConfig& c, const Counts& k) {
   Verdict v = make_verdict("C18");
-  v.supplementary = true;
   v.title = "Low entropy singles out the unstable runs";
   v.statement = "Runs whose loss never spikes keep their attention entropy above the collapse threshold.";
   v.theory_text = "collapse is rare without a spike (at most a third of the stable runs)";
   v.theory = 1.0 / 3;
-  v.measured = k.stable ? static_cast<double>(k.stable_collapsed) / k.stable : NAN;
-  v.measured_text = fmt::format("{} of {} runs without a spike also fell below {:g} nats", k.stable_collapsed, k.stable,
-                                c.collapse);
+  const double stable_share = k.stable ? static_cast<double>(k.stable_collapsed) / k.stable : NAN;
+  const double spiked_share = k.spiked ? static_cast<double>(k.spiked_collapsed) / k.spiked : NAN;
+  v.measured = stable_share;
+  v.measured_text = fmt::format("{} of {} runs without a spike fell below {:g} nats, {} of {} spiking runs", k.stable_collapsed,
+                                k.stable, c.collapse, k.spiked_collapsed, k.spiked);
   v.tolerance = 1.0 / 3;
-  v.method = "Confirmed when at most a third of the runs without a spike collapse; refuted otherwise (inconclusive when "
-             "every run spikes).";
-  v.outcome = k.stable == 0 ? Outcome::inconclusive : util::outcome_of(3 * k.stable_collapsed <= k.stable);
+  v.method = "Confirmed when at most a third of the runs without a spike collapse; refuted when they collapse more often "
+             "than the spiking runs; inconclusive otherwise (collapse as common in stable runs: it "
+             "sets nothing apart), or when no run is stable or none spikes.";
+  v.outcome = k.stable == 0 || k.spiked == 0   ? Outcome::inconclusive
+              : 3 * k.stable_collapsed <= k.stable ? Outcome::confirmed
+              : stable_share > spiked_share       ? Outcome::refuted
+                                                  : Outcome::inconclusive;
   v.figure = "entropy_collapse";
   v.plain = k.stable == 0 ? std::string("Every run spiked: no stable run to compare with.")
             : v.outcome == Outcome::confirmed
                 ? fmt::format("Only {} of {} stable runs fell below {:g} nats: here low entropy marks the unstable runs.",
                               k.stable_collapsed, k.stable, c.collapse)
-                : fmt::format("{} of {} runs that trained stably fell below {:g} nats too: on associative recall the "
+                : fmt::format("{} of {} runs that never spiked fell below {:g} nats too: on associative recall the "
                               "solution is one-hot attention (the query must pick one key), so a low entropy is what "
-                              "learning looks like, and it does not single out the unstable runs. Zhai et al. studied "
+                              "learning looks like, and it does not single out unstable runs. Zhai et al. studied "
                               "vision and language models whose healthy attention is spread over many tokens.",
                               k.stable_collapsed, k.stable, c.collapse);
   return v;

@@ -295,7 +295,7 @@ Verdict verdict_c12(const EntropyConfig& c, const Policies& policies, const Entr
     for (const auto& r : rows.stats[static_cast<size_t>(scenario)][pi]) m = std::max(m, r.max_prob);
     return m;
   };
-  std::string text, plain_cases;
+  std::string text, plain_cases, held_cases;  // held_cases: flat and not saturated, in words
   bool grows = true;
   int held = 0, tested = 0, flat_but_saturated = 0;
   for (int scenario = 0; scenario < 2; ++scenario) {
@@ -308,13 +308,17 @@ Verdict verdict_c12(const EntropyConfig& c, const Policies& policies, const Entr
       const double r = rise(scenario, pi), top = most_concentrated(scenario, pi);
       const bool flat = std::abs(r) < c.constant_fraction * base_rise, saturated = top > c.saturation_limit;
       ++tested;
-      if (flat && !saturated) ++held;
+      if (flat && !saturated) {
+        ++held;
+        held_cases += fmt::format("{}{} on {} inputs", held_cases.empty() ? "" : " and ", util::policy_label(policies.list[pi]),
+                                  input);
+      }
       if (flat && saturated) ++flat_but_saturated;
       const std::string label = util::policy_label(policies.list[pi]);
       text += fmt::format(", {} {:+.2f} (largest p up to {:.2f}{})", label, r, top, flat && saturated ? ": saturated" : "");
       plain_cases += fmt::format("{}{} on {} inputs: {:+.1f} nats{}", plain_cases.empty() ? "" : "; ", label, input, r,
                                  !flat ? " (not flat)" : saturated ? fmt::format(", flat but saturated (largest weight {:.2f})", top)
-                                                                   : " (flat)");
+                                                                   : fmt::format(" (flat, and not saturated: largest weight at most {:.2f})", top));
     }
   }
   Verdict v = make_verdict("C12");
@@ -346,6 +350,9 @@ Verdict verdict_c12(const EntropyConfig& c, const Policies& policies, const Entr
                                                          "regime C3–C6 warn against", flat_but_saturated,
                                                          flat_but_saturated == 1 ? "is" : "are")
                                            : std::string());
+  if (held > 0)
+    v.plain += fmt::format(" So the entropy view is borne out, away from saturation, for {}, and not for the other cases.",
+                           held_cases);
   for (const auto& p : policies.list)
     if (p.kind() == ScalePolicy::Kind::entropy_invariant)
       v.plain += " Why log₅₁₂(n)/√d_k holds the entropy on some inputs and not on others is C14's subject: its "

@@ -15,6 +15,7 @@
 #include "attnlab/reference.hpp"
 #include "attnlab/scale.hpp"
 #include "attnlab/softmax.hpp"
+#include "lab/c7_verdicts.hpp"
 #include "lab/lab_util.hpp"
 #include "lab/parallel.hpp"
 #include "lab/experiments.hpp"
@@ -33,6 +34,10 @@ struct GradflowConfig {
   double same_order_factor = 4.0;      // "stays of the same order": max/min of ‖dQ‖, ‖dK‖ over d_k within this factor
   double vanish_factor = 10.0;         // "falls towards 0": without the scale the typical row falls by more than an order of magnitude
   std::vector<int64_t> model_dims{64, 256};  // the head sizes models use (BERT 64, most LLMs 128, some 256): marked in C7's figure
+  // Where the typical query's gradient starts to fall without the scale (C6's boundary): more trials of the
+  // baseline at d_k up to boundary_max_dim, where one trial is cheap and the steps are small.
+  int64_t boundary_trials = 32;
+  int64_t boundary_max_dim = 512;
   // The issue's table of median ‖J‖_F for 64 keys.
   int64_t table_keys = 64;
   std::vector<int64_t> table_dims{16, 64, 256, 1024};
@@ -53,6 +58,8 @@ struct GradflowConfig {
     p.add("same_order_factor", same_order_factor, "with the remedy, max/min of ‖dQ‖ and ‖dK‖ over d_k must stay below this");
     p.add("vanish_factor", vanish_factor, "without the scale, ‖J‖ and ‖dQ‖ must fall by more than this from the smallest to the largest d_k");
     p.add("model_dims", model_dims, "smallest and largest head size models use (marked in the figures, named in the verdicts)");
+    p.add("boundary_trials", boundary_trials, "trials of the baseline for C6's boundary (each step's change ± 2 standard errors)");
+    p.add("boundary_max_dim", boundary_max_dim, "largest d_k measured with boundary_trials (beyond it: the main trials)");
     p.add("table_keys", table_keys, "keys per row for the reproduced ‖J‖_F table");
     p.add("table_dims", table_dims, "d_k of the reproduced table");
     p.add("table_unscaled", table_unscaled, "expected median ‖J‖_F without scale (the issue's table)");
@@ -177,6 +184,7 @@ Policies validate(const GradflowConfig& c) {
   if (c.table_unscaled.size() != c.table_dims.size())
     throw Error(fmt::format("table_unscaled: {} values for {} table_dims", c.table_unscaled.size(), c.table_dims.size()));
   if (c.dims.size() < 2) throw Error("dims: need at least 2 to see a trend");
+  util::require_positive("boundary_trials", c.boundary_trials);
   if (c.upstream != "unit_dp" && c.upstream != "unit") throw Error("upstream: '" + c.upstream + "' is not unit_dp or unit");
   if (c.model_dims.size() != 2 || c.model_dims[0] <= 0 || c.model_dims[1] < c.model_dims[0])
     throw Error("model_dims: need two head sizes, smallest then largest");
@@ -198,6 +206,7 @@ struct PolicySweep {
   Table table{"gradflow", {"policy", "d_k", "scale", "norm_dQ", "norm_dK", "norm_dS", "mean_J_fro", "median_J_fro",
                            "saturated_fraction", "mean_max_prob", "median_row_dQ", "median_row_dK"}};
   std::vector<std::vector<Measure>> by_policy;  // [policy][d_k], averaged over trials
+  std::vector<std::vector<double>> base_dq_trials;  // [d_k][trial] the baseline's typical query gradient (C6's boundary)
 };
 
 // Every policy at every d_k, on the same random problems (a paired comparison).
@@ -223,11 +232,32 @@ PolicySweep measure_policies(const GradflowConfig& c, const Policies& policies, 
         m.dq_row += x.dq_row / T, m.dk_row += x.dk_row / T;
       }
       sweep.by_policy[pi].push_back(m);
+      if (pi == policies.base && d > c.boundary_max_dim) {
+        sweep.base_dq_trials.emplace_back();
+        for (const auto& x : trials) sweep.base_dq_trials.back().push_back(x.dq_row);
+      }
       sweep.table.add_row({static_cast<double>(pi), static_cast<double>(d), policy(d, c.n_keys), m.dq, m.dk, m.ds,
                            m.j_mean, m.j_median, m.saturated, m.max_prob, m.dq_row, m.dk_row});
     }
   }
   return sweep;
+}
+
+// C6's boundary: the baseline's typical query gradient on boundary_trials problems at each d_k up to
+// boundary_max_dim (the first `trials` of them are the sweep's own problems, same streams).
+void measure_boundary(const GradflowConfig& c, const Policies& policies, PolicySweep& sweep, RunContext& ctx) {
+  std::vector<std::vector<double>> small;
+  for (int64_t d : c.dims) {
+    if (d > c.boundary_max_dim) break;
+    std::vector<double> dq(static_cast<size_t>(c.boundary_trials));
+    util::parallel_for(c.boundary_trials, ctx.threads, [&](int64_t tr) {
+      auto g = util::rng(ctx.seed, fmt::format("gradflow/{}/{}", d, tr));
+      const double upstream_sigma = c.upstream == "unit" ? 1.0 : 1.0 / std::sqrt(static_cast<double>(d));
+      dq[static_cast<size_t>(tr)] = measure(policies.list[policies.base], c.n_keys, d, upstream_sigma, g).dq_row;
+    });
+    small.push_back(dq);
+  }
+  sweep.base_dq_trials.insert(sweep.base_dq_trials.begin(), small.begin(), small.end());
 }
 
 // The issue's table of median ‖J‖_F, measured beside the values it quotes.
@@ -256,6 +286,26 @@ IssueTable measure_issue_table(const GradflowConfig& c, RunContext& ctx) {
   return t;
 }
 
+// The ratios without/with the scale that C7 judges (see verdicts_c7).
+struct RatioCurve {
+  std::string name;             // "typical ‖J‖_F"
+  std::vector<double> ratio;    // [d_k] without / with the scale
+};
+
+std::vector<RatioCurve> ratio_curves(const Policies& policies, const PolicySweep& sweep) {
+  const auto& B = sweep.by_policy[policies.base];
+  const auto& R = sweep.by_policy[policies.remedy];
+  std::vector<RatioCurve> out{{"the softmax Jacobian of a typical row, ‖J‖_F", {}},
+                              {"the gradient reaching a typical query, ‖dQ_i‖", {}},
+                              {"the gradient reaching a typical key, ‖dK_j‖", {}}};
+  for (size_t i = 0; i < B.size(); ++i) {
+    out[0].ratio.push_back(B[i].j_median / R[i].j_median);
+    out[1].ratio.push_back(B[i].dq_row / R[i].dq_row);
+    out[2].ratio.push_back(B[i].dk_row / R[i].dk_row);
+  }
+  return out;
+}
+
 // ---- figures ------------------------------------------------------------------
 
 // The head sizes models use, shaded behind a panel's curves.
@@ -277,31 +327,30 @@ Figure figure_ratio(const GradflowConfig& c, const Policies& policies, const Pol
   const auto xs = util::to_double(c.dims);
   const auto& B = sweep.by_policy[policies.base];
   const auto& R = sweep.by_policy[policies.remedy];
-  std::vector<double> row, total;
-  for (size_t i = 0; i < xs.size(); ++i) {
-    row.push_back(std::hypot(B[i].dq_row, B[i].dk_row) / std::hypot(R[i].dq_row, R[i].dk_row));
-    total.push_back(B[i].dq / R[i].dq);
-  }
+  std::vector<double> total;
+  for (size_t i = 0; i < xs.size(); ++i) total.push_back(B[i].dq / R[i].dq);
   const std::string base = util::policy_label(policies.list[policies.base]),
                     remedy = util::policy_label(policies.list[policies.remedy]);
   Figure f;
   f.name = "gradflow_ratio";
   f.title = "";
   f.caption = fmt::format(
-      "The gradient with {} divided by the gradient with {}, for the same random inputs. Above 1 the gradient is "
-      "larger without the scale, below 1 smaller (the articles' “vanishing”). Grey: the head sizes models use, "
-      "{}–{}. Left: a typical row (median over rows of the query's and the key's gradient); right: all queries "
-      "together (‖dQ‖_F).",
+      "{} divided by {}, for the same random inputs. Above 1 the quantity is larger without the scale, below 1 smaller "
+      "(the articles' “vanishing”). Left, for a typical row (median over rows): the softmax Jacobian ‖J‖_F, what article "
+      "003 argues about, and the gradients reaching a query and a key, which without the scale lack the chain rule's "
+      "1/√d_k and so turn later. Right: all queries together (‖dQ‖_F). Grey: the head sizes models use, {}–{}.",
       base, remedy, c.model_dims[0], c.model_dims[1]);
   f.layout_cols = 2;
   f.width = 960;
   f.height = 380;
-  Panel pr = util::panel("typical query and key", "d_k", fmt::format("gradient ratio {} / {}", base, remedy), true, true);
+  Panel pr = util::panel("typical row", "d_k", fmt::format("ratio {} / {}", base, remedy), true, true);
   Panel pt = util::panel("all queries (‖dQ‖_F)", "d_k", "ratio", true, true);
-  pr.series.push_back(util::series("measured", Style::linespoints, xs, row, util::policy_colour(ScalePolicy::none())));
+  const auto curves = ratio_curves(policies, sweep);
+  const char* labels[3] = {"Jacobian ‖J‖_F", "query ‖dQ_i‖", "key ‖dK_j‖"};
+  for (size_t k = 0; k < 3; ++k) pr.series.push_back(util::series(labels[k], Style::linespoints, xs, curves[k].ratio, util::colour(k)));
   pt.series.push_back(util::series("measured", Style::linespoints, xs, total, util::policy_colour(ScalePolicy::none())));
   for (auto* p : {&pr, &pt}) {
-    p->series.push_back(util::series("ratio 1: no difference", Style::theory, {xs.front(), xs.back()}, {1, 1}, "#000000"));
+    p->series.push_back(util::series("", Style::theory, {xs.front(), xs.back()}, {1, 1}, "#000000"));
     p->x_tics = sparse_tics(xs);
     shade_model_sizes(c, *p);
   }
@@ -410,15 +459,28 @@ Verdict verdict_c6(const GradflowConfig& c, const Policies& policies, const Poli
                           c.table_rows, c.table_keys, c.table_z, c.table_rounding);
   v6.outcome = util::outcome_of(vanishes && same_order && table_ok);
   v6.figure = "gradflow";
-  // Where along d_k does the typical query's gradient shrink without the scale? Step by step.
+  // Where along d_k does the typical query's gradient shrink without the scale? Step by step, the mean
+  // change of log ‖dQ_i‖ over paired trials ± 2 standard errors: a step within noise is called neither way.
   v6.range_variable = "d_k";
   for (size_t i = 0; i + 1 < c.dims.size(); ++i) {
-    const bool shrinks = B[i + 1].dq_row < B[i].dq_row;
-    const std::string text = fmt::format("d_k {} → {}: typical query's gradient {:.3g} → {:.3g} without the scale "
-                                         "({:.3g} → {:.3g} with it), typical ‖J‖_F {:.3g} → {:.3g}",
-                                         c.dims[i], c.dims[i + 1], B[i].dq_row, B[i + 1].dq_row, R[i].dq_row,
-                                         R[i + 1].dq_row, B[i].j_median, B[i + 1].j_median);
-    const Outcome o = shrinks ? Outcome::confirmed : Outcome::refuted;
+    const auto& a = sweep.base_dq_trials[i];
+    const auto& b = sweep.base_dq_trials[i + 1];
+    std::vector<double> logs;
+    for (size_t t = 0; t < std::min(a.size(), b.size()); ++t) logs.push_back(std::log(b[t] / a[t]));
+    const double mean = util::mean(logs);
+    // Beyond boundary_max_dim only the sweep's few trials exist; the changes there are orders of magnitude, read by sign.
+    const bool few = static_cast<int64_t>(logs.size()) < c.boundary_trials;
+    const double se2 = !few && logs.size() > 1 ? 2 * std::sqrt(util::variance(logs) / static_cast<double>(logs.size())) : NAN;
+    const Outcome o = !std::isfinite(se2) ? (mean < 0 ? Outcome::confirmed : Outcome::refuted)
+                      : mean + se2 < 0   ? Outcome::confirmed
+                      : mean - se2 > 0   ? Outcome::refuted
+                                         : Outcome::inconclusive;
+    const std::string text = fmt::format(
+        "d_k {} → {}: typical query's gradient without the scale ×{:.3g} (log change {:+.3f} ± {}, {} trials; with it "
+        "{:.3g} → {:.3g}), typical ‖J‖_F {:.3g} → {:.3g}",
+        c.dims[i], c.dims[i + 1], std::exp(mean), mean, std::isfinite(se2) ? fmt::format("{:.3f}", se2) : "(read by its sign)",
+        logs.size(),
+        R[i].dq_row, R[i + 1].dq_row, B[i].j_median, B[i + 1].j_median);
     if (!v6.ranges.empty() && v6.ranges.back().outcome == o) {
       v6.ranges.back().to = static_cast<double>(c.dims[i + 1]);
       v6.ranges.back().text += "; " + text;
@@ -426,6 +488,32 @@ Verdict verdict_c6(const GradflowConfig& c, const Policies& policies, const Poli
       v6.ranges.push_back({static_cast<double>(c.dims[i]), static_cast<double>(c.dims[i + 1]), o, text});
     }
   }
+  std::string boundary;
+  if (!v6.ranges.empty() && v6.ranges.back().outcome == Outcome::confirmed) {
+    std::string before;
+    for (size_t k = 0; k + 1 < v6.ranges.size(); ++k) {
+      const auto& g = v6.ranges[k];
+      before += fmt::format("{}{} from d_k = {:g} to {:g}", before.empty() ? "; it " : ", ",
+                            g.outcome == Outcome::refuted ? "rises" : g.outcome == Outcome::confirmed ? "falls"
+                                                                                                        : "does not change beyond the trials' spread",
+                            g.from, g.to);
+    }
+    boundary = fmt::format(" Step by step ({} trials per d_k up to {}, each step's change ± 2 standard errors), the typical "
+                           "query's gradient without the scale falls from d_k = {:g} on{}.",
+                           c.boundary_trials, c.boundary_max_dim, v6.ranges.back().from, before);
+  }
+  // Why ‖J‖ without the scale is larger at small d_k: ‖J‖_F is small both for spread weights (uniform over n keys:
+  // √(n − 1)/n) and for one-hot ones (0), and largest when a few keys share the weight (0.5 for two halves).
+  const double uniform_j = std::sqrt(static_cast<double>(c.n_keys - 1)) / static_cast<double>(c.n_keys);
+  const std::string small_dk = B.front().j_median > R.front().j_median
+      ? fmt::format(" At d_k = {} a typical row's ‖J‖_F is larger without the scale ({:.2g} against {:.2g}): with 1/√d_k "
+                    "the logits have unit spread and the weight is spread over many of the {} keys (largest weight "
+                    "{:.2f}; uniform weight would give √(n − 1)/n = {:.3f}), while without it logits √d_k times wider put "
+                    "it on a few keys (largest weight {:.2f}), where ‖J‖_F is largest (0.5 for two keys sharing it "
+                    "equally); only as d_k grows further does one key take it all and ‖J‖_F fall.",
+                    c.dims.front(), B.front().j_median, R.front().j_median, c.n_keys, R.front().max_prob, uniform_j,
+                    B.front().max_prob)
+      : std::string();
   // At the head sizes models use: the fall has begun but the gradient is still larger than with the scale.
   std::string model;
   double ratio_lo = INFINITY, ratio_hi = 0;
@@ -440,91 +528,28 @@ Verdict verdict_c6(const GradflowConfig& c, const Policies& policies, const Poli
                         c.model_dims[0], c.model_dims[1], ratio_lo, ratio_hi);
   v6.plain = fmt::format(
       "Without the scale, a typical row's ‖J‖_F falls {}× from d_k = {} to {} and the gradient reaching a typical "
-      "query falls {}× (a key's {}×); with 1/√d_k they stay within a factor {} at every size.{}",
+      "query falls {}× (a key's {}×); with 1/√d_k they stay within a factor {} at every size.{}{}{}",
       util::pretty(j_fall), c.dims.front(), c.dims.back(), util::pretty(dq_fall), util::pretty(dk_fall),
-      util::pretty(remedy_spread), model);
+      util::pretty(remedy_spread), model, boundary, small_dk);
   return v6;
 }
 
-// C7: explosion or vanishing? The ratio of gradient norms without/with the scale, judged at
-// every d_k measured: below 1 the scale prevents a vanishing gradient there (the claim
-// holds), above 1 the gradient is larger without it (the claim does not hold there). A
-// claim that holds over part of the range and not over the rest depends on the range.
-Verdict verdict_c7(const GradflowConfig& c, const Policies& policies, const PolicySweep& sweep) {
+// C7's verdicts (lab/c7_verdicts.hpp), from the ratios of the typical row.
+std::vector<Verdict> verdicts_c7(const GradflowConfig& c, const Policies& policies, const PolicySweep& sweep) {
+  const auto curves = ratio_curves(policies, sweep);
+  TypicalRowRatios r{c.dims, curves[0].ratio, curves[1].ratio, curves[2].ratio, {}, c.model_dims[0], c.model_dims[1],
+                     util::policy_label(policies.list[policies.base]), util::policy_label(policies.list[policies.remedy]),
+                     "gradflow_ratio"};
   const auto& B = sweep.by_policy[policies.base];
   const auto& R = sweep.by_policy[policies.remedy];
-  const std::string base = util::policy_label(policies.list[policies.base]),
-                    remedy = util::policy_label(policies.list[policies.remedy]);
-  std::vector<double> ratio;
-  std::string ratio_text, total_text;
-  for (size_t i = 0; i < c.dims.size(); ++i) {
-    const double r = std::hypot(B[i].dq_row, B[i].dk_row) / std::hypot(R[i].dq_row, R[i].dk_row);
-    ratio.push_back(r);
-    ratio_text += fmt::format("{}{}: {:.2g}", i ? ", " : "", c.dims[i], r);
-    total_text += fmt::format("{}{}: {:.2g}", i ? ", " : "", c.dims[i], B[i].dq / R[i].dq);
-  }
-  Verdict v7 = make_verdict("C7");
-  v7.theory = 1;
-  v7.theory_text = "vanishing: the gradient without the scale is smaller than with it (ratio < 1; explosion: ratio ≫ 1)";
-  v7.measured = ratio.back();
-  v7.measured_text = fmt::format("typical-row ratio ‖(dQ_i, dK_j)‖ {} / {} by d_k: {}. Total ‖dQ‖_F ratio (carried by "
-                                 "the few unsaturated rows): {}",
-                                 base, remedy, ratio_text, total_text);
-  v7.tolerance = 1.0;
-  v7.method = "On the typical row (median over rows of ‖dQ_i‖ and ‖dK_j‖), at every d_k measured: the claim holds "
-              "there when the ratio of gradient norms without/with the scale is below 1 (the scale prevents a "
-              "vanishing gradient), and does not when it is above 1 (the gradient is larger without the scale). "
-              "Confirmed when it holds at every d_k measured, refuted when at none, inconclusive (depends on d_k) "
-              "otherwise: the verdict is that of the range measured, never extrapolated beyond it.";
-  v7.range_variable = "d_k";
-  for (size_t i = 0; i < c.dims.size(); ++i) {
-    const Outcome o = ratio[i] < 1 ? Outcome::confirmed : Outcome::refuted;
-    const std::string text = fmt::format("d_k {}: {}× {}", c.dims[i], util::pretty(ratio[i]),
-                                         ratio[i] < 1 ? "(smaller without the scale)" : "(larger without the scale)");
-    const double x = static_cast<double>(c.dims[i]);
-    if (!v7.ranges.empty() && v7.ranges.back().outcome == o) {
-      v7.ranges.back().to = x;
-      v7.ranges.back().text += "; " + text;
-    } else {
-      v7.ranges.push_back({x, x, o, text});
-    }
-  }
-  const bool all_smaller = std::all_of(ratio.begin(), ratio.end(), [](double r) { return r < 1; });
-  const bool all_larger = std::none_of(ratio.begin(), ratio.end(), [](double r) { return r < 1; });
-  v7.outcome = all_smaller ? Outcome::confirmed : all_larger ? Outcome::refuted : Outcome::inconclusive;
-  v7.figure = "gradflow_ratio";
-  // In plain words: the direction at the sizes models use, and where (if) it turns.
-  double lo = INFINITY, hi = 0;
-  for (size_t i = 0; i < c.dims.size(); ++i)
-    if (c.dims[i] >= c.model_dims[0] && c.dims[i] <= c.model_dims[1]) lo = std::min(lo, ratio[i]), hi = std::max(hi, ratio[i]);
-  std::string at_model;
-  if (std::isfinite(lo))
-    at_model = fmt::format("At the head sizes models use (d_k {}–{}) the gradient reaching a typical query and key "
-                           "without the scale is {:.2g}–{:.2g}× the gradient with it: {}. ",
-                           c.model_dims[0], c.model_dims[1], lo, hi,
-                           lo >= 1 ? "larger, not smaller" : hi < 1 ? "smaller, as the claim says" : "about the same");
-  else
-    at_model = fmt::format("The sweep does not reach the head sizes models use (d_k {}–{}). ", c.model_dims[0],
-                           c.model_dims[1]);
-  std::string turn;
-  if (v7.outcome == Outcome::inconclusive) {
-    const auto& last = v7.ranges.back();
-    turn = fmt::format("It is smaller only {} d_k = {:g}{}. ", last.outcome == Outcome::confirmed ? "from" : "up to",
-                       last.outcome == Outcome::confirmed ? last.from : v7.ranges[v7.ranges.size() - 2].to,
-                       last.outcome == Outcome::confirmed ? " on" : "");
-  } else {
-    turn = fmt::format("Over the whole range measured (d_k {}–{}) it is {}; beyond it, nothing is claimed. ",
-                       c.dims.front(), c.dims.back(), all_smaller ? "smaller" : "larger");
-  }
-  v7.plain = at_model + turn +
-             "Neither word fits the sizes models use: without the scale the softmax saturates (C6), and it is the "
-             "saturation, not the raw size of the gradient, that hurts learning (C8).";
-  return v7;
+  for (size_t i = 0; i < B.size(); ++i) r.total_query.push_back(B[i].dq / R[i].dq);
+  return c7_verdicts(r);
 }
 
 Result run_gradflow(const GradflowConfig& c, RunContext& ctx) {
   const Policies policies = validate(c);
-  const PolicySweep sweep = measure_policies(c, policies, ctx);
+  PolicySweep sweep = measure_policies(c, policies, ctx);
+  measure_boundary(c, policies, sweep, ctx);
   const IssueTable issue = measure_issue_table(c, ctx);
 
   Result result;
@@ -532,7 +557,8 @@ Result run_gradflow(const GradflowConfig& c, RunContext& ctx) {
   result.notes.push_back("gradflow.csv: policy " + util::policy_legend(policies.list));
   result.notes.push_back("median ‖J‖_F, " + std::to_string(c.table_keys) + " keys, unscaled / 1/√d: " + issue.text);
   result.figures = {figure_gradflow(c, policies, sweep, issue), figure_ratio(c, policies, sweep)};
-  result.verdicts = {verdict_c6(c, policies, sweep, issue), verdict_c7(c, policies, sweep)};
+  result.verdicts = {verdict_c6(c, policies, sweep, issue)};
+  for (auto& v : verdicts_c7(c, policies, sweep)) result.verdicts.push_back(std::move(v));
   return result;
 }
 

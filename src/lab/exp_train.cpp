@@ -123,12 +123,13 @@ StudyConfig study_of(const TrainExperimentConfig& c, uint64_t seed) {
 }
 
 double code(TaskKind t) { return t == TaskKind::associative_recall ? 0 : 1; }
-double code(InitMode i) { return i == InitMode::unit ? 0 : 1; }
+double code(InitMode i) { return static_cast<double>(static_cast<int>(i)); }  // unit 0, small 1, quarter 2
 double code(OptimizerKind o) { return o == OptimizerKind::adam ? 0 : 1; }
 // The study's four scalings keep the codes 0–3 they have always had; the other
 // policies follow (the notes say which is which).
 double code(const Scaling& s) {
   if (s.qk_norm) return 3;
+  if (s.additive) return 7;
   switch (s.policy.kind()) {
     case ScalePolicy::Kind::none: return 0;
     case ScalePolicy::Kind::inv_sqrt_d: return 1;

@@ -1,9 +1,12 @@
 #include "train/attention_layer.hpp"
 
+#include <algorithm>
 #include <cmath>
+#include <span>
 #include <type_traits>
 
 #include "attnlab/attention.hpp"
+#include "attnlab/softmax.hpp"
 #include "train/dense.hpp"
 
 namespace attnlab::train {
@@ -100,6 +103,7 @@ AttentionLayer<T>::AttentionLayer(const std::string& name, const ModelConfig& co
       w_v(name + ".w_v", config.d_model, config.d_model),
       w_o(name + ".w_o", config.d_model, config.d_model),
       log_temp(name + ".log_temp", 1, 1),
+      w_a(name + ".w_a", config.d_k, 1),
       config_(config),
       D_(config.d_model),
       dk_(config.d_k) {
@@ -110,12 +114,18 @@ template <class T>
 void AttentionLayer<T>::init(std::mt19937_64& rng) {
   const double D = static_cast<double>(D_);
   // unit: components of q and k have variance ≈ 1 (inputs have unit variance);
-  // small: variance ≈ 1/d_k.
-  const double qk_std = config_.init == InitMode::unit ? std::sqrt(1.0 / D) : std::sqrt(1.0 / (D * dk_));
+  // small: variance ≈ 1/d_k; quarter: 1/√d_k (unit's draws times d_k^(−1/4)).
+  const double dk = static_cast<double>(dk_);
+  const double qk_std = config_.init == InitMode::unit    ? std::sqrt(1.0 / D)
+                        : config_.init == InitMode::small ? std::sqrt(1.0 / (D * dk))
+                                                          : std::sqrt(1.0 / (D * std::sqrt(dk)));
   w_q.fill_normal(rng, qk_std);
   w_k.fill_normal(rng, qk_std);
   w_v.fill_normal(rng, std::sqrt(1.0 / D));
   w_o.fill_normal(rng, std::sqrt(1.0 / D));
+  // aᵀ tanh(·) with a ~ N(0, 1/d_k): the score's spread stays below 1 at every d_k. Drawn
+  // only under additive, so that the other scalings' weights do not move.
+  if (config_.scale.additive) w_a.fill_normal(rng, std::sqrt(1.0 / dk));
   // exp(s) = √d_k: at init the logits q̂·k̂·√d_k spread like 1/√d_k's q·k/√d_k.
   log_temp.fill(static_cast<T>(0.5 * std::log(static_cast<double>(dk_))));
 }
@@ -138,6 +148,7 @@ std::vector<double> AttentionLayer<T>::logits() const {
   const T* q = qk_norm ? qn_.data() : q_.data();  // [B·Nq, d_k]
   const T* k = qk_norm ? kn_.data() : k_.data();  // [B·N, d_k]
   const double s = scale(N_);
+  if (config_.scale.additive) return additive_.scores;
   std::vector<double> out(static_cast<size_t>(B_ * Nq_ * N_));  // [B·Nq, N]
   for (int64_t b = 0; b < B_; ++b)
     for (int64_t i = 0; i < Nq_; ++i)
@@ -154,6 +165,7 @@ template <class T>
 std::vector<Param<T>*> AttentionLayer<T>::params() {
   std::vector<Param<T>*> p{&w_q, &w_k, &w_v, &w_o};
   if (config_.scale.qk_norm) p.push_back(&log_temp);
+  if (config_.scale.additive) p.push_back(&w_a);
   if (ln) {
     p.push_back(&ln->gamma);
     p.push_back(&ln->beta);
@@ -191,7 +203,10 @@ void AttentionLayer<T>::forward(const T* h, T* h_out, int64_t B, int64_t N, Atte
   }
   const T* q_in = qk_norm ? qn_.data() : q_.data();
   const T* k_in = qk_norm ? kn_.data() : k_.data();
-  attend_forward(q_in, k_in, v_.data(), o_.data(), lse_.data(), B, Nq_, N, dk_, D_, policy(), stats);
+  if (config_.scale.additive)
+    attend_additive(stats);
+  else
+    attend_forward(q_in, k_in, v_.data(), o_.data(), lse_.data(), B, Nq_, N, dk_, D_, policy(), stats);
   // h' = h + o W_o on the querying rows, h elsewhere.
   std::copy(h, h + M * D_, h_out);
   std::vector<T> update(static_cast<size_t>(Mq * D_));  // [B·Nq, D]
@@ -200,6 +215,24 @@ void AttentionLayer<T>::forward(const T* h, T* h_out, int64_t B, int64_t N, Atte
     T* dst = h_out + (b * N + N - Nq_) * D_;
     const T* src = update.data() + b * Nq_ * D_;
     for (int64_t i = 0; i < Nq_ * D_; ++i) dst[i] += src[i];
+  }
+}
+
+template <class T>
+void AttentionLayer<T>::attend_additive(AttentionStats* stats) {
+  additive_forward(AdditiveShape{B_, Nq_, N_, dk_, D_}, q_.data(), k_.data(), v_.data(), w_a.value.data(), o_.data(),
+                   additive_);
+  if (stats == nullptr) return;
+  // The engine's row diagnostics, from the weights themselves.
+  const auto rows = static_cast<size_t>(B_ * Nq_);
+  stats->entropy.resize(rows);
+  stats->jacobian_fro_sq.resize(rows);
+  stats->max_prob.resize(rows);
+  for (size_t r = 0; r < rows; ++r) {
+    const std::span<const double> p(additive_.probs.data() + r * static_cast<size_t>(N_), static_cast<size_t>(N_));
+    stats->entropy[r] = static_cast<float>(entropy<double>(p));
+    stats->jacobian_fro_sq[r] = static_cast<float>(jacobian_frobenius_sq<double>(p));
+    stats->max_prob[r] = static_cast<float>(*std::max_element(p.begin(), p.end()));
   }
 }
 
@@ -218,8 +251,12 @@ void AttentionLayer<T>::backward(const T* dh_out, T* dh) {
   const bool qk_norm = config_.scale.qk_norm;
   const T* q_in = qk_norm ? qn_.data() : q_.data();
   const T* k_in = qk_norm ? kn_.data() : k_.data();
-  attend_backward(q_in, k_in, v_.data(), o_.data(), lse_.data(), d_o.data(), dq.data(), dk.data(), dv.data(), B_, Nq_,
-                  N_, dk_, D_, policy());
+  if (config_.scale.additive)
+    additive_backward(AdditiveShape{B_, Nq_, N_, dk_, D_}, v_.data(), w_a.value.data(), additive_, d_o.data(), dq.data(),
+                      dk.data(), dv.data(), w_a.grad.data());
+  else
+    attend_backward(q_in, k_in, v_.data(), o_.data(), lse_.data(), d_o.data(), dq.data(), dk.data(), dv.data(), B_, Nq_,
+                    N_, dk_, D_, policy());
   if (qk_norm) {
     // ∂L/∂q̂_i = t Σ_j dS_ij k̂_j, so Σ_i q̂_i·∂L/∂q̂_i = t Σ_ij dS_ij q̂_i·k̂_j = t ∂L/∂t = ∂L/∂s for t = exp(s).
     double ds = 0;

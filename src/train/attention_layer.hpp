@@ -3,6 +3,7 @@
 //   a = LN(h) (optional)                       [B·N, D]
 //   q = a W_q, k = a W_k                       [B·N, d_k]
 //   q̂, k̂ = q/‖q‖, k/‖k‖ row-wise (qk-norm only; scale = exp(s), s learned)
+//   (additive only: scores aᵀ tanh(q_i + k_j) instead of q·k, train/additive_scores.hpp)
 //   v = a W_v                                  [B·N, D]
 //   o = softmax(q kᵀ · scale) v               [B·N, D]  attnlab::attention_forward: the engine (float)
 //                                                        or the reference (double), the scale per row from the policy
@@ -17,6 +18,7 @@
 #include <vector>
 
 #include "attnlab/train.hpp"
+#include "train/additive_scores.hpp"
 #include "train/layernorm.hpp"
 #include "train/param.hpp"
 
@@ -44,7 +46,7 @@ class AttentionLayer {
   ScalePolicy policy() const;
   // That policy's scale for a row that sees n_keys keys.
   double scale(int64_t n_keys) const;
-  // The logits S = scale·q·k of the last forward (of q̂·k̂ under qk-norm), [B·Nq, N] row-major:
+  // The logits S = scale·q·k of the last forward (of q̂·k̂ under qk-norm; the additive scores), [B·Nq, N] row-major:
   // each querying row against the keys of its own sequence. For the coordinate check (μP).
   std::vector<double> logits() const;
   std::vector<Param<T>*> params();
@@ -52,9 +54,13 @@ class AttentionLayer {
   Param<T> w_q, w_k;       // [D, d_k]
   Param<T> w_v, w_o;       // [D, D]
   Param<T> log_temp;       // [1, 1]  s, scale = exp(s); used only under qk-norm
+  Param<T> w_a;            // [d_k, 1] a of the additive score; used only under additive
   std::optional<LayerNorm<T>> ln;
 
  private:
+  // The additive score's forward on q_, k_, v_ into o_ (and probs_), with the row diagnostics.
+  void attend_additive(AttentionStats* stats);
+
   ModelConfig config_;
   int64_t B_ = 0, N_ = 0, Nq_ = 0, D_ = 0, dk_ = 0;  // Nq = 1 with last_only, else N
   std::vector<T> a_;          // [B·N, D]  block input after LN
@@ -66,6 +72,7 @@ class AttentionLayer {
   std::vector<T> v_;          // [B·N, D]
   std::vector<T> o_;          // [B·Nq, D] attention output
   std::vector<T> lse_;        // [B·Nq]
+  AdditiveCache<T> additive_; // what the additive score's backward needs (additive only)
 };
 
 }  // namespace attnlab::train

@@ -15,11 +15,18 @@ TaskKind parse_task(const std::string& text) {
   throw Error("task: unknown task '" + text + "' (expected recall or copy)");
 }
 
-const char* to_string(InitMode mode) { return mode == InitMode::unit ? "unit" : "small"; }
+const char* to_string(InitMode mode) {
+  switch (mode) {
+    case InitMode::unit: return "unit";
+    case InitMode::small: return "small";
+    case InitMode::quarter: return "quarter";
+  }
+  return "unit";
+}
 InitMode parse_init_mode(const std::string& text) {
-  if (text == "unit") return InitMode::unit;
-  if (text == "small") return InitMode::small;
-  throw Error("init: unknown init '" + text + "' (expected unit or small)");
+  for (InitMode m : {InitMode::unit, InitMode::small, InitMode::quarter})
+    if (text == to_string(m)) return m;
+  throw Error("init: unknown init '" + text + "' (expected unit, small or quarter)");
 }
 
 const char* to_string(OptimizerKind kind) { return kind == OptimizerKind::adam ? "adam" : "sgd"; }

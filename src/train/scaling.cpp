@@ -8,6 +8,7 @@ namespace attnlab::train {
 
 namespace {
 constexpr const char* kQkNormName = "qknorm";
+constexpr const char* kAdditiveName = "additive";
 }  // namespace
 
 Scaling Scaling::qk_norm_temperature() {
@@ -16,19 +17,27 @@ Scaling Scaling::qk_norm_temperature() {
   return s;
 }
 
-std::string Scaling::name() const { return qk_norm ? kQkNormName : policy.name(); }
+Scaling Scaling::additive_score() {
+  Scaling s;
+  s.additive = true;
+  return s;
+}
+
+std::string Scaling::name() const { return qk_norm ? kQkNormName : additive ? kAdditiveName : policy.name(); }
 
 Scaling Scaling::parse(const std::string& text) {
   if (text == kQkNormName) return qk_norm_temperature();
+  if (text == kAdditiveName) return additive_score();
   try {
     return ScalePolicy::parse(text);
   } catch (const Error& e) {
-    throw Error(std::string(e.what()) + "; or qknorm (qk-norm with a learned temperature)");
+    throw Error(std::string(e.what()) + "; or qknorm (qk-norm with a learned temperature), or additive (aᵀtanh(q + k))");
   }
 }
 
 bool operator==(const Scaling& a, const Scaling& b) {
   if (a.qk_norm || b.qk_norm) return a.qk_norm == b.qk_norm;
+  if (a.additive || b.additive) return a.additive == b.additive;
   return a.policy.kind() == b.policy.kind() && a.policy.parameter() == b.policy.parameter();
 }
 

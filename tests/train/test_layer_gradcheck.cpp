@@ -2,6 +2,7 @@
 // double (attention through the exact reference, which is itself checked in tests/core).
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <vector>
 
 #include "gradcheck.hpp"
@@ -91,11 +92,46 @@ INSTANTIATE_TEST_SUITE_P(
                       LayerCase{Scaling::qk_norm_temperature(), true, InitMode::unit},
                       LayerCase{Scaling::qk_norm_temperature(), false, InitMode::small},
                       LayerCase{ScalePolicy::none(), true, InitMode::unit, true},
-                      LayerCase{Scaling::qk_norm_temperature(), true, InitMode::unit, true}),
+                      LayerCase{Scaling::qk_norm_temperature(), true, InitMode::unit, true},
+                      // Bahdanau's score aᵀ tanh(q_i + k_j): every row, and the last row only.
+                      LayerCase{Scaling::additive_score(), true, InitMode::unit},
+                      LayerCase{Scaling::additive_score(), false, InitMode::unit, true},
+                      LayerCase{ScalePolicy::none(), true, InitMode::quarter}),
     [](const auto& info) {
       return info.param.scale.name() + (info.param.layernorm ? "_ln_" : "_noln_") +
              to_string(info.param.init) + (info.param.last_only ? "_last_only" : "");
     });
+
+// Su Jianlin's equivalence at initialisation: unscaled logits with W_q, W_k drawn d_k^(−1/4)
+// smaller are unit init's logits times 1/√d_k, exactly (the same normal draws). The gradient on
+// W_q is not: it is d_k^(1/4) times the scaled model's, so an optimiser moves the two apart.
+TEST(AttentionLayer, QuarterInitEqualsInvSqrtDAtInitNotInTraining) {
+  const int64_t B = 2, N = 5, dk = 16;
+  ModelConfig scaled, quarter;
+  scaled.d_model = quarter.d_model = 6;
+  scaled.d_k = quarter.d_k = dk;
+  scaled.scale = ScalePolicy::inv_sqrt_d();
+  quarter.scale = ScalePolicy::none();
+  quarter.init = InitMode::quarter;
+  AttentionLayer<double> a("a", scaled), b("b", quarter);
+  std::mt19937_64 ra(3), rb(3);
+  a.init(ra);
+  b.init(rb);
+  const std::vector<double> h = normal_vector(B * N * 6, 5), w = normal_vector(B * N * 6, 6);
+  std::vector<double> oa(h.size()), ob(h.size()), dha(h.size()), dhb(h.size());
+  a.forward(h.data(), oa.data(), B, N);
+  b.forward(h.data(), ob.data(), B, N);
+  const auto la = a.logits(), lb = b.logits();
+  for (size_t i = 0; i < la.size(); ++i) EXPECT_NEAR(la[i], lb[i], 1e-12 * (1 + std::abs(la[i])));
+  for (size_t i = 0; i < oa.size(); ++i) EXPECT_NEAR(oa[i], ob[i], 1e-12);
+  for (auto* p : a.params()) p->zero_grad();
+  for (auto* p : b.params()) p->zero_grad();
+  a.backward(w.data(), dha.data());
+  b.backward(w.data(), dhb.data());
+  const double factor = std::pow(static_cast<double>(dk), 0.25);
+  for (size_t i = 0; i < a.w_q.grad.size(); ++i) EXPECT_NEAR(b.w_q.grad[i], factor * a.w_q.grad[i], 1e-10);
+  for (size_t i = 0; i < dha.size(); ++i) EXPECT_NEAR(dha[i], dhb[i], 1e-12);
+}
 
 TEST(AttentionLayer, TemperatureInitMatchesInvSqrtD) {
   ModelConfig config;

@@ -66,7 +66,8 @@ INSTANTIATE_TEST_SUITE_P(
                       ModelCase{TaskKind::associative_recall, 2, true, ScalePolicy::none()},
                       ModelCase{TaskKind::associative_recall, 2, false, Scaling::qk_norm_temperature()},
                       ModelCase{TaskKind::copy_after_marker, 1, false, ScalePolicy::inv_d()},
-                      ModelCase{TaskKind::copy_after_marker, 2, true, Scaling::qk_norm_temperature()}),
+                      ModelCase{TaskKind::copy_after_marker, 2, true, Scaling::qk_norm_temperature()},
+                      ModelCase{TaskKind::associative_recall, 2, true, Scaling::additive_score()}),
     [](const auto& info) {
       return std::string(to_string(info.param.task)) + "_L" + std::to_string(info.param.layers) +
              (info.param.layernorm ? "_ln_" : "_noln_") + info.param.scale.name();

@@ -64,14 +64,18 @@ Batch make_batch(const TaskConfig& task, int64_t batch, uint64_t seed);
 // s a learned scalar per layer that starts at log √d_k so that the logits'
 // spread at init matches 1/√d_k's. qk-norm changes the model (a normalisation
 // and a parameter), not only the factor, which is why it is not a ScalePolicy.
+// `additive` replaces the dot product by Bahdanau's score e_ij = aᵀ tanh(q_i + k_j)
+// (a ∈ R^d_k learned, N(0, 1/d_k) at init; no scale): Vaswani et al.'s other candidate.
 struct Scaling {
-  ScalePolicy policy;    // ignored under qk_norm
+  ScalePolicy policy;    // ignored under qk_norm and additive
   bool qk_norm = false;
+  bool additive = false;
 
   Scaling(ScalePolicy p = {}) : policy(p) {}  // NOLINT: a policy is a scaling
   static Scaling qk_norm_temperature();
-  std::string name() const;                        // policy.name(), or "qknorm"
-  static Scaling parse(const std::string& text);   // "qknorm" or what ScalePolicy::parse reads; throws attnlab::Error
+  static Scaling additive_score();
+  std::string name() const;                        // policy.name(), "qknorm" or "additive"
+  static Scaling parse(const std::string& text);   // "qknorm", "additive" or what ScalePolicy::parse reads; throws attnlab::Error
   friend bool operator==(const Scaling& a, const Scaling& b);
 };
 
@@ -79,9 +83,13 @@ struct Scaling {
 enum class InitMode {
   unit,   // W ~ N(0, 1/D): components of q and k have variance ≈ 1 (the seeds' assumption)
   small,  // W ~ N(0, 1/(D·d_k)): variance ≈ 1/d_k, so q·k has variance ≈ 1/d_k at init
+  // W ~ N(0, 1/(D·√d_k)): W_q, W_k d_k^(−1/4) smaller than unit's, so unscaled q·k has the spread
+  // of unit's q·k/√d_k. Drawn from the same normals as unit, so that with the same seed the
+  // unscaled logits at init equal unit's scaled ones (Su Jianlin, kexue.fm/archives/8620).
+  quarter,
 };
 const char* to_string(InitMode mode);
-InitMode parse_init_mode(const std::string& text);  // "unit" | "small"
+InitMode parse_init_mode(const std::string& text);  // "unit" | "small" | "quarter"
 
 struct ModelConfig {
   int64_t d_model = 32;   // D: embedding, residual and value width
