@@ -108,37 +108,43 @@ ReportSummary write_report(const ReportOptions& o) {
   // Each experiment runs on one rank (assign_runs, by the seconds rank 0's previous report took).
   const std::vector<int> owner = assign_runs(expected_seconds(d, o, todo), d.size());
   std::vector<Result> results(todo.size());
-  ShareOutcome mine;
-  std::vector<std::string> mine_bytes;
-  for (size_t i = 0; i < todo.size(); ++i) {
-    if (owner[i] != d.rank()) continue;
-    const Experiment* e = todo[i];
-    say(fmt::format("[{}/{}] {}", i + 1, todo.size(), e->name));
-    Config config = o.quick ? e->quick : Config{};
-    try {
-      results[i] = run(e->name, config, o.seed, [&](const std::string& m) { say("    " + e->name + ": " + m); });
-    } catch (const std::exception& err) {
-      if (d.size() == 1) throw;
-      mine.interrupted = dynamic_cast<const Interrupted*>(&err) != nullptr;
-      if (!mine.interrupted) mine.failure = fmt::format("rank {}, experiment {}: {}", d.rank(), e->name, err.what());
-      break;
+  // This rank's experiments, then (with several ranks) every rank's results on rank 0.
+  auto run_and_gather = [&] {
+    ShareOutcome mine;
+    std::vector<std::string> mine_bytes;
+    for (size_t i = 0; i < todo.size(); ++i) {
+      if (owner[i] != d.rank()) continue;
+      const Experiment* e = todo[i];
+      say(fmt::format("[{}/{}] {}", i + 1, todo.size(), e->name));
+      Config config = o.quick ? e->quick : Config{};
+      try {
+        results[i] = run(e->name, config, o.seed, [&](const std::string& m) { say("    " + e->name + ": " + m); });
+      } catch (const std::exception& err) {
+        if (d.size() == 1) throw;
+        mine.interrupted = dynamic_cast<const Interrupted*>(&err) != nullptr;
+        if (!mine.interrupted) mine.failure = fmt::format("rank {}, experiment {}: {}", d.rank(), e->name, err.what());
+        break;
+      }
+      say(fmt::format("    {} done in {:.1f} s", e->name, results[i].seconds));
+      if (d.size() > 1) mine_bytes.push_back(result_to_bytes(results[i]));
     }
-    say(fmt::format("    {} done in {:.1f} s", e->name, results[i].seconds));
-    if (d.size() > 1) mine_bytes.push_back(result_to_bytes(results[i]));
-  }
-  if (d.size() > 1) {
+    if (d.size() == 1) return;
     mine.payload = pack(mine_bytes);
-    const std::vector<std::string> shares = gather_shares(d, mine);
-    if (d.rank() != 0) return {};
-    for (int r = 1; r < d.size(); ++r) {  // each rank's results are in its index order
-      const std::vector<std::string> parts = unpack(shares[static_cast<size_t>(r)]);
+    const std::vector<std::string> shares = gather_shares(d, mine);  // throws on every rank if one failed
+    for (size_t r = 1; r < shares.size(); ++r) {  // rank 0: each rank's results are in its index order
+      const std::vector<std::string> parts = unpack(shares[r]);
       size_t next = 0;
       for (size_t i = 0; i < todo.size(); ++i)
-        if (owner[i] == r) results[i] = result_from_bytes(parts.at(next++));
+        if (owner[i] == static_cast<int>(r)) results[i] = result_from_bytes(parts.at(next++));
     }
+  };
+  if (d.rank() != 0) {
+    run_and_gather();
+    return {};
   }
   ReportSummary summary;
   io::build_output_directory(o.out, "report: --out", [&](const fs::path& tmp) {
+    run_and_gather();
     for (const auto& r : results) write_result(r, tmp);
     // One entry per claim of the catalogue, with every verdict any experiment gave on it.
     std::vector<page::ClaimEntry> per_claim;
