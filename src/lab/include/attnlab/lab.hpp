@@ -269,7 +269,8 @@ struct RunContext {
   // lab's loops and the training study ask it (src/lab/interrupt.hpp).
   std::function<bool()> interrupt;
   // The processes a sweep's runs may be divided among (attnlab/run_distributor.hpp); nullptr:
-  // this process alone. An experiment that divides its runs returns its Result on rank 0 only.
+  // this process alone. An experiment that divides its runs (train) returns the same Result on
+  // every process; the caller writes it on rank 0 only.
   const RunDistributor* distributor = nullptr;
 };
 
