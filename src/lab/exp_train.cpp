@@ -12,6 +12,7 @@
 #include "attnlab/train.hpp"
 #include "lab/lab_util.hpp"
 #include "lab/experiments.hpp"
+#include "lab/study_across.hpp"
 
 namespace attnlab::lab {
 namespace {
@@ -535,10 +536,10 @@ Result run_train(const TrainExperimentConfig& c, RunContext& ctx) {
   std::vector<CellSummary> tuning_cells;
   if (rates == "tuned") {
     const StudyConfig tuning = tuning_study(config, c.tuning_seeds, config.first_seed + 500);
-    tuning_cells = summarise(run_study(tuning, report("tuning: ")));
+    tuning_cells = summarise(study_across(tuning, ctx, report("tuning: ")));
     config.tuned = best_rates(tuning_cells, config.base.threshold);
   }
-  const StudyResult study = run_study(config, report(""));
+  const StudyResult study = study_across(config, ctx, report(""));
   const auto cells = summarise(study);
 
   r.tables = {cells_table("train_cells", cells), runs_table(study), curves_table(study)};

@@ -37,7 +37,7 @@ const Experiment* find_experiment(const std::string& name) {
 }
 
 Result run(const std::string& name, const Config& config, uint64_t seed,
-           const std::function<void(const std::string&)>& progress, const std::function<bool()>& interrupt) {
+           const std::function<void(const std::string&)>& progress, const std::function<bool()>& interrupt, const RunDistributor* distributor) {
   const Experiment* e = find_experiment(name);
   if (e == nullptr) {
     std::string known;
@@ -48,6 +48,7 @@ Result run(const std::string& name, const Config& config, uint64_t seed,
   ctx.seed = seed;
   ctx.progress = progress;
   ctx.interrupt = interrupt;
+  ctx.distributor = distributor;
   util::RunStop stop(&ctx.interrupt);
   const util::RunStopScope scope(&stop);
   const auto start = std::chrono::steady_clock::now();

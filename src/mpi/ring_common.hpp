@@ -99,6 +99,18 @@ Tensor<float> to_float(ConstView<T> x) {
   return y;
 }
 
+// A contiguous copy in the same type (shapes checked by prepare).
+template <class T>
+Tensor<T> contiguous(ConstView<T> x) {
+  Tensor<T> y(x.shape());
+  T* o = y.data();
+  for (int64_t b = 0; b < x.batch(); ++b)
+    for (int64_t h = 0; h < x.heads(); ++h)
+      for (int64_t i = 0; i < x.seq(); ++i)
+        for (int64_t c = 0; c < x.dim(); ++c) *o++ = x(b, h, i, c);
+  return y;
+}
+
 template <class T>
 void store(const Tensor<float>& x, TensorView<T> y) {
   const float* s = x.data();

@@ -61,14 +61,20 @@ struct Partial {
   }
 };
 
-void forward_core(const Ring& ring, Tensor<float>& q, const Tensor<float>& k, const Tensor<float>& v,
+// W: the element type K and V travel in. 16-bit inputs travel as they came (half the bytes
+// of float32) and are widened per block, exactly: the engine sees the same floats either way.
+template <class W>
+void forward_core(const Ring& ring, Tensor<float>& q, const Tensor<W>& k, const Tensor<W>& v,
                   Tensor<float>& out, Tensor<float>& lse, const ComputeConfig& config, RingStats* stats) {
+  constexpr bool kWide = std::is_same_v<W, float>;
+  const MPI_Datatype wire = kWide ? MPI_FLOAT : MPI_UINT16_T;
   const int64_t n = ring.rows(ring.rank);
   if (const std::vector<double> s = row_scales(ring); !s.empty()) scale_rows(q, s);
   int64_t longest = 0;
   for (int r = 0; r < ring.size; ++r) longest = std::max(longest, ring.rows(r));
   const int64_t per_row = ring.B * ring.Hkv * (ring.d + ring.dv);
-  std::vector<float> cur(static_cast<size_t>(longest * per_row)), next(cur.size());
+  std::vector<W> cur(static_cast<size_t>(longest * per_row)), next(cur.size());
+  std::vector<float> widened(kWide ? 0 : cur.size());
   std::copy(k.data(), k.data() + k.numel(), cur.begin());
   std::copy(v.data(), v.data() + v.numel(), cur.begin() + k.numel());
 
@@ -80,14 +86,21 @@ void forward_core(const Ring& ring, Tensor<float>& q, const Tensor<float>& k, co
     const int64_t n_src = ring.rows(src);
     if (step + 1 < ring.size) {  // the next block is on its way while this one is computed
       requests.resize(2);
-      MPI_Isend(cur.data(), message_count(n_src * per_row), MPI_FLOAT, ring.next(), kKvTag, ring.comm, &requests[0]);
-      MPI_Irecv(next.data(), message_count(ring.rows(ring.source(step + 1)) * per_row), MPI_FLOAT, ring.prev(),
+      MPI_Isend(cur.data(), message_count(n_src * per_row), wire, ring.next(), kKvTag, ring.comm, &requests[0]);
+      MPI_Irecv(next.data(), message_count(ring.rows(ring.source(step + 1)) * per_row), wire, ring.prev(),
                 kKvTag, ring.comm, &requests[1]);
-      if (stats != nullptr) stats->bytes_sent += n_src * per_row * static_cast<int64_t>(sizeof(float));
+      if (stats != nullptr) stats->bytes_sent += n_src * per_row * static_cast<int64_t>(sizeof(W));
     }
     const double t0 = now();
-    const TensorView<float> kb = packed(cur.data(), ring.B, ring.Hkv, n_src, ring.d);
-    const TensorView<float> vb = packed(cur.data() + kb.numel(), ring.B, ring.Hkv, n_src, ring.dv);
+    float* block = nullptr;
+    if constexpr (kWide) {
+      block = cur.data();
+    } else {
+      for (int64_t e = 0; e < n_src * per_row; ++e) widened[static_cast<size_t>(e)] = cur[static_cast<size_t>(e)].to_float();
+      block = widened.data();
+    }
+    const TensorView<float> kb = packed(block, ring.B, ring.Hkv, n_src, ring.d);
+    const TensorView<float> vb = packed(block + kb.numel(), ring.B, ring.Hkv, n_src, ring.dv);
     for (const BlockCall& call : block_calls(ring, src)) {
       Tensor<float> o({ring.B, ring.Hq, call.nq, ring.dv}), l({ring.B, ring.Hq, call.nq, 1});
       engine::attention_forward(rows(q.view(), call.q0, call.nq), rows(kb, call.k0, call.nk),
@@ -114,7 +127,12 @@ void forward(MPI_Comm comm, const RingLayout& layout, ConstView<T> q, ConstView<
   const FiniteInput finite[] = {{"q", &qf}, {"k", &kf}, {"v", &vf}};
   const Ring ring = prepare(comm, layout, args, options, finite);
   Tensor<float> of(out.shape()), lf(lse.shape());
-  forward_core(ring, qf, kf, vf, of, lf, config, stats);
+  if constexpr (std::is_same_v<T, float>) {
+    forward_core(ring, qf, kf, vf, of, lf, config, stats);
+  } else {
+    kf = {}, vf = {};
+    forward_core(ring, qf, contiguous(k), contiguous(v), of, lf, config, stats);
+  }
   store(of, out);
   store(lf, lse);
 }

@@ -87,24 +87,31 @@ std::vector<RunConfig> expand(const StudyConfig& config) {
   return runs;
 }
 
-namespace {
-
 // Relative cost of a run: the q/k projections dominate (∝ d_k), the rest ∝ D.
-double cost(const RunConfig& r) {
+double run_cost(const RunConfig& r) {
   return static_cast<double>(r.steps) * static_cast<double>(sequence_length(r.task)) *
          static_cast<double>(r.model.d_k + 4 * r.model.d_model);
 }
 
-}  // namespace
-
-StudyResult run_study(const StudyConfig& config, const std::function<void(const StudyProgress&)>& progress) {
-  const std::vector<RunConfig> runs = expand(config);
-  for (const auto& r : runs) validate(r.task);
+StudyResult run_study(const StudyConfig& config, const std::function<void(const StudyProgress&)>& progress,
+                      const std::vector<int64_t>* only) {
+  const std::vector<RunConfig> all = expand(config);
+  for (const auto& r : all) validate(r.task);
+  std::vector<int64_t> picked = only ? *only : std::vector<int64_t>{};
+  if (!only)
+    for (int64_t i = 0; i < static_cast<int64_t>(all.size()); ++i) picked.push_back(i);
+  std::vector<RunConfig> runs;
+  for (int64_t i : picked) {
+    if (i < 0 || i >= static_cast<int64_t>(all.size()))
+      throw Error("run_study: run " + std::to_string(i) + " of a sweep of " + std::to_string(all.size()));
+    runs.push_back(all[static_cast<size_t>(i)]);
+  }
   StudyResult result;
   result.config = config;
-  result.runs.resize(runs.size());
+  result.runs.resize(all.size());
+  std::vector<RunResult> trained(runs.size());
   double total_cost = 0;
-  for (const auto& r : runs) total_cost += cost(r);
+  for (const auto& r : runs) total_cost += run_cost(r);
 
   const auto start = std::chrono::steady_clock::now();
   std::mutex mutex;  // guards done, done_cost, first_error and the progress callback
@@ -125,7 +132,7 @@ StudyResult run_study(const StudyConfig& config, const std::function<void(const 
     if (failed.load() || lab::util::stop_requested()) continue;
     const auto u = static_cast<size_t>(i);
     try {
-      result.runs[u] = train_run(runs[u]);
+      trained[u] = train_run(runs[u]);
     } catch (...) {  // nothing may leave an OpenMP region: rethrown below
       std::lock_guard lock(mutex);
       if (!first_error) first_error = std::current_exception();
@@ -134,14 +141,14 @@ StudyResult run_study(const StudyConfig& config, const std::function<void(const 
     }
     std::lock_guard lock(mutex);
     ++done;
-    done_cost += cost(runs[u]);
+    done_cost += run_cost(runs[u]);
     if (progress && !failed.load()) {
       StudyProgress p;
       p.done = done;
       p.total = n_runs;
       p.elapsed_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       p.eta_seconds = p.elapsed_seconds * (total_cost - done_cost) / done_cost;
-      p.last = &result.runs[u];
+      p.last = &trained[u];
       try {
         progress(p);
       } catch (...) {
@@ -152,6 +159,7 @@ StudyResult run_study(const StudyConfig& config, const std::function<void(const 
   }
   if (first_error) std::rethrow_exception(first_error);
   lab::util::throw_if_stop_requested();
+  for (size_t u = 0; u < runs.size(); ++u) result.runs[static_cast<size_t>(picked[u])] = std::move(trained[u]);
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return result;
 }

@@ -255,9 +255,13 @@ void check_half_precision() {
   Tensor<T> out({p.B, p.Hq, n, p.dv}), dq(q.shape()), dk(k.shape()), dv(v.shape());
   Tensor<float> lse({p.B, p.Hq, n, 1}), out_f(out.shape()), lse_f(lse.shape()), dq_f(q.shape()), dk_f(k.shape()),
       dv_f(v.shape());
-  mpi::ring_attention_forward(MPI_COMM_WORLD, layout, qt.view(), kt.view(), vt.view(), opt, out.view(), lse.view());
-  mpi::ring_attention_forward(MPI_COMM_WORLD, layout, q.view(), k.view(), v.view(), opt, out_f.view(), lse_f.view());
+  mpi::RingStats sent_t, sent_f;
+  mpi::ring_attention_forward(MPI_COMM_WORLD, layout, qt.view(), kt.view(), vt.view(), opt, out.view(), lse.view(), {},
+                              &sent_t);
+  mpi::ring_attention_forward(MPI_COMM_WORLD, layout, q.view(), k.view(), v.view(), opt, out_f.view(), lse_f.view(), {},
+                              &sent_f);
   EXPECT_TRUE(same_bits(back(out), back(to_t(out_f))) && same_bits(lse, lse_f));
+  EXPECT_EQ(2 * sent_t.bytes_sent, sent_f.bytes_sent) << "the forward's K/V travel in the 16-bit type";
   const Tensor<float> out_held = back(out);  // the O the caller of the 16-bit forward holds
   mpi::ring_attention_backward(MPI_COMM_WORLD, layout, qt.view(), kt.view(), vt.view(), out.view(), lse.view(),
                                got.view(), opt, dq.view(), dk.view(), dv.view());

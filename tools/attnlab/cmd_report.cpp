@@ -1,6 +1,7 @@
 // `attnlab report [--out DIR] [--quick] [--seed N] [--only a,b]`: the main job. Runs every
 // lab experiment and writes DIR/index.html, DIR/report.json, DIR/figures/, DIR/data/,
-// atomically (an earlier report survives a failed run).
+// atomically (an earlier report survives a failed run). Under `mpirun -np P` the experiments
+// are divided among the ranks and rank 0 writes the same report (docs/scale-out.md).
 #include <fmt/format.h>
 #include <memory>
 
@@ -8,6 +9,7 @@
 #include "cli_values.hpp"
 #include "command.hpp"
 #include "lab_print.hpp"
+#include "lab_ranks.hpp"
 
 namespace {
 
@@ -24,8 +26,14 @@ void run_report(const ReportArgs& a) {
   o.quick = a.quick;
   o.seed = a.seed;
   o.only = a.only;
-  o.progress = attnlab::cli::stderr_progress("report");
+  // Under mpirun the experiments are divided among the ranks; rank 0 writes and prints.
+  o.distributor = attnlab::cli::lab_ranks();
+  const bool lead = o.distributor == nullptr || o.distributor->rank() == 0;
+  o.progress = attnlab::cli::stderr_progress(
+      o.distributor == nullptr || o.distributor->size() == 1 ? std::string("report")
+                                                             : fmt::format("report, rank {}", o.distributor->rank()));
   const auto s = attnlab::lab::write_report(o);
+  if (!lead) return;
   attnlab::cli::print_verdicts(s.claims);
   fmt::print("\nReport written in {:.1f} s: {}\n", s.seconds, s.index_html.string());
 }

@@ -16,6 +16,7 @@
 #include "cli_values.hpp"
 #include "command.hpp"
 #include "lab_print.hpp"
+#include "lab_ranks.hpp"
 
 namespace {
 
@@ -51,14 +52,25 @@ void run_experiment(const attnlab::lab::Experiment& e, const RunOptions& o) {
   for (const auto& [k, v] : parse_sets(o.sets)) config[k] = v;
   for (const auto& [k, v] : o.direct) config[k] = v;
   const std::string out = o.out.empty() ? "lab-runs/" + e.name : o.out;
+  // Under mpirun an experiment that sweeps (train) divides its runs among the ranks, and
+  // rank 0 alone writes; the others run their share and return.
+  const attnlab::lab::RunDistributor* ranks = attnlab::cli::lab_ranks();
+  const bool several = ranks != nullptr && ranks->size() > 1;
   // Before the run: where its results go must be free to replace, and --json writable.
-  attnlab::io::check_replaceable_directory(out, "--out");
-  if (!o.json.empty()) attnlab::io::check_output_path(o.json);
+  attnlab::cli::check_on_rank0(ranks, [&] {
+    attnlab::io::check_replaceable_directory(out, "--out");
+    if (!o.json.empty()) attnlab::io::check_output_path(o.json);
+  });
+  const auto progress = attnlab::cli::stderr_progress(several ? fmt::format("{}, rank {}", e.name, ranks->rank()) : e.name);
+  if (several && ranks->rank() != 0) {
+    attnlab::lab::run(e.name, config, o.seed, progress, {}, ranks);
+    return;
+  }
   // Written into a hidden sibling and swapped in: a failed run (say, gnuplot missing)
   // leaves an earlier run's output as it was.
   attnlab::lab::Result r;
   attnlab::io::build_output_directory(out, "--out", [&](const std::filesystem::path& dir) {
-    r = attnlab::lab::run(e.name, config, o.seed, attnlab::cli::stderr_progress(e.name));
+    r = attnlab::lab::run(e.name, config, o.seed, progress, {}, ranks);
     attnlab::lab::write_result(r, dir);
   });
   if (!o.json.empty()) attnlab::io::write_file_atomically(o.json, attnlab::lab::to_json(r, true) + "\n");

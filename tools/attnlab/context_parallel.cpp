@@ -9,36 +9,13 @@
 #include <new>
 
 #include "attnlab/ring_attention.hpp"
+#include "mpi_world.hpp"
 
 namespace attnlab::cli::cp {
 namespace {
 
 using mpi::RingLayout;
 
-// MPI for the life of the process, finalized at exit.
-struct MpiWorld {
-  int rank = 0, size = 1;
-  bool owned = false;
-  MpiWorld() {
-    int started = 0;
-    MPI_Initialized(&started);
-    if (started == 0) {
-      MPI_Init(nullptr, nullptr);
-      owned = true;
-    }
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &size);
-  }
-  ~MpiWorld() {
-    int finished = 0;
-    MPI_Finalized(&finished);
-    if (owned && finished == 0) MPI_Finalize();
-  }
-};
-MpiWorld& mpi_world() {
-  static MpiWorld s;
-  return s;
-}
 bool g_header_sent = false;
 
 // What the lead tells the followers before any data: an error (status = the message's

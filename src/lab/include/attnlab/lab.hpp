@@ -48,6 +48,8 @@
 
 namespace attnlab::lab {
 
+class RunDistributor;  // attnlab/run_distributor.hpp
+
 inline constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 // ---- configuration --------------------------------------------------------
@@ -266,6 +268,10 @@ struct RunContext {
   // Ctrl-C; may be empty. When it answers true the run throws attnlab::Interrupted. The
   // lab's loops and the training study ask it (src/lab/interrupt.hpp).
   std::function<bool()> interrupt;
+  // The processes a sweep's runs may be divided among (attnlab/run_distributor.hpp); nullptr:
+  // this process alone. An experiment that divides its runs (train) returns the same Result on
+  // every process; the caller writes it on rank 0 only.
+  const RunDistributor* distributor = nullptr;
 };
 
 struct Experiment {
@@ -289,7 +295,7 @@ void register_experiment(Experiment experiment);
 // Interrupted once `interrupt` (RunContext::interrupt) answered true.
 Result run(const std::string& name, const Config& config = {}, uint64_t seed = 0,
            const std::function<void(const std::string&)>& progress = {},
-           const std::function<bool()>& interrupt = {});
+           const std::function<bool()>& interrupt = {}, const RunDistributor* distributor = nullptr);
 
 // An experiment from a typed body: Cfg is a default-constructible struct with
 // `void bind(Params&)`; a string configuration is parsed into it before each run.
@@ -348,6 +354,9 @@ struct ReportOptions {
   uint64_t seed = 0;
   std::vector<std::string> only;  // experiment names to run (empty = all registered)
   std::function<void(const std::string&)> progress;
+  // The processes the experiments are divided among (attnlab/run_distributor.hpp); nullptr:
+  // this process alone. Rank 0 alone writes the report; the others return an empty summary.
+  const RunDistributor* distributor = nullptr;
 };
 
 struct ReportSummary {

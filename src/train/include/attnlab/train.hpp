@@ -231,8 +231,13 @@ std::vector<RunConfig> expand(const StudyConfig& config);
 // the speed only, since OpenBLAS splits a product over rows and columns, never over
 // the summed dimension. `progress` is called after each run, from the thread that
 // trained it, one call at a time.
+// `only` (sweep indices; nullptr: all): train only those runs, the others left empty (a
+// share of the sweep for one of several processes, src/lab/exp_train.cpp).
 StudyResult run_study(const StudyConfig& config,
-                      const std::function<void(const StudyProgress&)>& progress = {});
+                      const std::function<void(const StudyProgress&)>& progress = {},
+                      const std::vector<int64_t>* only = nullptr);
+// A run's expected cost relative to the others' (for the ETA and for dividing a sweep).
+double run_cost(const RunConfig& run);
 
 // ---- summaries and the verdict -----------------------------------------------------
 struct CellSummary {
