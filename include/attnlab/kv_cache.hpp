@@ -70,6 +70,10 @@ struct KVCacheMemory {
   int64_t bytes_per_token = 0;  // K and V of all layers and heads, scales included
 };
 
+namespace detail {
+struct KVCacheAccess;  // the engine's fused kernels read the blocks in place (src/core/kv_cache_access.hpp)
+}
+
 class ATTNLAB_API KVCache {
  public:
   explicit KVCache(const KVCacheConfig& config);  // throws Error on a bad config, OutOfMemory
@@ -98,6 +102,7 @@ class ATTNLAB_API KVCache {
   KVCacheMemory memory() const;
 
  private:
+  friend struct detail::KVCacheAccess;
   struct State;
   std::unique_ptr<State> state_;
 };

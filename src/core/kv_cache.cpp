@@ -9,6 +9,7 @@
 #include <map>
 #include <new>
 
+#include "core/kv_cache_access.hpp"
 #include "core/kv_quantize.hpp"
 
 namespace attnlab {
@@ -277,6 +278,26 @@ KVCacheMemory KVCache::memory() const {
   m.sequences = static_cast<int64_t>(s.seqs.size());
   m.bytes_per_token = m.block_bytes / s.config.block_tokens;
   return m;
+}
+
+detail::CacheLayerView detail::KVCacheAccess::layer(const KVCache& cache, int64_t layer) {
+  const KVCache::State& s = *cache.state_;
+  s.check_layer(layer, "attention");
+  const KVCacheConfig& c = s.config;
+  CacheLayerView v;
+  v.pool = s.pool.get();
+  v.block_stride = s.block_bytes();
+  v.layer_offset = layer * s.layer_block_bytes;
+  v.value_offset = c.kv_heads * c.block_tokens * s.key_row;
+  v.key_row = s.key_row, v.value_row = s.value_row;
+  v.block_tokens = c.block_tokens, v.kv_heads = c.kv_heads, v.head_dim = c.head_dim, v.value_dim = c.value_dim;
+  v.key_type = c.key_type, v.value_type = c.value_type;
+  v.key_scales = s.key_scales.data(), v.value_scales = s.value_scales.data();
+  return v;
+}
+
+std::span<const int32_t> detail::KVCacheAccess::blocks(const KVCache& cache, int64_t seq) {
+  return cache.state_->find(seq, "attention").blocks;
 }
 
 }  // namespace attnlab
