@@ -20,6 +20,7 @@
 #define HWY_TARGET_INCLUDE "engine/kv_cache_decode_kernels.cpp"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 
+#include "hwy/cache_control.h"
 #include "hwy/contrib/math/math-inl.h"
 #include "hwy/highway.h"
 
@@ -40,6 +41,7 @@ const float* fp8_table() {
 }
 constexpr int64_t kMaxDim = 256;  // choose_cache_decode's limit on head_dim and value_dim
 constexpr int64_t kSub = 32;      // positions per step
+constexpr int64_t kAskAhead = 64;  // the rows asked for are this many positions on
 }  // namespace
 }  // namespace attnlab::engine
 #endif
@@ -109,15 +111,25 @@ inline int64_t ordered(CacheType t, int64_t c, int64_t N) {
   return base + (i % 2) * N + i / 2;
 }
 
+// Asks for row j of the next step's rows (nullptr: none), a line at a time: a head's run of
+// a block is a few KiB between other heads' runs, which the CPU's prefetchers do not cross,
+// so the block table's next block is asked for while this one is read (row by row: spread).
+HWY_INLINE void AskRow(const std::byte* next, int64_t j, int64_t row_bytes) {
+  if (next == nullptr) return;
+  const std::byte* row = next + j * row_bytes;
+  for (int64_t b = 0; b < row_bytes; b += 64) hwy::Prefetch(row + b);
+}
+
 // s[r][j] = q_r·k_j for the n keys from `keys` (rows of key_row bytes); q in K's order.
 template <int R, CacheType KT>
-void Scores(const detail::CacheLayerView& cv, const std::byte* keys, int64_t n, float head_scale, const float* q,
-            float (*s)[kSub]) {
+void Scores(const detail::CacheLayerView& cv, const std::byte* keys, const std::byte* next, int64_t n,
+            float head_scale, const float* q, float (*s)[kSub]) {
   const DF df;
   const auto N = static_cast<int64_t>(hn::Lanes(df));
   const int64_t d = cv.head_dim;
   for (int64_t j = 0; j < n; ++j) {
     const std::byte* row = keys + j * cv.key_row;
+    AskRow(next, j, cv.key_row);
     VF acc[R];
     for (int r = 0; r < R; ++r) acc[r] = hn::Zero(df);
     for (int64_t c = 0; c < d; c += 2 * N) {
@@ -160,8 +172,9 @@ HWY_INLINE void ValueColumns(const detail::CacheLayerView& cv, const std::byte* 
 }
 
 template <int R, CacheType VT>
-void Values(const detail::CacheLayerView& cv, const std::byte* values, int64_t n, float head_scale,
-            const float (*p)[kSub], const float* corr, float* o) {
+void Values(const detail::CacheLayerView& cv, const std::byte* values, const std::byte* next, int64_t n,
+            float head_scale, const float (*p)[kSub], const float* corr, float* o) {
+  for (int64_t j = 0; j < n; ++j) AskRow(next, j, cv.value_row);
   // Register blocks of R × 2P vectors: 8 for one row, 16 for 2 to 8.
   constexpr int P = R == 1 ? 4 : R <= 4 ? 2 : 1;
   const auto N = static_cast<int64_t>(hn::Lanes(DF()));
@@ -171,10 +184,11 @@ void Values(const detail::CacheLayerView& cv, const std::byte* values, int64_t n
 }
 
 template <int R>
-using ScoresFn = void (*)(const detail::CacheLayerView&, const std::byte*, int64_t, float, const float*, float (*)[kSub]);
+using ScoresFn = void (*)(const detail::CacheLayerView&, const std::byte*, const std::byte*, int64_t, float,
+                          const float*, float (*)[kSub]);
 template <int R>
-using ValuesFn = void (*)(const detail::CacheLayerView&, const std::byte*, int64_t, float, const float (*)[kSub],
-                          const float*, float*);
+using ValuesFn = void (*)(const detail::CacheLayerView&, const std::byte*, const std::byte*, int64_t, float,
+                          const float (*)[kSub], const float*, float*);
 
 template <int R>
 ScoresFn<R> scores_for(CacheType t) {
@@ -222,10 +236,12 @@ void Softmax(const CacheDecodeWork& w, int r, int64_t pos, int64_t n, float* s, 
   if (rw.slope[r] != 0.0f)
     for (int64_t j = 0; j < n; ++j) s[j] -= rw.slope[r] * static_cast<float>(std::llabs(rw.diag[r] - (pos + j)));
   const int64_t begin = rw.key_begin[r], end = rw.key_end[r];
-  for (int64_t j = 0; j < n_vec; ++j)
-    if (j >= n || pos + j < begin || pos + j >= end) s[j] = kNegInf;
-  float block_max = kNegInf;
-  for (int64_t j = 0; j < n; ++j) block_max = std::max(block_max, s[j]);
+  if (n < n_vec || pos < begin || pos + n > end)  // lanes past n, or the step crosses the row's key range
+    for (int64_t j = 0; j < n_vec; ++j)
+      if (j >= n || pos + j < begin || pos + j >= end) s[j] = kNegInf;
+  VF vmax = hn::Set(df, kNegInf);
+  for (int64_t j = 0; j < n_vec; j += N) vmax = hn::Max(vmax, hn::LoadU(df, s + j));
+  const float block_max = hn::GetLane(hn::MaxOfLanes(df, vmax));
   if (block_max == kNegInf) {  // the row sees none of these positions
     corr = 1.0f;
     for (int64_t j = 0; j < n_vec; ++j) p[j] = 0.0f;
@@ -267,9 +283,15 @@ void ChunkRows(const CacheDecodeWork& w) {
   for (int64_t pos = w.key_begin; pos < w.key_end;) {
     const int32_t block = w.blocks[pos / T];
     const int64_t t0 = pos % T, n = std::min({kSub, T - t0, w.key_end - pos});
-    scores(cv, cv.keys(block, w.head) + t0 * cv.key_row, n, k_scale, q, s);
+    // The rows kAskAhead positions on, asked for beside this step's (when a whole step).
+    const int64_t ahead = pos + kAskAhead;
+    const bool ask = ahead + kSub <= w.key_end && n == kSub;
+    const int32_t next_block = ask ? w.blocks[ahead / T] : 0;
+    const std::byte* k_next = ask ? cv.keys(next_block, w.head) + ahead % T * cv.key_row : nullptr;
+    const std::byte* v_next = ask ? cv.values(next_block, w.head) + ahead % T * cv.value_row : nullptr;
+    scores(cv, cv.keys(block, w.head) + t0 * cv.key_row, k_next, n, k_scale, q, s);
     for (int r = 0; r < rw.rows; ++r) Softmax(w, r, pos, n, s[r], p[r], m[r], l[r], corr[r]);
-    values(cv, cv.values(block, w.head) + t0 * cv.value_row, n, v_scale, p, corr, o);
+    values(cv, cv.values(block, w.head) + t0 * cv.value_row, v_next, n, v_scale, p, corr, o);
     pos += n;
   }
   for (int r = 0; r < rw.rows; ++r) {
