@@ -130,17 +130,18 @@ void Scores(const detail::CacheLayerView& cv, const std::byte* keys, const std::
   for (int64_t j = 0; j < n; ++j) {
     const std::byte* row = keys + j * cv.key_row;
     AskRow(next, j, cv.key_row);
-    VF acc[R];
-    for (int r = 0; r < R; ++r) acc[r] = hn::Zero(df);
+    // Two accumulators a row (a's lanes and b's): half the chain of dependent multiply-adds.
+    VF acc[R], acc_b[R];
+    for (int r = 0; r < R; ++r) acc[r] = hn::Zero(df), acc_b[r] = hn::Zero(df);
     for (int64_t c = 0; c < d; c += 2 * N) {
       VF a, b;
       LoadPair<KT>(df, row, d, c, head_scale, a, b);
       for (int r = 0; r < R; ++r) {
         acc[r] = hn::MulAdd(hn::LoadU(df, q + r * d + c), a, acc[r]);
-        acc[r] = hn::MulAdd(hn::LoadU(df, q + r * d + c + N), b, acc[r]);
+        acc_b[r] = hn::MulAdd(hn::LoadU(df, q + r * d + c + N), b, acc_b[r]);
       }
     }
-    for (int r = 0; r < R; ++r) s[r][j] = hn::GetLane(hn::SumOfLanes(df, acc[r]));
+    for (int r = 0; r < R; ++r) s[r][j] = hn::GetLane(hn::SumOfLanes(df, hn::Add(acc[r], acc_b[r])));
   }
 }
 
