@@ -80,14 +80,14 @@ void fused_sequence(const KVCache& cache, const detail::CacheLayerView& cv, int6
   }
   // Each row's chunks in order, then the sink (a logit with no value row).
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  std::vector<float> row(static_cast<size_t>(dv));
   for (int64_t h = 0; h < hkv; ++h)
     for (int64_t r = 0; r < rows; ++r) {
       const int64_t head = h * group + r / n, i = r % n;
       float mx = o.sinks.empty() ? kNegInf : o.sinks[static_cast<size_t>(head)];
       for (int64_t c = 0; c < n_chunks; ++c) mx = std::max(mx, m[static_cast<size_t>((h * n_chunks + c) * rows + r)]);
       float total = o.sinks.empty() ? 0.0f : std::exp(o.sinks[static_cast<size_t>(head)] - mx);
-      float* oi = out.row(0, head, i);
-      for (int64_t j = 0; j < dv; ++j) oi[j * out.stride(kDim)] = 0.0f;
+      std::fill(row.begin(), row.end(), 0.0f);
       for (int64_t c = 0; c < n_chunks; ++c) {
         const int64_t it = h * n_chunks + c;
         const float mc = m[static_cast<size_t>(it * rows + r)];
@@ -95,11 +95,19 @@ void fused_sequence(const KVCache& cache, const detail::CacheLayerView& cv, int6
         const float f = std::exp(mc - mx);
         total += l[static_cast<size_t>(it * rows + r)] * f;
         const float* a = acc.data() + (it * rows + r) * dv;
-        for (int64_t j = 0; j < dv; ++j) oi[j * out.stride(kDim)] += a[j] * f;
+        for (int64_t j = 0; j < dv; ++j) row[static_cast<size_t>(j)] += a[j] * f;
       }
-      const float inv = 1.0f / total;
-      for (int64_t j = 0; j < dv; ++j) oi[j * out.stride(kDim)] *= inv;
-      lse.row(0, head, i)[0] = mx + std::log(total);
+      const float inv = 1.0f / total, L = mx + std::log(total);
+      // Finite inputs can still overflow a score (|q|, |k| near float's limits): an error, as
+      // the engine's, rather than NaN in the output (with check_finite off: NaN in, NaN out).
+      bool finite = std::isfinite(L);
+      for (float& x : row) x *= inv, finite = finite && std::isfinite(x);
+      if (!finite && o.check_finite)
+        throw Error(fmt::format("kv_cache_attention: the scores of q[{}, {}, {}] overflow (inputs too large)",
+                                seq_index, head, i));
+      float* oi = out.row(0, head, i);
+      for (int64_t j = 0; j < dv; ++j) oi[j * out.stride(kDim)] = row[static_cast<size_t>(j)];
+      lse.row(0, head, i)[0] = L;
     }
 }
 

@@ -115,3 +115,24 @@ TEST(KVCacheFusedDecode, VariantsWithinTheAccuracyRule) {
       check({t, t, 6, 2, 1, 128, 96, variant});  // 3 rows, padded to the kernel's 4
     }
 }
+
+// A score that overflows float (finite inputs near its limits) is an error naming the row,
+// as the engine's, not NaN in the output.
+TEST(KVCacheFusedDecode, AnOverflowingScoreIsAnError) {
+  al::KVCacheConfig c;
+  c.kv_heads = 1, c.head_dim = 32, c.max_tokens = 64;
+  al::KVCache cache(c);
+  const int64_t s = cache.add_sequence();
+  al::Tensor<float> k({1, 1, 5, 32}), v({1, 1, 5, 32}), q({1, 2, 1, 32}), out({1, 2, 1, 32}), lse({1, 2, 1, 1});
+  for (float& x : k.storage()) x = 1e30f;
+  for (float& x : v.storage()) x = 1.0f;
+  for (float& x : q.storage()) x = 1e30f;
+  cache.append(0, s, k, v);
+  const int64_t ids[] = {s};
+  try {
+    al::kv_cache_attention(cache, 0, ids, q, {}, out, lse);
+    ADD_FAILURE() << "no error";
+  } catch (const al::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("overflow"), std::string::npos) << e.what();
+  }
+}
