@@ -26,13 +26,14 @@ struct Case {
   CacheType kt, vt;
   int64_t hq, hkv, nq, d, dv;
   int variant;  // 0 plain, 1 window, 2 softcap, 3 ALiBi, 4 sinks, 5 no causal mask
+  int64_t block_tokens = 32;
 };
 
 void check(const Case& cs) {
   const std::vector<int64_t> lengths = {2, 33, 95, 2100, 4500};
   al::KVCacheConfig c;
   c.kv_heads = cs.hkv, c.head_dim = cs.d, c.value_dim = cs.dv, c.max_tokens = 8000;
-  c.key_type = cs.kt, c.value_type = cs.vt;
+  c.key_type = cs.kt, c.value_type = cs.vt, c.block_tokens = cs.block_tokens;
   if (cs.kt == CacheType::fp8_e4m3) c.key_scales = {0.02f};
   if (cs.vt == CacheType::fp8_e4m3) c.value_scales = {0.02f};
   al::KVCache cache(c);
@@ -106,6 +107,9 @@ TEST(KVCacheFusedDecode, EachTypeWithinTheAccuracyRuleAndTheSameForAnyThreads) {
   check({CacheType::int8, CacheType::int4, 4, 2, 2, 64, 64, 0});
   check({CacheType::fp8_e4m3, CacheType::bfloat16, 4, 1, 1, 128, 128, 0});
   check({CacheType::float16, CacheType::int8, 8, 1, 1, 64, 96, 0});
+  // Blocks of other sizes: steps cut at block ends (48: 32 + 16), blocks shorter than a step.
+  check({CacheType::int8, CacheType::int8, 8, 2, 1, 64, 64, 0, 48});
+  check({CacheType::int4, CacheType::float32, 8, 2, 1, 64, 64, 1, 16});
 }
 
 TEST(KVCacheFusedDecode, VariantsWithinTheAccuracyRule) {
