@@ -6,8 +6,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <cstdlib>
 #include <map>
 #include <new>
+
+#include <sys/mman.h>
 
 #include "core/kv_cache_access.hpp"
 #include "core/kv_quantize.hpp"
@@ -50,7 +53,10 @@ struct KVCache::State {
   int64_t total_blocks = 0;
   // [block][layer][K: heads × T rows | V: heads × T rows]; left uninitialised, so that the
   // system commits a block's pages when a sequence first writes it, not at creation.
-  std::unique_ptr<std::byte[]> pool;
+  struct Free {
+    void operator()(std::byte* p) const { std::free(p); }
+  };
+  std::unique_ptr<std::byte[], Free> pool;
   std::vector<int32_t> refcount;   // per block
   std::vector<int32_t> free_list;  // handed out from the back: lowest ids first
   struct Sequence {
@@ -113,7 +119,17 @@ KVCache::KVCache(const KVCacheConfig& config) : state_(std::make_unique<State>()
   s.total_blocks = (c.max_tokens + c.block_tokens - 1) / c.block_tokens;
   if (s.total_blocks > INT32_MAX || s.total_blocks > INT64_MAX / s.block_bytes())
     throw Error(fmt::format("kv_cache: {} blocks of {} bytes do not fit in memory", s.total_blocks, s.block_bytes()));
-  s.pool.reset(new (std::nothrow) std::byte[static_cast<size_t>(s.total_blocks * s.block_bytes())]);
+  // On 2 MiB boundaries, in transparent huge pages where the system allows them (madvise):
+  // a decoding step reads each head's few KiB of every block, a page walk each on 4 KiB pages.
+  constexpr int64_t kHugePage = int64_t{1} << 21;
+  const int64_t bytes = s.total_blocks * s.block_bytes();
+  const int64_t rounded = bytes >= kHugePage ? (bytes + kHugePage - 1) / kHugePage * kHugePage : 0;
+  s.pool.reset(static_cast<std::byte*>(rounded != 0 ? std::aligned_alloc(static_cast<size_t>(kHugePage),
+                                                                         static_cast<size_t>(rounded))
+                                                     : std::malloc(static_cast<size_t>(bytes))));
+#ifdef MADV_HUGEPAGE
+  if (s.pool && rounded != 0) madvise(s.pool.get(), static_cast<size_t>(rounded), MADV_HUGEPAGE);  // a hint only
+#endif
   if (!s.pool) {
     throw OutOfMemory(fmt::format("kv_cache: cannot allocate the pool of {} bytes ({} blocks of {} positions)",
                                   s.total_blocks * s.block_bytes(), s.total_blocks, c.block_tokens));
