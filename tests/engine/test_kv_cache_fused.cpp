@@ -12,6 +12,7 @@
 
 #include "attnlab/kv_cache.hpp"
 #include "attnlab/reference.hpp"
+#include "engine/decode_strategy.hpp"
 #include "engine_check.hpp"
 
 namespace al = attnlab;
@@ -138,5 +139,19 @@ TEST(KVCacheFusedDecode, AnOverflowingScoreIsAnError) {
     ADD_FAILURE() << "no error";
   } catch (const al::Error& e) {
     EXPECT_NE(std::string(e.what()).find("overflow"), std::string::npos) << e.what();
+  }
+}
+
+// The cache axis of the decision table (decode_strategy.hpp), row by row.
+TEST(KVCacheFusedDecode, TheCacheAxisOfTheDecisionTable) {
+  using attnlab::engine::choose_cache_decode;
+  for (CacheType t : kTypes) {
+    for (int64_t rows = 1; rows <= 8; ++rows) EXPECT_TRUE(choose_cache_decode(rows, 128, 128, t, t)) << rows;
+    EXPECT_FALSE(choose_cache_decode(9, 128, 128, t, t));   // chunked prefill: gathered, the tile step
+    EXPECT_FALSE(choose_cache_decode(0, 128, 128, t, t));
+    EXPECT_TRUE(choose_cache_decode(4, 32, 256, t, CacheType::int4));
+    EXPECT_FALSE(choose_cache_decode(4, 80, 80, t, t));     // not whole groups of 32 channels
+    EXPECT_FALSE(choose_cache_decode(4, 128, 96 + 8, t, t));
+    EXPECT_FALSE(choose_cache_decode(1, 288, 288, t, t));   // beyond the kernel's query registers
   }
 }
