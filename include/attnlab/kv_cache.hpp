@@ -70,6 +70,10 @@ struct KVCacheMemory {
   int64_t bytes_per_token = 0;  // K and V of all layers and heads, scales included
 };
 
+namespace detail {
+struct KVCacheAccess;  // the engine's fused kernels read the blocks in place (src/core/kv_cache_access.hpp)
+}
+
 class ATTNLAB_API KVCache {
  public:
   explicit KVCache(const KVCacheConfig& config);  // throws Error on a bad config, OutOfMemory
@@ -98,6 +102,7 @@ class ATTNLAB_API KVCache {
   KVCacheMemory memory() const;
 
  private:
+  friend struct detail::KVCacheAccess;
   struct State;
   std::unique_ptr<State> state_;
 };
@@ -112,8 +117,10 @@ class ATTNLAB_API KVCache {
 // Options: scale, causal (none or bottom_right), window, softcap, alibi_slopes ([Hq]),
 // sinks, check_finite (of q). Masks, key_lengths, packed sequences, dropout, mask_mod and
 // score_mod are an Error here. Hq must be a multiple of kv_heads (grouped-query attention).
-// The float32 engine over each sequence's dequantized K/V: bitwise the engine's result on
-// gather()'s tensors, the same for any thread count.
+// Float32 attention over each sequence's dequantized K/V, the same for any thread count:
+// decoding (up to 8 rows per K/V head, head_dim and value_dim multiples of 32 up to 256)
+// reads the blocks in place, within the engine's accuracy rule of the reference; other calls
+// are bitwise the engine's result on gather()'s tensors (docs/engine.md, the cache axis).
 ATTNLAB_API void kv_cache_attention(const KVCache& cache, int64_t layer, std::span<const int64_t> seqs,
                                     ConstView<float> q, const AttentionOptions<float>& options, TensorView<float> out,
                                     TensorView<float> lse, std::span<const int64_t> query_lengths = {},

@@ -35,7 +35,10 @@ def test_attention_is_the_engine_over_the_gathered_cache(rng, kind):
     for i, s in enumerate(seqs):
         k, v = cache.gather(1, s)
         o, l = attnlab.attention_forward(q[i], k, v, causal="bottom_right")
-        assert np.array_equal(o, out[i]) and np.array_equal(l, lse[i])
+        # Decoding reads the blocks in place: float32 attention over the same dequantized values,
+        # rounded in another order than the engine's (the C++ tests hold it to the accuracy rule
+        # against the double reference); here a few float32 ulps of |O| ≤ 4 and |L| ≤ 8.
+        assert np.allclose(o, out[i], rtol=0, atol=4e-6) and np.allclose(l, lse[i], rtol=0, atol=4e-6)
 
 
 def test_chunked_prefill_with_a_chunk_per_sequence(rng):

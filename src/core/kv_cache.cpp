@@ -6,9 +6,13 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <cstdlib>
 #include <map>
 #include <new>
 
+#include <sys/mman.h>
+
+#include "core/kv_cache_access.hpp"
 #include "core/kv_quantize.hpp"
 
 namespace attnlab {
@@ -49,7 +53,10 @@ struct KVCache::State {
   int64_t total_blocks = 0;
   // [block][layer][K: heads × T rows | V: heads × T rows]; left uninitialised, so that the
   // system commits a block's pages when a sequence first writes it, not at creation.
-  std::unique_ptr<std::byte[]> pool;
+  struct Free {
+    void operator()(std::byte* p) const { std::free(p); }
+  };
+  std::unique_ptr<std::byte[], Free> pool;
   std::vector<int32_t> refcount;   // per block
   std::vector<int32_t> free_list;  // handed out from the back: lowest ids first
   struct Sequence {
@@ -112,7 +119,17 @@ KVCache::KVCache(const KVCacheConfig& config) : state_(std::make_unique<State>()
   s.total_blocks = (c.max_tokens + c.block_tokens - 1) / c.block_tokens;
   if (s.total_blocks > INT32_MAX || s.total_blocks > INT64_MAX / s.block_bytes())
     throw Error(fmt::format("kv_cache: {} blocks of {} bytes do not fit in memory", s.total_blocks, s.block_bytes()));
-  s.pool.reset(new (std::nothrow) std::byte[static_cast<size_t>(s.total_blocks * s.block_bytes())]);
+  // On 2 MiB boundaries, in transparent huge pages where the system allows them (madvise):
+  // a decoding step reads each head's few KiB of every block, a page walk each on 4 KiB pages.
+  constexpr int64_t kHugePage = int64_t{1} << 21;
+  const int64_t bytes = s.total_blocks * s.block_bytes();
+  const int64_t rounded = bytes >= kHugePage ? (bytes + kHugePage - 1) / kHugePage * kHugePage : 0;
+  s.pool.reset(static_cast<std::byte*>(rounded != 0 ? std::aligned_alloc(static_cast<size_t>(kHugePage),
+                                                                         static_cast<size_t>(rounded))
+                                                     : std::malloc(static_cast<size_t>(bytes))));
+#ifdef MADV_HUGEPAGE
+  if (s.pool && rounded != 0) madvise(s.pool.get(), static_cast<size_t>(rounded), MADV_HUGEPAGE);  // a hint only
+#endif
   if (!s.pool) {
     throw OutOfMemory(fmt::format("kv_cache: cannot allocate the pool of {} bytes ({} blocks of {} positions)",
                                   s.total_blocks * s.block_bytes(), s.total_blocks, c.block_tokens));
@@ -277,6 +294,26 @@ KVCacheMemory KVCache::memory() const {
   m.sequences = static_cast<int64_t>(s.seqs.size());
   m.bytes_per_token = m.block_bytes / s.config.block_tokens;
   return m;
+}
+
+detail::CacheLayerView detail::KVCacheAccess::layer(const KVCache& cache, int64_t layer) {
+  const KVCache::State& s = *cache.state_;
+  s.check_layer(layer, "attention");
+  const KVCacheConfig& c = s.config;
+  CacheLayerView v;
+  v.pool = s.pool.get();
+  v.block_stride = s.block_bytes();
+  v.layer_offset = layer * s.layer_block_bytes;
+  v.value_offset = c.kv_heads * c.block_tokens * s.key_row;
+  v.key_row = s.key_row, v.value_row = s.value_row;
+  v.block_tokens = c.block_tokens, v.kv_heads = c.kv_heads, v.head_dim = c.head_dim, v.value_dim = c.value_dim;
+  v.key_type = c.key_type, v.value_type = c.value_type;
+  v.key_scales = s.key_scales.data(), v.value_scales = s.value_scales.data();
+  return v;
+}
+
+std::span<const int32_t> detail::KVCacheAccess::blocks(const KVCache& cache, int64_t seq) {
+  return cache.state_->find(seq, "attention").blocks;
 }
 
 }  // namespace attnlab

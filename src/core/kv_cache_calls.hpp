@@ -18,12 +18,14 @@ TensorView<T> sequence_rows(TensorView<T> x, bool packed, int64_t s, int64_t row
   return {x.data() + row0 * x.stride(2), {1, x.size(1), rows, x.size(3)}, x.strides()};
 }
 
-// Checks the call and runs `one(k, v, q_s, out_s, lse_s)` for each sequence in order, k and v
-// its dequantized K/V (contiguous float32, [1, kv_heads, len, ·]).
-template <class T, class One>
+// Checks the call and, for each sequence in order, first asks `in_place(s, seq, len, q_s,
+// out_s, lse_s)` (s the index in seqs), which may compute the sequence from the blocks in
+// place and return true; otherwise runs `one(k, v, q_s, out_s, lse_s)`, k and v its
+// dequantized K/V (contiguous float32, [1, kv_heads, len, ·]).
+template <class T, class InPlace, class One>
 void for_each_cached_sequence(const KVCache& cache, int64_t layer, std::span<const int64_t> seqs, ConstView<T> q,
                               const AttentionOptions<T>& o, TensorView<T> out, TensorView<T> lse,
-                              std::span<const int64_t> query_lengths, One&& one) {
+                              std::span<const int64_t> query_lengths, InPlace&& in_place, One&& one) {
   const KVCacheConfig& c = cache.config();
   const char* unsupported = o.bool_mask.present()       ? "bool_mask"
                             : o.additive_mask.present() ? "additive_mask"
@@ -65,7 +67,8 @@ void for_each_cached_sequence(const KVCache& cache, int64_t layer, std::span<con
           fmt::format("kv_cache_attention: sequence {} holds no position in layer {} (append "
                       "the new rows' K/V before attending)",
                       seqs[static_cast<size_t>(s)], layer));
-    if (rows > 0) {
+    if (rows > 0 && !in_place(s, seqs[static_cast<size_t>(s)], len, ConstView<T>(sequence_rows(q, packed, s, row0, rows)),
+                              sequence_rows(out, packed, s, row0, rows), sequence_rows(lse, packed, s, row0, rows))) {
       Tensor<float> k({1, c.kv_heads, len, c.head_dim}), v({1, c.kv_heads, len, c.value_dim});
       cache.gather(layer, seqs[static_cast<size_t>(s)], k, v);
       one(k, v, sequence_rows(q, packed, s, row0, rows), sequence_rows(out, packed, s, row0, rows),

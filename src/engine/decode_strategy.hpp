@@ -38,6 +38,16 @@
 // FusedDecodeBlock<4, false, float, false, 8> on chunks of 4096 keys (decode_path.hpp);
 // on AVX2 the fused step with spread requests (test_engine_decode_strategy checks both).
 //
+// Over a paged KVCache (kv_cache_attention), the cache axis, decided per sequence by
+// choose_cache_decode below:
+//   cache type (K, V)                rows   d, dv                 step
+//   any of f32 bf16 f16 int8 int4 fp8  1-8  multiples of 32, ≤ 256  fused over the blocks in place:
+//                                                                 dequantized in registers
+//                                                                 (kv_cache_decode_kernels.cpp)
+//   any                              > 8 or other d               blocks gathered to float32, then
+//                                                                 the table above (contiguous)
+// e.g. B = 1, 32/8 heads, one query, Nk = 32768, d = 128, int8: 4 rows, fused, 64 blocks an item.
+//
 // Why, in a line each (docs/tuning.md holds the measurements):
 // - few rows do 2 FLOPs per byte: the step must keep the memory busy, so the fused step
 //   takes keys 8 at a time through scores, softmax and P·V with its requests spread;
@@ -53,6 +63,7 @@
 //   beyond, K·Qᵀ with a transpose.
 #include <cstdint>
 
+#include "attnlab/kv_cache.hpp"
 #include "engine/plan.hpp"
 
 namespace attnlab::engine {
@@ -160,6 +171,20 @@ inline DecodeStrategy choose_decode_strategy(const DecodeShape& c, const DecodeT
   const bool three = c.rows > 2 && c.rows < 7 && c.dv_pad / t.lanes <= 16;
   st.value_vectors = three ? 3 : c.rows <= 2 ? 4 : 2;
   return st;
+}
+
+// The cache axis (the table above): whether a sequence of a paged cache takes the fused step.
+// A decode step reads each K/V byte once for all its rows, so reading the cache's own bytes
+// (a quarter of float32's for int8) beats gathering them to float32 first; from 9 rows per K/V
+// head (chunked prefill) the tile step's reuse pays for the gather. d and dv in whole groups
+// of 32 channels (int8/int4's scales), up to 256 (the kernel's register blocks of queries).
+inline constexpr int64_t kCacheFusedMaxRows = 8;
+inline constexpr int64_t kCacheFusedMaxDim = 256;
+
+inline bool choose_cache_decode(int64_t rows, int64_t d, int64_t dv, CacheType key, CacheType value) {
+  (void)key, (void)value;  // every element type has its fused loads
+  return rows >= 1 && rows <= kCacheFusedMaxRows && d % 32 == 0 && dv % 32 == 0 && d <= kCacheFusedMaxDim &&
+         dv <= kCacheFusedMaxDim;
 }
 
 }  // namespace attnlab::engine

@@ -1,18 +1,134 @@
-// Attention over a KVCache with the float32 engine: each sequence's blocks dequantized into
-// contiguous scratch (core/kv_cache_calls.hpp), then one engine call per sequence (the
-// engine's own decode or tiled path, deterministic for any thread count). The fused kernels
-// that read quantized blocks in place will take over this loop.
+// Attention over a KVCache with the float32 engine. Per sequence, choose_cache_decode
+// (decode_strategy.hpp) picks:
+// - the fused step (decode: up to 8 query rows per K/V head): work items of (K/V head, chunk
+//   of kCacheChunkBlocks blocks), each reading its blocks in place through the block table
+//   (kv_cache_decode_kernels.cpp), in parallel; then each row's partials merged in chunk
+//   order, the sink included. The split depends on the lengths only, so the result is the
+//   same bitwise for any thread count;
+// - otherwise (chunked prefill) the blocks dequantized into contiguous scratch
+//   (core/kv_cache_calls.hpp) and one ordinary engine call.
+#include <fmt/format.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
 #include "attnlab/engine.hpp"
 #include "attnlab/kv_cache.hpp"
+#include "core/kv_cache_access.hpp"
 #include "core/kv_cache_calls.hpp"
+#include "core/visibility.hpp"
+#include "engine/decode_strategy.hpp"
+#include "engine/kv_cache_decode.hpp"
 
 namespace attnlab {
+
+namespace {
+
+// The fused step for one sequence of `len` positions: q [1, Hq, n, d], out, lse likewise.
+void fused_sequence(const KVCache& cache, const detail::CacheLayerView& cv, int64_t seq, int64_t seq_index, int64_t len, ConstView<float> q, const AttentionOptions<float>& o,
+                    TensorView<float> out, TensorView<float> lse, int threads) {
+  using engine::CacheDecodeRows;
+  using engine::CacheDecodeWork;
+  const int64_t hq = q.heads(), hkv = cv.kv_heads, group = hq / hkv, n = q.seq(), rows = group * n;
+  const int64_t d = cv.head_dim, dv = cv.value_dim, T = cv.block_tokens;
+  const std::span<const int32_t> blocks = detail::KVCacheAccess::blocks(cache, seq);
+  // Per K/V head: its rows (row r = g·n + i: query head h·group + g, the chunk's row i).
+  std::vector<float> qs(static_cast<size_t>(hkv * rows * d));
+  std::vector<CacheDecodeRows> heads(static_cast<size_t>(hkv));
+  int64_t span_begin = len, span_end = 0;
+  for (int64_t h = 0; h < hkv; ++h) {
+    CacheDecodeRows& hr = heads[static_cast<size_t>(h)];
+    hr.rows = static_cast<int>(rows);
+    hr.q = qs.data() + h * rows * d;
+    for (int64_t r = 0; r < rows; ++r) {
+      const int64_t head = h * group + r / n, i = r % n;
+      const float* qi = q.row(0, head, i);
+      for (int64_t c = 0; c < d; ++c) {
+        const float x = qi[c * q.stride(kDim)];
+        if (o.check_finite && !std::isfinite(x))
+          throw Error(fmt::format("kv_cache_attention: q[{}, {}, {}] = {} (check_finite)", seq_index, head, i, x));
+        qs[static_cast<size_t>((h * rows + r) * d + c)] = x;
+      }
+      detail::RowFrame f;
+      f.seq = seq_index, f.key0 = 0, f.n_keys = len, f.i_local = i, f.diag = i + len - n;
+      const detail::KeyRange kr = detail::key_range(f, o.causal, o.window);
+      hr.key_begin[r] = kr.begin, hr.key_end[r] = kr.end, hr.diag[r] = f.diag;
+      hr.scale[r] = static_cast<float>(o.scale(d, kr.end - kr.begin));
+      const auto n_slopes = static_cast<int64_t>(o.alibi_slopes.size());
+      hr.slope[r] = n_slopes == 0 ? 0.0f : o.alibi_slopes[static_cast<size_t>(n_slopes == hq ? head : seq_index * hq + head)];
+      span_begin = std::min(span_begin, kr.begin), span_end = std::max(span_end, kr.end);
+    }
+  }
+  // The fixed split: chunks of kCacheChunkBlocks blocks on the block grid, over the span any row sees.
+  const int64_t chunk = engine::kCacheChunkBlocks * T;
+  const int64_t c0 = span_begin / chunk, c1 = (span_end + chunk - 1) / chunk, n_chunks = std::max<int64_t>(0, c1 - c0);
+  const int64_t items = hkv * n_chunks;
+  std::vector<float> m(static_cast<size_t>(items * rows)), l(m.size()), acc(static_cast<size_t>(items * rows * dv));
+  const float softcap = o.softcap ? static_cast<float>(*o.softcap) : 0.0f;
+#pragma omp parallel for num_threads(threads) schedule(dynamic, 1) if (threads > 1 && items > 1)
+  for (int64_t it = 0; it < items; ++it) {
+    const int64_t h = it / n_chunks, c = c0 + it % n_chunks;
+    CacheDecodeWork w;
+    w.cache = &cv, w.blocks = blocks.data(), w.head = h;
+    w.key_begin = std::max(span_begin, c * chunk), w.key_end = std::min(span_end, (c + 1) * chunk);
+    w.softcap = softcap, w.rows = &heads[static_cast<size_t>(h)];
+    w.m = m.data() + it * rows, w.l = l.data() + it * rows, w.acc = acc.data() + it * rows * dv;
+    engine::cache_decode_chunk(w);
+  }
+  // Each row's chunks in order, then the sink (a logit with no value row).
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  std::vector<float> row(static_cast<size_t>(dv));
+  for (int64_t h = 0; h < hkv; ++h)
+    for (int64_t r = 0; r < rows; ++r) {
+      const int64_t head = h * group + r / n, i = r % n;
+      float mx = o.sinks.empty() ? kNegInf : o.sinks[static_cast<size_t>(head)];
+      for (int64_t c = 0; c < n_chunks; ++c) mx = std::max(mx, m[static_cast<size_t>((h * n_chunks + c) * rows + r)]);
+      float total = o.sinks.empty() ? 0.0f : std::exp(o.sinks[static_cast<size_t>(head)] - mx);
+      std::fill(row.begin(), row.end(), 0.0f);
+      for (int64_t c = 0; c < n_chunks; ++c) {
+        const int64_t it = h * n_chunks + c;
+        const float mc = m[static_cast<size_t>(it * rows + r)];
+        if (mc == kNegInf) continue;
+        const float f = std::exp(mc - mx);
+        total += l[static_cast<size_t>(it * rows + r)] * f;
+        const float* a = acc.data() + (it * rows + r) * dv;
+        for (int64_t j = 0; j < dv; ++j) row[static_cast<size_t>(j)] += a[j] * f;
+      }
+      const float inv = 1.0f / total, L = mx + std::log(total);
+      // Finite inputs can still overflow a score (|q|, |k| near float's limits): an error, as
+      // the engine's, rather than NaN in the output (with check_finite off: NaN in, NaN out).
+      bool finite = std::isfinite(L);
+      for (float& x : row) x *= inv, finite = finite && std::isfinite(x);
+      if (!finite && o.check_finite)
+        throw Error(fmt::format("kv_cache_attention: the scores of q[{}, {}, {}] overflow (inputs too large)",
+                                seq_index, head, i));
+      float* oi = out.row(0, head, i);
+      for (int64_t j = 0; j < dv; ++j) oi[j * out.stride(kDim)] = row[static_cast<size_t>(j)];
+      lse.row(0, head, i)[0] = L;
+    }
+}
+
+}  // namespace
 
 void kv_cache_attention(const KVCache& cache, int64_t layer, std::span<const int64_t> seqs, ConstView<float> q,
                         const AttentionOptions<float>& options, TensorView<float> out, TensorView<float> lse,
                         std::span<const int64_t> query_lengths, const ComputeConfig& config) {
+  const int threads = team_size(config.threads, "kv_cache_attention: threads");
+  detail::CacheLayerView cv;
+  bool have_view = false;
   detail::for_each_cached_sequence<float>(
       cache, layer, seqs, q, options, out, lse, query_lengths,
+      [&](int64_t s, int64_t seq, int64_t len, ConstView<float> qs, TensorView<float> os, TensorView<float> ls) {
+        const int64_t rows = qs.heads() / cache.config().kv_heads * qs.seq();
+        const KVCacheConfig& c = cache.config();
+        if (!engine::choose_cache_decode(rows, c.head_dim, c.value_dim, c.key_type, c.value_type)) return false;
+        if (!have_view) cv = detail::KVCacheAccess::layer(cache, layer), have_view = true;
+        fused_sequence(cache, cv, seq, s, len, qs, options, os, ls, threads);
+        return true;
+      },
       [&](const Tensor<float>& k, const Tensor<float>& v, ConstView<float> qs, TensorView<float> os,
           TensorView<float> ls) { engine::attention_forward(qs, k, v, options, os, ls, nullptr, config); });
 }

@@ -12,6 +12,7 @@ void kv_cache_attention(const KVCache& cache, int64_t layer, std::span<const int
                         const AttentionOptions<double>& options, TensorView<double> out, TensorView<double> lse,
                         std::span<const int64_t> query_lengths) {
   detail::for_each_cached_sequence<double>(cache, layer, seqs, q, options, out, lse, query_lengths,
+                                           [](auto&&...) { return false; },
                                            [&](const Tensor<float>& kf, const Tensor<float>& vf, ConstView<double> qs,
                                                TensorView<double> os, TensorView<double> ls) {
                                              Tensor<double> k(kf.shape()), v(vf.shape());

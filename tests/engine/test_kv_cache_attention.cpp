@@ -1,5 +1,6 @@
-// Attention over the KV cache: bitwise the engine's result on the gathered (dequantized,
-// contiguous) K/V, the same for 1 and 2 threads, within the engine's accuracy rule of the
+// Attention over the KV cache: where it gathers (d = 80 is outside the fused decode step,
+// test_kv_cache_fused.cpp tests that one) bitwise the engine's result on the gathered
+// (dequantized, contiguous) K/V, the same for 1 and 2 threads; within the engine's accuracy rule of the
 // double reference over the same values (docs/engine.md, "Tolerances"), with the variants;
 // and the end-to-end error of each element type against float32 K/V, printed
 // (docs/python.md, "Decoding").

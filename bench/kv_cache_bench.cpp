@@ -1,0 +1,191 @@
+// Decoding against the KV cache, every figure of docs/python.md's "Decoding" table from one
+// command: B = 1, one query row, Nk positions, d = 128, Hkv = 8 and Hq = 8 or 32, for each
+// cache type
+//   paged       kv_cache_attention over 32-position blocks (the fused step, blocks in place)
+//   contiguous  the same kernel over one block holding the whole sequence (block_tokens = Nk)
+//   gathered    the path the fused step replaced: gather() to float32, then the engine
+//   engine      the contiguous engine on K/V tensors (float32 and float16 only)
+// timed in interleaved rounds (every case once a round, the order rotating), medians and the
+// spread (min and max), the GB/s of the K/V bytes each step reads (codes and scales), and
+// that rate as a fraction of this machine's read bandwidth (bench/peak_memory.hpp, probed
+// before and after the rounds). Then the targets of the cache (int8 and int4 over float16,
+// paged over contiguous, 32/8 over 8/8).
+//
+//   attnlab_bench_kv_cache [--threads 2] [--rounds 15] [--nk 32768] [--types float32,float16,int8,int4]
+//                          [--no-gathered]
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "attnlab/engine.hpp"
+#include "attnlab/kv_cache.hpp"
+#include "peak_memory.hpp"
+
+namespace al = attnlab;
+
+namespace {
+
+struct Args {
+  int threads = 2, rounds = 15;
+  int64_t nk = 32768, d = 128, hkv = 8;
+  std::vector<std::string> types = {"float32", "float16", "int8", "int4"};
+  bool gathered = true;
+};
+
+Args parse(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i < argc; ++i) {
+    const std::string f = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) throw al::Error("attnlab_bench_kv_cache: " + f + " needs a value");
+      return argv[++i];
+    };
+    if (f == "--threads") a.threads = std::stoi(value());
+    else if (f == "--rounds") a.rounds = std::stoi(value());
+    else if (f == "--nk") a.nk = std::stoll(value());
+    else if (f == "--no-gathered") a.gathered = false;
+    else if (f == "--types") {
+      a.types.clear();
+      std::string t = value();
+      for (size_t p = 0; p <= t.size();) {
+        const size_t e = std::min(t.find(',', p), t.size());
+        a.types.push_back(t.substr(p, e - p));
+        al::parse_cache_type(a.types.back());  // an unknown name is an Error here
+        p = e + 1;
+      }
+    } else throw al::Error("attnlab_bench_kv_cache: unknown argument " + f);
+  }
+  if (a.threads < 1 || a.rounds < 1 || a.nk < 1) throw al::Error("attnlab_bench_kv_cache: values must be positive");
+  return a;
+}
+
+struct Case {
+  std::string name;  // e.g. "int8 paged 32/8"
+  double bytes = 0;  // K/V bytes one step reads
+  std::function<void()> run;
+  std::vector<double> ms;
+};
+
+double median(std::vector<double> x) {
+  std::sort(x.begin(), x.end());
+  const size_t n = x.size();
+  return n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) try {
+  const Args a = parse(argc, argv);
+  const int64_t nk = a.nk, d = a.d, hkv = a.hkv;
+  std::mt19937_64 rng(1);
+  std::normal_distribution<float> normal;
+  al::Tensor<float> k({1, hkv, nk, d}), v({1, hkv, nk, d});
+  for (float& x : k.storage()) x = normal(rng);
+  for (float& x : v.storage()) x = normal(rng);
+  al::AttentionOptions<float> o;
+  o.causal = al::Causal::bottom_right;
+  const al::ComputeConfig cfg{.threads = a.threads};
+  const int64_t heads[] = {8, 32};
+  std::map<int64_t, al::Tensor<float>> q, out, lse;
+  std::map<int64_t, al::Tensor<al::float16>> q16, out16;
+  for (int64_t hq : heads) {
+    q.emplace(hq, al::Tensor<float>({1, hq, 1, d}));
+    for (float& x : q.at(hq).storage()) x = normal(rng);
+    out.emplace(hq, al::Tensor<float>({1, hq, 1, d}));
+    lse.emplace(hq, al::Tensor<float>({1, hq, 1, 1}));
+    q16.emplace(hq, al::Tensor<al::float16>({1, hq, 1, d}));
+    for (int64_t i = 0; i < hq * d; ++i) q16.at(hq).data()[i] = al::float16::from_float(q.at(hq).data()[i]);
+    out16.emplace(hq, al::Tensor<al::float16>({1, hq, 1, d}));
+  }
+  std::vector<Case> cases;
+  std::vector<std::unique_ptr<al::KVCache>> caches;
+  std::vector<int64_t> seq_ids;
+  for (const std::string& tn : a.types) {
+    const al::CacheType t = al::parse_cache_type(tn);
+    for (bool paged : {true, false}) {
+      al::KVCacheConfig c;
+      c.kv_heads = hkv, c.head_dim = d, c.max_tokens = nk, c.key_type = t, c.value_type = t;
+      c.block_tokens = paged ? 32 : nk;
+      if (t == al::CacheType::fp8_e4m3) c.key_scales = {0.02f}, c.value_scales = {0.02f};
+      caches.push_back(std::make_unique<al::KVCache>(c));
+      al::KVCache& cache = *caches.back();
+      const int64_t s = cache.add_sequence();
+      cache.append(0, s, k, v);
+      const double bytes = static_cast<double>(cache.memory().bytes_per_token * nk);
+      for (int64_t hq : heads) {
+        const std::string name = fmt::format("{} {} {}/{}", tn, paged ? "paged" : "contiguous", hq, hkv);
+        al::KVCache* cp = &cache;
+        cases.push_back({name, bytes, [cp, s, hq, &q, &out, &lse, &o, cfg] {
+                           const int64_t id[] = {s};
+                           al::kv_cache_attention(*cp, 0, id, q.at(hq), o, out.at(hq), lse.at(hq), {}, cfg);
+                         }, {}});
+        if (paged && a.gathered)
+          cases.push_back({fmt::format("{} gathered {}/{}", tn, hq, hkv), bytes, [cp, s, hq, hkv, nk, d, &q, &out, &lse, &o, cfg] {
+                             al::Tensor<float> kg({1, hkv, nk, d}), vg({1, hkv, nk, d});
+                             cp->gather(0, s, kg, vg);
+                             al::engine::attention_forward(q.at(hq), kg, vg, o, out.at(hq), lse.at(hq), nullptr, cfg);
+                           }, {}});
+      }
+    }
+  }
+  al::Tensor<al::float16> k16({1, hkv, nk, d}), v16({1, hkv, nk, d});
+  for (int64_t i = 0; i < k.numel(); ++i)
+    k16.data()[i] = al::float16::from_float(k.data()[i]), v16.data()[i] = al::float16::from_float(v.data()[i]);
+  for (int64_t hq : heads) {
+    cases.push_back({fmt::format("float32 engine {}/{}", hq, hkv), 8.0 * static_cast<double>(hkv * nk * d),
+                     [&, hq] { al::engine::attention_forward(q.at(hq), k, v, o, out.at(hq), lse.at(hq), nullptr, cfg); }, {}});
+    cases.push_back({fmt::format("float16 engine {}/{}", hq, hkv), 4.0 * static_cast<double>(hkv * nk * d),
+                     [&, hq] { al::engine::attention_forward(q16.at(hq), k16, v16, o, out16.at(hq), lse.at(hq), nullptr, cfg); }, {}});
+  }
+  const al::bench::Bandwidth before = al::bench::measure_read_bandwidth(a.threads);
+  for (Case& c : cases) c.run();  // warm: pages touched, threads created
+  for (int r = 0; r < a.rounds; ++r)
+    for (size_t i = 0; i < cases.size(); ++i) {
+      Case& c = cases[(i + static_cast<size_t>(r)) % cases.size()];
+      const auto t0 = std::chrono::steady_clock::now();
+      c.run();
+      c.ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    }
+  const al::bench::Bandwidth after = al::bench::measure_read_bandwidth(a.threads);
+  const double peak = std::max(before.gbps, after.gbps);
+  std::printf("B = 1, one query, Nk = %lld, d = %lld, %d threads, %d interleaved rounds; read bandwidth %.1f GB/s "
+              "before, %.1f after (%s)\n",
+              static_cast<long long>(nk), static_cast<long long>(d), a.threads, a.rounds, before.gbps, after.gbps,
+              before.reader.name().c_str());
+  std::printf("%-28s %9s %17s %9s %8s\n", "case", "median ms", "min-max ms", "GB/s", "of peak");
+  std::map<std::string, double> med;
+  for (const Case& c : cases) {
+    const double m = median(c.ms);
+    med[c.name] = m;
+    const auto [lo, hi] = std::minmax_element(c.ms.begin(), c.ms.end());
+    std::printf("%-28s %9.3f %8.3f-%8.3f %9.1f %7.0f%%\n", c.name.c_str(), m, *lo, *hi, c.bytes / m / 1e6,
+                100.0 * c.bytes / m / 1e6 / peak);
+  }
+  std::printf("\ntargets (ratios of medians)\n");
+  auto ratio = [&](const std::string& num, const std::string& den, const char* target) {
+    if (med.count(num) && med.count(den))
+      std::printf("  %-26s / %-26s %6.2fx  (%s)\n", den.c_str(), num.c_str(), med[den] / med[num], target);
+  };
+  for (const char* h : {"8/8", "32/8"}) {
+    ratio(fmt::format("int8 paged {}", h), fmt::format("float16 paged {}", h), "speed-up, target >= 1.7");
+    ratio(fmt::format("int4 paged {}", h), fmt::format("float16 paged {}", h), "speed-up, target >= 2.8");
+    for (const std::string& tn : a.types)
+      ratio(fmt::format("{} contiguous {}", tn, h), fmt::format("{} paged {}", tn, h), "paged time over contiguous, target <= 1.05");
+    ratio(fmt::format("float32 paged {}", h), fmt::format("float32 engine {}", h), "engine time over paged float32");
+    ratio(fmt::format("float16 paged {}", h), fmt::format("float16 engine {}", h), "engine time over paged float16");
+  }
+  for (const std::string& tn : a.types)
+    ratio(fmt::format("{} paged 8/8", tn), fmt::format("{} paged 32/8", tn), "32/8 time over 8/8, target <= 1.10");
+  return 0;
+} catch (const std::exception& e) {
+  std::fprintf(stderr, "%s\n", e.what());
+  return 1;
+}

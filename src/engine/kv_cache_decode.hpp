@@ -1,0 +1,43 @@
+#pragma once
+// The fused decode over a paged KV cache: few query rows per K/V head, the blocks read in
+// place through the block table and dequantized in registers (kv_cache_decode_kernels.cpp),
+// one work item per (sequence, K/V head, chunk of blocks) and a merge in chunk order
+// (kv_cache_attention.cpp). choose_cache_decode (decode_strategy.hpp) says when it runs.
+#include <cstdint>
+
+#include "core/kv_cache_access.hpp"
+
+namespace attnlab::engine {
+
+inline constexpr int kCacheDecodeMaxRows = 8;    // query rows per K/V head the fused step takes
+inline constexpr int64_t kCacheChunkBlocks = 64;  // blocks per work item: the fixed split of a sequence
+
+// The query rows of one K/V head of one sequence and what each row sees.
+struct CacheDecodeRows {
+  int rows = 0;
+  const float* q = nullptr;  // [rows][head_dim], contiguous
+  float scale[kCacheDecodeMaxRows] = {};
+  int64_t key_begin[kCacheDecodeMaxRows] = {}, key_end[kCacheDecodeMaxRows] = {};  // positions [begin, end)
+  int64_t diag[kCacheDecodeMaxRows] = {};    // the row's position (ALiBi's distance is |diag − j|)
+  float slope[kCacheDecodeMaxRows] = {};     // ALiBi, 0 = none
+};
+
+// One work item: the rows against positions [key_begin, key_end) of one K/V head.
+struct CacheDecodeWork {
+  const detail::CacheLayerView* cache = nullptr;
+  const int32_t* blocks = nullptr;  // the sequence's block table
+  int64_t head = 0;
+  int64_t key_begin = 0, key_end = 0;
+  float softcap = 0.0f;  // 0 = none
+  const CacheDecodeRows* rows = nullptr;
+  // Out: per row the running max m and sum l of exp(s − m), and acc = Σ exp(s − m)·v
+  // ([rows][value_dim]); m = −inf, l = 0 when the row sees none of these positions.
+  float* m = nullptr;
+  float* l = nullptr;
+  float* acc = nullptr;
+};
+
+// Runs one work item on the best SIMD target of this CPU (Highway's dynamic dispatch).
+void cache_decode_chunk(const CacheDecodeWork& w);
+
+}  // namespace attnlab::engine
