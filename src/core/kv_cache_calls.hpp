@@ -14,11 +14,18 @@ namespace attnlab::detail {
 // A sequence's rows of a [n_seq, ·, Nq, ·] (packed = false) or [1, ·, total, ·] tensor.
 template <class T>
 TensorView<T> sequence_rows(TensorView<T> x, bool packed, int64_t s, int64_t row0, int64_t rows) {
-  if (!packed) return {x.data() + s * x.stride(0), {1, x.size(1), x.size(2), x.size(3)}, x.strides()};
-  return {x.data() + row0 * x.stride(2), {1, x.size(1), rows, x.size(3)}, x.strides()};
+  if (!packed) return {x.data() + s * x.stride(Axis::batch), {1, x.heads(), x.seq(), x.dim()}, x.strides()};
+  return {x.data() + row0 * x.stride(Axis::seq), {1, x.heads(), rows, x.dim()}, x.strides()};
 }
 
 // Checks the call and runs `one(k, v, q_s, out_s, lse_s)` for each sequence in order, k and v
+// outputs holds out and lse only: diagnostics and the dropout mask are an Error here.
+template <class T>
+void check_kv_cache_outputs(const ForwardOutputs<T>& outputs) {
+  if (outputs.diagnostics) throw Error("kv_cache_attention: diagnostics are not supported here");
+  if (outputs.dropout_mask.present()) throw Error("kv_cache_attention: a dropout mask is not supported (nor dropout)");
+}
+
 // its dequantized K/V (contiguous float32, [1, kv_heads, len, ·]).
 template <class T, class One>
 void for_each_cached_sequence(const KVCache& cache, int64_t layer, std::span<const int64_t> seqs, ConstView<T> q,

@@ -9,12 +9,14 @@
 namespace attnlab {
 
 void kv_cache_attention(const KVCache& cache, int64_t layer, std::span<const int64_t> seqs, ConstView<float> q,
-                        const AttentionOptions<float>& options, TensorView<float> out, TensorView<float> lse,
+                        const AttentionOptions<float>& options, const ForwardOutputs<float>& outputs,
                         std::span<const int64_t> query_lengths, const ComputeConfig& config) {
-  detail::for_each_cached_sequence<float>(
-      cache, layer, seqs, q, options, out, lse, query_lengths,
-      [&](const Tensor<float>& k, const Tensor<float>& v, ConstView<float> qs, TensorView<float> os,
-          TensorView<float> ls) { engine::attention_forward(qs, k, v, options, os, ls, nullptr, config); });
+  detail::check_kv_cache_outputs(outputs);
+  detail::for_each_cached_sequence<float>(cache, layer, seqs, q, options, outputs.out, outputs.lse, query_lengths,
+                                          [&](const Tensor<float>& k, const Tensor<float>& v, ConstView<float> qs,
+                                              TensorView<float> os, TensorView<float> ls) {
+                                            engine::attention_forward<float>(qs, k, v, options, {os, ls}, config);
+                                          });
 }
 
 }  // namespace attnlab
