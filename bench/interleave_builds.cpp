@@ -45,20 +45,19 @@ namespace {
 namespace al = attnlab;
 namespace ab = attnlab::bench;
 
-// attnlab::attention_forward's float32 and bfloat16 overloads (attnlab/attention.hpp).
+// attnlab::attention_forward<E> for float32, bfloat16 and float16 (attnlab/attention.hpp).
 template <class E>
 using Forward = void (*)(al::ConstView<E>, al::ConstView<E>, al::ConstView<E>, const al::AttentionOptions<float>&,
-                         al::TensorView<E>, al::TensorView<float>, const al::RowDiagnostics<float>*,
-                         const al::ComputeConfig&);
+                         const al::ForwardOutputs<E>&, const al::ComputeConfig&);
 constexpr const char* kForwardF32 =
-    "_ZN7attnlab17attention_forwardENS_10TensorViewIKfEES2_S2_RKNS_16AttentionOptionsIfEENS0_IfEES7_PKNS_"
-    "14RowDiagnosticsIfEERKNS_13ComputeConfigE";
+    "_ZN7attnlab17attention_forwardIfEEvNS_10TensorViewIKT_EES4_S4_RKNS_16AttentionOptionsINS_12AccumulationIS2_E4"
+    "typeEEERKNS_14ForwardOutputsIS2_EERKNS_13ComputeConfigE";
 constexpr const char* kForwardBF16 =
-    "_ZN7attnlab17attention_forwardENS_10TensorViewIKNS_8bfloat16EEES3_S3_RKNS_16AttentionOptionsIfEENS0_IS1_"
-    "EENS0_IfEEPKNS_14RowDiagnosticsIfEERKNS_13ComputeConfigE";
+    "_ZN7attnlab17attention_forwardINS_8bfloat16EEEvNS_10TensorViewIKT_EES5_S5_RKNS_16AttentionOptionsINS_"
+    "12AccumulationIS3_E4typeEEERKNS_14ForwardOutputsIS3_EERKNS_13ComputeConfigE";
 constexpr const char* kForwardF16 =
-    "_ZN7attnlab17attention_forwardENS_10TensorViewIKNS_7float16EEES3_S3_RKNS_16AttentionOptionsIfEENS0_IS1_"
-    "EENS0_IfEEPKNS_14RowDiagnosticsIfEERKNS_13ComputeConfigE";
+    "_ZN7attnlab17attention_forwardINS_7float16EEEvNS_10TensorViewIKT_EES5_S5_RKNS_16AttentionOptionsINS_"
+    "12AccumulationIS3_E4typeEEERKNS_14ForwardOutputsIS3_EERKNS_13ComputeConfigE";
 
 struct Args {
   int64_t B = 1, Hq = 32, Hkv = 8, Nq = 1, Nk = 32768, d = 128;
@@ -182,7 +181,7 @@ int run(const Args& a) {
     for (auto& run : runs) {
       const al::ConstView<E> kv(copies[run.copy].first, kv_shape), vv(copies[run.copy].second, kv_shape);
       const auto t0 = std::chrono::steady_clock::now();
-      run.forward(qv, kv, vv, opt, ov, lv, nullptr, cfg);
+      run.forward(qv, kv, vv, opt, {ov, lv}, cfg);
       const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
       if (r >= 0) run.ms.push_back(ms);
       else

@@ -125,13 +125,13 @@ int main(int argc, char** argv) try {
         al::KVCache* cp = &cache;
         cases.push_back({name, bytes, [cp, s, hq, &q, &out, &lse, &o, cfg] {
                            const int64_t id[] = {s};
-                           al::kv_cache_attention(*cp, 0, id, q.at(hq), o, out.at(hq), lse.at(hq), {}, cfg);
+                           al::kv_cache_attention(*cp, 0, id, q.at(hq).view(), o, {out.at(hq).view(), lse.at(hq).view()}, {}, cfg);
                          }, {}});
         if (paged && a.gathered)
           cases.push_back({fmt::format("{} gathered {}/{}", tn, hq, hkv), bytes, [cp, s, hq, hkv, nk, d, &q, &out, &lse, &o, cfg] {
                              al::Tensor<float> kg({1, hkv, nk, d}), vg({1, hkv, nk, d});
                              cp->gather(0, s, kg, vg);
-                             al::engine::attention_forward(q.at(hq), kg, vg, o, out.at(hq), lse.at(hq), nullptr, cfg);
+                             al::engine::attention_forward<float>(q.at(hq).view(), kg.view(), vg.view(), o, {out.at(hq).view(), lse.at(hq).view()}, cfg);
                            }, {}});
       }
     }
@@ -141,9 +141,9 @@ int main(int argc, char** argv) try {
     k16.data()[i] = al::float16::from_float(k.data()[i]), v16.data()[i] = al::float16::from_float(v.data()[i]);
   for (int64_t hq : heads) {
     cases.push_back({fmt::format("float32 engine {}/{}", hq, hkv), 8.0 * static_cast<double>(hkv * nk * d),
-                     [&, hq] { al::engine::attention_forward(q.at(hq), k, v, o, out.at(hq), lse.at(hq), nullptr, cfg); }, {}});
+                     [&, hq] { al::engine::attention_forward<float>(q.at(hq).view(), k.view(), v.view(), o, {out.at(hq).view(), lse.at(hq).view()}, cfg); }, {}});
     cases.push_back({fmt::format("float16 engine {}/{}", hq, hkv), 4.0 * static_cast<double>(hkv * nk * d),
-                     [&, hq] { al::engine::attention_forward(q16.at(hq), k16, v16, o, out16.at(hq), lse.at(hq), nullptr, cfg); }, {}});
+                     [&, hq] { al::engine::attention_forward<al::float16>(q16.at(hq).view(), k16.view(), v16.view(), o, {out16.at(hq).view(), lse.at(hq).view()}, cfg); }, {}});
   }
   const al::bench::Bandwidth before = al::bench::measure_read_bandwidth(a.threads);
   for (Case& c : cases) c.run();  // warm: pages touched, threads created

@@ -187,9 +187,9 @@ int main(int argc, char** argv) {
   cfg.threads = a.threads;
   for (size_t r = 0; r < queries.size(); ++r)
     passes.push_back({"step " + std::to_string(queries[r].shape()[1] / a.Hkv) + " rows", [&, r] {
-                        al::attention_forward(std::as_const(queries[r]).view(), std::as_const(k).view(), std::as_const(v).view(),
-                                              al::AttentionOptions<float>{},
-                                              outs[r].view(), lses[r].view(), nullptr, cfg);
+                        al::attention_forward(std::as_const(queries[r]).view(), std::as_const(k).view(),
+                                              std::as_const(v).view(), al::AttentionOptions<float>{},
+                                              {outs[r].view(), lses[r].view()}, cfg);
                         return outs[r].data()[0];
                       }});
 

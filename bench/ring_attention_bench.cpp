@@ -81,10 +81,10 @@ int main(int argc, char** argv) {
     attnlab::Tensor<float> dq(q.shape()), dk(k.shape()), dv(v.shape());
     if (a.backward) {  // the forward's out and lse, once
       if (a.engine)
-        attnlab::attention_forward(q.view(), k.view(), v.view(), opt, out.view(), lse.view(), nullptr, config);
+        attnlab::attention_forward(q.view(), k.view(), v.view(), opt, {out.view(), lse.view()}, config);
       else
-        attnlab::mpi::ring_attention_forward(MPI_COMM_WORLD, layout, q.view(), k.view(), v.view(), opt, out.view(),
-                                             lse.view(), config);
+        attnlab::mpi::ring_attention_forward(MPI_COMM_WORLD, layout, q.view(), k.view(), v.view(), opt,
+                                             {out.view(), lse.view()}, config);
     }
     std::vector<double> times;                       // the slowest rank's, per repeat
     std::vector<attnlab::mpi::RingStats> run_stats;  // this rank's, per repeat
@@ -93,17 +93,17 @@ int main(int argc, char** argv) {
       MPI_Barrier(MPI_COMM_WORLD);
       const double t0 = MPI_Wtime();
       if (a.backward && a.engine)
-        attnlab::attention_backward(q.view(), k.view(), v.view(), out.view(), lse.view(), out.view(), opt, dq.view(),
-                                    dk.view(), dv.view(), config);
+        attnlab::attention_backward(q.view(), k.view(), v.view(), out.view(), lse.view(), out.view(), opt,
+                                    {dq.view(), dk.view(), dv.view()}, config);
       else if (a.backward)
         attnlab::mpi::ring_attention_backward(MPI_COMM_WORLD, layout, q.view(), k.view(), v.view(), out.view(),
-                                              lse.view(), out.view(), opt, dq.view(), dk.view(), dv.view(), config, {},
+                                              lse.view(), out.view(), opt, {dq.view(), dk.view(), dv.view()}, config,
                                               &stats);
       else if (a.engine)
-        attnlab::attention_forward(q.view(), k.view(), v.view(), opt, out.view(), lse.view(), nullptr, config);
+        attnlab::attention_forward(q.view(), k.view(), v.view(), opt, {out.view(), lse.view()}, config);
       else
-        attnlab::mpi::ring_attention_forward(MPI_COMM_WORLD, layout, q.view(), k.view(), v.view(), opt, out.view(),
-                                             lse.view(), config, &stats);
+        attnlab::mpi::ring_attention_forward(MPI_COMM_WORLD, layout, q.view(), k.view(), v.view(), opt,
+                                             {out.view(), lse.view()}, config, &stats);
       double t = MPI_Wtime() - t0, slowest = 0;
       MPI_Allreduce(&t, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
       if (r > 0) times.push_back(slowest), run_stats.push_back(stats);

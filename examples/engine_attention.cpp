@@ -14,9 +14,12 @@ int main() {
   attnlab::AttentionOptions<float> options;
   options.causal = attnlab::Causal::top_left;  // PyTorch's is_causal=True; the scale is 1/sqrt(d)
 
-  auto forward = attnlab::attention_forward(q, k, v, options);  // float runs on the engine: out, lse
-  attnlab::Tensor<float> grad_out(forward.out.shape(), 1.0f);   // dL/dout for L = sum(out)
-  auto grads = attnlab::attention_backward(q, k, v, forward, grad_out, options);  // dq, dk, dv
-  std::printf("out %.6f  lse %.6f  dk %.6f\n", forward.out(0, 0, 127, 0), forward.lse(0, 0, 127, 0),
-              grads.dk(0, 0, 0, 0));
+  // The caller owns every result: out [B, Hq, Nq, dv] and lse [B, Hq, Nq, 1], then dq, dk, dv.
+  attnlab::Tensor<float> out({1, 8, 128, 64}), lse({1, 8, 128, 1});
+  attnlab::attention_forward(q.view(), k.view(), v.view(), options, {out.view(), lse.view()});  // float: the engine
+  attnlab::Tensor<float> grad_out(out.shape(), 1.0f);  // dL/dout for L = sum(out)
+  attnlab::Tensor<float> dq(q.shape()), dk(k.shape()), dv(v.shape());
+  attnlab::attention_backward(q.view(), k.view(), v.view(), out.view(), lse.view(), grad_out.view(), options,
+                              {dq.view(), dk.view(), dv.view()});
+  std::printf("out %.6f  lse %.6f  dk %.6f\n", out(0, 0, 127, 0), lse(0, 0, 127, 0), dk(0, 0, 0, 0));
 }

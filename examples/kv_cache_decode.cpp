@@ -20,7 +20,7 @@ int main() {
     // The first len positions: views with the cache's strides, read in place (no copy).
     const attnlab::ConstView<float> k(k_cache.data(), {1, kKvHeads, len, kDim}, k_cache.view().strides());
     const attnlab::ConstView<float> v(v_cache.data(), {1, kKvHeads, len, kDim}, v_cache.view().strides());
-    attnlab::attention_forward(q, k, v, options, out, lse);  // writes into out and lse
+    attnlab::attention_forward(q.view(), k, v, options, {out.view(), lse.view()});  // writes into out and lse
   }
   std::printf("out %.6f  lse %.6f\n", out(0, 0, 0, 0), lse(0, 0, 0, 0));
 }

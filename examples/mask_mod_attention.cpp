@@ -5,6 +5,7 @@
 #include <attnlab/attnlab.hpp>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <random>
@@ -52,30 +53,39 @@ int main() {
     return y;
   };
   const auto qf = to_float(q), kf = to_float(k), vf = to_float(v), gf = to_float(grad_out);
+  // Forward and backward into tensors of the caller's: out, then dq and dk (dv is not compared).
+  auto run = []<class T>(const attnlab::Tensor<T>& q_, const attnlab::Tensor<T>& k_, const attnlab::Tensor<T>& v_,
+                         const attnlab::Tensor<T>& g_, const attnlab::AttentionOptions<T>& options) {
+    attnlab::Tensor<T> out(q_.shape()), lse({q_.shape()[0], q_.shape()[1], q_.shape()[2], 1});
+    attnlab::Tensor<T> dq(q_.shape()), dk(k_.shape()), dv(v_.shape());
+    attnlab::attention_forward(q_.view(), k_.view(), v_.view(), options, {out.view(), lse.view()});
+    attnlab::attention_backward(q_.view(), k_.view(), v_.view(), out.view(), lse.view(), g_.view(), options,
+                                {dq.view(), dk.view(), dv.view()});
+    std::array<attnlab::Tensor<T>, 3> r{std::move(out), std::move(dq), std::move(dk)};
+    return r;
+  };
 
   attnlab::AttentionOptions<float> engine_options;
   engine_options.mask_mod = &doc_causal;
   engine_options.score_mod = &softcap;
   engine_options.block_mask = &blocks;
-  const auto f = attnlab::attention_forward(qf, kf, vf, engine_options);  // float: the engine
-  const auto g = attnlab::attention_backward(qf, kf, vf, f, gf, engine_options);
+  const auto [out, dq, dk] = run(qf, kf, vf, gf, engine_options);  // float: the engine
 
   attnlab::AttentionOptions<double> reference_options;  // double: the reference (no BlockMask needed)
   reference_options.mask_mod = &doc_causal;
   reference_options.score_mod = &softcap;
-  const auto rf = attnlab::attention_forward(q, k, v, reference_options);
-  const auto rg = attnlab::attention_backward(q, k, v, rf, grad_out, reference_options);
+  const auto [r_out, r_dq, r_dk] = run(q, k, v, grad_out, reference_options);
 
   auto max_diff = [](const attnlab::Tensor<float>& a, const attnlab::Tensor<double>& b) {
     double m = 0;
     for (int64_t i = 0; i < a.numel(); ++i) m = std::max(m, std::abs(a.data()[i] - b.data()[i]));
     return m;
   };
-  const double e_out = max_diff(f.out, rf.out), e_dq = max_diff(g.dq, rg.dq), e_dk = max_diff(g.dk, rg.dk);
+  const double e_out = max_diff(out, r_out), e_dq = max_diff(dq, r_dq), e_dk = max_diff(dk, r_dk);
   std::printf("engine vs reference: out %.1e, dq %.1e, dk %.1e\n", e_out, e_dq, e_dk);
   // Token 250 starts document 1: it sees only itself, so its output is its own value row.
-  std::printf("out[0, 0, 250, 0] = %.6f = v[0, 0, 250, 0] = %.6f\n", f.out(0, 0, 250, 0), vf(0, 0, 250, 0));
-  const bool ok = e_out < 1e-5 && e_dq < 1e-4 && e_dk < 1e-4 && f.out(0, 0, 250, 0) == vf(0, 0, 250, 0);
+  std::printf("out[0, 0, 250, 0] = %.6f = v[0, 0, 250, 0] = %.6f\n", out(0, 0, 250, 0), vf(0, 0, 250, 0));
+  const bool ok = e_out < 1e-5 && e_dq < 1e-4 && e_dk < 1e-4 && out(0, 0, 250, 0) == vf(0, 0, 250, 0);
   std::printf("%s\n", ok ? "ok" : "MISMATCH");
   return ok ? 0 : 1;
 }

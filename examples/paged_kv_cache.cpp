@@ -29,7 +29,7 @@ int main() {
   for (int step = 0; step < 20; ++step) {  // one token per sequence per step
     for (int64_t s : seqs) cache.append(0, s, rows(1), rows(1));
     for (float& x : q.storage()) x = normal(rng);
-    attnlab::kv_cache_attention(cache, 0, seqs, q, options, out, lse);
+    attnlab::kv_cache_attention(cache, 0, seqs, q, options, {out, lse});
   }
   const attnlab::KVCacheMemory m = cache.memory();
   std::printf("out %.6f  lse %.6f  blocks %lld used, %lld shared\n", out(1, 0, 0, 0), lse(1, 0, 0, 0),

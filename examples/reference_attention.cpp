@@ -17,18 +17,20 @@ int main() {
   options.causal = attnlab::Causal::top_left;  // PyTorch's is_causal=True
   options.scale = attnlab::ScalePolicy();      // 1/sqrt(d), the default
 
-  auto forward = attnlab::reference::attention_forward(q, k, v, options);
-  std::printf("out[0, 0, 5, :3] = %.6f %.6f %.6f   L = %.6f\n", forward.out(0, 0, 5, 0), forward.out(0, 0, 5, 1),
-              forward.out(0, 0, 5, 2), forward.lse(0, 0, 5, 0));
+  attnlab::Tensor<double> out({1, 4, 6, 8}), lse({1, 4, 6, 1});  // the caller owns the results
+  attnlab::reference::attention_forward(q.view(), k.view(), v.view(), options, {out.view(), lse.view()});
+  std::printf("out[0, 0, 5, :3] = %.6f %.6f %.6f   L = %.6f\n", out(0, 0, 5, 0), out(0, 0, 5, 1), out(0, 0, 5, 2),
+              lse(0, 0, 5, 0));
 
-  attnlab::Tensor<double> grad_out(forward.out.shape(), 1.0);  // d(sum of out)/d(out)
-  auto grads = attnlab::reference::attention_backward(q, k, v, forward, grad_out, options);
-  std::printf("dk[0, 0, 0, 0] = %.6f (heads 0 and 1 share this K head and sum their gradients)\n",
-              grads.dk(0, 0, 0, 0));
+  attnlab::Tensor<double> grad_out(out.shape(), 1.0);  // d(sum of out)/d(out)
+  attnlab::Tensor<double> dq(q.shape()), dk(k.shape()), dv(v.shape());
+  attnlab::reference::attention_backward(q.view(), k.view(), v.view(), out.view(), lse.view(), grad_out.view(), options,
+                                         {dq.view(), dk.view(), dv.view()});
+  std::printf("dk[0, 0, 0, 0] = %.6f (heads 0 and 1 share this K head and sum their gradients)\n", dk(0, 0, 0, 0));
 
   try {  // Bad input is an attnlab::Error that names the problem.
     attnlab::Tensor<double> k_bad({1, 2, 6, 4});
-    attnlab::reference::attention_forward(q, k_bad, v);
+    attnlab::reference::attention_forward(q.view(), k_bad.view(), v.view(), {}, {out.view(), lse.view()});
   } catch (const attnlab::Error& e) {
     std::printf("error: %s\n", e.what());
   }

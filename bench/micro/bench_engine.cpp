@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "attnlab/attention.hpp"
+#include "core/attention_results.hpp"
 #include "hwy/aligned_allocator.h"
 #include "peak_flops.hpp"
 #include "stream_arithmetic.hpp"
@@ -40,7 +41,7 @@ void BM_Forward(benchmark::State& state) {
   opt.causal = state.range(3) ? al::Causal::top_left : al::Causal::none;
   opt.check_finite = false;
   for (auto _ : state) {
-    auto f = al::attention_forward(in.q, in.k, in.v, opt, al::ComputeConfig{threads});
+    auto f = al::detail::allocating_forward(in.q, in.k, in.v, opt, al::ComputeConfig{threads});
     benchmark::DoNotOptimize(f.out.data());
   }
   const double flops = 4.0 * n * n * d * (state.range(3) ? 0.5 : 1.0);
@@ -54,9 +55,9 @@ void BM_Backward(benchmark::State& state) {
   al::AttentionOptions<float> opt;
   opt.causal = state.range(3) ? al::Causal::top_left : al::Causal::none;
   opt.check_finite = false;
-  const auto f = al::attention_forward(in.q, in.k, in.v, opt, al::ComputeConfig{threads});
+  const auto f = al::detail::allocating_forward(in.q, in.k, in.v, opt, al::ComputeConfig{threads});
   for (auto _ : state) {
-    auto g = al::attention_backward(in.q, in.k, in.v, f, in.go, opt, al::ComputeConfig{threads});
+    auto g = al::detail::allocating_backward(in.q, in.k, in.v, f, in.go, opt, al::ComputeConfig{threads});
     benchmark::DoNotOptimize(g.dq.data());
   }
   const double flops = 10.0 * n * n * d * (state.range(3) ? 0.5 : 1.0);
@@ -121,7 +122,7 @@ void BM_Decode(benchmark::State& state) {
   opt.causal = state.range(6) ? al::Causal::bottom_right : al::Causal::none;
   opt.check_finite = false;
   for (auto _ : state) {
-    auto f = al::attention_forward(q, k, v, opt, al::ComputeConfig{threads});
+    auto f = al::detail::allocating_forward(q, k, v, opt, al::ComputeConfig{threads});
     benchmark::DoNotOptimize(f.out.data());
   }
   const double kv_bytes = 2.0 * hkv * nk * d * sizeof(float);

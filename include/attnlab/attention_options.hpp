@@ -22,10 +22,11 @@
 #include <functional>
 #include <optional>
 #include <span>
-#include <vector>
+#include <type_traits>
 
 #include "attnlab/attention_variants.hpp"
 #include "attnlab/export.hpp"
+#include "attnlab/float16.hpp"
 #include "attnlab/scale.hpp"
 #include "attnlab/score_mod.hpp"
 #include "attnlab/tensor.hpp"
@@ -87,19 +88,18 @@ struct AttentionOptions {
   const BlockMask* block_mask = nullptr;
 };
 
+// The element types attention takes, and the type each accumulates, reports and takes its
+// options in: double for double, float for float, bfloat16 and float16 (16-bit inputs are
+// computed in float32). Any other T stops the compilation here, with this message.
 template <class T>
-struct AttentionForward {
-  Tensor<T> out;  // [B, Hq, Nq, dv]
-  Tensor<T> lse;  // [B, Hq, Nq, 1]
+struct Accumulation {
+  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double> || std::is_same_v<T, bfloat16> ||
+                    std::is_same_v<T, float16>,
+                "attnlab: attention takes float, double, bfloat16 or float16 elements");
+  using type = std::conditional_t<std::is_same_v<T, double>, double, float>;
 };
-
 template <class T>
-struct AttentionGrads {
-  Tensor<T> dq;  // [B, Hq,  Nq, d ]
-  Tensor<T> dk;  // [B, Hkv, Nk, d ]  heads sharing a K/V head sum their gradients
-  Tensor<T> dv;  // [B, Hkv, Nk, dv]
-  std::vector<T> dsinks{};  // [Hq] with options.sinks, else empty: ∂loss/∂sink_h
-};
+using Accum = typename Accumulation<T>::type;
 
 // Optional per-row diagnostics of the softmax, computed by the same forward pass.
 // Each present view has shape [B, Hq, Nq, 1]; an absent (default) view is skipped.
@@ -109,6 +109,29 @@ struct RowDiagnostics {
   TensorView<T> max_prob;         // largest probability of the row
   TensorView<T> entropy;          // −Σ p log p (nats), attnlab::entropy
   TensorView<T> jacobian_fro_sq;  // ‖diag(p) − p pᵀ‖_F², attnlab::jacobian_frobenius_sq
+};
+
+// What a forward writes (caller memory, overwritten). out and lse always; the rest if asked.
+template <class T>
+struct ForwardOutputs {
+  TensorView<T> out;         // [B, Hq, Nq, dv]
+  TensorView<Accum<T>> lse;  // [B, Hq, Nq, 1]   L = m + log l per query row
+  // The softmax's per-row diagnostics (the engine takes its tiled path when they are asked).
+  std::optional<RowDiagnostics<Accum<T>>> diagnostics{};
+  // [B, Hq, Nq, Nk] if present: the dropout mask the forward applied, 1 where key j entered
+  // row i's softmax (visible, with a score above −inf) and was kept, 0 where it was dropped
+  // or did not enter.
+  TensorView<uint8_t> dropout_mask{};
+};
+
+// What a backward writes (caller memory, overwritten, not accumulated).
+template <class T>
+struct BackwardOutputs {
+  TensorView<T> dq;  // [B, Hq,  Nq, d ]
+  TensorView<T> dk;  // [B, Hkv, Nk, d ]  heads sharing a K/V head sum their gradients
+  TensorView<T> dv;  // [B, Hkv, Nk, dv]
+  // [Hq] = ∂loss/∂sink_h, with options.sinks (empty skips it); without sinks it must be empty.
+  std::span<Accum<T>> dsinks{};
 };
 
 // How a call runs (never what it computes: results are bitwise identical for any value).

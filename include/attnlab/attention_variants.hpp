@@ -56,10 +56,6 @@ struct Window {
 struct Dropout {
   double p = 0.0;
   uint64_t seed = 0;
-  // For tests: if present ([B, Hq, Nq, Nk]), the forward writes the mask it applied:
-  // 1 where key j entered row i's softmax (visible, with a score above −inf) and was
-  // kept, 0 where it was dropped or did not enter.
-  TensorView<uint8_t> applied_mask{};
   bool present() const { return p != 0.0; }
 };
 

@@ -7,8 +7,8 @@
 // rules as the reference (attnlab/reference.hpp), against which it is tested.
 // attnlab::attention_forward / attention_backward (attnlab/attention.hpp) route float
 // here; call these directly only to insist on the engine.
-#include <span>
 #include <string>
+#include <type_traits>
 
 #include "attnlab/attention_options.hpp"
 #include "attnlab/export.hpp"
@@ -17,44 +17,29 @@
 
 namespace attnlab::engine {
 
-ATTNLAB_API void attention_forward(ConstView<float> q, ConstView<float> k, ConstView<float> v,
-                                   const AttentionOptions<float>& options, TensorView<float> out,
-                                   TensorView<float> lse, const RowDiagnostics<float>* diagnostics = nullptr,
-                                   const ComputeConfig& config = {});
+// void for the element types the engine is compiled for; any other stops the compilation
+// at the call, with this message.
+template <class T>
+struct EngineElement {
+  static_assert(std::is_same_v<T, float> || std::is_same_v<T, bfloat16> || std::is_same_v<T, float16>,
+                "attnlab::engine computes float, bfloat16 and float16; double runs on attnlab::reference "
+                "(attnlab::attention_forward routes each type)");
+  using returns = void;
+};
 
-ATTNLAB_API void attention_backward(ConstView<float> q, ConstView<float> k, ConstView<float> v,
-                                    ConstView<float> out, ConstView<float> lse, ConstView<float> grad_out,
-                                    const AttentionOptions<float>& options, TensorView<float> dq,
-                                    TensorView<float> dk, TensorView<float> dv, const ComputeConfig& config = {});
-// The same, and with options.sinks also dsinks [Hq] = ∂loss/∂sink_h (overwritten; an
-// empty span skips it). Without sinks, dsinks must be empty.
-ATTNLAB_API void attention_backward(ConstView<float> q, ConstView<float> k, ConstView<float> v,
-                                    ConstView<float> out, ConstView<float> lse, ConstView<float> grad_out,
-                                    const AttentionOptions<float>& options, TensorView<float> dq,
-                                    TensorView<float> dk, TensorView<float> dv, const ComputeConfig& config,
-                                    std::span<float> dsinks);
-
-// bfloat16 and float16: q, k, v, out, grad_out and the gradients of the one type, lse,
-// the options (masks, slopes, sinks) and dsinks in float. The results equal the float32
+// As attnlab::attention_forward / attention_backward (attnlab/attention.hpp). For bfloat16
+// and float16, q, k, v, out, grad_out and the gradients are of the one type; lse, the
+// options (masks, slopes, sinks) and dsinks are float (Accum). The results equal the float32
 // engine's on the inputs converted to float32, rounded to the type (docs/engine.md).
-ATTNLAB_API void attention_forward(ConstView<bfloat16> q, ConstView<bfloat16> k, ConstView<bfloat16> v,
-                                   const AttentionOptions<float>& options, TensorView<bfloat16> out,
-                                   TensorView<float> lse, const RowDiagnostics<float>* diagnostics = nullptr,
-                                   const ComputeConfig& config = {});
-ATTNLAB_API void attention_forward(ConstView<float16> q, ConstView<float16> k, ConstView<float16> v,
-                                   const AttentionOptions<float>& options, TensorView<float16> out,
-                                   TensorView<float> lse, const RowDiagnostics<float>* diagnostics = nullptr,
-                                   const ComputeConfig& config = {});
-ATTNLAB_API void attention_backward(ConstView<bfloat16> q, ConstView<bfloat16> k, ConstView<bfloat16> v,
-                                    ConstView<bfloat16> out, ConstView<float> lse, ConstView<bfloat16> grad_out,
-                                    const AttentionOptions<float>& options, TensorView<bfloat16> dq,
-                                    TensorView<bfloat16> dk, TensorView<bfloat16> dv, const ComputeConfig& config = {},
-                                    std::span<float> dsinks = {});
-ATTNLAB_API void attention_backward(ConstView<float16> q, ConstView<float16> k, ConstView<float16> v,
-                                    ConstView<float16> out, ConstView<float> lse, ConstView<float16> grad_out,
-                                    const AttentionOptions<float>& options, TensorView<float16> dq,
-                                    TensorView<float16> dk, TensorView<float16> dv, const ComputeConfig& config = {},
-                                    std::span<float> dsinks = {});
+template <class T>
+ATTNLAB_API typename EngineElement<T>::returns attention_forward(ConstView<T> q, ConstView<T> k, ConstView<T> v,
+                                                                 const AttentionOptions<Accum<T>>& options,
+                                                                 const ForwardOutputs<T>& outputs,
+                                                                 const ComputeConfig& config = {});
+template <class T>
+ATTNLAB_API typename EngineElement<T>::returns attention_backward(
+    ConstView<T> q, ConstView<T> k, ConstView<T> v, ConstView<T> out, ConstView<Accum<T>> lse, ConstView<T> grad_out,
+    const AttentionOptions<Accum<T>>& options, const BackwardOutputs<T>& grads, const ComputeConfig& config = {});
 
 // Frees the working buffers the engine keeps between calls. Each call takes its scratch
 // (tiles, packed rows, split-KV partials) from a process-wide cache and gives it back

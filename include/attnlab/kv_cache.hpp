@@ -111,7 +111,8 @@ class ATTNLAB_API KVCache {
 //   q   [n_seq, Hq, Nq, head_dim]: Nq rows per sequence; or, with query_lengths,
 //       [1, Hq, Σ query_lengths, head_dim]: sequence s's rows one after the other (chunked
 //       prefill with a different chunk per sequence).
-//   out [same rows, value_dim], lse [same rows, 1].
+//   outputs: out [same rows, value_dim], lse [same rows, 1]; diagnostics and the dropout
+//   mask are an Error here.
 // The rows are the last positions of their sequence (append their K/V first): with
 // Causal::bottom_right row i of a chunk of n sees the cache up to position len − n + i.
 // Options: scale, causal (none or bottom_right), window, softcap, alibi_slopes ([Hq]),
@@ -122,16 +123,15 @@ class ATTNLAB_API KVCache {
 // reads the blocks in place, within the engine's accuracy rule of the reference; other calls
 // are bitwise the engine's result on gather()'s tensors (docs/engine.md, the cache axis).
 ATTNLAB_API void kv_cache_attention(const KVCache& cache, int64_t layer, std::span<const int64_t> seqs,
-                                    ConstView<float> q, const AttentionOptions<float>& options, TensorView<float> out,
-                                    TensorView<float> lse, std::span<const int64_t> query_lengths = {},
+                                    ConstView<float> q, const AttentionOptions<float>& options,
+                                    const ForwardOutputs<float>& outputs, std::span<const int64_t> query_lengths = {},
                                     const ComputeConfig& config = {});
 
 namespace reference {
 // The oracle: the same in double precision over the dequantized values (exact in double).
 ATTNLAB_API void kv_cache_attention(const KVCache& cache, int64_t layer, std::span<const int64_t> seqs,
                                     ConstView<double> q, const AttentionOptions<double>& options,
-                                    TensorView<double> out, TensorView<double> lse,
-                                    std::span<const int64_t> query_lengths = {});
+                                    const ForwardOutputs<double>& outputs, std::span<const int64_t> query_lengths = {});
 }  // namespace reference
 
 }  // namespace attnlab

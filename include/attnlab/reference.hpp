@@ -14,7 +14,7 @@
 // dsink_h = −Σ_i exp(sink_h − L_i)·D_i; dropout multiplies P_ij by Z_ij/(1 − p) in O, dV
 // and dP (D_i = dO_i·O_i still holds).
 // See attention_options.hpp for shapes, masks and the fully masked row.
-#include <span>
+#include <type_traits>
 
 #include "attnlab/attention_options.hpp"
 #include "attnlab/export.hpp"
@@ -22,33 +22,29 @@
 
 namespace attnlab::reference {
 
-// Writes out [B,Hq,Nq,dv] and lse [B,Hq,Nq,1] and, if given, the per-row diagnostics
-// (same definitions as the engine's). Throws attnlab::Error on bad arguments.
-ATTNLAB_API void attention_forward(ConstView<double> q, ConstView<double> k, ConstView<double> v,
-                                   const AttentionOptions<double>& options, TensorView<double> out,
-                                   TensorView<double> lse, const RowDiagnostics<double>* diagnostics = nullptr,
-                                   const ComputeConfig& config = {});  // serial: only its interrupt
+// void for double, the reference's one element type; any other stops the compilation at the
+// call, with this message.
+template <class T>
+struct ReferenceElement {
+  static_assert(std::is_same_v<T, double>,
+                "attnlab::reference computes in double only; float, bfloat16 and float16 run on attnlab::engine "
+                "(attnlab::attention_forward routes each type)");
+  using returns = void;
+};
 
-// Given the forward's out and lse, and dO, writes dq, dk, dv (overwritten, not accumulated).
-ATTNLAB_API void attention_backward(ConstView<double> q, ConstView<double> k, ConstView<double> v,
-                                    ConstView<double> out, ConstView<double> lse, ConstView<double> grad_out,
-                                    const AttentionOptions<double>& options, TensorView<double> dq,
-                                    TensorView<double> dk, TensorView<double> dv, const ComputeConfig& config = {});
-// The same, and with options.sinks also dsinks [Hq] = ∂loss/∂sink_h (overwritten; an
-// empty span skips it). Without sinks, dsinks must be empty.
-ATTNLAB_API void attention_backward(ConstView<double> q, ConstView<double> k, ConstView<double> v,
-                                    ConstView<double> out, ConstView<double> lse, ConstView<double> grad_out,
-                                    const AttentionOptions<double>& options, TensorView<double> dq,
-                                    TensorView<double> dk, TensorView<double> dv, const ComputeConfig& config,
-                                    std::span<double> dsinks);
+// Writes outputs.out [B,Hq,Nq,dv], outputs.lse [B,Hq,Nq,1] and, if asked, the per-row
+// diagnostics (same definitions as the engine's) and the dropout mask. Throws
+// attnlab::Error on bad arguments. Serial: of the config only its interrupt is used.
+template <class T>
+ATTNLAB_API typename ReferenceElement<T>::returns attention_forward(ConstView<T> q, ConstView<T> k, ConstView<T> v,
+                                                                    const AttentionOptions<Accum<T>>& options,
+                                                                    const ForwardOutputs<T>& outputs,
+                                                                    const ComputeConfig& config = {});
 
-// Allocating conveniences (the tests' oracle calls).
-ATTNLAB_API AttentionForward<double> attention_forward(ConstView<double> q, ConstView<double> k,
-                                                       ConstView<double> v,
-                                                       const AttentionOptions<double>& options = {});
-ATTNLAB_API AttentionGrads<double> attention_backward(ConstView<double> q, ConstView<double> k,
-                                                      ConstView<double> v, const AttentionForward<double>& forward,
-                                                      ConstView<double> grad_out,
-                                                      const AttentionOptions<double>& options = {});
+// Given the forward's out and lse, and dO, writes dq, dk, dv and, with sinks, dsinks.
+template <class T>
+ATTNLAB_API typename ReferenceElement<T>::returns attention_backward(
+    ConstView<T> q, ConstView<T> k, ConstView<T> v, ConstView<T> out, ConstView<Accum<T>> lse, ConstView<T> grad_out,
+    const AttentionOptions<Accum<T>>& options, const BackwardOutputs<T>& grads, const ComputeConfig& config = {});
 
 }  // namespace attnlab::reference

@@ -18,7 +18,8 @@
 
 namespace attnlab {
 
-enum Axis : int { kBatch = 0, kHeads = 1, kSeq = 2, kDim = 3 };
+// The four axes, in order (size(), stride() take them).
+enum class Axis : int { batch = 0, heads = 1, seq = 2, dim = 3 };
 
 using Shape = std::array<int64_t, 4>;
 
@@ -31,30 +32,27 @@ constexpr Shape contiguous_strides(const Shape& shape) {
 }
 
 template <class T>
-class TensorView {
+class TensorView;
+
+// A read-only view: ConstView<T> = TensorView<const T>.
+template <class T>
+class TensorView<const T> {
  public:
-  using value_type = std::remove_const_t<T>;
+  using value_type = T;
 
   TensorView() = default;
-  TensorView(T* data, const Shape& shape, const Shape& strides)
-      : data_(data), shape_(shape), strides_(strides) {}
-  TensorView(T* data, const Shape& shape)
-      : data_(data), shape_(shape), strides_(contiguous_strides(shape)) {}
+  TensorView(const T* data, const Shape& shape, const Shape& strides) : data_(data), shape_(shape), strides_(strides) {}
+  TensorView(const T* data, const Shape& shape) : data_(data), shape_(shape), strides_(contiguous_strides(shape)) {}
 
-  // A mutable view converts to a read-only one.
-  template <class U, class = std::enable_if_t<std::is_same_v<const U, T> && !std::is_same_v<U, T>>>
-  TensorView(const TensorView<U>& other)  // NOLINT(google-explicit-constructor)
-      : data_(other.data()), shape_(other.shape()), strides_(other.strides()) {}
-
-  T* data() const { return data_; }
+  const T* data() const { return data_; }
   const Shape& shape() const { return shape_; }
   const Shape& strides() const { return strides_; }
-  int64_t size(int axis) const { return shape_[axis]; }
-  int64_t stride(int axis) const { return strides_[axis]; }
-  int64_t batch() const { return shape_[kBatch]; }
-  int64_t heads() const { return shape_[kHeads]; }
-  int64_t seq() const { return shape_[kSeq]; }
-  int64_t dim() const { return shape_[kDim]; }
+  int64_t size(Axis axis) const { return shape_[static_cast<int>(axis)]; }
+  int64_t stride(Axis axis) const { return strides_[static_cast<int>(axis)]; }
+  int64_t batch() const { return shape_[0]; }
+  int64_t heads() const { return shape_[1]; }
+  int64_t seq() const { return shape_[2]; }
+  int64_t dim() const { return shape_[3]; }
   int64_t numel() const { return shape_[0] * shape_[1] * shape_[2] * shape_[3]; }
   bool present() const { return data_ != nullptr; }
   bool is_contiguous() const { return strides_ == contiguous_strides(shape_); }
@@ -62,14 +60,31 @@ class TensorView {
   int64_t offset(int64_t b, int64_t h, int64_t i, int64_t j) const {
     return b * strides_[0] + h * strides_[1] + i * strides_[2] + j * strides_[3];
   }
-  T& operator()(int64_t b, int64_t h, int64_t i, int64_t j) const { return data_[offset(b, h, i, j)]; }
-  // Start of the vector [b, h, i, :]; its elements are stride(kDim) apart.
-  T* row(int64_t b, int64_t h, int64_t i) const { return data_ + offset(b, h, i, 0); }
+  const T& operator()(int64_t b, int64_t h, int64_t i, int64_t j) const { return data_[offset(b, h, i, j)]; }
+  // Start of the vector [b, h, i, :]; its elements are stride(Axis::dim) apart.
+  const T* row(int64_t b, int64_t h, int64_t i) const { return data_ + offset(b, h, i, 0); }
 
  private:
-  T* data_ = nullptr;
+  const T* data_ = nullptr;
   Shape shape_{0, 0, 0, 0};
   Shape strides_{0, 0, 0, 0};
+};
+
+// A view that may write. It is a read-only view too (derived from one), so a mutable view
+// passes wherever a ConstView<T> is asked, also where T is deduced (attention_forward's q).
+template <class T>
+class TensorView : public TensorView<const T> {
+ public:
+  using value_type = T;
+
+  TensorView() = default;
+  TensorView(T* data, const Shape& shape, const Shape& strides) : TensorView<const T>(data, shape, strides) {}
+  TensorView(T* data, const Shape& shape) : TensorView<const T>(data, shape) {}
+
+  // The memory was given as T*: writing through it is the caller's right.
+  T* data() const { return const_cast<T*>(TensorView<const T>::data()); }
+  T& operator()(int64_t b, int64_t h, int64_t i, int64_t j) const { return data()[this->offset(b, h, i, j)]; }
+  T* row(int64_t b, int64_t h, int64_t i) const { return data() + this->offset(b, h, i, 0); }
 };
 
 template <class T>
@@ -114,7 +129,7 @@ class Tensor {
   operator ConstView<T>() const { return view(); }        // NOLINT(google-explicit-constructor)
 
   const Shape& shape() const { return shape_; }
-  int64_t size(int axis) const { return shape_[axis]; }
+  int64_t size(Axis axis) const { return shape_[static_cast<int>(axis)]; }
   int64_t numel() const { return static_cast<int64_t>(storage_.size()); }
   T* data() { return storage_.data(); }
   const T* data() const { return storage_.data(); }

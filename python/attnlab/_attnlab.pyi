@@ -1,6 +1,6 @@
 """Type stubs for the compiled extension attnlab._attnlab (see its docstrings)."""
 
-from typing import Any, Literal, Sequence, TypedDict, overload
+from typing import Any, Literal, Sequence
 
 import numpy as np
 import numpy.typing as npt
@@ -11,12 +11,11 @@ BoolArray = npt.NDArray[np.bool_]
 Causal = bool | Literal["none", "top_left", "bottom_right"]
 Scale = float | str | None
 
-__version__: str  # CMakeLists.txt's project VERSION
+from ._results import BackwardResult as BackwardResult
+from ._results import Diagnostics as Diagnostics
+from ._results import ForwardResult as ForwardResult
 
-class Diagnostics(TypedDict):
-    max_prob: FloatArray
-    entropy: FloatArray
-    jacobian_fro_sq: FloatArray
+__version__: str  # CMakeLists.txt's project VERSION
 
 def scaled_dot_product_attention(
     query: ArrayLike,
@@ -30,7 +29,6 @@ def scaled_dot_product_attention(
     *,
     seed: int | None = None,
 ) -> FloatArray: ...
-@overload
 def attention_forward(
     query: ArrayLike,
     key: ArrayLike,
@@ -40,7 +38,7 @@ def attention_forward(
     causal: Causal = False,
     scale: Scale = None,
     key_lengths: Sequence[int] | npt.NDArray[np.integer] | None = None,
-    diagnostics: Literal[False] = False,
+    diagnostics: bool = False,
     check_finite: bool = True,
     threads: int = 0,
     window_size: tuple[int, int] | None = None,
@@ -51,81 +49,9 @@ def attention_forward(
     cu_seqlens_k: Sequence[int] | npt.NDArray[np.integer] | None = None,
     dropout_p: float = 0.0,
     seed: int = 0,
-    return_dropout_mask: Literal[False] = False,
+    return_dropout_mask: bool = False,
     bfloat16: bool = False,
-) -> tuple[FloatArray, FloatArray]: ...
-@overload
-def attention_forward(
-    query: ArrayLike,
-    key: ArrayLike,
-    value: ArrayLike,
-    attn_mask: ArrayLike | None = None,
-    *,
-    causal: Causal = False,
-    scale: Scale = None,
-    key_lengths: Sequence[int] | npt.NDArray[np.integer] | None = None,
-    diagnostics: Literal[False] = False,
-    check_finite: bool = True,
-    threads: int = 0,
-    window_size: tuple[int, int] | None = None,
-    softcap: float | None = None,
-    alibi_slopes: ArrayLike | None = None,
-    sinks: ArrayLike | None = None,
-    cu_seqlens_q: Sequence[int] | npt.NDArray[np.integer] | None = None,
-    cu_seqlens_k: Sequence[int] | npt.NDArray[np.integer] | None = None,
-    dropout_p: float = 0.0,
-    seed: int = 0,
-    return_dropout_mask: Literal[True],
-    bfloat16: bool = False,
-) -> tuple[FloatArray, FloatArray, BoolArray]: ...
-@overload
-def attention_forward(
-    query: ArrayLike,
-    key: ArrayLike,
-    value: ArrayLike,
-    attn_mask: ArrayLike | None = None,
-    *,
-    causal: Causal = False,
-    scale: Scale = None,
-    key_lengths: Sequence[int] | npt.NDArray[np.integer] | None = None,
-    diagnostics: Literal[True],
-    check_finite: bool = True,
-    threads: int = 0,
-    window_size: tuple[int, int] | None = None,
-    softcap: float | None = None,
-    alibi_slopes: ArrayLike | None = None,
-    sinks: ArrayLike | None = None,
-    cu_seqlens_q: Sequence[int] | npt.NDArray[np.integer] | None = None,
-    cu_seqlens_k: Sequence[int] | npt.NDArray[np.integer] | None = None,
-    dropout_p: float = 0.0,
-    seed: int = 0,
-    return_dropout_mask: Literal[False] = False,
-    bfloat16: bool = False,
-) -> tuple[FloatArray, FloatArray, Diagnostics]: ...
-@overload
-def attention_forward(
-    query: ArrayLike,
-    key: ArrayLike,
-    value: ArrayLike,
-    attn_mask: ArrayLike | None = None,
-    *,
-    causal: Causal = False,
-    scale: Scale = None,
-    key_lengths: Sequence[int] | npt.NDArray[np.integer] | None = None,
-    diagnostics: Literal[True],
-    check_finite: bool = True,
-    threads: int = 0,
-    window_size: tuple[int, int] | None = None,
-    softcap: float | None = None,
-    alibi_slopes: ArrayLike | None = None,
-    sinks: ArrayLike | None = None,
-    cu_seqlens_q: Sequence[int] | npt.NDArray[np.integer] | None = None,
-    cu_seqlens_k: Sequence[int] | npt.NDArray[np.integer] | None = None,
-    dropout_p: float = 0.0,
-    seed: int = 0,
-    return_dropout_mask: Literal[True],
-    bfloat16: bool = False,
-) -> tuple[FloatArray, FloatArray, Diagnostics, BoolArray]: ...
+) -> ForwardResult: ...
 def attention_backward(
     query: ArrayLike,
     key: ArrayLike,
@@ -149,7 +75,7 @@ def attention_backward(
     dropout_p: float = 0.0,
     seed: int = 0,
     bfloat16: bool = False,
-) -> tuple[FloatArray, FloatArray, FloatArray] | tuple[FloatArray, FloatArray, FloatArray, FloatArray]: ...
+) -> BackwardResult: ...
 def softmax(x: ArrayLike) -> FloatArray: ...
 def log_softmax(x: ArrayLike) -> FloatArray: ...
 def logsumexp(x: ArrayLike) -> FloatArray: ...

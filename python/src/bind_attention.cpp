@@ -215,12 +215,13 @@ void run_interruptible(int threads, F&& compute) {
 // 16-bit types to the engine and double to the reference.
 template <class E>
 void run_forward(ConstView<E> q, ConstView<E> k, ConstView<E> v, const AttentionOptions<ScalarOf<E>>& o,
-                 TensorView<E> out, TensorView<ScalarOf<E>> lse, DiagnosticOutputs<ScalarOf<E>>* diag, int threads) {
-  RowDiagnostics<ScalarOf<E>> rd;
-  if (diag != nullptr) rd = {diag->max_prob.view, diag->entropy.view, diag->jacobian_fro_sq.view};
-  run_interruptible(threads, [&](const ComputeConfig& config) {
-    attention_forward(q, k, v, o, out, lse, diag != nullptr ? &rd : nullptr, config);
-  });
+                 TensorView<E> out, TensorView<ScalarOf<E>> lse, DiagnosticOutputs<ScalarOf<E>>* diag,
+                 TensorView<uint8_t> dropout_mask, int threads) {
+  ForwardOutputs<E> outputs{out, lse, std::nullopt, dropout_mask};
+  if (diag != nullptr)
+    outputs.diagnostics =
+        RowDiagnostics<ScalarOf<E>>{diag->max_prob.view, diag->entropy.view, diag->jacobian_fro_sq.view};
+  run_interruptible(threads, [&](const ComputeConfig& config) { attention_forward<E>(q, k, v, o, outputs, config); });
 }
 
 template <class E>
@@ -228,7 +229,7 @@ void run_backward(ConstView<E> q, ConstView<E> k, ConstView<E> v, ConstView<E> o
                   ConstView<E> dout, const AttentionOptions<ScalarOf<E>>& o, TensorView<E> dq, TensorView<E> dk,
                   TensorView<E> dv, std::span<ScalarOf<E>> dsinks, int threads) {
   run_interruptible(threads, [&](const ComputeConfig& config) {
-    attention_backward(q, k, v, out, lse, dout, o, dq, dk, dv, config, dsinks);
+    attention_backward<E>(q, k, v, out, lse, dout, o, {dq, dk, dv, dsinks}, config);
   });
 }
 
@@ -248,17 +249,17 @@ py::array sdpa(py::array qa, py::array ka, py::array va, const py::object& attn_
                               x->rank));
   // Batch: NumPy broadcasting. Heads: broadcasting, or grouped-query when enable_gqa.
   const int64_t B = std::max({q.view.batch(), k.view.batch(), v.view.batch()});
-  broadcast_axis(q.view, kBatch, B, "query", "batch");
-  broadcast_axis(k.view, kBatch, B, "key", "batch");
-  broadcast_axis(v.view, kBatch, B, "value", "batch");
+  broadcast_axis(q.view, 0, B, "query", "batch");
+  broadcast_axis(k.view, 0, B, "key", "batch");
+  broadcast_axis(v.view, 0, B, "value", "batch");
   const int64_t Hkv = std::max(k.view.heads(), v.view.heads());
-  broadcast_axis(k.view, kHeads, Hkv, "key", "heads");
-  broadcast_axis(v.view, kHeads, Hkv, "value", "heads");
+  broadcast_axis(k.view, 1, Hkv, "key", "heads");
+  broadcast_axis(v.view, 1, Hkv, "value", "heads");
   if (!enable_gqa && q.view.heads() != Hkv && Hkv != 1) {
     if (q.view.heads() != 1)
       throw Error(fmt::format("key: {} heads do not broadcast with query's {} (enable_gqa=True shares each "
                               "key/value head among a group of query heads)", Hkv, q.view.heads()));
-    broadcast_axis(q.view, kHeads, Hkv, "query", "heads");
+    broadcast_axis(q.view, 1, Hkv, "query", "heads");
   }
   const int64_t H = q.view.heads(), Nq = q.view.seq(), Nk = k.view.seq(), dv = v.view.dim();
 
@@ -274,7 +275,7 @@ py::array sdpa(py::array qa, py::array ka, py::array va, const py::object& attn_
   const Shape out_shape{B, H, Nq, dv};
   auto out = make_output<E>(out_shape, trailing_shape(out_shape, rank));
   Tensor<T> lse({B, H, Nq, 1});  // [B, H, Nq, 1] needed by the kernel, not returned
-  run_forward<E>(q.view, k.view, v.view, o, out.view, lse.view(), nullptr, 0);
+  run_forward<E>(q.view, k.view, v.view, o, out.view, lse.view(), nullptr, {}, 0);
   return std::move(out.array);
 }
 
@@ -338,10 +339,13 @@ AttentionOptions<T> read_options(const Inputs<E>& in, const py::object& attn_mas
   return o;
 }
 
+// attnlab._results' classes: tuples of the items asked for, each also a named field.
+py::object result_class(const char* name) { return py::module_::import("attnlab._results").attr(name); }
+
 template <class E>
-py::tuple forward(py::array qa, py::array ka, py::array va, const py::object& attn_mask, const py::object& causal,
-                  const py::object& scale, const py::object& key_lengths, bool diagnostics, bool check_finite,
-                  int threads, const Variants& variants, bool return_dropout_mask) {
+py::object forward(py::array qa, py::array ka, py::array va, const py::object& attn_mask, const py::object& causal,
+                   const py::object& scale, const py::object& key_lengths, bool diagnostics, bool check_finite,
+                   int threads, const Variants& variants, bool return_dropout_mask) {
   using T = ScalarOf<E>;
   auto in = read_inputs<E>(qa, ka, va);
   OptionStorage<T> keep;
@@ -360,27 +364,25 @@ py::tuple forward(py::array qa, py::array ka, py::array va, const py::object& at
   if (return_dropout_mask) {
     const Shape mask_shape{q.batch(), q.heads(), q.seq(), in.k.view.seq()};
     mask = make_output<uint8_t>(mask_shape, trailing_shape(mask_shape, in.rank));
-    o.dropout.applied_mask = mask->view;
   }
-  run_forward<E>(in.q.view, in.k.view, in.v.view, o, out.view, lse.view, diag ? &*diag : nullptr, threads);
-  py::list result;
-  result.append(std::move(out.array));
-  result.append(std::move(lse.array));
+  run_forward<E>(in.q.view, in.k.view, in.v.view, o, out.view, lse.view, diag ? &*diag : nullptr,
+                 mask ? mask->view : TensorView<uint8_t>(), threads);
+  py::object d = py::none(), m = py::none();
   if (diagnostics) {
-    py::dict d;
-    d["max_prob"] = std::move(diag->max_prob.array);
-    d["entropy"] = std::move(diag->entropy.array);
-    d["jacobian_fro_sq"] = std::move(diag->jacobian_fro_sq.array);
-    result.append(d);
+    py::dict dd;
+    dd["max_prob"] = std::move(diag->max_prob.array);
+    dd["entropy"] = std::move(diag->entropy.array);
+    dd["jacobian_fro_sq"] = std::move(diag->jacobian_fro_sq.array);
+    d = dd;
   }
-  if (return_dropout_mask) result.append(mask->array.attr("view")("bool"));  // same bytes, 0 or 1
-  return py::tuple(result);
+  if (return_dropout_mask) m = mask->array.attr("view")("bool");  // same bytes, 0 or 1
+  return result_class("ForwardResult")(std::move(out.array), std::move(lse.array), d, m);
 }
 
 template <class E>
-py::tuple backward(py::array qa, py::array ka, py::array va, py::array oa, py::array la, py::array ga,
-                   const py::object& attn_mask, const py::object& causal, const py::object& scale,
-                   const py::object& key_lengths, bool check_finite, int threads, const Variants& variants) {
+py::object backward(py::array qa, py::array ka, py::array va, py::array oa, py::array la, py::array ga,
+                    const py::object& attn_mask, const py::object& causal, const py::object& scale,
+                    const py::object& key_lengths, bool check_finite, int threads, const Variants& variants) {
   using T = ScalarOf<E>;
   auto in = read_inputs<E>(qa, ka, va);
   auto out = operand<E>(oa, "out"), grad_out = operand<E>(ga, "grad_out");
@@ -395,8 +397,8 @@ py::tuple backward(py::array qa, py::array ka, py::array va, py::array oa, py::a
   py::array_t<T> dsinks(static_cast<py::ssize_t>(keep.sinks.size()));
   run_backward<E>(in.q.view, in.k.view, in.v.view, out.view, lse.view, grad_out.view, o, dq.view, dk.view, dv.view,
                   std::span<T>(dsinks.mutable_data(), keep.sinks.size()), threads);
-  if (keep.sinks.empty()) return py::make_tuple(std::move(dq.array), std::move(dk.array), std::move(dv.array));
-  return py::make_tuple(std::move(dq.array), std::move(dk.array), std::move(dv.array), std::move(dsinks));
+  return result_class("BackwardResult")(std::move(dq.array), std::move(dk.array), std::move(dv.array),
+                                        keep.sinks.empty() ? py::object(py::none()) : py::object(std::move(dsinks)));
 }
 
 Variants read_variants(const py::object& window_size, const py::object& softcap, const py::object& alibi_slopes,
@@ -412,15 +414,14 @@ Variants read_variants(const py::object& window_size, const py::object& softcap,
                   uint64_arg(seed, "seed")};
 }
 
-py::tuple attention_forward_py(const py::object& query, const py::object& key, const py::object& value,
-                               const py::object& attn_mask, const py::object& causal, const py::object& scale,
-                               const py::object& key_lengths, bool diagnostics, bool check_finite,
-                               const py::object& threads_given,
-                               const py::object& window_size, const py::object& softcap,
-                               const py::object& alibi_slopes, const py::object& sinks,
-                               const py::object& cu_seqlens_q, const py::object& cu_seqlens_k,
-                               const py::object& dropout_p, const py::object& seed, bool return_dropout_mask,
-                               bool bf16) {
+py::object attention_forward_py(const py::object& query, const py::object& key, const py::object& value,
+                                const py::object& attn_mask, const py::object& causal, const py::object& scale,
+                                const py::object& key_lengths, bool diagnostics, bool check_finite,
+                                const py::object& threads_given, const py::object& window_size,
+                                const py::object& softcap, const py::object& alibi_slopes, const py::object& sinks,
+                                const py::object& cu_seqlens_q, const py::object& cu_seqlens_k,
+                                const py::object& dropout_p, const py::object& seed, bool return_dropout_mask,
+                                bool bf16) {
   const int threads = threads_arg(threads_given);
   const py::array q = as_array(query), k = as_array(key), v = as_array(value);
   const DType t = float_dtype(q, "query", bf16);
@@ -439,17 +440,17 @@ py::tuple attention_forward_py(const py::object& query, const py::object& key, c
     case DType::float16: return run(float16{});
     case DType::bfloat16: return run(bfloat16{});
   }
-  return py::tuple();
+  return py::none();
 }
 
-py::tuple attention_backward_py(const py::object& query, const py::object& key, const py::object& value,
-                                const py::object& out, const py::object& lse, const py::object& grad_out,
-                                const py::object& attn_mask, const py::object& causal, const py::object& scale,
-                                const py::object& key_lengths, bool check_finite, const py::object& threads_given,
-                                const py::object& window_size, const py::object& softcap,
-                                const py::object& alibi_slopes, const py::object& sinks,
-                                const py::object& cu_seqlens_q, const py::object& cu_seqlens_k,
-                                const py::object& dropout_p, const py::object& seed, bool bf16) {
+py::object attention_backward_py(const py::object& query, const py::object& key, const py::object& value,
+                                 const py::object& out, const py::object& lse, const py::object& grad_out,
+                                 const py::object& attn_mask, const py::object& causal, const py::object& scale,
+                                 const py::object& key_lengths, bool check_finite, const py::object& threads_given,
+                                 const py::object& window_size, const py::object& softcap,
+                                 const py::object& alibi_slopes, const py::object& sinks,
+                                 const py::object& cu_seqlens_q, const py::object& cu_seqlens_k,
+                                 const py::object& dropout_p, const py::object& seed, bool bf16) {
   const int threads = threads_arg(threads_given);
   const py::array q = as_array(query), k = as_array(key), v = as_array(value), o = as_array(out), l = as_array(lse),
                   g = as_array(grad_out);
@@ -475,7 +476,7 @@ py::tuple attention_backward_py(const py::object& query, const py::object& key, 
     case DType::float16: return run(float16{});
     case DType::bfloat16: return run(bfloat16{});
   }
-  return py::tuple();
+  return py::none();
 }
 
 }  // namespace

@@ -85,7 +85,7 @@ py::object attention(const KVCache& cache, int64_t layer, const std::vector<int6
   std::vector<int64_t> lengths = query_lengths.value_or(std::vector<int64_t>{});
   ComputeConfig config;
   config.threads = threads;
-  kv_cache_attention(cache, layer, seqs, qv, o, ov, lv, lengths, config);
+  kv_cache_attention(cache, layer, seqs, qv, o, {ov, lv}, lengths, config);
   if (return_lse) return py::make_tuple(out, lse);
   return std::move(out);
 }

@@ -72,7 +72,7 @@ PYBIND11_MODULE(_attnlab_mpi, m) {
         auto ov = out_view(out), lv = out_view(lse);
         {
           py::gil_scoped_release unlocked;
-          attnlab::mpi::ring_attention_forward(x.comm, x.layout, qv, kv, vv, x.o, ov, lv, x.config);
+          attnlab::mpi::ring_attention_forward(x.comm, x.layout, qv, kv, vv, x.o, {ov, lv}, x.config);
         }
         return py::make_tuple(out, lse);
       },
@@ -91,8 +91,8 @@ PYBIND11_MODULE(_attnlab_mpi, m) {
         const auto ov = view(out, "out"), lv = view(lse, "lse"), gv = view(grad_out, "grad_out");
         {
           py::gil_scoped_release unlocked;
-          attnlab::mpi::ring_attention_backward(x.comm, x.layout, qv, kv, vv, ov, lv, gv, x.o, dqv, dkv, dvv, x.config,
-                                                dsinks);
+          attnlab::mpi::ring_attention_backward(x.comm, x.layout, qv, kv, vv, ov, lv, gv, x.o, {dqv, dkv, dvv, dsinks},
+                                                x.config);
         }
         return py::make_tuple(dq, dk, dv, dsinks);
       },

@@ -115,9 +115,9 @@ Operand<T> row_operand(py::array a, int query_rank, const char* name) {
 
 template <class T>
 void broadcast_axis(TensorView<const T>& x, int axis, int64_t n, const char* name, const char* axis_name) {
-  if (x.size(axis) == n) return;
-  if (x.size(axis) != 1)
-    throw Error(fmt::format("{}: {} {} does not broadcast to {}", name, axis_name, x.size(axis), n));
+  if (x.shape()[axis] == n) return;
+  if (x.shape()[axis] != 1)
+    throw Error(fmt::format("{}: {} {} does not broadcast to {}", name, axis_name, x.shape()[axis], n));
   Shape shape = x.shape(), strides = x.strides();
   shape[axis] = n;
   strides[axis] = 0;

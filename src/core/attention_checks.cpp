@@ -21,11 +21,10 @@ int64_t max_offset(const V& x, const char* name) {
   __extension__ typedef __int128 i128;  // exact overflow check for 4 products
   i128 off = 0, count = 1;
   for (int a = 0; a < 4; ++a) {
-    if (x.size(a) < 0) throw Error(fmt::format("{}: negative size in shape {}", name, shape_str(x.shape())));
-    if (x.stride(a) < 0)
-      throw Error(fmt::format("{}: negative stride {} on axis {}", name, x.stride(a), a));
-    count *= x.size(a);
-    if (x.size(a) > 0) off += static_cast<i128>(x.size(a) - 1) * x.stride(a);
+    if (x.shape()[a] < 0) throw Error(fmt::format("{}: negative size in shape {}", name, shape_str(x.shape())));
+    if (x.strides()[a] < 0) throw Error(fmt::format("{}: negative stride {} on axis {}", name, x.strides()[a], a));
+    count *= x.shape()[a];
+    if (x.shape()[a] > 0) off += static_cast<i128>(x.shape()[a] - 1) * x.strides()[a];
   }
   if (count > INT64_MAX / 16 || off > INT64_MAX / 16)
     throw Error(fmt::format("{}: shape {} is too large", name, shape_str(x.shape())));
@@ -40,7 +39,7 @@ void require_present(const V& x, const char* name) {
 template <class V>
 void require_nonempty(const V& x, const char* name) {
   for (int a = 0; a < 4; ++a)
-    if (x.size(a) <= 0)
+    if (x.shape()[a] <= 0)
       throw Error(fmt::format("{}: empty tensor, shape {} (every axis must be at least 1)", name,
                               shape_str(x.shape())));
 }
@@ -57,14 +56,14 @@ void require_shape(const V& x, const Shape& want, const char* name) {
 template <class V>
 void require_no_self_overlap(const V& x, const char* name) {
   std::array<int, 4> axes{0, 1, 2, 3};
-  std::sort(axes.begin(), axes.end(), [&](int a, int b) { return x.stride(a) < x.stride(b); });
+  std::sort(axes.begin(), axes.end(), [&](int a, int b) { return x.strides()[a] < x.strides()[b]; });
   int64_t extent = 1;  // elements spanned by the axes placed so far
   for (int a : axes) {
-    if (x.size(a) <= 1) continue;
-    if (x.stride(a) < extent)
-      throw Error(fmt::format("{}: strides [{}, {}, {}, {}] make distinct elements overlap", name, x.stride(0),
-                              x.stride(1), x.stride(2), x.stride(3)));
-    extent = x.stride(a) * (x.size(a) - 1) + extent;
+    if (x.shape()[a] <= 1) continue;
+    if (x.strides()[a] < extent)
+      throw Error(fmt::format("{}: strides [{}, {}, {}, {}] make distinct elements overlap", name, x.strides()[0],
+                              x.strides()[1], x.strides()[2], x.strides()[3]));
+    extent = x.strides()[a] * (x.shape()[a] - 1) + extent;
   }
 }
 
@@ -179,11 +178,6 @@ void check_variants(const AttentionOptions<T>& o, const AttentionDims& d) {
   }
   if (!(o.dropout.p >= 0.0 && o.dropout.p < 1.0))
     throw Error(fmt::format("dropout_p: {} is outside [0, 1)", o.dropout.p));
-  if (o.dropout.applied_mask.present()) {
-    require_shape(o.dropout.applied_mask, {d.B, d.Hq, d.Nq, d.Nk}, "dropout mask");
-    max_offset(o.dropout.applied_mask, "dropout mask");
-    require_no_self_overlap(o.dropout.applied_mask, "dropout mask");
-  }
   if (o.block_mask != nullptr) {
     const BlockMask& bm = *o.block_mask;
     if (o.mask_mod == nullptr) throw Error("block_mask: given without the mask_mod it was built from");
@@ -283,7 +277,7 @@ template <class T>
 std::optional<std::array<int64_t, 4>> first_non_finite(ConstView<T> x) {
   using Bits = BitsOf<T>;
   constexpr Bits kExponent = exponent_mask<T>();
-  const int64_t n = x.dim(), st = x.stride(kDim);
+  const int64_t n = x.dim(), st = x.stride(Axis::dim);
   for (int64_t b = 0; b < x.batch(); ++b)
     for (int64_t h = 0; h < x.heads(); ++h)
       for (int64_t i = 0; i < x.seq(); ++i) {
@@ -404,6 +398,13 @@ AttentionDims check_backward_args(ConstView<E> q, ConstView<E> k, ConstView<E> v
                                   "masked row; pass the forward's lse)", b, h, i));
       }
   return d;
+}
+
+void check_dropout_mask(TensorView<uint8_t> mask, const AttentionDims& d) {
+  if (!mask.present()) return;
+  require_shape(mask, {d.B, d.Hq, d.Nq, d.Nk}, "dropout mask");
+  max_offset(mask, "dropout mask");
+  require_no_self_overlap(mask, "dropout mask");
 }
 
 template <class T>

@@ -56,6 +56,9 @@ void check_diagnostics(const Diagnostics& diag, const AttentionDims& dims) {
   check_row_output(diag.jacobian_fro_sq, dims, "diagnostics.jacobian_fro_sq");
 }
 
+// ForwardOutputs::dropout_mask: absent, or [B, Hq, Nq, Nk] with distinct elements.
+void check_dropout_mask(TensorView<uint8_t> mask, const AttentionDims& dims);
+
 // Throws "NAME: non-finite value nan at [b, h, i, j]" for the first NaN/±inf.
 template <class T>
 void check_finite(ConstView<T> x, const char* name);

@@ -207,18 +207,18 @@ void KVCache::append(int64_t layer, int64_t seq, ConstView<float> k, ConstView<f
       for (int64_t t = 0; t < n; ++t) {
         const float* row = x.row(0, h, t);
         for (int64_t j = 0; j < dim; ++j)
-          if (!std::isfinite(row[j * x.stride(3)]))
+          if (!std::isfinite(row[j * x.strides()[3]]))
             throw Error(
                 fmt::format("kv_cache append: {}[head {}, token {}, channel {}] is {} (layer {}, sequence {}, "
                             "position {})",
-                            kind == 0 ? "k" : "v", h, t, j, row[j * x.stride(3)], layer, seq, start + t));
+                            kind == 0 ? "k" : "v", h, t, j, row[j * x.strides()[3]], layer, seq, start + t));
         const float scale = (kind == 0 ? s.key_scales : s.value_scales)[static_cast<size_t>(h)];
-        const int64_t bad = detail::encode_row(type, row, x.stride(3), dim, scale, base + (h * n + t) * rb);
+        const int64_t bad = detail::encode_row(type, row, x.strides()[3], dim, scale, base + (h * n + t) * rb);
         if (bad >= 0)
           throw Error(fmt::format(
               "kv_cache append: {}[head {}, token {}, channel {}] = {} does not fit {} (|x| ≤ {}{}; "
               "layer {}, sequence {}, position {})",
-              kind == 0 ? "k" : "v", h, t, bad, row[bad * x.stride(3)], to_string(type), detail::type_max(type),
+              kind == 0 ? "k" : "v", h, t, bad, row[bad * x.strides()[3]], to_string(type), detail::type_max(type),
               type == CacheType::fp8_e4m3 ? fmt::format("·scale {}: raise the head's scale", scale) : "", layer, seq,
               start + t));
       }

@@ -14,8 +14,15 @@ namespace attnlab::detail {
 // A sequence's rows of a [n_seq, ·, Nq, ·] (packed = false) or [1, ·, total, ·] tensor.
 template <class T>
 TensorView<T> sequence_rows(TensorView<T> x, bool packed, int64_t s, int64_t row0, int64_t rows) {
-  if (!packed) return {x.data() + s * x.stride(0), {1, x.size(1), x.size(2), x.size(3)}, x.strides()};
-  return {x.data() + row0 * x.stride(2), {1, x.size(1), rows, x.size(3)}, x.strides()};
+  if (!packed) return {x.data() + s * x.stride(Axis::batch), {1, x.heads(), x.seq(), x.dim()}, x.strides()};
+  return {x.data() + row0 * x.stride(Axis::seq), {1, x.heads(), rows, x.dim()}, x.strides()};
+}
+
+// outputs holds out and lse only: diagnostics and the dropout mask are an Error here.
+template <class T>
+void check_kv_cache_outputs(const ForwardOutputs<T>& outputs) {
+  if (outputs.diagnostics) throw Error("kv_cache_attention: diagnostics are not supported here");
+  if (outputs.dropout_mask.present()) throw Error("kv_cache_attention: a dropout mask is not supported (nor dropout)");
 }
 
 // Checks the call and, for each sequence in order, first asks `in_place(s, seq, len, q_s,

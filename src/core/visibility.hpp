@@ -112,7 +112,7 @@ inline T alibi_slope(const AttentionDims& dims, const AttentionOptions<T>& o, in
 }
 
 // The mask row [b, h, i, :] with broadcasting over size-1 batch/head axes, or
-// nullptr when the mask is absent. Elements are mask.stride(kDim) apart.
+// nullptr when the mask is absent. Elements are mask.stride(Axis::dim) apart.
 template <class M>
 inline const M* mask_row(ConstView<M> mask, int64_t b, int64_t h, int64_t i) {
   if (!mask.present()) return nullptr;
@@ -126,7 +126,7 @@ inline bool for_each_visible_key(const AttentionDims& dims, const AttentionOptio
                                  int64_t i, F&& f) {
   const KeyRange r = key_range(dims, o, b, i);
   const uint8_t* bm = mask_row(o.bool_mask, b, h, i);
-  const int64_t st = o.bool_mask.stride(kDim);
+  const int64_t st = o.bool_mask.stride(Axis::dim);
   constexpr int64_t kChunk = 256;
   uint8_t keep[kChunk];
   for (int64_t j0 = r.begin; j0 < r.end; j0 += kChunk) {
@@ -161,7 +161,7 @@ template <class T>
 inline bool has_unmasked_key(const AttentionDims& dims, const AttentionOptions<T>& options, int64_t b, int64_t h,
                              int64_t i) {
   const T* am = mask_row(options.additive_mask, b, h, i);
-  const int64_t st = options.additive_mask.stride(kDim);
+  const int64_t st = options.additive_mask.stride(Axis::dim);
   return for_each_visible_key(dims, options, b, h, i,
                               [&](int64_t j) { return am == nullptr || am[j * st] != -INFINITY; });
 }

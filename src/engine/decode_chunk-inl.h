@@ -77,7 +77,7 @@ bool DecodeBlock(const DecodeWork& w, int64_t item, int64_t b, int64_t hk, int64
     size_t k_rs = static_cast<size_t>(p.d_pad), k_ks = 1;
     size_t k_prefetchable = 0;  // K's rows the product asks for ahead (KeysTimesQueries)
     if constexpr (std::is_same_v<E, float>) {
-      k = kv.row(b, hk, j0), k_rs = static_cast<size_t>(kv.stride(kSeq)), k_ks = static_cast<size_t>(kv.stride(kDim));
+      k = kv.row(b, hk, j0), k_rs = static_cast<size_t>(kv.stride(Axis::seq)), k_ks = static_cast<size_t>(kv.stride(Axis::dim));
       // The first row block asks for them (from memory, in place); the others find them in L2.
       if (r0 == 0) k_prefetchable = static_cast<size_t>(ahead);
     } else {

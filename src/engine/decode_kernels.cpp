@@ -40,7 +40,7 @@ namespace attnlab::engine::HWY_NAMESPACE {
 // the fused tiles ran.
 void CountTiles(const DecodeStrategy& st, const Plan& p, int64_t computed, int64_t fused) {
   if (p.probe == nullptr) return;
-  p.tiles_computed.fetch_add(computed, std::memory_order_relaxed);
+  p.tile_count->fetch_add(computed, std::memory_order_relaxed);
   if (fused == 0) return;
   TileCounts& counts = p.probe->counts;
   counts.decode_fused.fetch_add(fused, std::memory_order_relaxed);

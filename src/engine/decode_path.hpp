@@ -59,8 +59,4 @@ inline ForwardPath choose_forward_path(int64_t B, int64_t Hq, int64_t Hkv, int64
   return lone_item && (Hq / Hkv) * Nq > kBr ? ForwardPath::tiled : ForwardPath::decode;
 }
 
-// Test hook: the path the calling thread's last attention_forward (float) took.
-// Not a timing; lets tests prove that the decode shapes they check ran the decode path.
-ForwardPath last_forward_path();
-
 }  // namespace attnlab::engine

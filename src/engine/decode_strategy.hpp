@@ -128,7 +128,7 @@ inline DecodeShape decode_shape(const Plan& p) {
   DecodeShape c;
   c.B = dm.B, c.Hkv = dm.Hkv, c.rows = dm.group() * dm.Nq, c.Nk = dm.Nk, c.d = dm.d, c.dv = dm.dv, c.dv_pad = p.dv_pad;
   c.type = p.k.type();
-  c.k_unit_stride = p.k.stride(kDim) == 1, c.v_unit_stride = p.v.stride(kDim) == 1;
+  c.k_unit_stride = p.k.stride(Axis::dim) == 1, c.v_unit_stride = p.v.stride(Axis::dim) == 1;
   c.score_treatment = p.softcap != 0.0f || p.alibi || p.score_mod != nullptr || p.mask_mod != nullptr ||
                       o.additive_mask.present() || o.bool_mask.present();
   return c;

@@ -80,7 +80,7 @@ void PackQueries(const DecodeWork& w, int64_t b, int64_t hk, DecodeScratch& sc) 
     return;
   }
   WithElementType(p.q, [&](auto qv) {
-    const int64_t q_ks = qv.stride(kDim);
+    const int64_t q_ks = qv.stride(Axis::dim);
     for (int64_t r0 = 0; r0 < w.rows; r0 += kBr) {
       const int64_t W = std::min(kBr, w.rows - r0), w_pad = round_up(W, L);
       float* qt = sc.q.get() + (r0 / kBr) * d * kBr;
@@ -105,7 +105,7 @@ struct InPlaceRows {
 template <class E>
 InPlaceRows<E> RowsInPlace(bool in_place, ConstView<E> x, int64_t b, int64_t h, int64_t j0) {
   if (!in_place) return {};
-  return {x.row(b, h, j0), static_cast<size_t>(x.stride(kSeq))};
+  return {x.row(b, h, j0), static_cast<size_t>(x.stride(Axis::seq))};
 }
 
 // Asks for rows [j, j + n) of x (row stride x_rs elements, `bytes` each) to be brought
@@ -137,7 +137,7 @@ bool AllFinite(const float* x, int64_t n) {
 
 // True if rows [j0, j0 + n) of x[b, h] (cols values each, any strides) are all finite.
 bool RowsFinite(ConstView<float> x, int64_t b, int64_t h, int64_t j0, int64_t n, int64_t cols) {
-  const int64_t st = x.stride(kDim);
+  const int64_t st = x.stride(Axis::dim);
   for (int64_t j = j0; j < j0 + n; ++j) {
     const float* row = x.row(b, h, j);
     if (st == 1) {

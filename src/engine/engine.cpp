@@ -44,9 +44,8 @@ void attach_block_mask(Plan& plan, std::optional<BlockMask>& own) {
   plan.block_mask = &*own;
 }
 
-// The applied dropout mask (for tests) starts at 0: the kernels write the keys they compute.
-void clear_applied_mask(const AttentionOptions<float>& o) {
-  const TensorView<uint8_t> m = o.dropout.applied_mask;
+// The applied dropout mask starts at 0: the kernels write the keys they compute.
+void clear_dropout_mask(TensorView<uint8_t> m) {
   if (!m.present()) return;
   for (int64_t b = 0; b < m.batch(); ++b)
     for (int64_t h = 0; h < m.heads(); ++h)
@@ -54,12 +53,13 @@ void clear_applied_mask(const AttentionOptions<float>& o) {
         for (int64_t j = 0; j < m.dim(); ++j) m(b, h, i, j) = 0;
 }
 
-thread_local ForwardPath last_path = ForwardPath::tiled;
-
-// A test's probe, if one is installed: its switches for this call, and its counts after.
-void attach_probe(Plan& plan) {
+// A test's probe, if one is installed: its switches for this call, and the counter of its
+// tile pairs (of the forward or the backward).
+void attach_probe(Plan& plan, bool forward) {
   plan.probe = installed_engine_probe();
-  if (plan.probe != nullptr) plan.decode_switches = plan.probe->switches();
+  if (plan.probe == nullptr) return;
+  plan.decode_switches = plan.probe->switches();
+  plan.tile_count = forward ? &plan.probe->counts.forward : &plan.probe->counts.backward;
 }
 
 void throw_if_interrupted(const Plan& plan) {
@@ -107,27 +107,32 @@ TensorView<float> float_result(TensorView<E> x, Tensor<float>& own) {
 
 template <class E>
 void forward_impl(ConstView<E> q, ConstView<E> k, ConstView<E> v, const AttentionOptions<float>& options,
-                  TensorView<E> out, TensorView<float> lse, const RowDiagnostics<float>* diagnostics,
-                  const ComputeConfig& config) {
+                  const ForwardOutputs<E>& outputs, const ComputeConfig& config) {
+  const TensorView<E> out = outputs.out;
+  const TensorView<float> lse = outputs.lse;
+  const RowDiagnostics<float>* diagnostics = outputs.diagnostics ? &*outputs.diagnostics : nullptr;
   // The path from the shapes alone (if they are wrong, check_forward_args says so).
-  last_path = choose_forward_path(q.batch(), q.heads(), k.heads(), q.seq(), k.seq(), diagnostics != nullptr,
-                                  options.dropout.present());
-  const bool decode = last_path == ForwardPath::decode;
+  const ForwardPath path = choose_forward_path(q.batch(), q.heads(), k.heads(), q.seq(), k.seq(),
+                                               diagnostics != nullptr, options.dropout.present());
+  const bool decode = path == ForwardPath::decode;
   // The decode path reads K and V once, at the memory's speed: a separate pass to check
   // their values would double its time. Its kernel reports whether it met a non-finite
   // value (or a score that overflowed) instead; only then are k and v searched, after
   // it, for the culprit and the same message (check_deferred_values).
   const auto dims =
       detail::check_forward_args(q, k, v, options, out, lse, decode ? detail::ValueChecks::q_only : detail::ValueChecks::all);
+  detail::check_dropout_mask(outputs.dropout_mask, dims);
   if (diagnostics != nullptr) detail::check_diagnostics(*diagnostics, dims);
   Plan plan(dims, q, k, v, options, resolve_threads(config), &config.interrupt);
-  attach_probe(plan);
+  plan.dropout_mask = outputs.dropout_mask;
+  attach_probe(plan, true);
+  if (plan.probe != nullptr) plan.probe->last_path.store(path, std::memory_order_relaxed);
   Tensor<float> own_out;
   const TensorView<float> out32 = float_result(out, own_out);
   std::optional<BlockMask> own_block_mask;
   bool kv_suspect = false;
   out_of_memory_as_error([&] {
-    clear_applied_mask(options);
+    clear_dropout_mask(plan.dropout_mask);
     if (decode) {
       kv_suspect = decode_forward(plan, out32, lse);
     } else {
@@ -135,7 +140,6 @@ void forward_impl(ConstView<E> q, ConstView<E> k, ConstView<E> v, const Attentio
       flash_forward(plan, out32, lse, diagnostics);
     }
   });
-  if (plan.probe != nullptr) plan.probe->counts.forward.fetch_add(plan.tiles_computed.load(), std::memory_order_relaxed);
   throw_if_interrupted(plan);
   if (decode) detail::check_deferred_values(k, v, options, kv_suspect);
   if (options.check_finite) {
@@ -151,11 +155,13 @@ void forward_impl(ConstView<E> q, ConstView<E> k, ConstView<E> v, const Attentio
 
 template <class E>
 void backward_impl(ConstView<E> q, ConstView<E> k, ConstView<E> v, ConstView<E> out, ConstView<float> lse,
-                   ConstView<E> grad_out, const AttentionOptions<float>& options, TensorView<E> dq, TensorView<E> dk,
-                   TensorView<E> dv, const ComputeConfig& config, std::span<float> dsinks) {
+                   ConstView<E> grad_out, const AttentionOptions<float>& options, const BackwardOutputs<E>& grads,
+                   const ComputeConfig& config) {
+  const TensorView<E> dq = grads.dq, dk = grads.dk, dv = grads.dv;
+  const std::span<float> dsinks = grads.dsinks;
   const auto dims = detail::check_backward_args(q, k, v, out, lse, grad_out, options, dq, dk, dv, dsinks);
   Plan plan(dims, q, k, v, options, resolve_threads(config), &config.interrupt);
-  attach_probe(plan);
+  attach_probe(plan, false);
   Tensor<float> own_dq, own_dk, own_dv;
   const TensorView<float> dq32 = float_result(dq, own_dq), dk32 = float_result(dk, own_dk),
                           dv32 = float_result(dv, own_dv);
@@ -165,7 +171,6 @@ void backward_impl(ConstView<E> q, ConstView<E> k, ConstView<E> v, ConstView<E> 
     flash_backward(plan, Operand(out), lse, Operand(grad_out), dq32, dk32, dv32,
                    dsinks.empty() ? nullptr : dsinks.data());
   });
-  if (plan.probe != nullptr) plan.probe->counts.backward.fetch_add(plan.tiles_computed.load(), std::memory_order_relaxed);
   throw_if_interrupted(plan);
   // Finite inputs can still overflow float in q·k, dO·v or dS·k: say so, never return NaN.
   if (options.check_finite) {
@@ -188,47 +193,32 @@ void backward_impl(ConstView<E> q, ConstView<E> k, ConstView<E> v, ConstView<E> 
 
 }  // namespace
 
-void attention_forward(ConstView<float> q, ConstView<float> k, ConstView<float> v,
-                       const AttentionOptions<float>& options, TensorView<float> out, TensorView<float> lse,
-                       const RowDiagnostics<float>* diagnostics, const ComputeConfig& config) {
-  forward_impl(q, k, v, options, out, lse, diagnostics, config);
-}
-void attention_forward(ConstView<bfloat16> q, ConstView<bfloat16> k, ConstView<bfloat16> v,
-                       const AttentionOptions<float>& options, TensorView<bfloat16> out, TensorView<float> lse,
-                       const RowDiagnostics<float>* diagnostics, const ComputeConfig& config) {
-  forward_impl(q, k, v, options, out, lse, diagnostics, config);
-}
-void attention_forward(ConstView<float16> q, ConstView<float16> k, ConstView<float16> v,
-                       const AttentionOptions<float>& options, TensorView<float16> out, TensorView<float> lse,
-                       const RowDiagnostics<float>* diagnostics, const ComputeConfig& config) {
-  forward_impl(q, k, v, options, out, lse, diagnostics, config);
+template <class T>
+typename EngineElement<T>::returns attention_forward(ConstView<T> q, ConstView<T> k, ConstView<T> v,
+                                                     const AttentionOptions<Accum<T>>& options,
+                                                     const ForwardOutputs<T>& outputs, const ComputeConfig& config) {
+  forward_impl(q, k, v, options, outputs, config);
 }
 
-void attention_backward(ConstView<float> q, ConstView<float> k, ConstView<float> v, ConstView<float> out,
-                        ConstView<float> lse, ConstView<float> grad_out, const AttentionOptions<float>& options,
-                        TensorView<float> dq, TensorView<float> dk, TensorView<float> dv,
-                        const ComputeConfig& config) {
-  backward_impl(q, k, v, out, lse, grad_out, options, dq, dk, dv, config, std::span<float>());
+template <class T>
+typename EngineElement<T>::returns attention_backward(ConstView<T> q, ConstView<T> k, ConstView<T> v, ConstView<T> out,
+                                                      ConstView<Accum<T>> lse, ConstView<T> grad_out,
+                                                      const AttentionOptions<Accum<T>>& options,
+                                                      const BackwardOutputs<T>& grads, const ComputeConfig& config) {
+  backward_impl(q, k, v, out, lse, grad_out, options, grads, config);
 }
 
-void attention_backward(ConstView<float> q, ConstView<float> k, ConstView<float> v, ConstView<float> out,
-                        ConstView<float> lse, ConstView<float> grad_out, const AttentionOptions<float>& options,
-                        TensorView<float> dq, TensorView<float> dk, TensorView<float> dv, const ComputeConfig& config,
-                        std::span<float> dsinks) {
-  backward_impl(q, k, v, out, lse, grad_out, options, dq, dk, dv, config, dsinks);
-}
-void attention_backward(ConstView<bfloat16> q, ConstView<bfloat16> k, ConstView<bfloat16> v, ConstView<bfloat16> out,
-                        ConstView<float> lse, ConstView<bfloat16> grad_out, const AttentionOptions<float>& options,
-                        TensorView<bfloat16> dq, TensorView<bfloat16> dk, TensorView<bfloat16> dv,
-                        const ComputeConfig& config, std::span<float> dsinks) {
-  backward_impl(q, k, v, out, lse, grad_out, options, dq, dk, dv, config, dsinks);
-}
-void attention_backward(ConstView<float16> q, ConstView<float16> k, ConstView<float16> v, ConstView<float16> out,
-                        ConstView<float> lse, ConstView<float16> grad_out, const AttentionOptions<float>& options,
-                        TensorView<float16> dq, TensorView<float16> dk, TensorView<float16> dv,
-                        const ComputeConfig& config, std::span<float> dsinks) {
-  backward_impl(q, k, v, out, lse, grad_out, options, dq, dk, dv, config, dsinks);
-}
+#define ATTNLAB_INSTANTIATE(T)                                                                                    \
+  template ATTNLAB_API void attention_forward<T>(ConstView<T>, ConstView<T>, ConstView<T>,                        \
+                                                 const AttentionOptions<float>&, const ForwardOutputs<T>&,        \
+                                                 const ComputeConfig&);                                           \
+  template ATTNLAB_API void attention_backward<T>(ConstView<T>, ConstView<T>, ConstView<T>, ConstView<T>,         \
+                                                  ConstView<float>, ConstView<T>, const AttentionOptions<float>&, \
+                                                  const BackwardOutputs<T>&, const ComputeConfig&);
+ATTNLAB_INSTANTIATE(float)
+ATTNLAB_INSTANTIATE(bfloat16)
+ATTNLAB_INSTANTIATE(float16)
+#undef ATTNLAB_INSTANTIATE
 
 std::string target_name() { return flash_target_name(); }
 
@@ -279,7 +269,5 @@ std::atomic<EngineProbe*>& engine_probe_slot() {
 }
 
 EngineProbe* installed_engine_probe() { return engine_probe_slot().load(std::memory_order_acquire); }
-
-ForwardPath last_forward_path() { return last_path; }
 
 }  // namespace attnlab::engine

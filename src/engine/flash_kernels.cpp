@@ -404,7 +404,7 @@ void BackwardKeyTile(const BackwardArgs& a, int64_t b, int64_t hk, int64_t t, Ba
       std::atomic<int64_t>& c = a.counters[(b * dm.Hq + h) * p.n_qtiles + qt];
       WaitFor(c, t);
       if (active) {
-        const int64_t st = a.dq.stride(kDim);
+        const int64_t st = a.dq.stride(Axis::dim);
         for (int64_t r = rect.r0; r < rect.r1; ++r) {
           float* dst = a.dq.row(b, h, i0 + r);
           const float* src = w.dq.get() + (r - rect.r0) * p.d_pad;
@@ -414,11 +414,11 @@ void BackwardKeyTile(const BackwardArgs& a, int64_t b, int64_t hk, int64_t t, Ba
       c.store(t + 1, std::memory_order_release);
     }
   }
-  p.tiles_computed.fetch_add(computed, std::memory_order_relaxed);
+  if (p.tile_count != nullptr) p.tile_count->fetch_add(computed, std::memory_order_relaxed);
   for (int64_t j = 0; j < nc; ++j) {
     float* dkr = a.dk.row(b, hk, j0 + j);
     float* dvr = a.dv.row(b, hk, j0 + j);
-    const int64_t sk = a.dk.stride(kDim), sv = a.dv.stride(kDim);
+    const int64_t sk = a.dk.stride(Axis::dim), sv = a.dv.stride(Axis::dim);
     for (int64_t c = 0; c < dm.d; ++c) dkr[c * sk] = w.dk[j * p.d_pad + c];
     for (int64_t c = 0; c < dm.dv; ++c) dvr[c * sv] = w.dv[j * p.dv_pad + c];
   }
@@ -439,8 +439,8 @@ float OutputDotGrad(ConstView<E> out, ConstView<E> grad_out, int64_t b, int64_t 
   const DF df;
   VF acc = hn::Zero(df);
   for (int64_t c = 0; c < dv; ++c)
-    acc = hn::MulAdd(hn::Set(df, ToFloat(g[c * grad_out.stride(kDim)])), hn::Set(df, ToFloat(o[c * out.stride(kDim)])),
-                     acc);
+    acc = hn::MulAdd(hn::Set(df, ToFloat(g[c * grad_out.stride(Axis::dim)])),
+                     hn::Set(df, ToFloat(o[c * out.stride(Axis::dim)])), acc);
   return hn::GetLane(acc);
 }
 float OutputDotGrad(const Operand& out, const Operand& grad_out, int64_t b, int64_t h, int64_t i, int64_t dv) {
@@ -472,7 +472,7 @@ void BackwardImpl(const Plan& p, Operand out, ConstView<float> lse, Operand grad
           L == -INFINITY ? 0.0 : -std::exp(std::min(static_cast<double>(p.sink(h)) - L, 0.0)) * D[static_cast<size_t>(row)];
     }
     float* dqr = dq.row(b, h, i);
-    for (int64_t c = 0; c < dm.d; ++c) dqr[c * dq.stride(kDim)] = 0.0f;
+    for (int64_t c = 0; c < dm.d; ++c) dqr[c * dq.stride(Axis::dim)] = 0.0f;
   }
   if (dsinks != nullptr)  // in a fixed order: the same sums for any thread count
     for (int64_t h = 0; h < dm.Hq; ++h) {

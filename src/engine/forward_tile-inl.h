@@ -180,7 +180,7 @@ struct SubTile {
 // 1/(1 − p) (the sum l is of all of them: the lse is the softmax's, before dropout).
 void SoftmaxTile(const Plan& p, int64_t b, int64_t h, int64_t i0, const SubTile& t, ForwardScratch& w, bool diag) {
   float* s = w.s.get();
-  const TensorView<uint8_t> applied = p.options->dropout.applied_mask;
+  const TensorView<uint8_t> applied = p.dropout_mask;
   for (int64_t r = t.r0; r < t.r1; ++r) {
     const int64_t i = i0 + r;
     float* sr = s + r * kBc;
@@ -201,7 +201,7 @@ void SoftmaxTile(const Plan& p, int64_t b, int64_t h, int64_t i0, const SubTile&
       for (int64_t j = rt.lo; j < rt.hi; ++j) w.nan_score[r] |= std::isnan(sr[j]);
     if (p.dropout) {
       DropoutWords(p.dropout_seed, b, h, i, t.j0, t.width, w.words.get());
-      if (applied.present())  // the keys that entered the softmax and were kept (for tests)
+      if (applied.present())  // the keys that entered the softmax and were kept
         for (int64_t j = rt.lo; j < rt.hi; ++j)
           applied(b, h, i, t.j0 + j) = sr[j] > kNegInf && w.words[static_cast<size_t>(j)] >= p.dropout_threshold;
     }
@@ -240,7 +240,7 @@ RowEnd FinishRow(const Plan& p, int64_t b, int64_t h, int64_t i, float m, float 
                  TensorView<float> out, TensorView<float> lse) {
   const auto& dm = p.dims;
   float* orow = out.row(b, h, i);
-  const int64_t st = out.stride(kDim);
+  const int64_t st = out.stride(Axis::dim);
   // A score that overflowed float (|scale·q·k| > 3.4e38, or inf − inf inside the
   // dot product) leaves m = +inf or NaN, l = NaN, or a NaN among hidden keys. Such a
   // row has no answer in float32: it is logged for the entry point to report, and gets
@@ -272,7 +272,7 @@ void ForwardQueryTile(const Plan& p, int64_t b, int64_t h, int64_t qt, const flo
   size_t q_rs = static_cast<size_t>(p.d_pad), q_ks = 1;
   if (p.q.is_f32()) {
     q_tile = p.q.f32().row(b, h, i0);
-    q_rs = static_cast<size_t>(p.q.stride(kSeq)), q_ks = static_cast<size_t>(p.q.stride(kDim));
+    q_rs = static_cast<size_t>(p.q.stride(Axis::seq)), q_ks = static_cast<size_t>(p.q.stride(Axis::dim));
   } else {
     PackRows(p.q, b, h, i0, rows, dm.d, p.d_pad, w.q.get());
     q_tile = w.q.get();
@@ -307,7 +307,7 @@ void ForwardQueryTile(const Plan& p, int64_t b, int64_t h, int64_t qt, const flo
     Gemm(static_cast<size_t>(rr), static_cast<size_t>(p.dv_pad), static_cast<size_t>(st.nc), s, kBc, 1, v_rows,
          static_cast<size_t>(p.dv_pad), w.o.get() + rect.r0 * p.dv_pad, static_cast<size_t>(p.dv_pad), true);
   }
-  p.tiles_computed.fetch_add(computed, std::memory_order_relaxed);
+  if (p.tile_count != nullptr) p.tile_count->fetch_add(computed, std::memory_order_relaxed);
   if (p.sinks) AddSinks(p, h, rows, w, diag != nullptr);
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t i = i0 + r;

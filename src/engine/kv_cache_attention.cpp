@@ -47,7 +47,7 @@ void fused_sequence(const KVCache& cache, const detail::CacheLayerView& cv, int6
       const int64_t head = h * group + r / n, i = r % n;
       const float* qi = q.row(0, head, i);
       for (int64_t c = 0; c < d; ++c) {
-        const float x = qi[c * q.stride(kDim)];
+        const float x = qi[c * q.stride(Axis::dim)];
         if (o.check_finite && !std::isfinite(x))
           throw Error(fmt::format("kv_cache_attention: q[{}, {}, {}] = {} (check_finite)", seq_index, head, i, x));
         qs[static_cast<size_t>((h * rows + r) * d + c)] = x;
@@ -106,7 +106,7 @@ void fused_sequence(const KVCache& cache, const detail::CacheLayerView& cv, int6
         throw Error(fmt::format("kv_cache_attention: the scores of q[{}, {}, {}] overflow (inputs too large)",
                                 seq_index, head, i));
       float* oi = out.row(0, head, i);
-      for (int64_t j = 0; j < dv; ++j) oi[j * out.stride(kDim)] = row[static_cast<size_t>(j)];
+      for (int64_t j = 0; j < dv; ++j) oi[j * out.stride(Axis::dim)] = row[static_cast<size_t>(j)];
       lse.row(0, head, i)[0] = L;
     }
 }
@@ -114,8 +114,10 @@ void fused_sequence(const KVCache& cache, const detail::CacheLayerView& cv, int6
 }  // namespace
 
 void kv_cache_attention(const KVCache& cache, int64_t layer, std::span<const int64_t> seqs, ConstView<float> q,
-                        const AttentionOptions<float>& options, TensorView<float> out, TensorView<float> lse,
+                        const AttentionOptions<float>& options, const ForwardOutputs<float>& outputs,
                         std::span<const int64_t> query_lengths, const ComputeConfig& config) {
+  detail::check_kv_cache_outputs(outputs);
+  const TensorView<float> out = outputs.out, lse = outputs.lse;
   const int threads = team_size(config.threads, "kv_cache_attention: threads");
   detail::CacheLayerView cv;
   bool have_view = false;
@@ -130,7 +132,7 @@ void kv_cache_attention(const KVCache& cache, int64_t layer, std::span<const int
         return true;
       },
       [&](const Tensor<float>& k, const Tensor<float>& v, ConstView<float> qs, TensorView<float> os,
-          TensorView<float> ls) { engine::attention_forward(qs, k, v, options, os, ls, nullptr, config); });
+          TensorView<float> ls) { engine::attention_forward<float>(qs, k, v, options, {os, ls}, config); });
 }
 
 }  // namespace attnlab

@@ -128,7 +128,7 @@ class Operand {
 
   ElementType type() const { return type_; }
   bool is_f32() const { return type_ == ElementType::f32; }
-  int64_t stride(int axis) const { return strides_[axis]; }
+  int64_t stride(Axis axis) const { return strides_[static_cast<int>(axis)]; }
   const Shape& shape() const { return shape_; }
   // The view as its element type E (which must be type()'s).
   template <class E>
@@ -197,9 +197,11 @@ struct Plan {
   uint64_t dropout_seed = 0;
   mutable RowErrorLog overflowed_rows;  // written by the kernels (the Plan is const there)
   StopRequest stop{nullptr};            // the caller's interrupt (ComputeConfig::interrupt)
-  mutable std::atomic<int64_t> tiles_computed{0};  // tile pairs computed by this call (for the probe)
+  TensorView<uint8_t> dropout_mask{};   // ForwardOutputs::dropout_mask: the forward writes the mask it applied
   DecodeSwitches decode_switches = default_decode_switches();
   EngineProbe* probe = nullptr;  // a test's (installed_engine_probe), else null
+  // The probe's count of this call's tile pairs (forward or backward), else null: nothing counted.
+  std::atomic<int64_t>* tile_count = nullptr;
 
   Plan(const detail::AttentionDims& dm, Operand q_, Operand k_, Operand v_,
        const AttentionOptions<float>& opt, int threads_, const std::function<bool()>* interrupt = nullptr)
@@ -265,7 +267,7 @@ struct Plan {
   bool tile_masked_out(int64_t b, int64_t h, int64_t i0, int64_t i1, int64_t j0, int64_t j1) const {
     const auto& bm = options->bool_mask;
     if (!bm.present()) return false;
-    const int64_t st = bm.stride(kDim);
+    const int64_t st = bm.stride(Axis::dim);
     for (int64_t i = i0; i < i1; ++i) {
       const uint8_t* row = detail::mask_row(bm, b, h, i);
       const detail::KeyRange kr = key_range(b, i);

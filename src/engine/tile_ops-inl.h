@@ -125,7 +125,7 @@ HWY_INLINE void WithElementType(const Operand& x, F&& f) {
 template <class E>
 void PackRows(ConstView<E> x, int64_t b, int64_t h, int64_t r0, int64_t rows, int64_t cols,
               int64_t padded_cols, float* dst) {
-  const int64_t st = x.stride(kDim);
+  const int64_t st = x.stride(Axis::dim);
   for (int64_t r = 0; r < rows; ++r) {
     const E* src = x.row(b, h, r0 + r);
     float* d = dst + r * padded_cols;
@@ -147,8 +147,8 @@ void PackRows(const Operand& x, int64_t b, int64_t h, int64_t r0, int64_t rows, 
 // long, else a padded float copy in `scratch`. Sets `row_stride`.
 const float* RowsOperand(const Operand& x, int64_t b, int64_t h, int64_t r0, int64_t rows, int64_t cols,
                          int64_t padded_cols, float* scratch, size_t& row_stride) {
-  if (x.is_f32() && x.stride(kDim) == 1 && cols == padded_cols) {
-    row_stride = static_cast<size_t>(x.stride(kSeq));
+  if (x.is_f32() && x.stride(Axis::dim) == 1 && cols == padded_cols) {
+    row_stride = static_cast<size_t>(x.stride(Axis::seq));
     return x.f32().row(b, h, r0);
   }
   PackRows(x, b, h, r0, rows, cols, padded_cols, scratch);
@@ -166,7 +166,7 @@ void PackTransposed(ConstView<E> x, int64_t b, int64_t h, int64_t j0, int64_t n,
   const int64_t w = TileWidth(n);
   // Writes run along dst rows (contiguous), reads gather down the key rows: a
   // scattered write per element cost the forward measurably more.
-  const int64_t st = x.stride(kDim), rs = x.stride(kSeq);
+  const int64_t st = x.stride(Axis::dim), rs = x.stride(Axis::seq);
   const E* src = n > 0 ? x.row(b, h, j0) : nullptr;
   for (int64_t c = 0; c < cols; ++c) {
     float* d = dst + c * w;
@@ -331,11 +331,11 @@ float MaskRow(const Plan& p, const RowTreatment& r, int64_t j0, int64_t width, f
   // The additive mask, the boolean mask and mask_mod on keys [lo, hi) of a row.
   auto apply_masks = [&](float* row) {
     if (am != nullptr) {
-      const int64_t st = o.additive_mask.stride(kDim);
+      const int64_t st = o.additive_mask.stride(Axis::dim);
       for (int64_t j = r.lo; j < r.hi; ++j) row[j] += am[(j0 + j) * st];
     }
     if (bm != nullptr) {
-      const int64_t st = o.bool_mask.stride(kDim);
+      const int64_t st = o.bool_mask.stride(Axis::dim);
       for (int64_t j = r.lo; j < r.hi; ++j)
         if (bm[(j0 + j) * st] == 0) row[j] = kNegInf;
     }

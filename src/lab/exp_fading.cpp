@@ -87,7 +87,7 @@ double figure1_max(const FadingConfig& c, int64_t n, const ScalePolicy& policy) 
   diag.max_prob = mp.view();
   AttentionOptions<double> o;
   o.scale = policy;
-  attention_forward(q.view(), k.view(), v.view(), o, out.view(), lse.view(), &diag);
+  attention_forward(q.view(), k.view(), v.view(), o, {out.view(), lse.view(), diag});
   return mp(0, 0, 0, 0);
 }
 

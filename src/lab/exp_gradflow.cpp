@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "attnlab/reference.hpp"
+#include "core/attention_results.hpp"
 #include "attnlab/scale.hpp"
 #include "attnlab/softmax.hpp"
 #include "lab/c7_verdicts.hpp"
@@ -85,9 +86,9 @@ struct Measure {
 // Median over rows i of ‖t[0, 0, i, :]‖.
 double median_row_norm(const Tensor<double>& t) {
   std::vector<double> norms;
-  for (int64_t i = 0; i < t.size(kSeq); ++i) {
+  for (int64_t i = 0; i < t.size(Axis::seq); ++i) {
     double s = 0;
-    for (int64_t c = 0; c < t.size(kDim); ++c) s += t(0, 0, i, c) * t(0, 0, i, c);
+    for (int64_t c = 0; c < t.size(Axis::dim); ++c) s += t(0, 0, i, c) * t(0, 0, i, c);
     norms.push_back(std::sqrt(s));
   }
   return util::median(norms);
@@ -101,8 +102,8 @@ Measure measure(const ScalePolicy& policy, int64_t n, int64_t d, double upstream
   for (auto& x : dout.storage()) x *= upstream_sigma;
   AttentionOptions<double> options;
   options.scale = policy;
-  const auto f = reference::attention_forward(q, k, v, options);
-  const auto grads = reference::attention_backward(q, k, v, f, dout, options);
+  const auto f = detail::allocating_forward(q, k, v, options);
+  const auto grads = detail::allocating_backward(q, k, v, f, dout, options);
   Measure m;
   m.dq = fro(grads.dq);
   m.dk = fro(grads.dk);

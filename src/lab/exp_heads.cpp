@@ -10,6 +10,7 @@
 
 #include "attnlab/attention.hpp"
 #include "attnlab/reference.hpp"
+#include "core/attention_results.hpp"
 #include "attnlab/softmax.hpp"
 #include "lab/lab_util.hpp"
 #include "lab/experiments.hpp"
@@ -114,10 +115,10 @@ Views as_passed(const HeadsConfig& c, const Inputs& in) {
 
 Tensor<float> to_float(ConstView<double> t) {
   Tensor<float> f(t.shape());
-  for (int64_t b = 0; b < t.size(0); ++b)
-    for (int64_t h = 0; h < t.size(1); ++h)
-      for (int64_t i = 0; i < t.size(2); ++i)
-        for (int64_t d = 0; d < t.size(3); ++d) f(b, h, i, d) = static_cast<float>(t(b, h, i, d));
+  for (int64_t b = 0; b < t.shape()[0]; ++b)
+    for (int64_t h = 0; h < t.shape()[1]; ++h)
+      for (int64_t i = 0; i < t.shape()[2]; ++i)
+        for (int64_t d = 0; d < t.shape()[3]; ++d) f(b, h, i, d) = static_cast<float>(t(b, h, i, d));
   return f;
 }
 
@@ -125,15 +126,15 @@ Tensor<float> to_float(ConstView<double> t) {
 
 // Largest |batched − head by head| over out, L, dQ, dK, dV: the reference on [1, 1, S, D]
 // slices of the logical tensors against its batched call.
-double batched_vs_per_head(const Inputs& in, const AttentionForward<double>& f, const AttentionGrads<double>& gr,
-                           const AttentionOptions<double>& o) {
+double batched_vs_per_head(const Inputs& in, const detail::AttentionForward<double>& f,
+                           const detail::AttentionGrads<double>& gr, const AttentionOptions<double>& o) {
   double worst = 0;
-  const int64_t B = in.q.size(0), H = in.q.size(1), S = in.q.size(2), D = in.q.size(3);
+  const int64_t B = in.q.shape()[0], H = in.q.shape()[1], S = in.q.shape()[2], D = in.q.shape()[3];
   for (int64_t b = 0; b < B; ++b)
     for (int64_t h = 0; h < H; ++h) {
       const auto sq = slice(in.q, b, h), sk = slice(in.k, b, h), sv = slice(in.v, b, h), so = slice(in.dout, b, h);
-      const auto fh = reference::attention_forward(sq, sk, sv, o);
-      const auto gh = reference::attention_backward(sq, sk, sv, fh, so, o);
+      const auto fh = detail::allocating_forward(sq, sk, sv, o);
+      const auto gh = detail::allocating_backward(sq, sk, sv, fh, so, o);
       for (int64_t i = 0; i < S; ++i) {
         worst = std::max(worst, std::abs(fh.lse(0, 0, i, 0) - f.lse(b, h, i, 0)));
         for (int64_t d = 0; d < D; ++d) {
@@ -154,8 +155,8 @@ struct Rows {
   Tensor<double> sample_p;           // [1, 1, S, S]
 };
 
-Rows attention_rows(const Views& in, const AttentionForward<double>& f, const ScalePolicy& policy) {
-  const int64_t B = in.q.size(0), H = in.q.size(1), S = in.q.size(2), D = in.q.size(3);
+Rows attention_rows(const Views& in, const detail::AttentionForward<double>& f, const ScalePolicy& policy) {
+  const int64_t B = in.q.shape()[0], H = in.q.shape()[1], S = in.q.shape()[2], D = in.q.shape()[3];
   Rows r{Tensor<double>({B, H, S, 1}), Tensor<double>({B, H, S, 1}), Tensor<double>({1, 1, S, S})};
   std::vector<double> p(static_cast<size_t>(S));
   const double scale = policy(D, S);
@@ -181,8 +182,9 @@ struct EngineAgreement {
   double rows = 0;  // max p absolute, entropy relative to max(1, H)
 };
 
-EngineAgreement engine_vs_reference(const Views& in, const AttentionForward<double>& f, const AttentionGrads<double>& gr,
-                                    const Rows& rows, const ScalePolicy& policy) {
+EngineAgreement engine_vs_reference(const Views& in, const detail::AttentionForward<double>& f,
+                                    const detail::AttentionGrads<double>& gr, const Rows& rows,
+                                    const ScalePolicy& policy) {
   const Shape shape = in.q.shape();
   const int64_t B = shape[0], H = shape[1], S = shape[2];
   Tensor<float> fq = to_float(in.q), fk = to_float(in.k), fv = to_float(in.v);
@@ -192,15 +194,15 @@ EngineAgreement engine_vs_reference(const Views& in, const AttentionForward<doub
   diag.entropy = entropy_.view();
   AttentionOptions<float> of;
   of.scale = policy;
-  attention_forward(fq.view(), fk.view(), fv.view(), of, out.view(), lse.view(), &diag);
+  attention_forward(fq.view(), fk.view(), fv.view(), of, {out.view(), lse.view(), diag});
   EngineAgreement a;
   double out_scale = 0;
   for (double x : f.out.storage()) out_scale = std::max(out_scale, std::abs(x));
   for (int64_t e = 0; e < f.out.numel(); ++e)
     a.out = std::max(a.out, std::abs(out.data()[e] - f.out.data()[e]) / out_scale);
   Tensor<float> fo = to_float(in.dout), dq(shape), dk(shape), dv(shape);
-  attention_backward(fq.view(), fk.view(), fv.view(), out.view(), lse.view(), fo.view(), of, dq.view(), dk.view(),
-                     dv.view());
+  attention_backward(fq.view(), fk.view(), fv.view(), out.view(), lse.view(), fo.view(), of,
+                     {dq.view(), dk.view(), dv.view()});
   for (auto [engine, ref] : {std::pair{&dq, &gr.dq}, {&dk, &gr.dk}, {&dv, &gr.dv}}) {
     double scale = 0, diff = 0;
     for (double x : ref->storage()) scale = std::max(scale, std::abs(x));
@@ -228,8 +230,8 @@ PolicyMeasure measure_policy(const HeadsConfig& c, const Inputs& in, const Views
                              double policy_code, Table& table) {
   AttentionOptions<double> o;
   o.scale = policy;
-  const auto f = reference::attention_forward(views.q, views.k, views.v, o);
-  const auto gr = reference::attention_backward(views.q, views.k, views.v, f, views.dout, o);
+  const auto f = detail::allocating_forward(views.q, views.k, views.v, o);
+  const auto gr = detail::allocating_backward(views.q, views.k, views.v, f, views.dout, o);
   PolicyMeasure m;
   m.exact = batched_vs_per_head(in, f, gr, o);
   Rows rows = attention_rows(views, f, policy);

@@ -92,9 +92,10 @@ Point measure_point(const SoftcapConfig& c, double cap, double sigma, const Tens
   Tensor<double> out({1, 1, c.queries, c.d_k}), lse({1, 1, c.queries, 1}), mp({1, 1, c.queries, 1});
   RowDiagnostics<double> diag;
   diag.max_prob = mp.view();
-  attention_forward(q.view(), k.view(), v.view(), o, out.view(), lse.view(), &diag);
+  attention_forward(q.view(), k.view(), v.view(), o, {out.view(), lse.view(), diag});
   Tensor<double> dq(q.shape()), dk(k.shape()), dv(v.shape());
-  attention_backward(q.view(), k.view(), v.view(), out.view(), lse.view(), grad_out.view(), o, dq.view(), dk.view(), dv.view());
+  attention_backward(q.view(), k.view(), v.view(), out.view(), lse.view(), grad_out.view(), o,
+                     {dq.view(), dk.view(), dv.view()});
   Point p;
   for (int64_t i = 0; i < c.queries; ++i) {
     p.max_logit = std::max(p.max_logit, lse(0, 0, i, 0) + std::log(mp(0, 0, i, 0)));

@@ -53,7 +53,7 @@ inline RowStats row_stats(const ScalePolicy& policy, const RowInput& in, uint64_
   AttentionOptions<float> o;
   o.scale = policy;
   o.softcap = softcap;
-  attention_forward(q.view(), k.view(), v.view(), o, out.view(), lse.view(), &diag);
+  attention_forward(q.view(), k.view(), v.view(), o, {out.view(), lse.view(), diag});
   RowStats r;
   for (int64_t i = 0; i < in.queries; ++i) {
     r.entropy += ent(0, 0, i, 0) / static_cast<double>(in.queries);

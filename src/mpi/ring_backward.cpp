@@ -22,7 +22,7 @@ void sink_gradients(const Ring& ring, const Tensor<float>& out, const Tensor<flo
   std::vector<double> mine(static_cast<size_t>(ring.Hq), 0.0);
   for (int64_t b = 0; b < ring.B; ++b)
     for (int64_t h = 0; h < ring.Hq; ++h)
-      for (int64_t i = 0; i < out.size(kSeq); ++i) {
+      for (int64_t i = 0; i < out.size(Axis::seq); ++i) {
         double D = 0;
         for (int64_t c = 0; c < ring.dv; ++c)
           D += static_cast<double>(grad_out(b, h, i, c)) * static_cast<double>(out(b, h, i, c));
@@ -40,8 +40,8 @@ void sink_gradients(const Ring& ring, const Tensor<float>& out, const Tensor<flo
 
 // dst[rows k0 .. k0 + n) of a packed [B, heads, n_block, dim] region += part [B, heads, n, dim].
 void add_rows(float* dst, int64_t n_block, int64_t k0, const Tensor<float>& part) {
-  const int64_t heads = part.size(kHeads), n = part.size(kSeq), dim = part.size(kDim);
-  for (int64_t b = 0; b < part.size(kBatch); ++b)
+  const int64_t heads = part.size(Axis::heads), n = part.size(Axis::seq), dim = part.size(Axis::dim);
+  for (int64_t b = 0; b < part.size(Axis::batch); ++b)
     for (int64_t h = 0; h < heads; ++h)
       for (int64_t i = 0; i < n; ++i) {
         float* row = dst + ((b * heads + h) * n_block + k0 + i) * dim;
@@ -93,11 +93,11 @@ void backward_core(const Ring& ring, Tensor<float>& q, const Tensor<float>& k, c
     for (const BlockCall& call : block_calls(ring, src)) {
       Tensor<float> dq_part({ring.B, ring.Hq, call.nq, ring.d}), dk_part({ring.B, ring.Hkv, call.nk, ring.d}),
           dv_part({ring.B, ring.Hkv, call.nk, ring.dv});
-      engine::attention_backward(rows(q.view(), call.q0, call.nq), rows(kb, call.k0, call.nk),
-                                 rows(vb, call.k0, call.nk), rows(out.view(), call.q0, call.nq),
-                                 rows(lse.view(), call.q0, call.nq), rows(grad_out.view(), call.q0, call.nq),
-                                 block_options(ring, call, key_lengths), dq_part.view(), dk_part.view(),
-                                 dv_part.view(), config);
+      engine::attention_backward<float>(rows(q.view(), call.q0, call.nq), rows(kb, call.k0, call.nk),
+                                        rows(vb, call.k0, call.nk), rows(out.view(), call.q0, call.nq),
+                                        rows(lse.view(), call.q0, call.nq), rows(grad_out.view(), call.q0, call.nq),
+                                        block_options(ring, call, key_lengths),
+                                        {dq_part.view(), dk_part.view(), dv_part.view()}, config);
       for (int64_t b = 0; b < ring.B; ++b)
         for (int64_t h = 0; h < ring.Hq; ++h)
           for (int64_t i = 0; i < call.nq; ++i)
@@ -163,26 +163,22 @@ void backward(MPI_Comm comm, const RingLayout& layout, ConstView<T> q, ConstView
 
 }  // namespace
 
-void ring_attention_backward(MPI_Comm comm, const RingLayout& layout, ConstView<float> q, ConstView<float> k,
-                             ConstView<float> v, ConstView<float> out, ConstView<float> lse,
-                             ConstView<float> grad_out, const AttentionOptions<float>& options, TensorView<float> dq,
-                             TensorView<float> dk, TensorView<float> dv, const ComputeConfig& config,
-                             std::span<float> dsinks, RingStats* stats) {
-  backward(comm, layout, q, k, v, out, lse, grad_out, options, dq, dk, dv, config, dsinks, stats);
+template <class T>
+typename engine::EngineElement<T>::returns ring_attention_backward(
+    MPI_Comm comm, const RingLayout& layout, ConstView<T> q, ConstView<T> k, ConstView<T> v, ConstView<T> out,
+    ConstView<Accum<T>> lse, ConstView<T> grad_out, const AttentionOptions<Accum<T>>& options,
+    const BackwardOutputs<T>& grads, const ComputeConfig& config, RingStats* stats) {
+  backward(comm, layout, q, k, v, out, lse, grad_out, options, grads.dq, grads.dk, grads.dv, config, grads.dsinks,
+           stats);
 }
-void ring_attention_backward(MPI_Comm comm, const RingLayout& layout, ConstView<bfloat16> q, ConstView<bfloat16> k,
-                             ConstView<bfloat16> v, ConstView<bfloat16> out, ConstView<float> lse,
-                             ConstView<bfloat16> grad_out, const AttentionOptions<float>& options,
-                             TensorView<bfloat16> dq, TensorView<bfloat16> dk, TensorView<bfloat16> dv,
-                             const ComputeConfig& config, std::span<float> dsinks, RingStats* stats) {
-  backward(comm, layout, q, k, v, out, lse, grad_out, options, dq, dk, dv, config, dsinks, stats);
-}
-void ring_attention_backward(MPI_Comm comm, const RingLayout& layout, ConstView<float16> q, ConstView<float16> k,
-                             ConstView<float16> v, ConstView<float16> out, ConstView<float> lse,
-                             ConstView<float16> grad_out, const AttentionOptions<float>& options,
-                             TensorView<float16> dq, TensorView<float16> dk, TensorView<float16> dv,
-                             const ComputeConfig& config, std::span<float> dsinks, RingStats* stats) {
-  backward(comm, layout, q, k, v, out, lse, grad_out, options, dq, dk, dv, config, dsinks, stats);
-}
+
+#define ATTNLAB_INSTANTIATE(T)                                                                               \
+  template void ring_attention_backward<T>(                                                                  \
+      MPI_Comm, const RingLayout&, ConstView<T>, ConstView<T>, ConstView<T>, ConstView<T>, ConstView<float>, \
+      ConstView<T>, const AttentionOptions<float>&, const BackwardOutputs<T>&, const ComputeConfig&, RingStats*);
+ATTNLAB_INSTANTIATE(float)
+ATTNLAB_INSTANTIATE(bfloat16)
+ATTNLAB_INSTANTIATE(float16)
+#undef ATTNLAB_INSTANTIATE
 
 }  // namespace attnlab::mpi

@@ -76,8 +76,8 @@ void scale_rows(Tensor<float>& t, const std::vector<double>& scale);
 template <class T>
 TensorView<T> rows(TensorView<T> t, int64_t r0, int64_t n) {
   Shape s = t.shape();
-  s[kSeq] = n;
-  return {t.data() + r0 * t.stride(kSeq), s, t.strides()};
+  s[static_cast<int>(Axis::seq)] = n;
+  return {t.data() + r0 * t.stride(Axis::seq), s, t.strides()};
 }
 
 // A contiguous float copy (empty for a shape with a negative size: prepare names it).

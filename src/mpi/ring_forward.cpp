@@ -34,8 +34,8 @@ struct Partial {
 
   // Folds in an engine call's (o, l) for rows [q0, q0 + o.seq()).
   void merge(const Tensor<float>& o, const Tensor<float>& l, int64_t q0) {
-    const int64_t rows = o.size(kSeq);
-    for (int64_t b = 0; b < o.size(kBatch); ++b)
+    const int64_t rows = o.size(Axis::seq);
+    for (int64_t b = 0; b < o.size(Axis::batch); ++b)
       for (int64_t h = 0; h < heads; ++h)
         for (int64_t i = 0; i < rows; ++i) {
           const double lb = l(b, h, i, 0);
@@ -103,9 +103,9 @@ void forward_core(const Ring& ring, Tensor<float>& q, const Tensor<W>& k, const 
     const TensorView<float> vb = packed(block + kb.numel(), ring.B, ring.Hkv, n_src, ring.dv);
     for (const BlockCall& call : block_calls(ring, src)) {
       Tensor<float> o({ring.B, ring.Hq, call.nq, ring.dv}), l({ring.B, ring.Hq, call.nq, 1});
-      engine::attention_forward(rows(q.view(), call.q0, call.nq), rows(kb, call.k0, call.nk),
-                                rows(vb, call.k0, call.nk), block_options(ring, call, key_lengths), o.view(),
-                                l.view(), nullptr, config);
+      engine::attention_forward<float>(rows(q.view(), call.q0, call.nq), rows(kb, call.k0, call.nk),
+                                       rows(vb, call.k0, call.nk), block_options(ring, call, key_lengths),
+                                       {o.view(), l.view()}, config);
       acc.merge(o, l, call.q0);
     }
     if (stats != nullptr) stats->compute_seconds += now() - t0;
@@ -139,20 +139,24 @@ void forward(MPI_Comm comm, const RingLayout& layout, ConstView<T> q, ConstView<
 
 }  // namespace
 
-void ring_attention_forward(MPI_Comm comm, const RingLayout& layout, ConstView<float> q, ConstView<float> k,
-                            ConstView<float> v, const AttentionOptions<float>& options, TensorView<float> out,
-                            TensorView<float> lse, const ComputeConfig& config, RingStats* stats) {
-  forward(comm, layout, q, k, v, options, out, lse, config, stats);
+template <class T>
+typename engine::EngineElement<T>::returns ring_attention_forward(MPI_Comm comm, const RingLayout& layout,
+                                                                  ConstView<T> q, ConstView<T> k, ConstView<T> v,
+                                                                  const AttentionOptions<Accum<T>>& options,
+                                                                  const ForwardOutputs<T>& outputs,
+                                                                  const ComputeConfig& config, RingStats* stats) {
+  if (outputs.diagnostics || outputs.dropout_mask.present())
+    throw Error("ring attention: diagnostics and the dropout mask are not supported (ask for out and lse only)");
+  forward(comm, layout, q, k, v, options, outputs.out, outputs.lse, config, stats);
 }
-void ring_attention_forward(MPI_Comm comm, const RingLayout& layout, ConstView<bfloat16> q, ConstView<bfloat16> k,
-                            ConstView<bfloat16> v, const AttentionOptions<float>& options, TensorView<bfloat16> out,
-                            TensorView<float> lse, const ComputeConfig& config, RingStats* stats) {
-  forward(comm, layout, q, k, v, options, out, lse, config, stats);
-}
-void ring_attention_forward(MPI_Comm comm, const RingLayout& layout, ConstView<float16> q, ConstView<float16> k,
-                            ConstView<float16> v, const AttentionOptions<float>& options, TensorView<float16> out,
-                            TensorView<float> lse, const ComputeConfig& config, RingStats* stats) {
-  forward(comm, layout, q, k, v, options, out, lse, config, stats);
-}
+
+#define ATTNLAB_INSTANTIATE(T)                                                                                   \
+  template void ring_attention_forward<T>(MPI_Comm, const RingLayout&, ConstView<T>, ConstView<T>, ConstView<T>, \
+                                          const AttentionOptions<float>&, const ForwardOutputs<T>&,              \
+                                          const ComputeConfig&, RingStats*);
+ATTNLAB_INSTANTIATE(float)
+ATTNLAB_INSTANTIATE(bfloat16)
+ATTNLAB_INSTANTIATE(float16)
+#undef ATTNLAB_INSTANTIATE
 
 }  // namespace attnlab::mpi

@@ -103,8 +103,8 @@ Ring prepare(MPI_Comm comm, const RingLayout& layout, std::span<const Argument> 
           mine[kBadInput] = static_cast<int64_t>(t);
           int64_t rest = e;
           for (int a = 3; a >= 0; --a) {
-            mine[kBadIndex + a] = rest % x.size(a);
-            rest /= x.size(a);
+            mine[kBadIndex + a] = rest % x.shape()[a];
+            rest /= x.shape()[a];
           }
           break;
         }
@@ -140,7 +140,7 @@ Ring prepare(MPI_Comm comm, const RingLayout& layout, std::span<const Argument> 
                  field(r, kArgs + kPerArg * static_cast<int>(a) + 2), field(r, kArgs + kPerArg * static_cast<int>(a) + 3)};
   };
   const Shape q0 = shape_of(0, 0), k0 = shape_of(0, 1), v0 = shape_of(0, 2);
-  ring.B = q0[kBatch], ring.Hq = q0[kHeads], ring.d = q0[kDim], ring.Hkv = k0[kHeads], ring.dv = v0[kDim];
+  ring.B = q0[0], ring.Hq = q0[1], ring.d = q0[3], ring.Hkv = k0[1], ring.dv = v0[3];  // [B, H, N, d]
   if (ring.B < 1 || ring.Hq < 1 || ring.Hkv < 1 || ring.d < 1 || ring.dv < 1 || ring.Hq % ring.Hkv != 0)
     fail("rank 0's q " + to_string(q0) + ", k " + to_string(k0) + " and v " + to_string(v0) +
          " do not make a problem (sizes must be positive and q's heads a multiple of k's)");
@@ -150,7 +150,7 @@ Ring prepare(MPI_Comm comm, const RingLayout& layout, std::span<const Argument> 
       const Shape got = shape_of(r, a);
       // dsinks: empty (not wanted), or one per query head when there are sinks.
       if (std::string(args[a].name) == "dsinks")
-        want = {1, 1, 1, got[kDim] == 0 ? 0 : static_cast<int64_t>(options.sinks.size())};
+        want = {1, 1, 1, got[3] == 0 ? 0 : static_cast<int64_t>(options.sinks.size())};
       const bool present = field(r, kArgs + kPerArg * static_cast<int>(a) + 4) == 1;
       if (got != want || !present)
         fail(rank_name(r) + "'s " + args[a].name + " has shape " + to_string(got) + (present ? "" : " (absent)") +
@@ -234,9 +234,9 @@ std::vector<double> row_scales(const Ring& ring) {
 }
 
 void scale_rows(Tensor<float>& t, const std::vector<double>& scale) {
-  const int64_t n = t.size(kSeq), dim = t.size(kDim);
-  for (int64_t b = 0; b < t.size(kBatch); ++b)
-    for (int64_t h = 0; h < t.size(kHeads); ++h)
+  const int64_t n = t.size(Axis::seq), dim = t.size(Axis::dim);
+  for (int64_t b = 0; b < t.size(Axis::batch); ++b)
+    for (int64_t h = 0; h < t.size(Axis::heads); ++h)
       for (int64_t i = 0; i < n; ++i) {
         const double s = scale[static_cast<size_t>(b * n + i)];
         float* row = &t(b, h, i, 0);

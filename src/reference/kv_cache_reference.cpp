@@ -9,16 +9,17 @@
 namespace attnlab::reference {
 
 void kv_cache_attention(const KVCache& cache, int64_t layer, std::span<const int64_t> seqs, ConstView<double> q,
-                        const AttentionOptions<double>& options, TensorView<double> out, TensorView<double> lse,
+                        const AttentionOptions<double>& options, const ForwardOutputs<double>& outputs,
                         std::span<const int64_t> query_lengths) {
-  detail::for_each_cached_sequence<double>(cache, layer, seqs, q, options, out, lse, query_lengths,
+  detail::check_kv_cache_outputs(outputs);
+  detail::for_each_cached_sequence<double>(cache, layer, seqs, q, options, outputs.out, outputs.lse, query_lengths,
                                            [](auto&&...) { return false; },
                                            [&](const Tensor<float>& kf, const Tensor<float>& vf, ConstView<double> qs,
                                                TensorView<double> os, TensorView<double> ls) {
                                              Tensor<double> k(kf.shape()), v(vf.shape());
                                              std::copy(kf.storage().begin(), kf.storage().end(), k.storage().begin());
                                              std::copy(vf.storage().begin(), vf.storage().end(), v.storage().begin());
-                                             attention_forward(qs, k, v, options, os, ls);
+                                             attention_forward<double>(qs, k, v, options, {os, ls});
                                            });
 }
 

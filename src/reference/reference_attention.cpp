@@ -45,7 +45,7 @@ void compute_row_scores(ConstView<double> q, ConstView<double> k, const Attentio
                         const AttentionDims& dims, int64_t b, int64_t h, int64_t i, RowScores& row) {
   const int64_t hk = h / dims.group();
   const double* am = detail::mask_row(opt.additive_mask, b, h, i);
-  const int64_t am_st = opt.additive_mask.stride(kDim);
+  const int64_t am_st = opt.additive_mask.stride(Axis::dim);
   const detail::RowFrame frame = detail::row_frame(dims, opt, b, i);
   const double slope = opt.alibi_slopes.empty() ? 0.0 : detail::alibi_slope(dims, opt, frame.seq, h);
   row.scale = opt.scale(dims.d, detail::visible_keys(dims, opt, b, h, i));
@@ -55,7 +55,7 @@ void compute_row_scores(ConstView<double> q, ConstView<double> k, const Attentio
   row.poisoned = false;
   const double* qi = q.row(b, h, i);
   detail::for_each_visible_key(dims, opt, b, h, i, [&](int64_t j) {
-    double s = row.scale * dot(qi, q.stride(kDim), k.row(b, hk, j), k.stride(kDim), dims.d);
+    double s = row.scale * dot(qi, q.stride(Axis::dim), k.row(b, hk, j), k.stride(Axis::dim), dims.d);
     // Finite inputs can still overflow the dot product (|q|,|k| ~ 1e160); a
     // +inf or NaN score has no softmax, so it is an error rather than a NaN output.
     // With check_finite off the caller takes NaN in, NaN out: the row's O and L become NaN.
@@ -95,9 +95,10 @@ double dropout_factor(const AttentionOptions<double>& opt, uint32_t threshold, i
 // The forward, row by row; diagnostics, when given, from each row's probabilities.
 void forward(ConstView<double> q, ConstView<double> k, ConstView<double> v, const AttentionOptions<double>& options,
              TensorView<double> out, TensorView<double> lse, const RowDiagnostics<double>* diag,
-             const ComputeConfig& config) {
+             TensorView<uint8_t> applied, const ComputeConfig& config) {
   detail::InterruptPoll interrupted(&config.interrupt);
   const AttentionDims dims = detail::check_forward_args(q, k, v, options, out, lse);
+  detail::check_dropout_mask(applied, dims);
   if (diag != nullptr) detail::check_diagnostics(*diag, dims);
   RowScores row;
   std::vector<double> P;  // [Nk] the row's probabilities, for the diagnostics
@@ -131,7 +132,6 @@ void forward(ConstView<double> q, ConstView<double> k, ConstView<double> v, cons
     if (diag->entropy.present()) diag->entropy(b, h, i, 0) = ent;
     if (diag->jacobian_fro_sq.present()) diag->jacobian_fro_sq(b, h, i, 0) = fro;
   };
-  const TensorView<uint8_t> applied = options.dropout.applied_mask;
   if (applied.present())
     for (int64_t b = 0; b < dims.B; ++b)
       for (int64_t h = 0; h < dims.Hq; ++h)
@@ -180,18 +180,10 @@ void forward(ConstView<double> q, ConstView<double> k, ConstView<double> v, cons
   if (options.check_finite) detail::check_result_finite<double>(out, "out");
 }
 
-}  // namespace
-
-void attention_forward(ConstView<double> q, ConstView<double> k, ConstView<double> v,
-                       const AttentionOptions<double>& options, TensorView<double> out, TensorView<double> lse,
-                       const RowDiagnostics<double>* diagnostics, const ComputeConfig& config) {
-  forward(q, k, v, options, out, lse, diagnostics, config);
-}
-
-void attention_backward(ConstView<double> q, ConstView<double> k, ConstView<double> v, ConstView<double> out,
-                        ConstView<double> lse, ConstView<double> grad_out, const AttentionOptions<double>& options,
-                        TensorView<double> dq, TensorView<double> dk, TensorView<double> dv,
-                        const ComputeConfig& config, std::span<double> dsinks) {
+void backward(ConstView<double> q, ConstView<double> k, ConstView<double> v, ConstView<double> out,
+              ConstView<double> lse, ConstView<double> grad_out, const AttentionOptions<double>& options,
+              TensorView<double> dq, TensorView<double> dk, TensorView<double> dv, std::span<double> dsinks,
+              const ComputeConfig& config) {
   const AttentionDims dims = detail::check_backward_args(q, k, v, out, lse, grad_out, options, dq, dk, dv, dsinks);
   detail::InterruptPoll interrupted(&config.interrupt);
   for (int64_t b = 0; b < dims.B; ++b) {
@@ -216,17 +208,17 @@ void attention_backward(ConstView<double> q, ConstView<double> k, ConstView<doub
         if (L == kNegInf) continue;  // fully masked row: no gradient flows
         compute_row_scores(q, k, options, dims, b, h, i, row);
         const double* dOi = grad_out.row(b, h, i);
-        const int64_t do_st = grad_out.stride(kDim);
+        const int64_t do_st = grad_out.stride(Axis::dim);
         // D_i = dO_i·O_i = Σ_j P_ij dP_ij, also with dropout (O holds the dropped P) and sinks
         // (the sink has no value row: its dP is 0).
-        const double D = dot(dOi, do_st, out.row(b, h, i), out.stride(kDim), dims.dv);
+        const double D = dot(dOi, do_st, out.row(b, h, i), out.stride(Axis::dim), dims.dv);
         for (int64_t j = 0; j < dims.Nk; ++j) {
           // P_ij = exp(S_ij − L_i). L ≥ S exactly (L is a log-sum-exp over S), so clamping the
           // exponent at 0 changes nothing mathematically but keeps a rounded L from making P > 1.
           const double P = std::exp(std::min(row.S[static_cast<size_t>(j)] - L, 0.0));
           if (P == 0) continue;
           const double z = dropout_factor(options, threshold, b, h, i, j);  // O used P_ij·z
-          const double dP = dot(dOi, do_st, v.row(b, hk, j), v.stride(kDim), dims.dv);  // dO_i·v_j
+          const double dP = dot(dOi, do_st, v.row(b, hk, j), v.stride(Axis::dim), dims.dv);  // dO_i·v_j
           const double dS = P * (z * dP - D);
           const double g = row.scale * row.G[static_cast<size_t>(j)] * dS;  // back through softcap, score_mod
           for (int64_t c = 0; c < dims.dv; ++c) dv(b, hk, j, c) += P * z * dOi[c * do_st];
@@ -244,22 +236,31 @@ void attention_backward(ConstView<double> q, ConstView<double> k, ConstView<doub
   if (options.check_finite) detail::check_result_finite<double>(dv, "dv");
 }
 
-void attention_backward(ConstView<double> q, ConstView<double> k, ConstView<double> v, ConstView<double> out,
-                        ConstView<double> lse, ConstView<double> grad_out, const AttentionOptions<double>& options,
-                        TensorView<double> dq, TensorView<double> dk, TensorView<double> dv,
-                        const ComputeConfig& config) {
-  reference::attention_backward(q, k, v, out, lse, grad_out, options, dq, dk, dv, config, std::span<double>());
+}  // namespace
+
+template <class T>
+typename ReferenceElement<T>::returns attention_forward(ConstView<T> q, ConstView<T> k, ConstView<T> v,
+                                                        const AttentionOptions<Accum<T>>& options,
+                                                        const ForwardOutputs<T>& outputs, const ComputeConfig& config) {
+  forward(q, k, v, options, outputs.out, outputs.lse, outputs.diagnostics ? &*outputs.diagnostics : nullptr,
+          outputs.dropout_mask, config);
 }
 
-AttentionForward<double> attention_forward(ConstView<double> q, ConstView<double> k, ConstView<double> v,
-                                           const AttentionOptions<double>& options) {
-  return attnlab::attention_forward(q, k, v, options);
+template <class T>
+typename ReferenceElement<T>::returns attention_backward(ConstView<T> q, ConstView<T> k, ConstView<T> v,
+                                                         ConstView<T> out, ConstView<Accum<T>> lse,
+                                                         ConstView<T> grad_out,
+                                                         const AttentionOptions<Accum<T>>& options,
+                                                         const BackwardOutputs<T>& grads, const ComputeConfig& config) {
+  backward(q, k, v, out, lse, grad_out, options, grads.dq, grads.dk, grads.dv, grads.dsinks, config);
 }
 
-AttentionGrads<double> attention_backward(ConstView<double> q, ConstView<double> k, ConstView<double> v,
-                                          const AttentionForward<double>& forward, ConstView<double> grad_out,
-                                          const AttentionOptions<double>& options) {
-  return attnlab::attention_backward(q, k, v, forward, grad_out, options);
-}
+template ATTNLAB_API void attention_forward<double>(ConstView<double>, ConstView<double>, ConstView<double>,
+                                                    const AttentionOptions<double>&, const ForwardOutputs<double>&,
+                                                    const ComputeConfig&);
+template ATTNLAB_API void attention_backward<double>(ConstView<double>, ConstView<double>, ConstView<double>,
+                                                     ConstView<double>, ConstView<double>, ConstView<double>,
+                                                     const AttentionOptions<double>&, const BackwardOutputs<double>&,
+                                                     const ComputeConfig&);
 
 }  // namespace attnlab::reference

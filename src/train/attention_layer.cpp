@@ -53,20 +53,22 @@ void attend_forward(const T* q, const T* k, const T* v, T* out, T* lse, int64_t 
       const RowDiagnostics<float> diag{TensorView<float>(stats->max_prob.data(), {B, 1, Nq, 1}),
                                        TensorView<float>(stats->entropy.data(), {B, 1, Nq, 1}),
                                        TensorView<float>(stats->jacobian_fro_sq.data(), {B, 1, Nq, 1})};
-      attention_forward(qv, kv, vv, attention_options<T>(scale), ov, lv, &diag, one_thread);
+      attention_forward<T>(qv, kv, vv, attention_options<T>(scale), {ov, lv, diag}, one_thread);
       return;
     }
   }
-  attention_forward(qv, kv, vv, attention_options<T>(scale), ov, lv, nullptr, one_thread);
+  attention_forward<T>(qv, kv, vv, attention_options<T>(scale), {ov, lv}, one_thread);
 }
 
 template <class T>
 void attend_backward(const T* q, const T* k, const T* v, const T* out, const T* lse, const T* dout, T* dq, T* dk_,
                      T* dv_, int64_t B, int64_t Nq, int64_t N, int64_t dk, int64_t dv, ScalePolicy scale) {
-  attention_backward(ConstView<T>(q, {B, 1, Nq, dk}), ConstView<T>(k, {B, 1, N, dk}), ConstView<T>(v, {B, 1, N, dv}),
-                     ConstView<T>(out, {B, 1, Nq, dv}), ConstView<T>(lse, {B, 1, Nq, 1}),
-                     ConstView<T>(dout, {B, 1, Nq, dv}), attention_options<T>(scale), TensorView<T>(dq, {B, 1, Nq, dk}),
-                     TensorView<T>(dk_, {B, 1, N, dk}), TensorView<T>(dv_, {B, 1, N, dv}), single_thread());
+  attention_backward<T>(
+      ConstView<T>(q, {B, 1, Nq, dk}), ConstView<T>(k, {B, 1, N, dk}), ConstView<T>(v, {B, 1, N, dv}),
+      ConstView<T>(out, {B, 1, Nq, dv}), ConstView<T>(lse, {B, 1, Nq, 1}), ConstView<T>(dout, {B, 1, Nq, dv}),
+      attention_options<T>(scale),
+      {TensorView<T>(dq, {B, 1, Nq, dk}), TensorView<T>(dk_, {B, 1, N, dk}), TensorView<T>(dv_, {B, 1, N, dv})},
+      single_thread());
 }
 
 // Rows of x [M, d] divided by their norms: y = x/‖x‖, norms[i] = ‖x_i‖.

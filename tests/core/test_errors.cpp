@@ -7,6 +7,7 @@
 
 #include "attnlab/attention.hpp"
 #include "attnlab/reference.hpp"
+#include "core/attention_results.hpp"
 
 namespace al = attnlab;
 using al::Tensor;
@@ -17,7 +18,7 @@ namespace {
 std::string forward_error(const Tensor<double>& q, const Tensor<double>& k, const Tensor<double>& v,
                           const al::AttentionOptions<double>& opt = {}) {
   try {
-    al::reference::attention_forward(q.view(), k.view(), v.view(), opt);
+    al::detail::allocating_forward(q.view(), k.view(), v.view(), opt);
   } catch (const al::Error& e) {
     return e.what();
   }
@@ -68,7 +69,7 @@ TEST(Errors, MasksPaddingAndOutputs) {
 
   Tensor<double> out({2, 4, 5, 7}), lse({2, 4, 5, 1});
   try {
-    al::reference::attention_forward(q.view(), k.view(), v.view(), {}, out.view(), lse.view());
+    al::reference::attention_forward(q.view(), k.view(), v.view(), {}, {out.view(), lse.view()});
     FAIL();
   } catch (const al::Error& e) {
     EXPECT_MESSAGE(std::string(e.what()), "out: shape [2, 4, 5, 7] should be [2, 4, 5, 8]");
@@ -94,7 +95,7 @@ TEST(Errors, StridesNegativeOrAliasingAndOverlappingOutputs) {
   Tensor<double> out({1, 1, 4, 4}), lse({1, 1, 4, 1});
   auto run = [&](al::ConstView<double> qq, al::TensorView<double> o, al::TensorView<double> l) -> std::string {
     try {
-      al::reference::attention_forward(qq, q, q, {}, o, l);
+      al::reference::attention_forward(qq, q, q, {}, {o, l});
     } catch (const al::Error& e) {
       return e.what();
     }
@@ -114,10 +115,10 @@ TEST(Errors, StridesNegativeOrAliasingAndOverlappingOutputs) {
 
 TEST(Errors, BackwardChecksGradOutAndGradientShapes) {
   Tensor<double> q({1, 2, 3, 4}), k({1, 1, 3, 4}), v({1, 1, 3, 5});
-  const auto f = al::reference::attention_forward(q.view(), k.view(), v.view());
+  const auto f = al::detail::allocating_forward(q.view(), k.view(), v.view());
   Tensor<double> dout({1, 2, 3, 4});
   try {
-    al::reference::attention_backward(q.view(), k.view(), v.view(), f, dout.view());
+    al::detail::allocating_backward(q.view(), k.view(), v.view(), f, dout.view());
     FAIL();
   } catch (const al::Error& e) {
     EXPECT_MESSAGE(std::string(e.what()), "grad_out: shape [1, 2, 3, 4] should be [1, 2, 3, 5]");
@@ -125,7 +126,7 @@ TEST(Errors, BackwardChecksGradOutAndGradientShapes) {
   Tensor<double> dout_ok({1, 2, 3, 5});
   dout_ok(0, 1, 2, 0) = NAN;
   try {
-    al::reference::attention_backward(q.view(), k.view(), v.view(), f, dout_ok.view());
+    al::detail::allocating_backward(q.view(), k.view(), v.view(), f, dout_ok.view());
     FAIL();
   } catch (const al::Error& e) {
     EXPECT_MESSAGE(std::string(e.what()), "grad_out: non-finite value nan at [0, 1, 2, 0]");
@@ -143,17 +144,17 @@ TEST(Errors, ScoreOverflowIsAnErrorNotNaN) {
   v2(0, 0, 0, 0) = 3.0;
   al::AttentionOptions<double> none;
   none.scale = al::ScalePolicy::none();
-  const auto f = al::reference::attention_forward(q2.view(), k2.view(), v2.view(), none);
+  const auto f = al::detail::allocating_forward(q2.view(), k2.view(), v2.view(), none);
   EXPECT_EQ(f.out(0, 0, 0, 0), 3.0);
   EXPECT_EQ(f.lse(0, 0, 0, 0), 1e30);
 }
 
 TEST(Errors, BackwardRejectsALseThatIsNaNOrPlusInfinity) {
   Tensor<double> q({1, 1, 2, 2}, 0.5), k({1, 1, 2, 2}, 0.25), v({1, 1, 2, 2}, 1.0), dout({1, 1, 2, 2}, 1.0);
-  auto f = al::reference::attention_forward(q.view(), k.view(), v.view());
+  auto f = al::detail::allocating_forward(q.view(), k.view(), v.view());
   f.lse(0, 0, 1, 0) = INFINITY;
   try {
-    al::reference::attention_backward(q.view(), k.view(), v.view(), f, dout.view());
+    al::detail::allocating_backward(q.view(), k.view(), v.view(), f, dout.view());
     FAIL();
   } catch (const al::Error& e) {
     EXPECT_MESSAGE(std::string(e.what()),
@@ -168,24 +169,24 @@ TEST(Errors, BackwardRefusesAnLseOfMinusInfOnARowThatSeesAKey) {
   std::vector<int64_t> lengths{0};  // every row fully masked by padding
   al::AttentionOptions<double> padded;
   padded.key_lengths = lengths;
-  auto f = al::reference::attention_forward(q.view(), k.view(), v.view(), padded);
-  EXPECT_NO_THROW(al::reference::attention_backward(q.view(), k.view(), v.view(), f, dout.view(), padded));
-  f = al::reference::attention_forward(q.view(), k.view(), v.view());
+  auto f = al::detail::allocating_forward(q.view(), k.view(), v.view(), padded);
+  EXPECT_NO_THROW(al::detail::allocating_backward(q.view(), k.view(), v.view(), f, dout.view(), padded));
+  f = al::detail::allocating_forward(q.view(), k.view(), v.view());
   f.lse(0, 0, 1, 0) = -INFINITY;
   const std::string want =
       "lse: -inf at [0, 0, 1, 0], but that row sees a key (-inf is only for a fully masked row; pass the "
       "forward's lse)";
   try {
-    al::reference::attention_backward(q.view(), k.view(), v.view(), f, dout.view());
+    al::detail::allocating_backward(q.view(), k.view(), v.view(), f, dout.view());
     ADD_FAILURE() << "no error";
   } catch (const al::Error& e) {
     EXPECT_EQ(std::string(e.what()), want);
   }
   Tensor<float> qf({1, 1, 2, 4}, 0.5f), kf({1, 1, 3, 4}, 0.25f), vf({1, 1, 3, 4}, 1.0f), dof({1, 1, 2, 4}, 1.0f);
-  auto ff = al::attention_forward(qf.view(), kf.view(), vf.view());
+  auto ff = al::detail::allocating_forward(qf.view(), kf.view(), vf.view());
   ff.lse(0, 0, 1, 0) = -INFINITY;
   try {
-    al::attention_backward(qf.view(), kf.view(), vf.view(), ff, dof.view());
+    al::detail::allocating_backward(qf.view(), kf.view(), vf.view(), ff, dof.view());
     ADD_FAILURE() << "no error from the engine";
   } catch (const al::Error& e) {
     EXPECT_EQ(std::string(e.what()), want);
@@ -247,14 +248,14 @@ TEST(Errors, SinksAndTheirGradient) {
   const std::vector<double> sinks{0.5, -0.5};
   al::AttentionOptions<double> o;
   o.causal = al::Causal::top_left;
-  const auto f = al::reference::attention_forward(q.view(), k.view(), v.view(), o);
+  const auto f = al::detail::allocating_forward(q.view(), k.view(), v.view(), o);
   Tensor<double> dq(q.shape()), dk(k.shape()), dv(v.shape());
   std::vector<double> ds(2);
-  auto backward = [&](const al::AttentionForward<double>& fw, const al::AttentionOptions<double>& opt,
+  auto backward = [&](const al::detail::AttentionForward<double>& fw, const al::AttentionOptions<double>& opt,
                       std::span<double> d) -> std::string {
     try {
       al::reference::attention_backward(q.view(), k.view(), v.view(), fw.out.view(), fw.lse.view(), dout.view(), opt,
-                                        dq.view(), dk.view(), dv.view(), {}, d);
+                                        {dq.view(), dk.view(), dv.view(), d}, {});
     } catch (const al::Error& e) {
       return e.what();
     }
@@ -264,11 +265,11 @@ TEST(Errors, SinksAndTheirGradient) {
   o.sinks = sinks;
   std::vector<double> ds3(3);
   EXPECT_MESSAGE(backward(f, o, ds3), "dsinks: 3 values; expected one per query head (Hq = 2)");
-  al::AttentionForward<double> bad = al::reference::attention_forward(q.view(), k.view(), v.view(), o);
+  al::detail::AttentionForward<double> bad = al::detail::allocating_forward(q.view(), k.view(), v.view(), o);
   bad.lse(0, 1, 0, 0) = -INFINITY;
   EXPECT_MESSAGE(backward(bad, o, ds),
                  "lse: -inf at [0, 1, 0, 0], but with sinks every row's L is at least its sink (pass the forward's lse)");
-  const auto good = al::reference::attention_forward(q.view(), k.view(), v.view(), o);
+  const auto good = al::detail::allocating_forward(q.view(), k.view(), v.view(), o);
   EXPECT_MESSAGE(backward(good, o, ds), "");
   EXPECT_MESSAGE(backward(good, o, {}), "");  // dsinks not asked for
 }
@@ -278,12 +279,12 @@ TEST(Errors, SoftcapMustSurviveTheConversionToFloat) {
   al::AttentionOptions<float> o;
   o.softcap = 1e-310;  // a positive double that is 0 as a float
   try {
-    al::attention_forward(q.view(), q.view(), q.view(), o);
+    al::detail::allocating_forward(q.view(), q.view(), q.view(), o);
     FAIL() << "accepted";
   } catch (const al::Error& e) {
     EXPECT_EQ(std::string(e.what()), "softcap: 1e-310 is outside the range of float32 (about 1.2e-38 to 3.4e38)");
   }
   o.softcap = 3e38;  // 1/c is subnormal: the engine divides instead
-  const auto f = al::attention_forward(q.view(), q.view(), q.view(), o);
+  const auto f = al::detail::allocating_forward(q.view(), q.view(), q.view(), o);
   EXPECT_FLOAT_EQ(f.out(0, 0, 0, 0), 0.5f);
 }

@@ -9,6 +9,7 @@
 #include <random>
 
 #include "attnlab/reference.hpp"
+#include "core/attention_results.hpp"
 #include "problem.hpp"
 
 namespace al = attnlab;
@@ -17,7 +18,7 @@ using al::test::Problem;
 namespace {
 
 double loss(const Problem& p) {
-  const auto f = al::reference::attention_forward(p.q.view(), p.k.view(), p.v.view(), p.options());
+  const auto f = al::detail::allocating_forward(p.q.view(), p.k.view(), p.v.view(), p.options());
   double s = 0;
   for (int64_t i = 0; i < f.out.numel(); ++i) s += f.out.data()[i] * p.grad_out.data()[i];
   return s;
@@ -66,8 +67,8 @@ double gradcheck_sinks(Problem& p, const std::vector<double>& analytic) {
 
 void check(Problem& p, const char* name) {
   const auto opt = p.options();
-  const auto f = al::reference::attention_forward(p.q.view(), p.k.view(), p.v.view(), opt);
-  const auto g = al::reference::attention_backward(p.q.view(), p.k.view(), p.v.view(), f, p.grad_out.view(), opt);
+  const auto f = al::detail::allocating_forward(p.q.view(), p.k.view(), p.v.view(), opt);
+  const auto g = al::detail::allocating_backward(p.q.view(), p.k.view(), p.v.view(), f, p.grad_out.view(), opt);
   EXPECT_LT(gradcheck(p, p.q, g.dq), 1e-6) << name << " dQ: " << p.describe();
   EXPECT_LT(gradcheck(p, p.k, g.dk), 1e-6) << name << " dK: " << p.describe();
   EXPECT_LT(gradcheck(p, p.v, g.dv), 1e-6) << name << " dV: " << p.describe();
@@ -210,8 +211,8 @@ TEST(ReferenceGradcheck, FullyMaskedRowsGiveZeroOutputLseMinusInfAndZeroGradient
   p.additive_mask = al::Tensor<double>({1, 1, 3, 4}, 0.0);
   for (int64_t j = 0; j < 4; ++j) p.additive_mask(0, 0, 2, j) = -INFINITY;  // row 2: all −inf
   const auto opt = p.options();
-  const auto f = al::reference::attention_forward(p.q.view(), p.k.view(), p.v.view(), opt);
-  const auto g = al::reference::attention_backward(p.q.view(), p.k.view(), p.v.view(), f, p.grad_out.view(), opt);
+  const auto f = al::detail::allocating_forward(p.q.view(), p.k.view(), p.v.view(), opt);
+  const auto g = al::detail::allocating_backward(p.q.view(), p.k.view(), p.v.view(), f, p.grad_out.view(), opt);
   for (int64_t h = 0; h < 2; ++h) {
     EXPECT_EQ(f.lse(0, h, 2, 0), -INFINITY);
     for (int64_t c = 0; c < 2; ++c) {

@@ -9,6 +9,7 @@
 #include <random>
 
 #include "attnlab/reference.hpp"
+#include "core/attention_results.hpp"
 #include "core/philox.hpp"
 #include "problem.hpp"
 
@@ -19,13 +20,13 @@ namespace {
 
 
 struct Outcome {
-  al::AttentionForward<double> f;
-  al::AttentionGrads<double> g;
+  al::detail::AttentionForward<double> f;
+  al::detail::AttentionGrads<double> g;
 };
 
 Outcome run(const Problem& p) {
-  Outcome r{al::reference::attention_forward(p.q.view(), p.k.view(), p.v.view(), p.options()), {}};
-  r.g = al::reference::attention_backward(p.q.view(), p.k.view(), p.v.view(), r.f, p.grad_out.view(), p.options());
+  Outcome r{al::detail::allocating_forward(p.q.view(), p.k.view(), p.v.view(), p.options()), {}};
+  r.g = al::detail::allocating_backward(p.q.view(), p.k.view(), p.v.view(), r.f, p.grad_out.view(), p.options());
   return r;
 }
 
@@ -80,7 +81,7 @@ TEST(ReferenceVariants, WindowFollowsFlashAttentionsDefinition) {
   p.dv = 6;
   for (int64_t j = 0; j < 6; ++j) p.v(0, 0, j, j) = 1;
   p.grad_out = al::Tensor<double>({1, 1, 3, 6});
-  const auto f = al::reference::attention_forward(p.q.view(), p.k.view(), p.v.view(), p.options());
+  const auto f = al::detail::allocating_forward(p.q.view(), p.k.view(), p.v.view(), p.options());
   for (int64_t i = 0; i < 3; ++i)
     for (int64_t j = 0; j < 6; ++j) EXPECT_EQ(f.out(0, 0, i, j) > 0, i + 2 <= j && j <= i + 3) << i << " " << j;
 }
@@ -218,8 +219,7 @@ TEST(ReferenceVariants, DropoutKeepsOneMinusPWithinFourStandardErrors) {
     p.seed = 12345;
     auto opt = p.options();
     al::Tensor<uint8_t> mask({2, 4, 384, 384});
-    opt.dropout.applied_mask = mask.view();
-    const auto f = al::reference::attention_forward(p.q.view(), p.k.view(), p.v.view(), opt);
+    const auto f = al::detail::allocating_forward(p.q.view(), p.k.view(), p.v.view(), opt, {}, mask.view());
     double kept = 0;
     for (uint8_t m : mask.storage()) kept += m;
     const double n = static_cast<double>(mask.numel()), se = std::sqrt(dropout * (1 - dropout) / n);
@@ -232,7 +232,7 @@ TEST(ReferenceVariants, DropoutKeepsOneMinusPWithinFourStandardErrors) {
     // O = Σ_j P_ij M_ij/(1 − p) v_j with P the undropped softmax (L is not affected).
     Problem plain = p;
     plain.dropout_p = 0;
-    const auto g = al::reference::attention_forward(p.q.view(), p.k.view(), p.v.view(), plain.options());
+    const auto g = al::detail::allocating_forward(p.q.view(), p.k.view(), p.v.view(), plain.options());
     EXPECT_EQ(al::test::max_abs_diff(f.lse, g.lse), 0.0);
   }
 }
@@ -245,8 +245,7 @@ TEST(ReferenceVariants, DropoutMaskDependsOnlyOnSeedAndIndex) {
   auto masks = [&](const Problem& x) {
     auto opt = x.options();
     al::Tensor<uint8_t> m({1, 2, 40, 50});
-    opt.dropout.applied_mask = m.view();
-    al::reference::attention_forward(x.q.view(), x.k.view(), x.v.view(), opt);
+    al::detail::allocating_forward(x.q.view(), x.k.view(), x.v.view(), opt, {}, m.view());
     return m;
   };
   const auto a = masks(p);
@@ -266,7 +265,7 @@ TEST(ReferenceVariants, PackedSequencesEqualSeparateCalls) {
   p.causal = al::Causal::bottom_right;
   p.window = {2, 0};
   p.alibi_slopes = {0.25, 0.5, 0.75, 1.0};  // [n_seq = 2, Hq = 2]
-  const auto packed = al::reference::attention_forward(p.q.view(), p.k.view(), p.v.view(), p.options());
+  const auto packed = al::detail::allocating_forward(p.q.view(), p.k.view(), p.v.view(), p.options());
   for (int64_t s = 0; s < 2; ++s) {
     const int64_t q0 = p.cu_seqlens_q[s], nq = p.cu_seqlens_q[s + 1] - q0;
     const int64_t k0 = p.cu_seqlens_k[s], nk = p.cu_seqlens_k[s + 1] - k0;
@@ -282,7 +281,7 @@ TEST(ReferenceVariants, PackedSequencesEqualSeparateCalls) {
     one.causal = p.causal;
     one.window = p.window;
     one.alibi_slopes = {p.alibi_slopes[2 * s], p.alibi_slopes[2 * s + 1]};
-    const auto f = al::reference::attention_forward(one.q.view(), one.k.view(), one.v.view(), one.options());
+    const auto f = al::detail::allocating_forward(one.q.view(), one.k.view(), one.v.view(), one.options());
     for (int64_t h = 0; h < 2; ++h)
       for (int64_t i = 0; i < nq; ++i) {
         EXPECT_EQ(f.lse(0, h, i, 0), packed.lse(0, h, q0 + i, 0)) << s << " " << h << " " << i;

@@ -24,6 +24,7 @@
 
 #include "attnlab/attention.hpp"
 #include "attnlab/reference.hpp"
+#include "core/attention_results.hpp"
 #include "naive_float.hpp"
 
 namespace attnlab::test {
@@ -39,9 +40,9 @@ inline const char* kQuantity[kQuantities] = {"out", "lse", "dq", "dk", "dv", "ds
 // The rule's floor for each of O, L, dQ, dK, dV, dsinks (see the top), from the problem
 // (its inputs exactly those of the implementations), the reference's forward and
 // results, and the naive float32 run (its max |D| and column mass).
-inline std::array<double, kQuantities> accuracy_floors(const Problem& p, const AttentionForward<double>& rf,
-                                                        const Tensor<double>* const (&ref)[kQuantities],
-                                                        const NaiveResult& nv) {
+inline std::array<double, kQuantities> accuracy_floors(const Problem& p, const detail::AttentionForward<double>& rf,
+                                                       const Tensor<double>* const (&ref)[kQuantities],
+                                                       const NaiveResult& nv) {
   double max_lse = 0;
   for (double y : rf.lse.storage())
     if (std::isfinite(y)) max_lse = std::max(max_lse, std::abs(y));
@@ -51,9 +52,9 @@ inline std::array<double, kQuantities> accuracy_floors(const Problem& p, const A
   auto max_abs_of = [](const Tensor<double>& t) { return max_abs(t); };
   auto max_norm = [](const Tensor<double>& t) {
     double m = 0;
-    for (int64_t r = 0; r < t.numel() / t.size(3); ++r) {
+    for (int64_t r = 0; r < t.numel() / t.shape()[3]; ++r) {
       double n = 0;
-      for (int64_t c = 0; c < t.size(3); ++c) n += t.data()[r * t.size(3) + c] * t.data()[r * t.size(3) + c];
+      for (int64_t c = 0; c < t.shape()[3]; ++c) n += t.data()[r * t.shape()[3] + c] * t.data()[r * t.shape()[3] + c];
       m = std::max(m, std::sqrt(n));
     }
     return m;
@@ -114,12 +115,12 @@ inline EngineErrors check_engine_against_reference(const Problem& p0, bool strid
   }
   AttentionOptions<float> fopt = opt;
   Tensor<uint8_t> applied({p.B, p.Hq, p.Nq, p.dropout_p != 0 ? p.Nk : 0});
-  if (p.dropout_p != 0) fopt.dropout.applied_mask = applied.view();
-  const auto fe = attention_forward(q, k, v, fopt, config);
+  const TensorView<uint8_t> mask_out = p.dropout_p != 0 ? applied.view() : TensorView<uint8_t>();
+  const auto fe = detail::allocating_forward(q, k, v, fopt, config, mask_out);
   Tensor<float> dk(p.k.shape()), dv(p.v.shape()), dsinks({1, p.Hq, 1, 1});
   const std::span<float> dsinks_out = p.sinks.empty() ? std::span<float>() : std::span<float>(dsinks.storage());
-  attention_backward(q, k, v, fe.out.view(), fe.lse.view(), f.grad_out.view(), opt, dq, dk.view(), dv.view(), config,
-                     dsinks_out);
+  attention_backward(q, k, v, fe.out.view(), fe.lse.view(), f.grad_out.view(), opt,
+                     {dq, dk.view(), dv.view(), dsinks_out}, config);
   for (int64_t b = 0; b < p.B; ++b)
     for (int64_t h = 0; h < p.Hq; ++h)
       for (int64_t i = 0; i < p.Nq; ++i)
@@ -131,9 +132,9 @@ inline EngineErrors check_engine_against_reference(const Problem& p0, bool strid
   const auto ropt = p.options();
   AttentionOptions<double> ropt_masked = ropt;
   Tensor<uint8_t> ref_applied(applied.shape());
-  if (p.dropout_p != 0) ropt_masked.dropout.applied_mask = ref_applied.view();
-  const auto rf = reference::attention_forward(p.q.view(), p.k.view(), p.v.view(), ropt_masked);
-  const auto rg = reference::attention_backward(p.q.view(), p.k.view(), p.v.view(), rf, p.grad_out.view(), ropt);
+  const TensorView<uint8_t> ref_mask_out = p.dropout_p != 0 ? ref_applied.view() : TensorView<uint8_t>();
+  const auto rf = detail::allocating_forward(p.q.view(), p.k.view(), p.v.view(), ropt_masked, {}, ref_mask_out);
+  const auto rg = detail::allocating_backward(p.q.view(), p.k.view(), p.v.view(), rf, p.grad_out.view(), ropt);
   // Dropout: the engine applied exactly the reference's mask.
   if (p.dropout_p != 0) EXPECT_EQ(applied.storage(), ref_applied.storage()) << "dropout masks differ";
   Tensor<double> ref_dsinks({1, p.Hq, 1, 1});

@@ -89,7 +89,8 @@ inline NaiveResult naive_float_attention(const Problem& p, const FloatProblem& f
               g *= ds;
             }
             if (p.additive_mask.numel())
-              s += f.additive_mask(p.additive_mask.size(0) == 1 ? 0 : b, p.additive_mask.size(1) == 1 ? 0 : h, i, j);
+              s += f.additive_mask(p.additive_mask.shape()[0] == 1 ? 0 : b, p.additive_mask.shape()[1] == 1 ? 0 : h, i,
+                                   j);
           }
           if (p.dropout_p != 0)
             Z[ij] = detail::dropout_keep(p.seed, threshold, b, h, i, j) ? keep_scale : 0.0f;

@@ -140,10 +140,10 @@ TEST(EngineAccuracy, OneHotRowsPassBackProbabilityExactlyOne) {
     al::Tensor<float> out({1, 1, 2, d}), lse({1, 1, 2, 1}), dq({1, 1, 2, d}), dk({1, 1, 2, d}), dv({1, 1, 2, d});
     const al::AttentionOptions<float> options;
     al::attention_forward(std::as_const(q).view(), std::as_const(k).view(), std::as_const(v).view(), options,
-                          out.view(), lse.view());
+                          {out.view(), lse.view()});
     al::attention_backward(std::as_const(q).view(), std::as_const(k).view(), std::as_const(v).view(),
                            std::as_const(out).view(), std::as_const(lse).view(), std::as_const(dout).view(), options,
-                           dq.view(), dk.view(), dv.view());
+                           {dq.view(), dk.view(), dv.view()});
     SCOPED_TRACE("trial " + std::to_string(trial) + ", d = " + std::to_string(d));
     for (int64_t c = 0; c < d; ++c) {
       ASSERT_EQ(dv(0, 0, 0, c), dout(0, 0, 0, c) + dout(0, 0, 1, c)) << "column " << c;

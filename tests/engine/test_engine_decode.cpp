@@ -18,9 +18,11 @@
 #include <string>
 #include <vector>
 
+#include "engine_path.hpp"
 #include "attnlab/attention.hpp"
 #include "attnlab/engine.hpp"
 #include "attnlab/reference.hpp"
+#include "core/attention_results.hpp"
 #include "engine/decode_path.hpp"
 #include "engine/testing/engine_probe.hpp"
 #include "engine_check.hpp"
@@ -119,9 +121,9 @@ TEST(EngineDecode, RandomDecodeAndChunkShapesWithinTheAccuracyRule) {
     dims.insert(p.d);
     const int64_t fused_before = al::engine::testing::tile_counts().decode_fused.load();
     const auto e = al::test::check_engine_against_reference(p, use_strides, al::ComputeConfig{2});
-    decode_path += al::engine::last_forward_path() == ForwardPath::decode;
+    decode_path += al::test::last_forward_path() == ForwardPath::decode;
     fused += al::engine::testing::tile_counts().decode_fused.load() > fused_before;
-    EXPECT_EQ(al::engine::last_forward_path(), ForwardPath::decode);
+    EXPECT_EQ(al::test::last_forward_path(), ForwardPath::decode);
     for (int x = 0; x < 5; ++x)
       if (e.naive[x] > 0) worst_ratio[x] = std::max(worst_ratio[x], e.engine[x] / e.naive[x]);
     if (::testing::Test::HasFailure() && std::getenv("ATTNLAB_KEEP_GOING") == nullptr) break;
@@ -167,7 +169,7 @@ TEST(EngineDecode, GroupedHeadsFusedStepWithinTheAccuracyRule) {
     dims.insert(p.d);
     const int64_t fused_before = al::engine::testing::tile_counts().decode_fused.load();
     al::test::check_engine_against_reference(p, n % 5 == 2, al::ComputeConfig{2});
-    EXPECT_EQ(al::engine::last_forward_path(), ForwardPath::decode);
+    EXPECT_EQ(al::test::last_forward_path(), ForwardPath::decode);
     fused += al::engine::testing::tile_counts().decode_fused.load() > fused_before;
     if (::testing::Test::HasFailure() && std::getenv("ATTNLAB_KEEP_GOING") == nullptr) break;
   }
@@ -199,7 +201,8 @@ struct RequestsFor {
 // The forward's O and L of a problem on `threads` threads.
 std::vector<al::Tensor<float>> forward_out_lse(const al::test::Problem& p, int threads) {
   const al::test::FloatProblem fp(p);
-  auto f = al::attention_forward(fp.q.view(), fp.k.view(), fp.v.view(), fp.options(p), al::ComputeConfig{threads});
+  auto f =
+      al::detail::allocating_forward(fp.q.view(), fp.k.view(), fp.v.view(), fp.options(p), al::ComputeConfig{threads});
   return {f.out, f.lse};
 }
 
@@ -243,7 +246,7 @@ TEST(EngineDecode, OneQueryRowFusedStepWithinTheAccuracyRule) {
     const auto& counts = al::engine::testing::tile_counts();
     int64_t before = counts.decode_fused.load(), beside_before = counts.decode_fused_beside_loads.load();
     al::test::check_engine_against_reference(p, n % 5 == 2, al::ComputeConfig{2});
-    EXPECT_EQ(al::engine::last_forward_path(), ForwardPath::decode);
+    EXPECT_EQ(al::test::last_forward_path(), ForwardPath::decode);
     const bool took_fused = counts.decode_fused.load() > before;
     fused += took_fused;
     // By default beside the loads when K and V fit the last-level cache, as most of these do.
@@ -347,7 +350,7 @@ TEST(EngineDecode, FiveToEightRowsFusedOnAvx512WithinTheAccuracyRule) {
     dims.insert(p.d);
     const int64_t before = counts.decode_fused.load(), beside_before = counts.decode_fused_beside_loads.load();
     al::test::check_engine_against_reference(p, n % 5 == 2, al::ComputeConfig{2});
-    EXPECT_EQ(al::engine::last_forward_path(), ForwardPath::decode);
+    EXPECT_EQ(al::test::last_forward_path(), ForwardPath::decode);
     const bool took_fused = counts.decode_fused.load() > before;
     fused += took_fused;
     // By default beside the loads (these K and V fit the cache; larger ones: below).
@@ -438,7 +441,7 @@ TEST(EngineDecode, FusedStepLazyMaxRescalesWithinTheAccuracyRule) {
     SCOPED_TRACE("d " + std::to_string(d) + ": " + p.describe());
     const int64_t fused_before = al::engine::testing::tile_counts().decode_fused.load();
     al::test::check_engine_against_reference(p, false, al::ComputeConfig{2});
-    EXPECT_EQ(al::engine::last_forward_path(), ForwardPath::decode);
+    EXPECT_EQ(al::test::last_forward_path(), ForwardPath::decode);
     EXPECT_GT(al::engine::testing::tile_counts().decode_fused.load(), fused_before);
   }
 }
@@ -467,7 +470,7 @@ TEST(EngineDecode, VariantsOnDecodeShapesWithinTheAccuracyRule) {
     packed += !p.cu_seqlens_q.empty();
     mods += p.mask_mod != nullptr || p.score_mod != nullptr;
     al::test::check_engine_against_reference(p, n % 5 == 2, al::ComputeConfig{2});
-    EXPECT_EQ(al::engine::last_forward_path(), ForwardPath::decode);
+    EXPECT_EQ(al::test::last_forward_path(), ForwardPath::decode);
     if (::testing::Test::HasFailure() && std::getenv("ATTNLAB_KEEP_GOING") == nullptr) break;
   }
   EXPECT_GT(window, kProblems / 5);
@@ -523,9 +526,9 @@ TEST(EngineDecode, SplitKVBitwiseIdenticalForOneTwoThreeThreads) {
     const auto opt = fp.options(p);
     auto run = [&](int threads) {
       const al::ComputeConfig cfg{threads};
-      auto f = al::attention_forward(fp.q.view(), fp.k.view(), fp.v.view(), opt, cfg);
-      EXPECT_EQ(al::engine::last_forward_path(), ForwardPath::decode);
-      auto g = al::attention_backward(fp.q.view(), fp.k.view(), fp.v.view(), f, fp.grad_out.view(), opt, cfg);
+      auto f = al::detail::allocating_forward(fp.q.view(), fp.k.view(), fp.v.view(), opt, cfg);
+      EXPECT_EQ(al::test::last_forward_path(), ForwardPath::decode);
+      auto g = al::detail::allocating_backward(fp.q.view(), fp.k.view(), fp.v.view(), f, fp.grad_out.view(), opt, cfg);
       return std::vector<al::Tensor<float>>{f.out, f.lse, g.dq, g.dk, g.dv};
     };
     const auto one = run(1);
@@ -564,7 +567,7 @@ TEST(EngineDecode, LargerChunksForCallsWithManyItems) {
   p.key_lengths = {p.Nk, 4096 + 7};
   SCOPED_TRACE(p.describe());
   al::test::check_engine_against_reference(p, false, al::ComputeConfig{2});
-  EXPECT_EQ(al::engine::last_forward_path(), ForwardPath::decode);
+  EXPECT_EQ(al::test::last_forward_path(), ForwardPath::decode);
   expect_same_bits_for_any_threads(p);
 }
 
@@ -628,11 +631,11 @@ TEST(EngineDecode, TheEngineChoosesThePathFromTheShapes) {
     if (diagnostics) {
       al::Tensor<float> out(q.shape()), lse({1, Hq, Nq, 1}), pmax({1, Hq, Nq, 1});
       const al::RowDiagnostics<float> diag{pmax.view(), {}, {}};
-      al::engine::attention_forward(q.view(), k.view(), v.view(), {}, out.view(), lse.view(), &diag);
+      al::engine::attention_forward(q.view(), k.view(), v.view(), {}, {out.view(), lse.view(), diag});
     } else {
-      al::attention_forward(q.view(), k.view(), v.view());
+      al::detail::allocating_forward(q.view(), k.view(), v.view());
     }
-    return al::engine::last_forward_path();
+    return al::test::last_forward_path();
   };
   const int64_t chunk = al::engine::kDecodeChunkMin, br = al::engine::kBr;
   EXPECT_EQ(path(8, 8, 1, chunk + 1, false), ForwardPath::decode);   // a decoding step
@@ -651,8 +654,8 @@ TEST(EngineDecode, TheEngineChoosesThePathFromTheShapes) {
     const al::Tensor<float> q({1, 2, 1, 8}, 0.5f), k({1, 2, 4 * chunk, 8}, 0.25f), v({1, 2, 4 * chunk, 8}, 1.0f);
     al::AttentionOptions<float> o;
     o.dropout = {0.1, 5};
-    al::attention_forward(q.view(), k.view(), v.view(), o);
-    EXPECT_EQ(al::engine::last_forward_path(), ForwardPath::tiled);
+    al::detail::allocating_forward(q.view(), k.view(), v.view(), o);
+    EXPECT_EQ(al::test::last_forward_path(), ForwardPath::tiled);
   }
 }
 
@@ -672,18 +675,17 @@ TEST(EngineDecode, BadInputGetsTheSameErrors) {
     al::Tensor<double> qd({2, 4, 1, 16}, 0.5), kd({2, 2, nk, 16}, 0.25), vd({2, 2, nk, 16}, 1.0);
     k(1, 1, nk - 3, 7) = NAN;
     kd(1, 1, nk - 3, 7) = NAN;
-    const std::string want = message([&] { al::reference::attention_forward(qd.view(), kd.view(), vd.view()); });
+    const std::string want = message([&] { al::detail::allocating_forward(qd.view(), kd.view(), vd.view()); });
     EXPECT_EQ(want, "k: non-finite value nan at [1, 1, " + std::to_string(nk - 3) + ", 7]");
-    EXPECT_EQ(message([&] { al::attention_forward(q.view(), k.view(), v.view()); }), want);
+    EXPECT_EQ(message([&] { al::detail::allocating_forward(q.view(), k.view(), v.view()); }), want);
     k(1, 1, nk - 3, 7) = kd(1, 1, nk - 3, 7) = 0.25f;
     al::AttentionOptions<float> of;
     al::AttentionOptions<double> od;
     const std::vector<int64_t> lengths{nk, nk + 1};
     of.key_lengths = od.key_lengths = lengths;
-    const std::string want_len =
-        message([&] { al::reference::attention_forward(qd.view(), kd.view(), vd.view(), od); });
+    const std::string want_len = message([&] { al::detail::allocating_forward(qd.view(), kd.view(), vd.view(), od); });
     EXPECT_FALSE(want_len.empty());
-    EXPECT_EQ(message([&] { al::attention_forward(q.view(), k.view(), v.view(), of); }), want_len);
+    EXPECT_EQ(message([&] { al::detail::allocating_forward(q.view(), k.view(), v.view(), of); }), want_len);
   }
   // The decode path checks K and V while it reads them, and scans the keys no row sees:
   // a NaN or ±inf anywhere in them, used or not, gets the reference's message (and k's
@@ -712,11 +714,11 @@ TEST(EngineDecode, BadInputGetsTheSameErrors) {
       const std::vector<int64_t> lengths{nk, 100};
       if (c.causal == 1) of.causal = od.causal = al::Causal::top_left;
       if (c.causal == 2) of.key_lengths = od.key_lengths = lengths;
-      const std::string want = message([&] { al::reference::attention_forward(qd.view(), kd.view(), vd.view(), od); });
+      const std::string want = message([&] { al::detail::allocating_forward(qd.view(), kd.view(), vd.view(), od); });
       EXPECT_NE(want.find(c.in_k ? "k: non-finite value" : "v: non-finite value"), std::string::npos) << want;
       const int64_t fused_before = al::engine::testing::tile_counts().decode_fused.load();
-      EXPECT_EQ(message([&] { al::attention_forward(q.view(), k.view(), v.view(), of); }), want);
-      EXPECT_EQ(al::engine::last_forward_path(), ForwardPath::decode);
+      EXPECT_EQ(message([&] { al::detail::allocating_forward(q.view(), k.view(), v.view(), of); }), want);
+      EXPECT_EQ(al::test::last_forward_path(), ForwardPath::decode);
       // Two query heads per key/value head: without causality the tiles are the fused step's.
       if (c.causal == 0) EXPECT_GT(al::engine::testing::tile_counts().decode_fused.load(), fused_before);
       // k's or v's error comes before the additive mask's.
@@ -726,8 +728,8 @@ TEST(EngineDecode, BadInputGetsTheSameErrors) {
       amd(0, 0, 0, 4) = INFINITY;
       of.additive_mask = am.view();
       od.additive_mask = amd.view();
-      EXPECT_EQ(message([&] { al::reference::attention_forward(qd.view(), kd.view(), vd.view(), od); }), want);
-      EXPECT_EQ(message([&] { al::attention_forward(q.view(), k.view(), v.view(), of); }), want);
+      EXPECT_EQ(message([&] { al::detail::allocating_forward(qd.view(), kd.view(), vd.view(), od); }), want);
+      EXPECT_EQ(message([&] { al::detail::allocating_forward(q.view(), k.view(), v.view(), of); }), want);
     }
   }
   // Scores past float's range in one chunk of one row: that row is named, as in the tiled path.
@@ -737,13 +739,13 @@ TEST(EngineDecode, BadInputGetsTheSameErrors) {
     k(0, 0, nk - 2, 0) = k(0, 0, nk - 2, 1) = 1e20f;  // in the last chunk
     al::AttentionOptions<float> none;
     none.scale = al::ScalePolicy::none();
-    EXPECT_EQ(message([&] { al::attention_forward(q.view(), k.view(), v.view(), none); }),
+    EXPECT_EQ(message([&] { al::detail::allocating_forward(q.view(), k.view(), v.view(), none); }),
               "attention: scores of row [0, 1, 1] overflow float32 (|scale·q·k| > 3.4e38); scale the inputs down or "
               "use the double-precision reference");
-    EXPECT_EQ(al::engine::last_forward_path(), ForwardPath::decode);
+    EXPECT_EQ(al::test::last_forward_path(), ForwardPath::decode);
     // With the check off: NaN in that row only, the others normal.
     none.check_finite = false;
-    const auto f = al::attention_forward(q.view(), k.view(), v.view(), none);
+    const auto f = al::detail::allocating_forward(q.view(), k.view(), v.view(), none);
     for (int64_t h = 0; h < 2; ++h)
       for (int64_t i = 0; i < 2; ++i) {
         const bool bad = h == 1 && i == 1;
@@ -756,8 +758,8 @@ TEST(EngineDecode, BadInputGetsTheSameErrors) {
     const al::Tensor<float> q({1, 8, 1, 64}, 0.5f), k({1, 8, nk, 64}, 0.25f), v({1, 8, nk, 64}, 1.0f);
     al::ComputeConfig cfg{2};
     cfg.interrupt = [] { return true; };
-    EXPECT_THROW(al::attention_forward(q.view(), k.view(), v.view(), {}, cfg), al::Interrupted);
-    EXPECT_EQ(al::engine::last_forward_path(), ForwardPath::decode);
+    EXPECT_THROW(al::detail::allocating_forward(q.view(), k.view(), v.view(), {}, cfg), al::Interrupted);
+    EXPECT_EQ(al::test::last_forward_path(), ForwardPath::decode);
   }
 }
 
@@ -777,7 +779,7 @@ TEST(EngineDecode, PortableTargetRunsTheDecodePathWithinTheAccuracyRule) {
     const al::test::Problem p = al::test::random_problem(rng, lim);
     SCOPED_TRACE("problem " + std::to_string(n) + " on " + al::engine::target_name() + ": " + p.describe());
     al::test::check_engine_against_reference(p, n % 4 == 1, al::ComputeConfig{2});
-    EXPECT_EQ(al::engine::last_forward_path(), ForwardPath::decode);
+    EXPECT_EQ(al::test::last_forward_path(), ForwardPath::decode);
   }
   hwy::SetSupportedTargetsForTest(0);
   EXPECT_EQ(al::engine::target_name(), best);

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "engine_path.hpp"
 #include "attnlab/engine.hpp"
 #include "engine/decode_path.hpp"
 #include "engine/testing/engine_probe.hpp"
@@ -57,9 +58,8 @@ uint64_t run_one(uint64_t h, std::mt19937_64& rng, int64_t B, int64_t Hq, int64_
     for (int64_t i = 0; i < Hq; ++i) sink_values.push_back(nd(rng));
     opt.sinks = sink_values;
   }
-  al::engine::attention_forward(q.view(), k.view(), v.view(), opt, out.view(), lse.view(), nullptr,
-                                al::ComputeConfig{2});
-  EXPECT_EQ(al::engine::last_forward_path(), al::engine::ForwardPath::decode);
+  al::engine::attention_forward(q.view(), k.view(), v.view(), opt, {out.view(), lse.view()}, al::ComputeConfig{2});
+  EXPECT_EQ(al::test::last_forward_path(), al::engine::ForwardPath::decode);
   h = fold(h, out.view().data(), sizeof(E) * static_cast<size_t>(B * Hq * Nq * d));
   return fold(h, lse.view().data(), sizeof(float) * static_cast<size_t>(B * Hq * Nq));
 }

@@ -7,6 +7,7 @@
 #include <random>
 
 #include "attnlab/attention.hpp"
+#include "core/attention_results.hpp"
 #include "naive_float.hpp"
 #include "same_bits.hpp"
 
@@ -15,8 +16,8 @@ namespace al = attnlab;
 namespace {
 
 struct EngineRun {
-  al::AttentionForward<float> f;
-  al::AttentionGrads<float> g;
+  al::detail::AttentionForward<float> f;
+  al::detail::AttentionGrads<float> g;
   al::Tensor<uint8_t> dropout_mask;
 };
 
@@ -59,9 +60,8 @@ TEST(EngineDeterminism, BitwiseIdenticalForOneTwoThreeThreadsAndRepeats) {
       EngineRun r;
       r.dropout_mask = al::Tensor<uint8_t>({p.B, p.Hq, p.Nq, p.Nk});
       auto fopt = opt;
-      fopt.dropout.applied_mask = r.dropout_mask.view();
-      r.f = al::attention_forward(fp.q.view(), fp.k.view(), fp.v.view(), fopt, cfg);
-      r.g = al::attention_backward(fp.q.view(), fp.k.view(), fp.v.view(), r.f, fp.grad_out.view(), opt, cfg);
+      r.f = al::detail::allocating_forward(fp.q.view(), fp.k.view(), fp.v.view(), fopt, cfg, r.dropout_mask.view());
+      r.g = al::detail::allocating_backward(fp.q.view(), fp.k.view(), fp.v.view(), r.f, fp.grad_out.view(), opt, cfg);
       return r;
     };
     const EngineRun one = run(1);

@@ -13,6 +13,7 @@
 #include "attnlab/attention.hpp"
 #include "attnlab/reference.hpp"
 #include "attnlab/softmax.hpp"
+#include "core/attention_results.hpp"
 #include "naive_float.hpp"
 
 namespace al = attnlab;
@@ -28,14 +29,14 @@ Diag engine_diagnostics(const al::test::Problem& p, const al::test::FloatProblem
          al::Tensor<float>({p.B, p.Hq, p.Nq, 1})};
   const al::RowDiagnostics<float> rd{d.max_prob.view(), d.entropy.view(), d.fro.view()};
   al::Tensor<float> out({p.B, p.Hq, p.Nq, p.dv}), lse({p.B, p.Hq, p.Nq, 1});
-  al::attention_forward(fp.q.view(), fp.k.view(), fp.v.view(), fp.options(p), out.view(),
-                        lse.view(), &rd, al::ComputeConfig{1});
+  al::attention_forward(fp.q.view(), fp.k.view(), fp.v.view(), fp.options(p), {out.view(), lse.view(), rd},
+                        al::ComputeConfig{1});
   return d;
 }
 
 // Row probabilities of the rounded problem in double, through the reference's L.
-std::vector<double> row_probs(const al::test::Problem& p, const al::AttentionForward<double>& f, int64_t b, int64_t h,
-                              int64_t i) {
+std::vector<double> row_probs(const al::test::Problem& p, const al::detail::AttentionForward<double>& f, int64_t b,
+                              int64_t h, int64_t i) {
   std::vector<double> prob;
   const double L = f.lse(b, h, i, 0);
   if (L == -INFINITY) return prob;
@@ -49,7 +50,7 @@ std::vector<double> row_probs(const al::test::Problem& p, const al::AttentionFor
     for (int64_t c = 0; c < p.d; ++c) s += p.q(b, h, i, c) * p.k(b, hk, j, c);
     s *= scale;
     if (p.additive_mask.numel())
-      s += p.additive_mask(p.additive_mask.size(0) == 1 ? 0 : b, p.additive_mask.size(1) == 1 ? 0 : h, i, j);
+      s += p.additive_mask(p.additive_mask.shape()[0] == 1 ? 0 : b, p.additive_mask.shape()[1] == 1 ? 0 : h, i, j);
     prob.push_back(std::exp(s - L));
   }
   return prob;
@@ -67,7 +68,7 @@ TEST(EngineDiagnostics, MatchDoublePrecisionOnRandomProblems) {
     SCOPED_TRACE("problem " + std::to_string(n) + ": " + p.describe());
     const al::test::FloatProblem fp(p);
     const Diag d = engine_diagnostics(p, fp);
-    const auto f = al::reference::attention_forward(p.q.view(), p.k.view(), p.v.view(), p.options());
+    const auto f = al::detail::allocating_forward(p.q.view(), p.k.view(), p.v.view(), p.options());
     for (int64_t b = 0; b < p.B; ++b)
       for (int64_t h = 0; h < p.Hq; ++h)
         for (int64_t i = 0; i < p.Nq; ++i) {
@@ -125,7 +126,7 @@ TEST(EngineDiagnostics, NearOneHotRowsKeepTheirTinyJacobian) {
       al::Tensor<double> out({1, 1, 1, 2}), lse({1, 1, 1, 1}), rmax({1, 1, 1, 1}), rent({1, 1, 1, 1}),
           rfro({1, 1, 1, 1});
       const al::RowDiagnostics<double> rd{rmax.view(), rent.view(), rfro.view()};
-      al::reference::attention_forward(p.q.view(), p.k.view(), p.v.view(), p.options(), out.view(), lse.view(), &rd);
+      al::reference::attention_forward(p.q.view(), p.k.view(), p.v.view(), p.options(), {out.view(), lse.view(), rd});
       EXPECT_NEAR(rfro(0, 0, 0, 0), fro, 1e-12 * fro);
       EXPECT_NEAR(rent(0, 0, 0, 0), ent, 1e-12 * ent);
       EXPECT_NEAR(rmax(0, 0, 0, 0), 1 / l, 1e-14);
@@ -147,9 +148,9 @@ TEST(ReferenceDiagnostics, MatchTheRowProbabilities) {
     al::Tensor<double> pmax({p.B, p.Hq, p.Nq, 1}, -1.0), ent({p.B, p.Hq, p.Nq, 1}, -1.0),
         fro({p.B, p.Hq, p.Nq, 1}, -1.0);
     const al::RowDiagnostics<double> rd{pmax.view(), ent.view(), fro.view()};
-    al::reference::attention_forward(p.q.view(), p.k.view(), p.v.view(), p.options(), out.view(), lse.view(), &rd);
+    al::reference::attention_forward(p.q.view(), p.k.view(), p.v.view(), p.options(), {out.view(), lse.view(), rd});
     // The diagnostics leave the forward's results as they were.
-    const auto f = al::reference::attention_forward(p.q.view(), p.k.view(), p.v.view(), p.options());
+    const auto f = al::detail::allocating_forward(p.q.view(), p.k.view(), p.v.view(), p.options());
     for (int64_t b = 0; b < p.B; ++b)
       for (int64_t h = 0; h < p.Hq; ++h)
         for (int64_t i = 0; i < p.Nq; ++i) {
@@ -176,7 +177,7 @@ TEST(ReferenceDiagnostics, WrongShapeIsAnError) {
   al::Tensor<double> bad({1, 2, 5, 1});
   try {
     const al::RowDiagnostics<double> rd{{}, bad.view(), {}};
-    al::reference::attention_forward(q.view(), k.view(), v.view(), {}, out.view(), lse.view(), &rd);
+    al::reference::attention_forward(q.view(), k.view(), v.view(), {}, {out.view(), lse.view(), rd});
     FAIL() << "expected an error";
   } catch (const al::Error& e) {
     EXPECT_STREQ(e.what(), "diagnostics.entropy: shape [1, 2, 5, 1] should be [1, 2, 4, 1]");
@@ -202,7 +203,7 @@ TEST(EngineDiagnostics, MatchTheReferenceWithTheVariants) {
     const al::Shape rows{p.B, p.Hq, p.Nq, 1};
     al::Tensor<double> out({p.B, p.Hq, p.Nq, p.dv}), lse(rows), rmax(rows), rent(rows), rfro(rows);
     const al::RowDiagnostics<double> rd{rmax.view(), rent.view(), rfro.view()};
-    al::reference::attention_forward(p.q.view(), p.k.view(), p.v.view(), p.options(), out.view(), lse.view(), &rd);
+    al::reference::attention_forward(p.q.view(), p.k.view(), p.v.view(), p.options(), {out.view(), lse.view(), rd});
     for (int64_t r = 0; r < lse.numel(); ++r) {
       const double pmax = rmax.data()[r], ent = rent.data()[r], fro = rfro.data()[r];
       ASSERT_NEAR(d.max_prob.data()[r], pmax, 1e-4 * pmax + 1e-7) << "row " << r;

@@ -15,6 +15,7 @@
 #include "attnlab/attention.hpp"
 #include "attnlab/engine.hpp"
 #include "attnlab/reference.hpp"
+#include "core/attention_results.hpp"
 #include "engine_check.hpp"
 
 namespace al = attnlab;
@@ -27,9 +28,9 @@ std::string forward_error(const Tensor<T>& q, const Tensor<T>& k, const Tensor<T
                           const al::AttentionOptions<T>& opt) {
   try {
     if constexpr (std::is_same_v<T, float>)
-      al::attention_forward(q.view(), k.view(), v.view(), opt);
+      al::detail::allocating_forward(q.view(), k.view(), v.view(), opt);
     else
-      al::reference::attention_forward(q.view(), k.view(), v.view(), opt);
+      al::detail::allocating_forward(q.view(), k.view(), v.view(), opt);
   } catch (const al::Error& e) {
     return e.what();
   }
@@ -76,10 +77,10 @@ TEST(EngineErrors, SameMessagesAsTheReference) {
   }
   // Backward: a wrong dq shape and a NaN in dO.
   const Tensor<float> q({1, 2, 4, 8}), k({1, 1, 6, 8}), v({1, 1, 6, 8});
-  const auto f = al::attention_forward(q.view(), k.view(), v.view());
+  const auto f = al::detail::allocating_forward(q.view(), k.view(), v.view());
   Tensor<float> go(f.out.shape()), dq({1, 2, 4, 7}), dk(k.shape()), dv(v.shape());
   const Tensor<double> qd({1, 2, 4, 8}), kd({1, 1, 6, 8}), vd({1, 1, 6, 8});
-  const auto fd = al::reference::attention_forward(qd.view(), kd.view(), vd.view());
+  const auto fd = al::detail::allocating_forward(qd.view(), kd.view(), vd.view());
   Tensor<double> god(fd.out.shape()), dqd({1, 2, 4, 7}), dkd(kd.shape()), dvd(vd.shape());
   auto msg = [](auto&& fn) {
     try {
@@ -91,12 +92,12 @@ TEST(EngineErrors, SameMessagesAsTheReference) {
   };
   const std::string want = msg([&] {
     al::reference::attention_backward(qd.view(), kd.view(), vd.view(), fd.out.view(), fd.lse.view(), god.view(), {},
-                                      dqd.view(), dkd.view(), dvd.view());
+                                      {dqd.view(), dkd.view(), dvd.view()});
   });
   EXPECT_FALSE(want.empty());
   EXPECT_EQ(msg([&] {
-              al::attention_backward(q.view(), k.view(), v.view(), f.out.view(), f.lse.view(), go.view(), {}, dq.view(),
-                                     dk.view(), dv.view());
+              al::attention_backward(q.view(), k.view(), v.view(), f.out.view(), f.lse.view(), go.view(), {},
+                                     {dq.view(), dk.view(), dv.view()});
             }),
             want);
   go(0, 1, 2, 3) = NAN;
@@ -105,12 +106,12 @@ TEST(EngineErrors, SameMessagesAsTheReference) {
   Tensor<double> dqd_ok(qd.shape());
   const std::string want_nan = msg([&] {
     al::reference::attention_backward(qd.view(), kd.view(), vd.view(), fd.out.view(), fd.lse.view(), god.view(), {},
-                                      dqd_ok.view(), dkd.view(), dvd.view());
+                                      {dqd_ok.view(), dkd.view(), dvd.view()});
   });
   EXPECT_EQ(want_nan, "grad_out: non-finite value nan at [0, 1, 2, 3]");
   EXPECT_EQ(msg([&] {
               al::attention_backward(q.view(), k.view(), v.view(), f.out.view(), f.lse.view(), go.view(), {},
-                                     dq_ok.view(), dk.view(), dv.view());
+                                     {dq_ok.view(), dk.view(), dv.view()});
             }),
             want_nan);
 }
@@ -120,20 +121,21 @@ TEST(EngineErrors, EngineOnlyArguments) {
   Tensor<float> out({1, 2, 4, 8}), lse({1, 2, 4, 1}), bad({1, 2, 5, 1});
   const al::RowDiagnostics<float> diag{bad.view(), {}, {}};
   try {
-    al::attention_forward(q.view(), k.view(), v.view(), {}, out.view(), lse.view(), &diag);
+    al::attention_forward(q.view(), k.view(), v.view(), {}, {out.view(), lse.view(), diag});
     FAIL() << "no error";
   } catch (const al::Error& e) {
     EXPECT_EQ(std::string(e.what()), "diagnostics.max_prob: shape [1, 2, 5, 1] should be [1, 2, 4, 1]");
   }
   try {
-    al::attention_forward(q.view(), k.view(), v.view(), {}, al::ComputeConfig{-1});
+    al::detail::allocating_forward(q.view(), k.view(), v.view(), {}, al::ComputeConfig{-1});
     FAIL() << "no error";
   } catch (const al::Error& e) {
     EXPECT_EQ(std::string(e.what()), "engine: threads: -1 is outside [0, 1024] (0 = all cores)");
   }
   // Tens of thousands of threads once crashed inside libgomp: now the same rule's error.
   for (int threads : {al::kMaxThreads + 1, 65536, 99999})
-    EXPECT_THROW(al::attention_forward(q.view(), k.view(), v.view(), {}, al::ComputeConfig{threads}), al::Error);
+    EXPECT_THROW(al::detail::allocating_forward(q.view(), k.view(), v.view(), {}, al::ComputeConfig{threads}),
+                 al::Error);
 }
 
 TEST(EngineErrors, ScoresBeyondFloatRangeAreAnErrorNotAMaskedRow) {
@@ -153,10 +155,10 @@ TEST(EngineErrors, ScoresBeyondFloatRangeAreAnErrorNotAMaskedRow) {
   k2(0, 0, 0, 0) = 1e19f;
   k2(0, 0, 1, 0) = -1e19f;
   v2(0, 0, 0, 0) = 3.0f;
-  const auto f = al::attention_forward(q2.view(), k2.view(), v2.view(), none);
+  const auto f = al::detail::allocating_forward(q2.view(), k2.view(), v2.view(), none);
   EXPECT_EQ(f.out(0, 0, 0, 0), 3.0f);
   const Tensor<float> dout({1, 1, 1, 1}, 1.0f);
-  const auto g = al::attention_backward(q2.view(), k2.view(), v2.view(), f, dout.view(), none);
+  const auto g = al::detail::allocating_backward(q2.view(), k2.view(), v2.view(), f, dout.view(), none);
   for (const auto* t : {&g.dq, &g.dk, &g.dv})
     for (float x : t->storage()) EXPECT_TRUE(std::isfinite(x));
   EXPECT_EQ(g.dv(0, 0, 0, 0), 1.0f);
@@ -195,13 +197,13 @@ TEST(EngineErrors, AnOverflowedScoreIsFoundBeforeSoftcapAlibiOrScoreModCanHideIt
     od.score_mod = o.score_mod;
     const std::vector<double> slopes_d{0.5};
     if (treatment == 2) od.alibi_slopes = slopes_d;
-    const auto ref = al::reference::attention_forward(qd.view(), kd.view(), vd.view(), od);
-    al::AttentionForward<float> f{Tensor<float>({1, 1, 4, 3}), Tensor<float>({1, 1, 4, 1})};
+    const auto ref = al::detail::allocating_forward(qd.view(), kd.view(), vd.view(), od);
+    al::detail::AttentionForward<float> f{Tensor<float>({1, 1, 4, 3}), Tensor<float>({1, 1, 4, 1})};
     for (size_t n = 0; n < f.out.storage().size(); ++n) f.out.storage()[n] = static_cast<float>(ref.out.storage()[n]);
     for (size_t n = 0; n < f.lse.storage().size(); ++n) f.lse.storage()[n] = static_cast<float>(ref.lse.storage()[n]);
     const Tensor<float> dout({1, 1, 4, 3}, 1.0f);
     try {
-      al::attention_backward(q.view(), k.view(), v.view(), f, dout.view(), o);
+      al::detail::allocating_backward(q.view(), k.view(), v.view(), f, dout.view(), o);
       ADD_FAILURE() << "no error from the backward";
     } catch (const al::Error& e) {
       EXPECT_EQ(std::string(e.what()).substr(0, overflow.size()), overflow);
@@ -220,14 +222,14 @@ TEST(EngineErrors, ScoresAllBelowFloatRangeAreAnErrorNotAMaskedRow) {
       al::AttentionOptions<float> none;
       none.scale = al::ScalePolicy::none();
       EXPECT_EQ(forward_error(q, k, v, none).substr(0, 51), "attention: scores of row [0, 0, 0] overflow float32");
-      al::AttentionForward<float> f{Tensor<float>({1, 1, Nq, 2}, 1.0f), Tensor<float>({1, 1, Nq, 1}, -1e38f)};
+      al::detail::AttentionForward<float> f{Tensor<float>({1, 1, Nq, 2}, 1.0f), Tensor<float>({1, 1, Nq, 1}, -1e38f)};
       const Tensor<float> dout({1, 1, Nq, 2}, 1.0f);
-      EXPECT_THROW(al::attention_backward(q.view(), k.view(), v.view(), f, dout.view(), none), al::Error);
+      EXPECT_THROW(al::detail::allocating_backward(q.view(), k.view(), v.view(), f, dout.view(), none), al::Error);
       // One key below the range beside finite ones is a probability of 0, as in the reference.
       for (int64_t j = 1; j < Nk; ++j) k(0, 0, j, 0) = k(0, 0, j, 1) = 0.0f;
       EXPECT_EQ(forward_error(q, k, v, none), "");
-      const auto ok = al::attention_forward(q.view(), k.view(), v.view(), none);
-      EXPECT_NO_THROW(al::attention_backward(q.view(), k.view(), v.view(), ok, dout.view(), none));
+      const auto ok = al::detail::allocating_forward(q.view(), k.view(), v.view(), none);
+      EXPECT_NO_THROW(al::detail::allocating_backward(q.view(), k.view(), v.view(), ok, dout.view(), none));
     }
 }
 
@@ -241,7 +243,7 @@ TEST(EngineErrors, UncheckedNaNInputGivesNaNRowsInBothImplementations) {
     q(0, 0, 1, 2) = std::numeric_limits<T>::quiet_NaN();  // row 1 only
     al::AttentionOptions<T> off;
     off.check_finite = false;
-    const auto f = al::attention_forward(q.view(), k.view(), v.view(), off);
+    const auto f = al::detail::allocating_forward(q.view(), k.view(), v.view(), off);
     for (int64_t i = 0; i < 3; ++i) {
       const bool nan_row = i == 1;
       EXPECT_EQ(std::isnan(f.lse(0, 0, i, 0)), nan_row) << "row " << i << " lse " << f.lse(0, 0, i, 0);
@@ -278,9 +280,9 @@ TEST(EngineErrors, GradientOverflowIsAnErrorNotNaN) {
   Tensor<float> q({1, 1, 1, 3}, 0.5f), k({1, 1, 1, 3}, 0.5f), v({1, 1, 1, 2}, 1.0f), dout({1, 1, 1, 2}, 1.0f);
   v(0, 0, 0, 1) = -1e30f;
   dout(0, 0, 0, 1) = 1e30f;
-  const auto f = al::attention_forward(q.view(), k.view(), v.view());
+  const auto f = al::detail::allocating_forward(q.view(), k.view(), v.view());
   try {
-    al::attention_backward(q.view(), k.view(), v.view(), f, dout.view());
+    al::detail::allocating_backward(q.view(), k.view(), v.view(), f, dout.view());
     FAIL() << "no error";
   } catch (const al::Error& e) {
     EXPECT_NE(std::string(e.what()).find("overflows float32 at"), std::string::npos) << e.what();
@@ -331,9 +333,9 @@ void ExpectEveryNonFiniteFound() {
       auto run = [&] {
         try {
           if constexpr (std::is_same_v<T, float>)
-            al::attention_forward(q.view(), k, v.view(), {});
+            al::detail::allocating_forward(q.view(), k, v.view(), {});
           else
-            al::reference::attention_forward(q.view(), k, v.view(), {});
+            al::detail::allocating_forward(q.view(), k, v.view(), {});
         } catch (const al::Error& e) {
           return std::string(e.what());
         }
@@ -366,19 +368,20 @@ TEST(EngineErrors, AnInterruptStopsForwardAndBackwardInBothImplementations) {
   auto check = [](auto zero) {
     using T = decltype(zero);
     Tensor<T> q({1, 2, 700, 16}, T(0.1)), k({1, 2, 900, 16}, T(0.2)), v({1, 2, 900, 16}, T(0.3));
-    const auto f = al::attention_forward(q.view(), k.view(), v.view());
+    const auto f = al::detail::allocating_forward(q.view(), k.view(), v.view());
     const Tensor<T> dout(f.out.shape(), T(1));
     al::ComputeConfig stop_now;
     stop_now.threads = 2;
     int asked = 0;
     stop_now.interrupt = [&asked] { return ++asked >= 1; };
-    EXPECT_THROW(al::attention_forward(q.view(), k.view(), v.view(), {}, stop_now), al::Interrupted);
+    EXPECT_THROW(al::detail::allocating_forward(q.view(), k.view(), v.view(), {}, stop_now), al::Interrupted);
     EXPECT_GE(asked, 1);
-    EXPECT_THROW(al::attention_backward(q.view(), k.view(), v.view(), f, dout.view(), {}, stop_now), al::Interrupted);
+    EXPECT_THROW(al::detail::allocating_backward(q.view(), k.view(), v.view(), f, dout.view(), {}, stop_now),
+                 al::Interrupted);
     al::ComputeConfig never;
     never.threads = 2;
     never.interrupt = [] { return false; };
-    const auto g = al::attention_forward(q.view(), k.view(), v.view(), {}, never);
+    const auto g = al::detail::allocating_forward(q.view(), k.view(), v.view(), {}, never);
     EXPECT_EQ(g.out.storage(), f.out.storage());  // asking changes nothing
   };
   check(0.0f);  // the engine
@@ -404,8 +407,8 @@ TEST(EngineMemory, AHeadTooLargeToPackHasItsVCopiedPerTileAndStaysExact) {
   causal_f.causal = al::Causal::bottom_right;
   al::AttentionOptions<double> causal_d;
   causal_d.causal = al::Causal::bottom_right;
-  const auto ref = al::attention_forward(q.view(), k.view(), v.view(), causal_d);
-  const auto eng = al::attention_forward(qf.view(), kf.view(), vf.view(), causal_f);
+  const auto ref = al::detail::allocating_forward(q.view(), k.view(), v.view(), causal_d);
+  const auto eng = al::detail::allocating_forward(qf.view(), kf.view(), vf.view(), causal_f);
   for (int64_t i = 0; i < 3; ++i) {
     EXPECT_NEAR(eng.out(0, 0, i, 0), ref.out(0, 0, i, 0), 1e-5) << "row " << i;
     EXPECT_NEAR(eng.lse(0, 0, i, 0), ref.lse(0, 0, i, 0), 1e-4) << "row " << i;

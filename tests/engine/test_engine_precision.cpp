@@ -37,8 +37,10 @@
 #include <type_traits>
 #include <vector>
 
+#include "engine_path.hpp"
 #include "attnlab/attention.hpp"
 #include "attnlab/float16.hpp"
+#include "core/attention_results.hpp"
 #include "engine/decode_path.hpp"
 #include "engine/plan.hpp"
 #include "engine/testing/engine_probe.hpp"
@@ -216,7 +218,7 @@ bool check_equals_float_engine(const al::test::Problem& p, bool strided, int thr
   const HookOff exact_products(al::engine::testing::bf16_dot_products_allowed());  // scores on converted values
   auto fused_tiles = [] { return al::engine::testing::tile_counts().decode_fused.load(); };
   const int64_t before32 = fused_tiles();
-  const auto f32_as_is = al::attention_forward(q32.view(), k32.view(), v32.view(), opt, config);
+  const auto f32_as_is = al::detail::allocating_forward(q32.view(), k32.view(), v32.view(), opt, config);
   const bool fused_shape = fused_tiles() > before32;
 
   // Forward: where the 16-bit call takes the fused step, the float32 engine as it is;
@@ -224,15 +226,16 @@ bool check_equals_float_engine(const al::test::Problem& p, bool strided, int thr
   al::Tensor<T> out({p.B, p.Hq, p.Nq, p.dv});
   al::Tensor<float> lse({p.B, p.Hq, p.Nq, 1});
   const int64_t before16 = fused_tiles();
-  al::attention_forward(q, k, v, opt, out.view(), lse.view(), nullptr, config);
+  al::attention_forward(q, k, v, opt, {out.view(), lse.view()}, config);
   const bool fused16 = fused_tiles() > before16;
-  EXPECT_EQ(al::engine::last_forward_path(), path);
+  EXPECT_EQ(al::test::last_forward_path(), path);
   const bool avx512 = al::engine::target_name().rfind("AVX3", 0) == 0;
   // Strided views are not read in place (the float32 copies are), so they never fuse.
   EXPECT_EQ(fused16, avx512 && fused_shape && !strided)
       << "a 16-bit cache read in place takes the fused step where float32 does, on AVX-512 only";
   const HookOff fused_off(al::engine::testing::fused_decode_allowed());  // as the 16-bit types run off AVX-512
-  const auto f32 = fused16 ? f32_as_is : al::attention_forward(q32.view(), k32.view(), v32.view(), opt, config);
+  const auto f32 =
+      fused16 ? f32_as_is : al::detail::allocating_forward(q32.view(), k32.view(), v32.view(), opt, config);
   EXPECT_EQ(count_differences<T>(out.view(), f32.out), 0) << "out";
   EXPECT_EQ(count_differences(lse, f32.lse), 0) << "lse";
 
@@ -246,10 +249,10 @@ bool check_equals_float_engine(const al::test::Problem& p, bool strided, int thr
   const al::TensorView<T> dk = to_type<T>(p.k, plain, 1, sdk, unused);
   const al::TensorView<T> dv = to_type<T>(p.v, plain, 1, sdv, unused);
   std::vector<float> dsinks(p.sinks.size()), dsinks32(p.sinks.size());
-  al::attention_backward(q, k, v, o, lse.view(), g, opt, dq, dk, dv, config, std::span<float>(dsinks));
+  al::attention_backward(q, k, v, o, lse.view(), g, opt, {dq, dk, dv, std::span<float>(dsinks)}, config);
   al::Tensor<float> dq32(p.q.shape()), dk32(p.k.shape()), dv32(p.v.shape());
-  al::attention_backward(q32.view(), k32.view(), v32.view(), o32.view(), f32.lse.view(), g32.view(), opt, dq32.view(),
-                         dk32.view(), dv32.view(), config, std::span<float>(dsinks32));
+  al::attention_backward(q32.view(), k32.view(), v32.view(), o32.view(), f32.lse.view(), g32.view(), opt,
+                         {dq32.view(), dk32.view(), dv32.view(), std::span<float>(dsinks32)}, config);
   EXPECT_EQ(count_differences<T>(dq, dq32), 0) << "dq";
   EXPECT_EQ(count_differences<T>(dk, dk32), 0) << "dk";
   EXPECT_EQ(count_differences<T>(dv, dv32), 0) << "dv";
@@ -345,7 +348,7 @@ void check_row_order_16bit(uint64_t seed) {
       const al::test::FloatProblem f(p);
       auto forward = [&](al::Tensor<T>& out, al::Tensor<float>& lse) {
         out = al::Tensor<T>({p.B, p.Hq, p.Nq, p.dv}), lse = al::Tensor<float>({p.B, p.Hq, p.Nq, 1});
-        al::attention_forward(q, k, v, f.options(p), out.view(), lse.view(), nullptr, al::ComputeConfig{2});
+        al::attention_forward(q, k, v, f.options(p), {out.view(), lse.view()}, al::ComputeConfig{2});
       };
       al::Tensor<T> out_rows, out_off;
       al::Tensor<float> lse_rows, lse_off;
@@ -377,7 +380,7 @@ TEST(EnginePrecision, NaNInA16BitInputIsNamed) {
   al::Tensor<float> lse({1, 1, 4, 1});
   k(0, 0, 5, 3) = bfloat16::from_float(NAN);
   try {
-    al::attention_forward(q.view(), k.view(), v.view(), {}, out.view(), lse.view());
+    al::attention_forward(q.view(), k.view(), v.view(), {}, {out.view(), lse.view()});
     FAIL() << "no error";
   } catch (const al::Error& e) {
     EXPECT_STREQ(e.what(), "k: non-finite value nan at [0, 0, 5, 3]");
@@ -385,7 +388,7 @@ TEST(EnginePrecision, NaNInA16BitInputIsNamed) {
   al::Tensor<float16> qh({1, 1, 4, 8}, float16::from_float(0.5f)), kh({1, 1, 6, 8}), vh({1, 1, 6, 8}), oh({1, 1, 4, 8});
   vh(0, 0, 2, 1) = float16::from_float(-INFINITY);
   try {
-    al::attention_forward(qh.view(), kh.view(), vh.view(), {}, oh.view(), lse.view());
+    al::attention_forward(qh.view(), kh.view(), vh.view(), {}, {oh.view(), lse.view()});
     FAIL() << "no error";
   } catch (const al::Error& e) {
     EXPECT_STREQ(e.what(), "v: non-finite value -inf at [0, 0, 2, 1]");
@@ -398,11 +401,11 @@ TEST(EnginePrecision, Float16ResultPastItsRangeIsAnError) {
   al::Tensor<float16> q({1, 1, N, 8}), k({1, 1, 1, 8}), v({1, 1, 1, 8}, float16::from_float(1.0f));
   al::Tensor<float16> out({1, 1, N, 8}), g({1, 1, N, 8}, float16::from_float(200.0f));
   al::Tensor<float> lse({1, 1, N, 1});
-  al::attention_forward(q.view(), k.view(), v.view(), {}, out.view(), lse.view());
+  al::attention_forward(q.view(), k.view(), v.view(), {}, {out.view(), lse.view()});
   al::Tensor<float16> dq(q.shape()), dk(k.shape()), dv(v.shape());
   try {
-    al::attention_backward(q.view(), k.view(), v.view(), out.view(), lse.view(), g.view(), {}, dq.view(), dk.view(),
-                           dv.view());
+    al::attention_backward(q.view(), k.view(), v.view(), out.view(), lse.view(), g.view(), {},
+                           {dq.view(), dk.view(), dv.view()});
     FAIL() << "no error";
   } catch (const al::Error& e) {
     EXPECT_STREQ(e.what(),
@@ -471,10 +474,11 @@ Used check_16bit_against_reference(const al::test::Problem& p0) {
   al::Tensor<T> out({p.B, p.Hq, p.Nq, p.dv}), dq(p.q.shape()), dk(p.k.shape()), dv(p.v.shape());
   al::Tensor<float> lse({p.B, p.Hq, p.Nq, 1}), dsinks({1, p.Hq, 1, 1});
   const al::ComputeConfig one_thread{1};
-  al::attention_forward(q.view(), k.view(), v.view(), opt, out.view(), lse.view(), nullptr, one_thread);
-  al::attention_backward(q.view(), k.view(), v.view(), out.view(), lse.view(), g.view(), opt, dq.view(), dk.view(),
-                         dv.view(), one_thread,
-                         p.sinks.empty() ? std::span<float>() : std::span<float>(dsinks.storage()));
+  al::attention_forward(q.view(), k.view(), v.view(), opt, {out.view(), lse.view()}, one_thread);
+  al::attention_backward(
+      q.view(), k.view(), v.view(), out.view(), lse.view(), g.view(), opt,
+      {dq.view(), dk.view(), dv.view(), p.sinks.empty() ? std::span<float>() : std::span<float>(dsinks.storage())},
+      one_thread);
 
   // Naive, in T's regime: float32 on the 16-bit inputs, outputs rounded to T, and the
   // backward's D = rowsum(dO∘O) from the rounded O (the O a caller of either holds).
@@ -485,8 +489,9 @@ Used check_16bit_against_reference(const al::test::Problem& p0) {
   nv.dq = rounded_to<T>(nv.dq), nv.dk = rounded_to<T>(nv.dk), nv.dv = rounded_to<T>(nv.dv);
 
   // Reference, double, on the same inputs.
-  const auto rf = al::reference::attention_forward(p.q.view(), p.k.view(), p.v.view(), p.options());
-  const auto rg = al::reference::attention_backward(p.q.view(), p.k.view(), p.v.view(), rf, p.grad_out.view(), p.options());
+  const auto rf = al::detail::allocating_forward(p.q.view(), p.k.view(), p.v.view(), p.options());
+  const auto rg =
+      al::detail::allocating_backward(p.q.view(), p.k.view(), p.v.view(), rf, p.grad_out.view(), p.options());
   al::Tensor<double> ref_dsinks({1, p.Hq, 1, 1});
   for (size_t h = 0; h < rg.dsinks.size(); ++h) ref_dsinks.data()[h] = rg.dsinks[h];
   const al::Tensor<double>* const ref[al::test::kQuantities] = {&rf.out, &rf.lse, &rg.dq, &rg.dk, &rg.dv, &ref_dsinks};
@@ -494,11 +499,12 @@ Used check_16bit_against_reference(const al::test::Problem& p0) {
                                                         dsinks};
   const al::Tensor<float>* nai[al::test::kQuantities] = {&nv.out, &nv.lse, &nv.dq, &nv.dk, &nv.dv, &nv.dsinks};
   // The float32 engine on the same inputs.
-  const auto f32 = al::attention_forward(f.q.view(), f.k.view(), f.v.view(), opt, one_thread);
+  const auto f32 = al::detail::allocating_forward(f.q.view(), f.k.view(), f.v.view(), opt, one_thread);
   al::Tensor<float> dq32(p.q.shape()), dk32(p.k.shape()), dv32(p.v.shape()), dsinks32({1, p.Hq, 1, 1});
   al::attention_backward(f.q.view(), f.k.view(), f.v.view(), f32.out.view(), f32.lse.view(), f.grad_out.view(), opt,
-                         dq32.view(), dk32.view(), dv32.view(), one_thread,
-                         p.sinks.empty() ? std::span<float>() : std::span<float>(dsinks32.storage()));
+                         {dq32.view(), dk32.view(), dv32.view(),
+                          p.sinks.empty() ? std::span<float>() : std::span<float>(dsinks32.storage())},
+                         one_thread);
   const al::Tensor<float>* e32[al::test::kQuantities] = {&f32.out, &f32.lse, &dq32, &dk32, &dv32, &dsinks32};
   const std::array<double, al::test::kQuantities> floor = al::test::accuracy_floors(p, rf, ref, nv);
   Used used{};
@@ -629,7 +635,7 @@ TEST(EnginePrecisionAccuracy, BFloat16ScoresOnTheCpuDotProductsWithinTheAccuracy
   const int64_t dots_at = counts.decode_bf16_dots.load();
   for (int threads = 1; threads <= 3; ++threads) {
     outs.emplace_back(al::Shape{B, Hq, 1, d}), lses.emplace_back(al::Shape{B, Hq, 1, 1});
-    al::attention_forward(q.view(), k.view(), v.view(), opt, outs.back().view(), lses.back().view(), nullptr,
+    al::attention_forward(q.view(), k.view(), v.view(), opt, {outs.back().view(), lses.back().view()},
                           al::ComputeConfig{threads});
   }
   EXPECT_EQ(counts.decode_bf16_dots.load() > dots_at, expect_dots);

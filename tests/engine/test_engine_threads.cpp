@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "attnlab/attention.hpp"
+#include "core/attention_results.hpp"
 
 namespace al = attnlab;
 using al::Tensor;
@@ -46,9 +47,9 @@ TEST(EngineThreads, OpenMPsDefaultIsClampedToTheBound) {
   omp_set_num_threads(100000);
   EXPECT_EQ(al::team_size(0), al::kMaxThreads);
   const Tensor<float> q = ramp({1, 2, 40, 8});
-  const auto many = al::attention_forward(q.view(), q.view(), q.view());
+  const auto many = al::detail::allocating_forward(q.view(), q.view(), q.view());
   omp_set_num_threads(saved);
-  const auto one = al::attention_forward(q.view(), q.view(), q.view(), {}, al::ComputeConfig{1});
+  const auto one = al::detail::allocating_forward(q.view(), q.view(), q.view(), {}, al::ComputeConfig{1});
   EXPECT_EQ(many.out.storage(), one.out.storage());
   // A count the caller gave is not clamped: outside [0, kMaxThreads] it is an error.
   EXPECT_EQ(al::team_size(3), 3);
@@ -69,13 +70,13 @@ TEST(EngineThreads, ThreadsThatCannotBeCreatedAreAnErrorNotAnExit) {
       rlimit limit{address_space() + (size_t{20} << 20), RLIM_INFINITY};
       if (setrlimit(RLIMIT_AS, &limit) != 0) return;
       try {
-        al::attention_forward(q.view(), q.view(), q.view(), {}, al::ComputeConfig{16});
+        al::detail::allocating_forward(q.view(), q.view(), q.view(), {}, al::ComputeConfig{16});
         code = 2;  // ran: the limit did not bite
       } catch (const al::OutOfMemory& e) {
         code = std::string(e.what()).find("engine: threads: cannot start 16 threads") == 0 ? 0 : 3;
         // The default shrinks to what can be created, and runs.
         try {
-          al::attention_forward(q.view(), q.view(), q.view());
+          al::detail::allocating_forward(q.view(), q.view(), q.view());
         } catch (...) {
           code = 4;
         }

@@ -10,7 +10,9 @@
 #include <atomic>
 #include <random>
 
+#include "engine_path.hpp"
 #include "attnlab/attention.hpp"
+#include "core/attention_results.hpp"
 #include "engine/decode_path.hpp"
 #include "engine/plan.hpp"
 #include "engine/testing/engine_probe.hpp"
@@ -42,8 +44,8 @@ int64_t pairs_with_a_visible_key(const al::test::Problem& p) {
 
 struct Counted {
   int64_t forward, backward;
-  al::AttentionForward<float> f;
-  al::AttentionGrads<float> g;
+  al::detail::AttentionForward<float> f;
+  al::detail::AttentionGrads<float> g;
 };
 
 Counted run_counted(const al::test::Problem& p, int threads) {
@@ -51,10 +53,11 @@ Counted run_counted(const al::test::Problem& p, int threads) {
   const auto opt = fp.options(p);
   auto& counts = al::engine::testing::tile_counts();
   const int64_t f0 = counts.forward.load(), b0 = counts.backward.load();
-  Counted c{0, 0, al::attention_forward(fp.q.view(), fp.k.view(), fp.v.view(), opt, al::ComputeConfig{threads}), {}};
+  Counted c{
+      0, 0, al::detail::allocating_forward(fp.q.view(), fp.k.view(), fp.v.view(), opt, al::ComputeConfig{threads}), {}};
   c.forward = counts.forward.load() - f0;
-  c.g = al::attention_backward(fp.q.view(), fp.k.view(), fp.v.view(), c.f, fp.grad_out.view(), opt,
-                               al::ComputeConfig{threads});
+  c.g = al::detail::allocating_backward(fp.q.view(), fp.k.view(), fp.v.view(), c.f, fp.grad_out.view(), opt,
+                                        al::ComputeConfig{threads});
   c.backward = counts.backward.load() - b0;
   return c;
 }
@@ -141,12 +144,12 @@ TEST(EngineTiles, BlockMaskSkipsEmptyTilesAndFullTilesSkipTheMask) {
   auto& counts = al::engine::testing::tile_counts();
   const int64_t f0 = counts.forward.load(), b0 = counts.backward.load();
   calls = 0;
-  const auto f = al::attention_forward(fp.q.view(), fp.k.view(), fp.v.view(), opt, al::ComputeConfig{2});
+  const auto f = al::detail::allocating_forward(fp.q.view(), fp.k.view(), fp.v.view(), opt, al::ComputeConfig{2});
   EXPECT_EQ(counts.forward.load() - f0, 2 * nonempty);   // two heads
   EXPECT_EQ(calls.load(), 2 * partial_elements);           // full tiles: no call
   calls = 0;
-  const auto g = al::attention_backward(fp.q.view(), fp.k.view(), fp.v.view(), f, fp.grad_out.view(), opt,
-                                        al::ComputeConfig{2});
+  const auto g = al::detail::allocating_backward(fp.q.view(), fp.k.view(), fp.v.view(), f, fp.grad_out.view(), opt,
+                                                 al::ComputeConfig{2});
   EXPECT_EQ(counts.backward.load() - b0, 2 * nonempty);
   EXPECT_EQ(calls.load(), 2 * partial_elements);
   EXPECT_LT(nonempty, nqt * nkt / 2);
@@ -163,7 +166,7 @@ TEST(EngineTiles, DecodingWithAWindowOrPackedSequencesComputesOnlyTheirKeys) {
     al::test::Problem p = al::test::make_problem(rng, 1, 1, 1, 1, 8192, 64, 64);
     p.window = {300, 0};
     const Counted c = run_counted(p, 2);
-    EXPECT_EQ(al::engine::last_forward_path(), al::engine::ForwardPath::decode);
+    EXPECT_EQ(al::test::last_forward_path(), al::engine::ForwardPath::decode);
     EXPECT_EQ(c.forward, pairs_with_a_visible_key(p));
     EXPECT_LE(c.forward, 300 / kBc + 2);
   }
@@ -174,7 +177,7 @@ TEST(EngineTiles, DecodingWithAWindowOrPackedSequencesComputesOnlyTheirKeys) {
     p.cu_seqlens_k = {0, 700, 1500, 3000, 4096};
     p.causal = al::Causal::bottom_right;
     const Counted c = run_counted(p, 2);
-    EXPECT_EQ(al::engine::last_forward_path(), al::engine::ForwardPath::decode);
+    EXPECT_EQ(al::test::last_forward_path(), al::engine::ForwardPath::decode);
     // One row block holds both rows: a key tile is computed if either row sees one of its keys.
     EXPECT_EQ(c.forward, (4096 - 1500 / kBc * kBc + kBc - 1) / kBc);
   }

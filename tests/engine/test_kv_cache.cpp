@@ -151,12 +151,12 @@ TEST(KVCache, AppendsAcrossBlocksAndGathersWhatWasStored) {
     int64_t pos = 0;
     for (const auto& chunk : chunks_a) {
       for (int64_t h = 0; h < 2; ++h)
-        for (int64_t t = 0; t < chunk.size(2); ++t) {
+        for (int64_t t = 0; t < chunk.shape()[2]; ++t) {
           const auto y = round_trip(kt, chunk.view().row(0, h, t), 80);
           for (int64_t c = 0; c < 80; ++c)
             ASSERT_EQ(k(0, h, pos + t, c), y[static_cast<size_t>(c)]) << al::to_string(kt);
         }
-      pos += chunk.size(2);
+      pos += chunk.shape()[2];
     }
     const auto mem = cache.memory();
     EXPECT_EQ(mem.used_blocks, 4 + 4);  // 52 and 60 positions in blocks of 16

@@ -13,6 +13,7 @@
 
 #include "attnlab/engine.hpp"
 #include "attnlab/kv_cache.hpp"
+#include "core/attention_results.hpp"
 #include "engine_check.hpp"
 
 namespace al = attnlab;
@@ -54,8 +55,9 @@ Filled filled_cache(CacheType kt, CacheType vt, int64_t hkv, int64_t d, std::vec
 }
 
 al::ConstView<float> rows(const al::Tensor<float>& x, int64_t s, int64_t row0, int64_t n, bool packed) {
-  if (!packed) return {x.data() + s * x.view().stride(0), {1, x.size(1), x.size(2), x.size(3)}, x.view().strides()};
-  return {x.data() + row0 * x.size(3), {1, x.size(1), n, x.size(3)}, x.view().strides()};
+  if (!packed)
+    return {x.data() + s * x.view().strides()[0], {1, x.shape()[1], x.shape()[2], x.shape()[3]}, x.view().strides()};
+  return {x.data() + row0 * x.shape()[3], {1, x.shape()[1], n, x.shape()[3]}, x.view().strides()};
 }
 
 bool same_bits(al::ConstView<float> a, al::ConstView<float> b) {
@@ -83,8 +85,8 @@ TEST(KVCacheAttention, EqualsTheEngineOnTheGatheredCacheForAnyThreads) {
       al::AttentionOptions<float> o;
       o.causal = al::Causal::bottom_right;
       const std::span<const int64_t> ql = packed ? std::span<const int64_t>(qlen) : std::span<const int64_t>();
-      al::kv_cache_attention(f.cache, 1, f.seqs, q, o, out, lse, ql, {.threads = 1});
-      al::kv_cache_attention(f.cache, 1, f.seqs, q, o, out2, lse2, ql, {.threads = 2});
+      al::kv_cache_attention(f.cache, 1, f.seqs, q, o, {out, lse}, ql, {.threads = 1});
+      al::kv_cache_attention(f.cache, 1, f.seqs, q, o, {out2, lse2}, ql, {.threads = 2});
       EXPECT_EQ(std::memcmp(out.data(), out2.data(), out.numel() * 4), 0);
       EXPECT_EQ(std::memcmp(lse.data(), lse2.data(), lse.numel() * 4), 0);
       int64_t row0 = 0;
@@ -93,8 +95,8 @@ TEST(KVCacheAttention, EqualsTheEngineOnTheGatheredCacheForAnyThreads) {
         if (n == 0) continue;  // a sequence with no new row this call
         al::Tensor<float> k({1, 2, lengths[s], 80}), v({1, 2, lengths[s], 80}), os({1, 8, n, 80}), ls({1, 8, n, 1});
         f.cache.gather(1, f.seqs[s], k, v);
-        al::engine::attention_forward(rows(q, static_cast<int64_t>(s), row0, n, packed), k, v, o, os, ls, nullptr,
-                                      {.threads = 2});
+        al::engine::attention_forward(rows(q, static_cast<int64_t>(s), row0, n, packed), k.view(), v.view(), o,
+                                      {os.view(), ls.view()}, {.threads = 2});
         EXPECT_TRUE(same_bits(os, rows(out, static_cast<int64_t>(s), row0, n, packed)))
             << al::to_string(kt) << " seq " << s;
         EXPECT_TRUE(same_bits(ls, rows(lse, static_cast<int64_t>(s), row0, n, packed)))
@@ -129,8 +131,8 @@ TEST(KVCacheAttention, WithinTheAccuracyRuleWithVariants) {
       fill(q, rng);
       al::Tensor<double> qd(q.shape()), outd(out.shape()), lsed(lse.shape());
       std::copy(q.storage().begin(), q.storage().end(), qd.storage().begin());
-      al::kv_cache_attention(f.cache, 1, f.seqs, q, o, out, lse);
-      al::reference::kv_cache_attention(f.cache, 1, f.seqs, qd, od, outd, lsed);
+      al::kv_cache_attention(f.cache, 1, f.seqs, q, o, {out, lse});
+      al::reference::kv_cache_attention(f.cache, 1, f.seqs, qd, od, {outd, lsed});
       for (size_t s = 0; s < lengths.size(); ++s) {
         std::mt19937_64 r2(12);
         p = al::test::make_problem(r2, 1, 4, 2, 4, lengths[s], 64, 64);
@@ -144,7 +146,7 @@ TEST(KVCacheAttention, WithinTheAccuracyRuleWithVariants) {
         if (variant == 4) p.sinks = sinks;
         const al::test::FloatProblem fp(p);
         const auto nv = al::test::naive_float_attention(p, fp, true);
-        const auto rf = al::reference::attention_forward(p.q.view(), p.k.view(), p.v.view(), p.options());
+        const auto rf = al::detail::allocating_forward(p.q.view(), p.k.view(), p.v.view(), p.options());
         const al::Tensor<double>* ref[al::test::kQuantities] = {&rf.out, &rf.lse, &rf.out, &rf.out, &rf.out, &rf.out};
         const auto floor = al::test::accuracy_floors(p, rf, ref, nv);
         al::Tensor<double> eo({1, 4, 4, 64}), el({1, 4, 4, 1}), ro(eo.shape()), rl(el.shape());
@@ -171,7 +173,7 @@ TEST(KVCacheAttention, RejectsWhatTheCacheCannotMean) {
   al::Tensor<float> q({1, 4, 1, 32}), out({1, 4, 1, 32}), lse({1, 4, 1, 1}), q3({1, 3, 1, 32});
   auto message = [&](const al::AttentionOptions<float>& o, al::ConstView<float> qq, int64_t layer = 1) {
     try {
-      al::kv_cache_attention(f.cache, layer, f.seqs, qq, o, out, lse);
+      al::kv_cache_attention(f.cache, layer, f.seqs, qq, o, {out, lse});
     } catch (const al::Error& e) {
       return std::string(e.what());
     }
@@ -225,7 +227,7 @@ TEST(KVCacheAttention, AccuracyOfEachTypeAgainstFloat32) {
       for (int64_t s = 0; s < n_seq; ++s)
         seqs.push_back(cache.add_sequence()), cache.append(0, seqs.back(), ks[s], vs[s]);
       al::Tensor<float> out({n_seq, hq, 1, d}), lse({n_seq, hq, 1, 1});
-      al::kv_cache_attention(cache, 0, seqs, q, o, out, lse);
+      al::kv_cache_attention(cache, 0, seqs, q, o, {out, lse});
       if (t == CacheType::float32) base = out;
       double err = 0, big = 0;
       for (int64_t i = 0; i < out.numel(); ++i)
@@ -253,8 +255,9 @@ TEST(KVCacheAttention, AccuracyOfEachTypeAgainstFloat32) {
           const float step = amax / 127;
           for (int64_t c = 0; c < d; ++c) row[c] = std::nearbyint(row[c] / step) * step;
         }
-      al::engine::attention_forward({q.data() + s * hq * d, {1, hq, 1, d}}, k, v, o,
-                                    {out.data() + s * hq * d, {1, hq, 1, d}}, {lse.data() + s * hq, {1, hq, 1, 1}});
+      al::engine::attention_forward<float>(
+          {q.data() + s * hq * d, {1, hq, 1, d}}, k, v, o,
+          {{out.data() + s * hq * d, {1, hq, 1, d}}, {lse.data() + s * hq, {1, hq, 1, 1}}});
     }
     double err = 0, big = 0;
     for (int64_t i = 0; i < out.numel(); ++i)

@@ -12,6 +12,7 @@
 
 #include "attnlab/kv_cache.hpp"
 #include "attnlab/reference.hpp"
+#include "core/attention_results.hpp"
 #include "engine/decode_strategy.hpp"
 #include "engine_check.hpp"
 
@@ -61,8 +62,8 @@ void check(const Case& cs) {
   if (cs.variant == 2) o.softcap = 5.0;
   if (cs.variant == 3) o.alibi_slopes = slopes_f;
   if (cs.variant == 4) o.sinks = sinks_f;
-  al::kv_cache_attention(cache, 0, seqs, q, o, out, lse, {}, {.threads = 1});
-  al::kv_cache_attention(cache, 0, seqs, q, o, out2, lse2, {}, {.threads = 2});
+  al::kv_cache_attention(cache, 0, seqs, q, o, {out, lse}, {}, {.threads = 1});
+  al::kv_cache_attention(cache, 0, seqs, q, o, {out2, lse2}, {}, {.threads = 2});
   const std::string what = std::string(al::to_string(cs.kt)) + "/" + al::to_string(cs.vt) + " variant " +
                            std::to_string(cs.variant) + " heads " + std::to_string(cs.hq) + "/" +
                            std::to_string(cs.hkv) + " nq " + std::to_string(cs.nq) + " d " + std::to_string(cs.d);
@@ -82,7 +83,7 @@ void check(const Case& cs) {
     if (cs.variant == 4) p.sinks = sinks;
     const al::test::FloatProblem fp(p);
     const auto nv = al::test::naive_float_attention(p, fp, true);
-    const auto rf = al::reference::attention_forward(p.q.view(), p.k.view(), p.v.view(), p.options());
+    const auto rf = al::detail::allocating_forward(p.q.view(), p.k.view(), p.v.view(), p.options());
     const al::Tensor<double>* ref[al::test::kQuantities] = {&rf.out, &rf.lse, &rf.out, &rf.out, &rf.out, &rf.out};
     const auto floor = al::test::accuracy_floors(p, rf, ref, nv);
     al::Tensor<double> eo(rf.out.shape()), el(rf.lse.shape());
@@ -135,7 +136,7 @@ TEST(KVCacheFusedDecode, AnOverflowingScoreIsAnError) {
   cache.append(0, s, k, v);
   const int64_t ids[] = {s};
   try {
-    al::kv_cache_attention(cache, 0, ids, q, {}, out, lse);
+    al::kv_cache_attention(cache, 0, ids, q, {}, {out, lse});
     ADD_FAILURE() << "no error";
   } catch (const al::Error& e) {
     EXPECT_NE(std::string(e.what()).find("overflow"), std::string::npos) << e.what();

@@ -12,8 +12,10 @@
 #include <thread>
 #include <vector>
 
+#include "engine_path.hpp"
 #include "attnlab/attention.hpp"
 #include "attnlab/engine.hpp"
+#include "core/attention_results.hpp"
 #include "engine/decode_path.hpp"
 #include "engine/scratch_cache.hpp"
 #include "naive_float.hpp"
@@ -94,10 +96,10 @@ TEST(ScratchCache, ImpossibleSizesAreNullNotWrapped) {
 TEST(ScratchCache, AnEngineCallLeavesItsBuffersForTheNext) {
   al::engine::release_cached_memory();
   const al::Tensor<float> q({1, 8, 1, 64}, 0.5f), k({1, 2, 2000, 64}, 0.25f), v({1, 2, 2000, 64}, 1.0f);
-  const auto first = al::attention_forward(q.view(), k.view(), v.view());
+  const auto first = al::detail::allocating_forward(q.view(), k.view(), v.view());
   const eng::ScratchCacheStats after_one = eng::scratch_cache_stats();
   EXPECT_GT(after_one.blocks, 0u);
-  const auto second = al::attention_forward(q.view(), k.view(), v.view());
+  const auto second = al::detail::allocating_forward(q.view(), k.view(), v.view());
   EXPECT_EQ(eng::scratch_cache_stats().blocks, after_one.blocks);  // the same blocks again
   EXPECT_EQ(eng::scratch_cache_stats().bytes, after_one.bytes);
   EXPECT_EQ(std::memcmp(first.out.data(), second.out.data(), sizeof(float) * static_cast<size_t>(first.out.numel())), 0);
@@ -152,14 +154,16 @@ TEST(ScratchCache, WhatAReusedBufferHeldNeverReachesAResult) {
     const auto opt = fp.options(p);
     const al::ComputeConfig config{2};
     al::engine::release_cached_memory();
-    const auto f1 = al::attention_forward(fp.q.view(), fp.k.view(), fp.v.view(), opt, config);
-    decoded += al::engine::last_forward_path() == al::engine::ForwardPath::decode;
+    const auto f1 = al::detail::allocating_forward(fp.q.view(), fp.k.view(), fp.v.view(), opt, config);
+    decoded += al::test::last_forward_path() == al::engine::ForwardPath::decode;
     al::engine::release_cached_memory();
-    const auto g1 = al::attention_backward(fp.q.view(), fp.k.view(), fp.v.view(), f1, fp.grad_out.view(), opt, config);
+    const auto g1 =
+        al::detail::allocating_backward(fp.q.view(), fp.k.view(), fp.v.view(), f1, fp.grad_out.view(), opt, config);
     eng::scribble_scratch_cache(0xFF);
-    const auto f2 = al::attention_forward(fp.q.view(), fp.k.view(), fp.v.view(), opt, config);
+    const auto f2 = al::detail::allocating_forward(fp.q.view(), fp.k.view(), fp.v.view(), opt, config);
     eng::scribble_scratch_cache(0xFF);
-    const auto g2 = al::attention_backward(fp.q.view(), fp.k.view(), fp.v.view(), f2, fp.grad_out.view(), opt, config);
+    const auto g2 =
+        al::detail::allocating_backward(fp.q.view(), fp.k.view(), fp.v.view(), f2, fp.grad_out.view(), opt, config);
     EXPECT_TRUE(al::test::same_bits(f1.out, f2.out)) << "out";
     EXPECT_TRUE(al::test::same_bits(f1.lse, f2.lse)) << "lse";
     EXPECT_TRUE(al::test::same_bits(g1.dq, g2.dq)) << "dq";

@@ -16,6 +16,7 @@
 
 #include "attnlab/attention.hpp"
 #include "attnlab/reference.hpp"
+#include "core/attention_results.hpp"
 
 namespace al = attnlab;
 
@@ -160,12 +161,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (auto l : lengths) g_problem += " len " + std::to_string(l);
 
   // The reference first: an Error is a fine answer; anything else must be finite.
-  al::AttentionForward<double> ref;
-  al::AttentionGrads<double> ref_grads;
+  al::detail::AttentionForward<double> ref;
+  al::detail::AttentionGrads<double> ref_grads;
   bool ref_ok = true;
   try {
-    ref = al::reference::attention_forward(q.view(), k.view(), v.view(), opt);
-    ref_grads = al::reference::attention_backward(q.view(), k.view(), v.view(), ref, dout.view(), opt);
+    ref = al::detail::allocating_forward(q.view(), k.view(), v.view(), opt);
+    ref_grads = al::detail::allocating_backward(q.view(), k.view(), v.view(), ref, dout.view(), opt);
   } catch (const al::Error&) {
     ref_ok = false;
   }
@@ -193,8 +194,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   optf.cu_seqlens_k = opt.cu_seqlens_k;
   optf.dropout = opt.dropout;
   try {
-    const auto f = al::attention_forward(qf.view(), kf.view(), vf.view(), optf);
-    const auto g = al::attention_backward(qf.view(), kf.view(), vf.view(), f, df.view(), optf);
+    const auto f = al::detail::allocating_forward(qf.view(), kf.view(), vf.view(), optf);
+    const auto g = al::detail::allocating_backward(qf.view(), kf.view(), vf.view(), f, df.view(), optf);
     for (const auto* t : {&f.out, &g.dq, &g.dk, &g.dv})
       for (float x : t->storage())
         if (std::isnan(x)) fail("engine returned NaN on checked input", x, 0);

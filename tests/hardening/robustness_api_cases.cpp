@@ -8,6 +8,7 @@
 #include "attnlab/attention.hpp"
 #include "attnlab/reference.hpp"
 #include "attnlab/softmax.hpp"
+#include "core/attention_results.hpp"
 #include "robustness_cases.hpp"
 
 namespace attnlab::robustness {
@@ -55,9 +56,9 @@ std::string describe(const Tensor<double>& out, const Tensor<double>& lse) {
 std::string run_both(Inputs in) {
   std::string ref, eng;
   try {
-    const auto f = reference::attention_forward(in.q, in.k, in.v, in.options);
+    const auto f = detail::allocating_forward(in.q, in.k, in.v, in.options);
     Tensor<double> dout(f.out.shape(), 1.0);
-    reference::attention_backward(in.q, in.k, in.v, f, dout, in.options);
+    detail::allocating_backward(in.q, in.k, in.v, f, dout, in.options);
     ref = describe(f.out, f.lse);
   } catch (const Error& e) {
     ref = std::string("error: ") + e.what();
@@ -79,9 +80,9 @@ std::string run_both(Inputs in) {
     o.cu_seqlens_k = in.options.cu_seqlens_k;
     o.dropout.p = in.options.dropout.p;
     o.dropout.seed = in.options.dropout.seed;
-    const auto f = attention_forward(qf, kf, vf, o);
+    const auto f = detail::allocating_forward(qf, kf, vf, o);
     Tensor<float> dout(f.out.shape(), 1.0f);
-    attention_backward(qf, kf, vf, f, dout, o);
+    detail::allocating_backward(qf, kf, vf, f, dout, o);
     Tensor<double> out(f.out.shape()), lse(f.lse.shape());
     for (int64_t i = 0; i < out.numel(); ++i) out.data()[i] = f.out.data()[i];
     for (int64_t i = 0; i < lse.numel(); ++i) lse.data()[i] = f.lse.data()[i];
@@ -265,7 +266,7 @@ std::vector<Case> api_cases() {
                  Tensor<double> q({1, 1, 4, 4}, 0.5), out({1, 1, 4, 4}), lse({1, 1, 4, 1});
                  const TensorView<double> aliased(out.data(), {1, 1, 4, 4}, {16, 16, 0, 1});
                  try {
-                   reference::attention_forward(q, q, q, {}, aliased, lse);
+                   reference::attention_forward<double>(q, q, q, {}, {aliased, lse});
                  } catch (const Error& e) {
                    return std::string("error: ") + e.what();
                  }
@@ -274,7 +275,7 @@ std::vector<Case> api_cases() {
   c.push_back({"output overlapping an input", "out written over q", [] {
                  Tensor<double> q({1, 1, 4, 4}, 0.5), lse({1, 1, 4, 1});
                  try {
-                   reference::attention_forward(q, q, q, {}, q.view(), lse);
+                   reference::attention_forward<double>(q, q, q, {}, {q.view(), lse});
                  } catch (const Error& e) {
                    return std::string("error: ") + e.what();
                  }
@@ -283,7 +284,7 @@ std::vector<Case> api_cases() {
   c.push_back({"input strides that alias (broadcast)", "k with seq stride 0: one key repeated", [] {
                  Tensor<double> q({1, 1, 4, 4}, 0.5), kv({1, 1, 1, 4}, 0.25);
                  const ConstView<double> rep(kv.data(), {1, 1, 4, 4}, {0, 0, 0, 1});
-                 const auto f = reference::attention_forward(q, rep, rep);
+                 const auto f = detail::allocating_forward(q, rep, rep);
                  return describe(f.out, f.lse) + " (a view may repeat input elements)";
                }});
   // Issue 15: the 16-bit element types (engine only: the reference is double).
@@ -293,7 +294,7 @@ std::vector<Case> api_cases() {
                  Tensor<float> lse({1, 1, 4, 1});
                  k(0, 0, 2, 1) = bfloat16::from_float(std::numeric_limits<float>::quiet_NaN());
                  try {
-                   attention_forward(q.view(), k.view(), k.view(), {}, out.view(), lse.view());
+                   attention_forward(q.view(), k.view(), k.view(), {}, {out.view(), lse.view()});
                  } catch (const Error& e) {
                    return std::string("error: ") + e.what();
                  }
@@ -305,9 +306,9 @@ std::vector<Case> api_cases() {
                      dv(k.shape());
                  Tensor<float> lse({1, 1, 600, 1});
                  try {
-                   attention_forward(q.view(), k.view(), v.view(), {}, out.view(), lse.view());
-                   attention_backward(q.view(), k.view(), v.view(), out.view(), lse.view(), g.view(), {}, dq.view(),
-                                      dk.view(), dv.view());
+                   attention_forward(q.view(), k.view(), v.view(), {}, {out.view(), lse.view()});
+                   attention_backward(q.view(), k.view(), v.view(), out.view(), lse.view(), g.view(), {},
+                                      {dq.view(), dk.view(), dv.view()});
                  } catch (const Error& e) {
                    return std::string("error: ") + e.what();
                  }
@@ -317,7 +318,7 @@ std::vector<Case> api_cases() {
   c.push_back({"thread count beyond the bound", "engine, threads = 99999", [] {
                  Tensor<float> q({1, 1, 4, 4}, 0.5f);
                  try {
-                   attention_forward(q, q, q, {}, ComputeConfig{99999});
+                   detail::allocating_forward(q, q, q, {}, ComputeConfig{99999});
                  } catch (const Error& e) {
                    return std::string("error: ") + e.what();
                  }
@@ -330,7 +331,7 @@ std::vector<Case> api_cases() {
                  omp_set_num_threads(100000);
                  std::string out;
                  try {
-                   attention_forward(q, q, q);
+                   detail::allocating_forward(q, q, q);
                    out = fmt::format("result: runs with OpenMP's default clamped to {} threads", team_size(0));
                  } catch (const Error& e) {
                    out = std::string("error: ") + e.what();

@@ -17,6 +17,7 @@
 
 #include "attnlab/attention.hpp"
 #include "attnlab/ring_attention.hpp"
+#include "core/attention_results.hpp"
 #include "engine_check.hpp"
 
 namespace attnlab::test {
@@ -35,11 +36,11 @@ ComputeConfig one_thread() {
 template <class T>
 Tensor<T> shard(const Tensor<T>& full, const RingLayout& layout, int rank) {
   const int64_t n = layout.shard_length(rank);
-  Tensor<T> s({full.size(0), full.size(1), n, full.size(3)});
-  for (int64_t b = 0; b < full.size(0); ++b)
-    for (int64_t h = 0; h < full.size(1); ++h)
+  Tensor<T> s({full.shape()[0], full.shape()[1], n, full.shape()[3]});
+  for (int64_t b = 0; b < full.shape()[0]; ++b)
+    for (int64_t h = 0; h < full.shape()[1]; ++h)
       for (int64_t i = 0; i < n; ++i)
-        for (int64_t c = 0; c < full.size(3); ++c) s(b, h, i, c) = full(b, h, layout.global_row(rank, i), c);
+        for (int64_t c = 0; c < full.shape()[3]; ++c) s(b, h, i, c) = full(b, h, layout.global_row(rank, i), c);
   return s;
 }
 
@@ -70,10 +71,10 @@ RingRun run_ring(const Problem& p, const FloatProblem& f, const RingLayout& layo
   const int64_t n = layout.shard_length(g_rank);
   RingRun r{Tensor<float>({p.B, p.Hq, n, p.dv}), Tensor<float>({p.B, p.Hq, n, 1}), Tensor<float>(q.shape()),
             Tensor<float>(k.shape()), Tensor<float>(v.shape()), std::vector<float>(p.sinks.size())};
-  mpi::ring_attention_forward(MPI_COMM_WORLD, layout, q.view(), k.view(), v.view(), opt, r.out.view(), r.lse.view(),
+  mpi::ring_attention_forward(MPI_COMM_WORLD, layout, q.view(), k.view(), v.view(), opt, {r.out.view(), r.lse.view()},
                               config);
   mpi::ring_attention_backward(MPI_COMM_WORLD, layout, q.view(), k.view(), v.view(), r.out.view(), r.lse.view(),
-                               go.view(), opt, r.dq.view(), r.dk.view(), r.dv.view(), config, r.dsinks);
+                               go.view(), opt, {r.dq.view(), r.dk.view(), r.dv.view(), r.dsinks}, config);
   return r;
 }
 
@@ -83,8 +84,8 @@ void check_problem(const std::string& name, const Problem& p0, const RingLayout&
   const FloatProblem f(p);
   const RingRun ring = run_ring(p, f, layout, one_thread());
 
-  const auto rf = reference::attention_forward(p.q.view(), p.k.view(), p.v.view(), p.options());
-  const auto rg = reference::attention_backward(p.q.view(), p.k.view(), p.v.view(), rf, p.grad_out.view(), p.options());
+  const auto rf = detail::allocating_forward(p.q.view(), p.k.view(), p.v.view(), p.options());
+  const auto rg = detail::allocating_backward(p.q.view(), p.k.view(), p.v.view(), rf, p.grad_out.view(), p.options());
   Tensor<double> ref_dsinks({1, p.Hq, 1, 1});
   std::copy(rg.dsinks.begin(), rg.dsinks.end(), ref_dsinks.data());
   const NaiveResult nv = naive_float_attention(p, f, /*d_from_out=*/true);
@@ -92,11 +93,11 @@ void check_problem(const std::string& name, const Problem& p0, const RingLayout&
   const auto floor = accuracy_floors(p, rf, ref, nv);
 
   const AttentionOptions<float> opt = f.options(p);
-  const auto fe = attention_forward(f.q.view(), f.k.view(), f.v.view(), opt);
+  const auto fe = detail::allocating_forward(f.q.view(), f.k.view(), f.v.view(), opt);
   Tensor<float> edq(p.q.shape()), edk(p.k.shape()), edv(p.v.shape()), eds({1, p.Hq, 1, 1});
-  attention_backward(f.q.view(), f.k.view(), f.v.view(), fe.out.view(), fe.lse.view(), f.grad_out.view(), opt,
-                             edq.view(), edk.view(), edv.view(), {},
-                             p.sinks.empty() ? std::span<float>() : std::span<float>(eds.storage()));
+  attention_backward(
+      f.q.view(), f.k.view(), f.v.view(), fe.out.view(), fe.lse.view(), f.grad_out.view(), opt,
+      {edq.view(), edk.view(), edv.view(), p.sinks.empty() ? std::span<float>() : std::span<float>(eds.storage())}, {});
   Tensor<float> ring_ds({1, p.Hq, 1, 1});
   std::copy(ring.dsinks.begin(), ring.dsinks.end(), ring_ds.data());
   const Tensor<float>* mine[kQuantities] = {&ring.out, &ring.lse, &ring.dq, &ring.dk, &ring.dv, &ring_ds};
@@ -222,8 +223,8 @@ TEST(RingAttention, OneRankEqualsTheEngineBitwise) {
   const Problem p = FloatProblem::rounded(base(9, 2, 4, 2, 90, 32));
   const FloatProblem f(p);
   const RingRun r = run_ring(p, f, RingLayout::zigzag(p.Nq, 1), one_thread());
-  const auto fe = attention_forward(f.q.view(), f.k.view(), f.v.view(), f.options(p));
-  const auto g = attention_backward(f.q.view(), f.k.view(), f.v.view(), fe, f.grad_out.view(), f.options(p));
+  const auto fe = detail::allocating_forward(f.q.view(), f.k.view(), f.v.view(), f.options(p));
+  const auto g = detail::allocating_backward(f.q.view(), f.k.view(), f.v.view(), fe, f.grad_out.view(), f.options(p));
   EXPECT_TRUE(same_bits(r.out, fe.out) && same_bits(r.lse, fe.lse));
   EXPECT_TRUE(same_bits(r.dq, g.dq) && same_bits(r.dk, g.dk) && same_bits(r.dv, g.dv));
 }
@@ -256,21 +257,21 @@ void check_half_precision() {
   Tensor<float> lse({p.B, p.Hq, n, 1}), out_f(out.shape()), lse_f(lse.shape()), dq_f(q.shape()), dk_f(k.shape()),
       dv_f(v.shape());
   mpi::RingStats sent_t, sent_f;
-  mpi::ring_attention_forward(MPI_COMM_WORLD, layout, qt.view(), kt.view(), vt.view(), opt, out.view(), lse.view(), {},
+  mpi::ring_attention_forward(MPI_COMM_WORLD, layout, qt.view(), kt.view(), vt.view(), opt, {out.view(), lse.view()}, {},
                               &sent_t);
-  mpi::ring_attention_forward(MPI_COMM_WORLD, layout, q.view(), k.view(), v.view(), opt, out_f.view(), lse_f.view(), {},
-                              &sent_f);
+  mpi::ring_attention_forward(MPI_COMM_WORLD, layout, q.view(), k.view(), v.view(), opt, {out_f.view(), lse_f.view()},
+                              {}, &sent_f);
   EXPECT_TRUE(same_bits(back(out), back(to_t(out_f))) && same_bits(lse, lse_f));
   EXPECT_EQ(2 * sent_t.bytes_sent, sent_f.bytes_sent) << "the forward's K/V travel in the 16-bit type";
   const Tensor<float> out_held = back(out);  // the O the caller of the 16-bit forward holds
   mpi::ring_attention_backward(MPI_COMM_WORLD, layout, qt.view(), kt.view(), vt.view(), out.view(), lse.view(),
-                               got.view(), opt, dq.view(), dk.view(), dv.view());
+                               got.view(), opt, {dq.view(), dk.view(), dv.view()});
   mpi::ring_attention_backward(MPI_COMM_WORLD, layout, q.view(), k.view(), v.view(), out_held.view(), lse.view(),
-                               go.view(), opt, dq_f.view(), dk_f.view(), dv_f.view());
+                               go.view(), opt, {dq_f.view(), dk_f.view(), dv_f.view()});
   EXPECT_TRUE(same_bits(back(dq), back(to_t(dq_f))) && same_bits(back(dk), back(to_t(dk_f))) &&
               same_bits(back(dv), back(to_t(dv_f))));
   // And the one-process engine in the type: within half an ulp of the type per rounding.
-  const auto fe = attention_forward(f.q.view(), f.k.view(), f.v.view(), opt);
+  const auto fe = detail::allocating_forward(f.q.view(), f.k.view(), f.v.view(), opt);
   const double tol = (std::is_same_v<T, bfloat16> ? std::ldexp(1.0, -8) : std::ldexp(1.0, -11)) * max_abs(to_double(fe.out));
   EXPECT_LE(max_error_over_ranks(back(out), fe.out, layout), tol);
 }
@@ -291,7 +292,8 @@ TEST(RingAttention, WrongShardShapeIsAnErrorOnEveryRank) {
   const std::string want = "rank " + std::to_string(bad) + "'s q has shape " +
                            to_string(Shape{1, 2, layout.shard_length(bad) - 1, 8});
   try {
-    mpi::ring_attention_forward(MPI_COMM_WORLD, layout, q.view(), k.view(), v.view(), f.options(p), out.view(), lse.view());
+    mpi::ring_attention_forward(MPI_COMM_WORLD, layout, q.view(), k.view(), v.view(), f.options(p),
+                                {out.view(), lse.view()});
     ADD_FAILURE() << "no error on rank " << g_rank;
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
@@ -302,7 +304,7 @@ TEST(RingAttention, WrongShardShapeIsAnErrorOnEveryRank) {
   if (g_rank == bad) chunks.front() += 1, chunks.back() -= 1;
   try {
     mpi::ring_attention_forward(MPI_COMM_WORLD, RingLayout::from_chunks(chunks), q.view(), k.view(), v.view(),
-                                f.options(p), out.view(), lse.view());
+                                f.options(p), {out.view(), lse.view()});
     ADD_FAILURE() << "no error for layouts that differ";
   } catch (const Error& e) {
     const std::string named = "rank " + std::to_string(bad) + "'s layout";
@@ -313,12 +315,13 @@ TEST(RingAttention, WrongShardShapeIsAnErrorOnEveryRank) {
   if (g_rank == bad && kbad.numel() > 0) kbad.data()[kbad.numel() - 1] = NAN;
   const Tensor<float> qok = shard(f.q, layout, g_rank);
   EXPECT_THROW(mpi::ring_attention_forward(MPI_COMM_WORLD, layout, qok.view(), kbad.view(), v.view(), f.options(p),
-                                           out.view(), lse.view()),
+                                           {out.view(), lse.view()}),
                Error);
   AttentionOptions<float> windowed = f.options(p);  // on one rank only: still an error on all
   if (g_rank == bad) windowed.window = {4, 0};
   try {
-    mpi::ring_attention_forward(MPI_COMM_WORLD, layout, qok.view(), k.view(), v.view(), windowed, out.view(), lse.view());
+    mpi::ring_attention_forward(MPI_COMM_WORLD, layout, qok.view(), k.view(), v.view(), windowed,
+                                {out.view(), lse.view()});
     ADD_FAILURE() << "no error for a window";
   } catch (const Error& e) {
     const std::string named = "sliding window (rank " + std::to_string(bad) + "'s options)";
@@ -332,11 +335,12 @@ int kill_rank(int victim) {
   const FloatProblem f(p);
   const RingLayout layout = RingLayout::zigzag(p.Nq, g_size);
   const Tensor<float> q = shard(f.q, layout, g_rank), k = shard(f.k, layout, g_rank), v = shard(f.v, layout, g_rank);
-  Tensor<float> out({1, 4, q.size(2), 64}), lse({1, 4, q.size(2), 1});
+  Tensor<float> out({1, 4, q.shape()[2], 64}), lse({1, 4, q.shape()[2], 1});
   MPI_Barrier(MPI_COMM_WORLD);
   if (g_rank == victim) raise(SIGKILL);
   for (int i = 0; i < 1000; ++i)
-    mpi::ring_attention_forward(MPI_COMM_WORLD, layout, q.view(), k.view(), v.view(), f.options(p), out.view(), lse.view());
+    mpi::ring_attention_forward(MPI_COMM_WORLD, layout, q.view(), k.view(), v.view(), f.options(p),
+                                {out.view(), lse.view()});
   std::fprintf(stderr, "rank %d: the ring finished without rank %d\n", g_rank, victim);
   return 0;
 }

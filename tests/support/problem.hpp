@@ -140,7 +140,8 @@ struct Problem {
       if (causal == Causal::bottom_right) ok = ok && jl <= diag;
       if (window.left >= 0) ok = ok && jl >= diag - window.left;
       if (window.right >= 0) ok = ok && jl <= diag + window.right;
-      if (bool_mask.numel()) ok = ok && bool_mask(bool_mask.size(0) == 1 ? 0 : b, bool_mask.size(1) == 1 ? 0 : h, i, j);
+      if (bool_mask.numel())
+        ok = ok && bool_mask(bool_mask.shape()[0] == 1 ? 0 : b, bool_mask.shape()[1] == 1 ? 0 : h, i, j);
       if (mask_mod != nullptr) {
         uint8_t keep = 0;
         mask_mod->keep_row(b, h, i, j, 1, &keep);

@@ -20,14 +20,16 @@ struct AttentionCommand {
     struct {
       Tensor<T> out;
       Tensor<ScalarOf<T>> lse;
-    } f{Tensor<T>({p.q.size(0), p.q.size(1), p.q.size(2), p.v.size(3)}),
-        Tensor<ScalarOf<T>>({p.q.size(0), p.q.size(1), p.q.size(2), 1})};
-    Tensor<uint8_t> mask({p.q.size(0), p.q.size(1), p.q.size(2), dropout_mask.empty() ? 0 : p.k.size(2)});
-    if (!dropout_mask.empty()) p.options.dropout.applied_mask = mask.view();
+    } f{Tensor<T>({p.q.shape()[0], p.q.shape()[1], p.q.shape()[2], p.v.shape()[3]}),
+        Tensor<ScalarOf<T>>({p.q.shape()[0], p.q.shape()[1], p.q.shape()[2], 1})};
+    Tensor<uint8_t> mask({p.q.shape()[0], p.q.shape()[1], p.q.shape()[2], dropout_mask.empty() ? 0 : p.k.shape()[2]});
     if (context_parallel)
       cp::lead_forward(flags, p, f.out, f.lse);
     else
-      attention_forward(p.q.view(), p.k.view(), p.v.view(), p.options, f.out.view(), f.lse.view(), nullptr, p.config);
+      attention_forward(
+          p.q.view(), p.k.view(), p.v.view(), p.options,
+          {f.out.view(), f.lse.view(), std::nullopt, dropout_mask.empty() ? TensorView<uint8_t>() : mask.view()},
+          p.config);
     std::vector<std::pair<std::string, std::string>> outputs{{out, encode_result(f.out, p.rank)}};
     if (!lse.empty()) outputs.emplace_back(lse, encode_result(f.lse, p.rank, /*drop_last=*/true));
     if (!dropout_mask.empty()) {

@@ -33,14 +33,14 @@ struct AttentionBackwardCommand {
     if (!dsinks.empty() && p.sinks.empty()) throw Error("--dsinks: given without --sinks (there is no sink)");
     using S = ScalarOf<T>;
     std::vector<S> ds(dsinks.empty() ? 0 : p.sinks.size());
-    Tensor<T> out({p.q.size(0), p.q.size(1), p.q.size(2), p.v.size(3)});
-    Tensor<S> lse({p.q.size(0), p.q.size(1), p.q.size(2), 1});
+    Tensor<T> out({p.q.shape()[0], p.q.shape()[1], p.q.shape()[2], p.v.shape()[3]});
+    Tensor<S> lse({p.q.shape()[0], p.q.shape()[1], p.q.shape()[2], 1});
     if (context_parallel) {
       cp::lead_backward(flags, p, dO, grads.dq, grads.dk, grads.dv, ds);
     } else {
-      attention_forward(p.q.view(), p.k.view(), p.v.view(), p.options, out.view(), lse.view(), nullptr, p.config);
+      attention_forward(p.q.view(), p.k.view(), p.v.view(), p.options, {out.view(), lse.view()}, p.config);
       attention_backward(p.q.view(), p.k.view(), p.v.view(), out.view(), lse.view(), dO.view(), p.options,
-                         grads.dq.view(), grads.dk.view(), grads.dv.view(), p.config, std::span<S>(ds));
+                         {grads.dq.view(), grads.dk.view(), grads.dv.view(), std::span<S>(ds)}, p.config);
     }
     std::vector<std::pair<std::string, std::string>> outputs{{dq, encode_result(grads.dq, p.rank)},
                                                              {dk, encode_result(grads.dk, p.rank)},

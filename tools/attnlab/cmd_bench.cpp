@@ -103,11 +103,11 @@ class EnginePeer final : public ab::Peer {
     k_ = {k, kv_shape()};
     v_ = {v, kv_shape()};
     out_ = {out, q_shape()};
-    al::attention_forward(q_, k_, v_, opt_, {out, q_shape()}, lse_.view(), nullptr, cfg_);
+    al::attention_forward(q_, k_, v_, opt_, {{out, q_shape()}, lse_.view()}, cfg_);
   }
   void backward(const float* grad_out, float* dq, float* dk, float* dv) override {
-    al::attention_backward(q_, k_, v_, out_, lse_.view(), {grad_out, q_shape()}, opt_, {dq, q_shape()},
-                           {dk, kv_shape()}, {dv, kv_shape()}, cfg_);
+    al::attention_backward(q_, k_, v_, out_, lse_.view(), {grad_out, q_shape()}, opt_,
+                           {{dq, q_shape()}, {dk, kv_shape()}, {dv, kv_shape()}}, cfg_);
   }
 
  private:
@@ -139,15 +139,15 @@ class EnginePeer16 final : public ab::Peer {
   void forward(const float* q, const float* k, const float* v, float* out) override {
     const bool first = !forward_done_;
     if (first) convert_in(q, q_), convert_in(k, k_), convert_in(v, v_);
-    al::attention_forward(q_.view(), k_.view(), v_.view(), opt_, out_.view(), lse_.view(), nullptr, cfg_);
+    al::attention_forward(q_.view(), k_.view(), v_.view(), opt_, {out_.view(), lse_.view()}, cfg_);
     if (first) convert_out(out_, out);
     forward_done_ = true;
   }
   void backward(const float* grad_out, float* dq, float* dk, float* dv) override {
     const bool first = !backward_done_;
     if (first) convert_in(grad_out, go_);
-    al::attention_backward(q_.view(), k_.view(), v_.view(), out_.view(), lse_.view(), go_.view(), opt_, dq_.view(),
-                           dk_.view(), dv_.view(), cfg_);
+    al::attention_backward(q_.view(), k_.view(), v_.view(), out_.view(), lse_.view(), go_.view(), opt_,
+                           {dq_.view(), dk_.view(), dv_.view()}, cfg_);
     if (first) convert_out(dq_, dq), convert_out(dk_, dk), convert_out(dv_, dv);
     backward_done_ = true;
   }

@@ -86,19 +86,19 @@ MPI_Datatype element_type() {
 // Rank r's rows of a whole tensor, in its shard's order; and back.
 template <class T>
 Tensor<T> rows_of(const Tensor<T>& whole, const RingLayout& layout, int r) {
-  Tensor<T> s({whole.size(0), whole.size(1), layout.shard_length(r), whole.size(3)});
-  for (int64_t b = 0; b < s.size(0); ++b)
-    for (int64_t h = 0; h < s.size(1); ++h)
-      for (int64_t i = 0; i < s.size(2); ++i)
-        std::copy_n(&whole(b, h, layout.global_row(r, i), 0), s.size(3), &s(b, h, i, 0));
+  Tensor<T> s({whole.shape()[0], whole.shape()[1], layout.shard_length(r), whole.shape()[3]});
+  for (int64_t b = 0; b < s.shape()[0]; ++b)
+    for (int64_t h = 0; h < s.shape()[1]; ++h)
+      for (int64_t i = 0; i < s.shape()[2]; ++i)
+        std::copy_n(&whole(b, h, layout.global_row(r, i), 0), s.shape()[3], &s(b, h, i, 0));
   return s;
 }
 template <class T>
 void put_rows(const Tensor<T>& s, const RingLayout& layout, int r, Tensor<T>& whole) {
-  for (int64_t b = 0; b < s.size(0); ++b)
-    for (int64_t h = 0; h < s.size(1); ++h)
-      for (int64_t i = 0; i < s.size(2); ++i)
-        std::copy_n(&s(b, h, i, 0), s.size(3), &whole(b, h, layout.global_row(r, i), 0));
+  for (int64_t b = 0; b < s.shape()[0]; ++b)
+    for (int64_t h = 0; h < s.shape()[1]; ++h)
+      for (int64_t i = 0; i < s.shape()[2]; ++i)
+        std::copy_n(&s(b, h, i, 0), s.shape()[3], &whole(b, h, layout.global_row(r, i), 0));
 }
 
 // The lead sends each follower its shard and keeps its own; a follower receives its shard.
@@ -127,7 +127,7 @@ void gather(const Tensor<T>& mine, const RingLayout& layout, Tensor<T>* whole) {
   }
   put_rows(mine, layout, 0, *whole);
   for (int r = 1; r < s.size; ++r) {
-    Tensor<T> part({mine.size(0), mine.size(1), layout.shard_length(r), mine.size(3)});
+    Tensor<T> part({mine.shape()[0], mine.shape()[1], layout.shard_length(r), mine.shape()[3]});
     MPI_Recv(part.data(), static_cast<int>(part.numel()), element_type<T>(), r, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
     put_rows(part, layout, r, *whole);
   }
@@ -136,12 +136,13 @@ void gather(const Tensor<T>& mine, const RingLayout& layout, Tensor<T>* whole) {
 // The lead checks what only it can see, then tells the followers the problem.
 template <class T>
 void announce(const AttentionProblem<T>& p) {
-  if (p.q.size(kSeq) != p.k.size(kSeq))
-    throw Error("--context-parallel: self-attention only: q has " + std::to_string(p.q.size(kSeq)) + " rows and k " +
-                std::to_string(p.k.size(kSeq)));
-  const RingLayout layout = RingLayout::zigzag(p.q.size(kSeq), mpi_world().size);
-  const int64_t widest = std::max({p.q.size(kHeads) * p.q.size(kDim), p.q.size(kHeads) * p.v.size(kDim)});
-  if (layout.shard_length(0) * p.q.size(kBatch) * widest > INT_MAX)
+  if (p.q.size(Axis::seq) != p.k.size(Axis::seq))
+    throw Error("--context-parallel: self-attention only: q has " + std::to_string(p.q.size(Axis::seq)) +
+                " rows and k " + std::to_string(p.k.size(Axis::seq)));
+  const RingLayout layout = RingLayout::zigzag(p.q.size(Axis::seq), mpi_world().size);
+  const int64_t widest =
+      std::max({p.q.size(Axis::heads) * p.q.size(Axis::dim), p.q.size(Axis::heads) * p.v.size(Axis::dim)});
+  if (layout.shard_length(0) * p.q.size(Axis::batch) * widest > INT_MAX)
     throw Error("--context-parallel: a shard of " + std::to_string(layout.shard_length(0)) +
                 " rows is more than one MPI message holds; use more ranks");
   std::vector<int64_t> h = header_of(type_code<T>(), p.rank, p.q.shape(), p.k.shape(), p.v.shape());
@@ -159,15 +160,18 @@ struct Ring {
   Tensor<float> lse;
 
   Ring(const AttentionFlags& f, const std::vector<int64_t>& h, const AttentionProblem<T>* p)
-      : o(ring_options(f)), layout(RingLayout::zigzag(h[kQ + 2], mpi_world().size)),
-        n(layout.shard_length(mpi_world().rank)), q(scatter(p ? &p->q : nullptr, shape_at(h, kQ, n), layout)),
+      : o(ring_options(f)),
+        layout(RingLayout::zigzag(h[kQ + 2], mpi_world().size)),
+        n(layout.shard_length(mpi_world().rank)),
+        q(scatter(p ? &p->q : nullptr, shape_at(h, kQ, n), layout)),
         k(scatter(p ? &p->k : nullptr, shape_at(h, kK, n), layout)),
         v(scatter(p ? &p->v : nullptr, shape_at(h, kV, n), layout)),
-        out({q.size(0), q.size(1), n, v.size(3)}), lse({q.size(0), q.size(1), n, 1}) {}
+        out({q.shape()[0], q.shape()[1], n, v.shape()[3]}),
+        lse({q.shape()[0], q.shape()[1], n, 1}) {}
 
   void forward() {
-    mpi::ring_attention_forward(MPI_COMM_WORLD, layout, q.view(), k.view(), v.view(), o.options, out.view(),
-                                lse.view(), o.config);
+    mpi::ring_attention_forward(MPI_COMM_WORLD, layout, q.view(), k.view(), v.view(), o.options,
+                                {out.view(), lse.view()}, o.config);
   }
 };
 
@@ -212,8 +216,8 @@ void run_backward(const AttentionFlags& f, const std::vector<int64_t>& h, const 
     r.forward();
     Tensor<T> dq_s(r.q.shape()), dk_s(r.k.shape()), dv_s(r.v.shape());
     mpi::ring_attention_backward(MPI_COMM_WORLD, r.layout, r.q.view(), r.k.view(), r.v.view(), r.out.view(),
-                                 r.lse.view(), g.view(), r.o.options, dq_s.view(), dk_s.view(), dv_s.view(),
-                                 r.o.config, dsinks);
+                                 r.lse.view(), g.view(), r.o.options, {dq_s.view(), dk_s.view(), dv_s.view(), dsinks},
+                                 r.o.config);
     gather(dq_s, r.layout, dq);
     gather(dk_s, r.layout, dk);
     gather(dv_s, r.layout, dv);
@@ -265,7 +269,7 @@ void lead_backward(const AttentionFlags& f, const AttentionProblem<T>& p, const 
   if constexpr (std::is_same_v<T, double>) {
     no_ring_for_float64();
   } else {
-    if (grad_out.shape() != Shape{p.q.size(0), p.q.size(1), p.q.size(2), p.v.size(3)})
+    if (grad_out.shape() != Shape{p.q.shape()[0], p.q.shape()[1], p.q.shape()[2], p.v.shape()[3]})
       throw Error("--grad-out: shape " + to_string(grad_out.shape()) + "; expected q's rows and v's width");
     announce(p);
     run_backward<T>(f, header_of(type_code<T>(), p.rank, p.q.shape(), p.k.shape(), p.v.shape()), &p, &grad_out, &dq,

@@ -171,7 +171,7 @@ AttentionProblem<T> make_problem(const AttentionFlags& f, npy::Array&& q, npy::A
     const int mr = rank_of(m);
     if (mr < 2 || mr > 4)
       throw Error(fmt::format("{}: mask has {} dimensions; expected [Nq, Nk], [H, Nq, Nk] or [B, H, Nq, Nk]", f.mask, mr));
-    const Shape scores{p.q.size(kBatch), p.q.size(kHeads), p.q.size(kSeq), p.k.size(kSeq)};
+    const Shape scores{p.q.size(Axis::batch), p.q.size(Axis::heads), p.q.size(Axis::seq), p.k.size(Axis::seq)};
     if (m.dtype == npy::DType::boolean) {
       p.bool_mask = Tensor<uint8_t>(shape4(m));
       p.bool_mask.storage().assign(m.b8.begin(), m.b8.end());

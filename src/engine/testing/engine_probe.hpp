@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <limits>
 
+#include "engine/decode_path.hpp"
 #include "engine/plan.hpp"
 
 namespace attnlab::engine {
@@ -26,6 +27,9 @@ struct EngineProbe {
   std::atomic<int64_t> beside_loads_max_kv_bytes{default_decode_switches().beside_loads_max_kv_bytes};
   std::atomic<int64_t> beside_loads_min_rows{default_decode_switches().beside_loads_min_rows};
   TileCounts counts;
+  // The path the last forward took (of any element type; tests call from one thread).
+  // Not a timing; lets tests prove that the decode shapes they check ran the decode path.
+  std::atomic<ForwardPath> last_path{ForwardPath::tiled};
 
   DecodeSwitches switches() const {
     return {fused.load(), bf16_dots.load(), row_order.load(), beside_loads_max_kv_bytes.load(),
@@ -49,6 +53,9 @@ inline EngineProbe& probe() {
 }
 
 inline TileCounts& tile_counts() { return probe().counts; }
+// The path of the last forward since the probe was installed (tests/support/engine_path.hpp
+// installs it before main, so that the first call is seen too).
+inline ForwardPath last_forward_path() { return probe().last_path.load(); }
 // Whether decoding may take the fused step. Off, its shapes take the tile step, which a
 // 16-bit cache takes on the targets without AVX-512, so that the precision tests can hold
 // 16-bit results bitwise to the float32 engine's there too.

@@ -45,6 +45,7 @@
 #include <vector>
 
 #include "attnlab/attention_options.hpp"
+#include "attnlab/engine.hpp"
 #include "attnlab/float16.hpp"
 #include "attnlab/tensor.hpp"
 
@@ -79,37 +80,24 @@ struct RingStats {
 };
 
 // q [B, Hq, n_r, d], k [B, Hkv, n_r, d], v [B, Hkv, n_r, dv] on rank r, n_r =
-// layout.shard_length(r); out [B, Hq, n_r, dv], lse [B, Hq, n_r, 1]. options as for
-// attention_forward on the whole sequence (key_lengths global). Collective.
-void ring_attention_forward(MPI_Comm comm, const RingLayout& layout, ConstView<float> q, ConstView<float> k,
-                            ConstView<float> v, const AttentionOptions<float>& options, TensorView<float> out,
-                            TensorView<float> lse, const ComputeConfig& config = {}, RingStats* stats = nullptr);
-void ring_attention_forward(MPI_Comm comm, const RingLayout& layout, ConstView<bfloat16> q, ConstView<bfloat16> k,
-                            ConstView<bfloat16> v, const AttentionOptions<float>& options, TensorView<bfloat16> out,
-                            TensorView<float> lse, const ComputeConfig& config = {}, RingStats* stats = nullptr);
-void ring_attention_forward(MPI_Comm comm, const RingLayout& layout, ConstView<float16> q, ConstView<float16> k,
-                            ConstView<float16> v, const AttentionOptions<float>& options, TensorView<float16> out,
-                            TensorView<float> lse, const ComputeConfig& config = {}, RingStats* stats = nullptr);
+// layout.shard_length(r); outputs.out [B, Hq, n_r, dv], outputs.lse [B, Hq, n_r, 1] (no
+// diagnostics, no dropout mask). options as for attention_forward on the whole sequence
+// (key_lengths global). T: float, bfloat16 or float16 (engine::EngineElement). Collective.
+template <class T>
+typename engine::EngineElement<T>::returns ring_attention_forward(MPI_Comm comm, const RingLayout& layout,
+                                                                  ConstView<T> q, ConstView<T> k, ConstView<T> v,
+                                                                  const AttentionOptions<Accum<T>>& options,
+                                                                  const ForwardOutputs<T>& outputs,
+                                                                  const ComputeConfig& config = {},
+                                                                  RingStats* stats = nullptr);
 
 // Given this rank's shards of the forward's out and lse and of dO, writes its shards of
-// dq, dk, dv (overwritten), and with sinks dsinks [Hq] (the global gradient, on every rank;
-// empty span skips it). Collective.
-void ring_attention_backward(MPI_Comm comm, const RingLayout& layout, ConstView<float> q, ConstView<float> k,
-                             ConstView<float> v, ConstView<float> out, ConstView<float> lse,
-                             ConstView<float> grad_out, const AttentionOptions<float>& options, TensorView<float> dq,
-                             TensorView<float> dk, TensorView<float> dv, const ComputeConfig& config = {},
-                             std::span<float> dsinks = {}, RingStats* stats = nullptr);
-void ring_attention_backward(MPI_Comm comm, const RingLayout& layout, ConstView<bfloat16> q, ConstView<bfloat16> k,
-                             ConstView<bfloat16> v, ConstView<bfloat16> out, ConstView<float> lse,
-                             ConstView<bfloat16> grad_out, const AttentionOptions<float>& options,
-                             TensorView<bfloat16> dq, TensorView<bfloat16> dk, TensorView<bfloat16> dv,
-                             const ComputeConfig& config = {}, std::span<float> dsinks = {},
-                             RingStats* stats = nullptr);
-void ring_attention_backward(MPI_Comm comm, const RingLayout& layout, ConstView<float16> q, ConstView<float16> k,
-                             ConstView<float16> v, ConstView<float16> out, ConstView<float> lse,
-                             ConstView<float16> grad_out, const AttentionOptions<float>& options,
-                             TensorView<float16> dq, TensorView<float16> dk, TensorView<float16> dv,
-                             const ComputeConfig& config = {}, std::span<float> dsinks = {},
-                             RingStats* stats = nullptr);
+// grads.dq, dk, dv (overwritten), and with sinks grads.dsinks [Hq] (the global gradient, on
+// every rank; an empty span skips it). Collective.
+template <class T>
+typename engine::EngineElement<T>::returns ring_attention_backward(
+    MPI_Comm comm, const RingLayout& layout, ConstView<T> q, ConstView<T> k, ConstView<T> v, ConstView<T> out,
+    ConstView<Accum<T>> lse, ConstView<T> grad_out, const AttentionOptions<Accum<T>>& options,
+    const BackwardOutputs<T>& grads, const ComputeConfig& config = {}, RingStats* stats = nullptr);
 
 }  // namespace attnlab::mpi
