@@ -51,6 +51,15 @@ inline int64_t decode_chunk_keys(int64_t B, int64_t Hkv, int64_t Nk) {
   return kDecodeChunkMin;
 }
 
+// Threads for a decode call that reads kv_bytes of K and V: the calling thread alone at or
+// below kSmallDecodeBytes (a grain size, as PyTorch's at::parallel_for has). There a second
+// thread saves at most ~20 µs on an idle machine, but its fork and join wait for a core when
+// another pool keeps the cores busy: beside torch's pool the 90th percentile went from 81 µs
+// (one thread) to 403 µs (two) at 2 MiB (python/bench/decode_latency.py, docs/tuning.md).
+// Results do not depend on it: the split is a function of the shape alone.
+inline constexpr int64_t kSmallDecodeBytes = int64_t{2} << 20;
+inline int decode_threads(int team, int64_t kv_bytes) { return kv_bytes <= kSmallDecodeBytes ? 1 : team; }
+
 // B, Hq, Hkv: batch, query and key/value heads; Nq, Nk: the query rows and keys per head.
 inline ForwardPath choose_forward_path(int64_t B, int64_t Hq, int64_t Hkv, int64_t Nq, int64_t Nk, bool diagnostics,
                                        bool dropout) {

@@ -123,7 +123,9 @@ void forward_impl(ConstView<E> q, ConstView<E> k, ConstView<E> v, const Attentio
       detail::check_forward_args(q, k, v, options, out, lse, decode ? detail::ValueChecks::q_only : detail::ValueChecks::all);
   detail::check_dropout_mask(outputs.dropout_mask, dims);
   if (diagnostics != nullptr) detail::check_diagnostics(*diagnostics, dims);
-  Plan plan(dims, q, k, v, options, resolve_threads(config), &config.interrupt);
+  const int team = resolve_threads(config);
+  const int64_t kv_bytes = (k.numel() + v.numel()) * static_cast<int64_t>(sizeof(E));
+  Plan plan(dims, q, k, v, options, decode ? decode_threads(team, kv_bytes) : team, &config.interrupt);
   plan.dropout_mask = outputs.dropout_mask;
   attach_probe(plan, true);
   if (plan.probe != nullptr) plan.probe->last_path.store(path, std::memory_order_relaxed);

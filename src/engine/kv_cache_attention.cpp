@@ -20,6 +20,7 @@
 #include "core/kv_cache_access.hpp"
 #include "core/kv_cache_calls.hpp"
 #include "core/visibility.hpp"
+#include "engine/decode_path.hpp"
 #include "engine/decode_strategy.hpp"
 #include "engine/kv_cache_decode.hpp"
 
@@ -128,7 +129,8 @@ void kv_cache_attention(const KVCache& cache, int64_t layer, std::span<const int
         const KVCacheConfig& c = cache.config();
         if (!engine::choose_cache_decode(rows, c.head_dim, c.value_dim, c.key_type, c.value_type)) return false;
         if (!have_view) cv = detail::KVCacheAccess::layer(cache, layer), have_view = true;
-        fused_sequence(cache, cv, seq, s, len, qs, options, os, ls, threads);
+        const int64_t kv_bytes = len * c.kv_heads * (cv.key_row + cv.value_row);
+        fused_sequence(cache, cv, seq, s, len, qs, options, os, ls, engine::decode_threads(threads, kv_bytes));
         return true;
       },
       [&](const Tensor<float>& k, const Tensor<float>& v, ConstView<float> qs, TensorView<float> os,

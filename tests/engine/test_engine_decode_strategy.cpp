@@ -5,6 +5,7 @@
 
 #include <cstdint>
 
+#include "engine/decode_path.hpp"
 #include "engine/decode_strategy.hpp"
 
 namespace al = attnlab;
@@ -82,4 +83,15 @@ TEST(DecodeStrategy, TheTableRowByRow) {
   EXPECT_EQ(choose(kAvx2, 15, 1, 1, 32768, 128).scores, DecodeScores::keys_times_queries);
   EXPECT_EQ(choose(kAvx512, 32, 8, 16, 8192, 128).v_fetch, VFetch::kNextBlock);
   EXPECT_FALSE(choose(kAvx512, 32, 8, 16, 8192, 128).fused);
+}
+
+// The grain of decode_path.hpp: a decode call that reads at most 2 MiB of K and V runs on the
+// calling thread whatever the team; a larger one on the whole team.
+TEST(DecodeThreads, SmallCallsRunOnTheCallingThread) {
+  using attnlab::engine::decode_threads;
+  const int64_t eight_heads_256_keys = 2 * 8 * 256 * 128 * int64_t{4};  // K and V, float32, d = 128
+  EXPECT_EQ(decode_threads(2, eight_heads_256_keys), 1);
+  EXPECT_EQ(decode_threads(2, 2 * eight_heads_256_keys), 2);
+  EXPECT_EQ(decode_threads(16, attnlab::engine::kSmallDecodeBytes + 1), 16);
+  EXPECT_EQ(decode_threads(1, int64_t{1} << 40), 1);
 }
