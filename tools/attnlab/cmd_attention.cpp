@@ -40,23 +40,26 @@ struct AttentionCommand {
   }
 };
 
-const Registrar reg("attention", "Attention forward on .npy files: softmax(q k^T * scale + mask) v", [](CLI::App& sub) {
-  auto cmd = std::make_shared<AttentionCommand>();
-  cmd->flags.add_to(sub);
-  sub.add_option("--out", cmd->out, "output .npy: [B, Hq, Nq, dv] in the inputs' dtype")->required();
-  sub.add_option("--lse", cmd->lse, "also write the log-sum-exp per row, [B, Hq, Nq] (-inf for a fully masked row)");
-  sub.add_option("--dropout-mask", cmd->dropout_mask,
-                 "also write the dropout mask applied, bool [B, Hq, Nq, Nk] (True = kept and visible)");
-  sub.add_flag("--context-parallel", cmd->context_parallel,
-               "under mpirun: the sequence sharded over the ranks, ring attention (rank 0 reads and writes)");
-  sub.callback([cmd] {
-    auto read_and_run = [&] { with_problem(cmd->flags, [&](auto&& p) { cmd->run(std::move(p)); }); };
-    if (cmd->context_parallel)
-      cp::run(cmd->flags, read_and_run, [&] { cp::follow_forward(cmd->flags); });
-    else
-      read_and_run();
-  });
-});
-
 }  // namespace
+
+Command attention_command() {
+  return {"attention", "Attention forward on .npy files: softmax(q k^T * scale + mask) v", [](CLI::App& sub) {
+            auto cmd = std::make_shared<AttentionCommand>();
+            cmd->flags.add_to(sub);
+            sub.add_option("--out", cmd->out, "output .npy: [B, Hq, Nq, dv] in the inputs' dtype")->required();
+            sub.add_option("--lse", cmd->lse,
+                           "also write the log-sum-exp per row, [B, Hq, Nq] (-inf for a fully masked row)");
+            sub.add_option("--dropout-mask", cmd->dropout_mask,
+                           "also write the dropout mask applied, bool [B, Hq, Nq, Nk] (True = kept and visible)");
+            sub.add_flag("--context-parallel", cmd->context_parallel,
+                         "under mpirun: the sequence sharded over the ranks, ring attention (rank 0 reads and writes)");
+            sub.callback([cmd] {
+              auto read_and_run = [&] { with_problem(cmd->flags, [&](auto&& p) { cmd->run(std::move(p)); }); };
+              if (cmd->context_parallel)
+                cp::run(cmd->flags, read_and_run, [&] { cp::follow_forward(cmd->flags); });
+              else
+                read_and_run();
+            });
+          }};
+}
 }  // namespace attnlab::cli

@@ -55,27 +55,27 @@ struct AttentionBackwardCommand {
   }
 };
 
-const Registrar reg("attention-backward", "Gradients dq, dk, dv of attention on .npy files, given dLoss/dout",
-                    [](CLI::App& sub) {
-                      auto cmd = std::make_shared<AttentionBackwardCommand>();
-                      cmd->flags.add_to(sub);
-                      sub.add_option("--grad-out", cmd->grad_out, "dLoss/dout .npy: [B, Hq, Nq, dv]")->required();
-                      sub.add_option("--dq", cmd->dq, "output .npy: [B, Hq, Nq, d]")->required();
-                      sub.add_option("--dk", cmd->dk, "output .npy: [B, Hkv, Nk, d]")->required();
-                      sub.add_option("--dv", cmd->dv, "output .npy: [B, Hkv, Nk, dv]")->required();
-                      sub.add_option("--dsinks", cmd->dsinks, "with --sinks: also write dLoss/dsinks, [Hq]");
-                      sub.add_flag("--context-parallel", cmd->context_parallel,
-                                   "under mpirun: the sequence sharded over the ranks, ring attention (rank 0 reads "
-                                   "and writes)");
-                      sub.callback([cmd] {
-                        auto read_and_run = [&] { with_problem(cmd->flags, [&](auto&& p) { cmd->run(std::move(p)); }); };
-                        if (cmd->context_parallel)
-                          cp::run(cmd->flags, read_and_run,
-                                  [&] { cp::follow_backward(cmd->flags, !cmd->dsinks.empty()); });
-                        else
-                          read_and_run();
-                      });
-                    });
-
 }  // namespace
+
+Command attention_backward_command() {
+  return {"attention-backward", "Gradients dq, dk, dv of attention on .npy files, given dLoss/dout", [](CLI::App& sub) {
+            auto cmd = std::make_shared<AttentionBackwardCommand>();
+            cmd->flags.add_to(sub);
+            sub.add_option("--grad-out", cmd->grad_out, "dLoss/dout .npy: [B, Hq, Nq, dv]")->required();
+            sub.add_option("--dq", cmd->dq, "output .npy: [B, Hq, Nq, d]")->required();
+            sub.add_option("--dk", cmd->dk, "output .npy: [B, Hkv, Nk, d]")->required();
+            sub.add_option("--dv", cmd->dv, "output .npy: [B, Hkv, Nk, dv]")->required();
+            sub.add_option("--dsinks", cmd->dsinks, "with --sinks: also write dLoss/dsinks, [Hq]");
+            sub.add_flag("--context-parallel", cmd->context_parallel,
+                         "under mpirun: the sequence sharded over the ranks, ring attention (rank 0 reads "
+                         "and writes)");
+            sub.callback([cmd] {
+              auto read_and_run = [&] { with_problem(cmd->flags, [&](auto&& p) { cmd->run(std::move(p)); }); };
+              if (cmd->context_parallel)
+                cp::run(cmd->flags, read_and_run, [&] { cp::follow_backward(cmd->flags, !cmd->dsinks.empty()); });
+              else
+                read_and_run();
+            });
+          }};
+}
 }  // namespace attnlab::cli

@@ -518,38 +518,44 @@ void run_bench(const BenchArgs& a) {
   }
 }
 
-const attnlab::cli::Registrar reg(
-    "bench", "Time the engine against naive OpenBLAS and LibTorch attention (forward and backward)", [](CLI::App& sub) {
-      static BenchArgs a;
-      sub.add_option("--batch", a.batch, "batch size B");
-      sub.add_option("--heads", a.heads, "query heads Hq");
-      sub.add_option("--kv-heads", a.kv_heads, "key/value heads Hkv, dividing Hq (grouped-query attention; 0: Hq)");
-      sub.add_option("--seq", a.seq, "sequence length N of the queries and the keys");
-      sub.add_option("--seq-q", a.seq_q, "query rows Nq (0: --seq); 1 is one decoding step");
-      sub.add_option("--seq-k", a.seq_k, "keys Nk, the KV cache's length (0: --seq)");
-      sub.add_option("--dim", a.dim, "head dim d (= dv)");
-      sub.add_flag("--causal", a.causal, "causal mask (FLOPs count the visible pairs only)");
-      sub.add_option("--causal-align", a.causal_align,
-                     "with --causal: top_left (the default) or bottom_right (the last query sees every key: a chunk "
-                     "of new queries at the end of a KV cache)");
-      sub.add_flag("--forward-only", a.forward_only, "time the forward pass only (inference)");
-      sub.add_option("--threads", a.threads, "threads for every implementation (0: all cores)");
-      sub.add_option("--repeats", a.repeats, "timed repeats; the median is reported");
-      sub.add_option("--settle-ms", a.settle_ms,
-                     "idle pause at the start of each implementation's turn (before its untimed and timed calls), "
-                     "so that the previous implementation's spinning worker threads have gone to sleep")
-          ->check(attnlab::cli::in_range(0, 10000));
-      sub.add_flag("--cold", a.cold,
-                   "time the first call after the pause (by default each timed call follows 20 ms, and at least one call, "
-                   "of untimed calls of the same implementation, as in a loop, so that its threads are awake)");
-      sub.add_flag("--evict-llc", a.evict_llc,
-                   "before each timed forward and read bound, read 3x the last-level cache's size of other data on the same "
-                   "threads, so that K and V come from memory, as when a model decodes layer after layer");
-      sub.add_option("--json", a.json, "also write the results as JSON to this file");
-      attnlab::cli::add_list_option(sub, "--impls", a.impls, "implementations to run: attnlab, openblas, libtorch");
-      attnlab::cli::add_list_option(sub, "--dtype", a.dtypes,
-                                    "element types of the engine's runs, interleaved: f32, bf16, f16 (the peers run in f32)");
-      sub.callback([] { run_bench(a); });
-    });
-
 }  // namespace
+
+attnlab::cli::Command attnlab::cli::bench_command() {
+  return {
+      "bench", "Time the engine against naive OpenBLAS and LibTorch attention (forward and backward)",
+      [](CLI::App& sub) {
+        static BenchArgs a;
+        sub.add_option("--batch", a.batch, "batch size B");
+        sub.add_option("--heads", a.heads, "query heads Hq");
+        sub.add_option("--kv-heads", a.kv_heads, "key/value heads Hkv, dividing Hq (grouped-query attention; 0: Hq)");
+        sub.add_option("--seq", a.seq, "sequence length N of the queries and the keys");
+        sub.add_option("--seq-q", a.seq_q, "query rows Nq (0: --seq); 1 is one decoding step");
+        sub.add_option("--seq-k", a.seq_k, "keys Nk, the KV cache's length (0: --seq)");
+        sub.add_option("--dim", a.dim, "head dim d (= dv)");
+        sub.add_flag("--causal", a.causal, "causal mask (FLOPs count the visible pairs only)");
+        sub.add_option("--causal-align", a.causal_align,
+                       "with --causal: top_left (the default) or bottom_right (the last query sees every key: a chunk "
+                       "of new queries at the end of a KV cache)");
+        sub.add_flag("--forward-only", a.forward_only, "time the forward pass only (inference)");
+        sub.add_option("--threads", a.threads, "threads for every implementation (0: all cores)");
+        sub.add_option("--repeats", a.repeats, "timed repeats; the median is reported");
+        sub.add_option("--settle-ms", a.settle_ms,
+                       "idle pause at the start of each implementation's turn (before its untimed and timed calls), "
+                       "so that the previous implementation's spinning worker threads have gone to sleep")
+            ->check(attnlab::cli::in_range(0, 10000));
+        sub.add_flag(
+            "--cold", a.cold,
+            "time the first call after the pause (by default each timed call follows 20 ms, and at least one call, "
+            "of untimed calls of the same implementation, as in a loop, so that its threads are awake)");
+        sub.add_flag(
+            "--evict-llc", a.evict_llc,
+            "before each timed forward and read bound, read 3x the last-level cache's size of other data on the same "
+            "threads, so that K and V come from memory, as when a model decodes layer after layer");
+        sub.add_option("--json", a.json, "also write the results as JSON to this file");
+        attnlab::cli::add_list_option(sub, "--impls", a.impls, "implementations to run: attnlab, openblas, libtorch");
+        attnlab::cli::add_list_option(
+            sub, "--dtype", a.dtypes,
+            "element types of the engine's runs, interleaved: f32, bf16, f16 (the peers run in f32)");
+        sub.callback([] { run_bench(a); });
+      }};
+}

@@ -254,18 +254,22 @@ void run(const Args& a) {
   }
 }
 
-const attnlab::cli::Registrar reg(
-    "bench-variants", "Time the attention variants (window, packed, softcap, ALiBi, sinks, dropout, mask_mod) "
-                      "against the plain engine", [](CLI::App& sub) {
-      static Args a;
-      attnlab::cli::add_list_option(sub, "--groups", a.groups,
-                                    "which: window (window and packed at N = 16384), features (softcap, ALiBi, sinks, "
-                                    "dropout at N = 4096, d = 128), mods (mask_mod vs built-in)");
-      sub.add_option("--threads", a.threads, "engine threads (0: all cores)");
-      sub.add_option("--repeats", a.repeats, "timed repeats; the median is reported");
-      sub.add_flag("--quick", a.quick, "small sizes (checks the program, not the speed)");
-      sub.add_option("--json", a.json, "also write the results as JSON to this file");
-      sub.callback([] { run(a); });
-    });
-
 }  // namespace
+
+attnlab::cli::Command attnlab::cli::bench_variants_command() {
+  return {"bench-variants",
+          "Time the attention variants (window, packed, softcap, ALiBi, sinks, dropout, mask_mod) "
+          "against the plain engine",
+          [](CLI::App& sub) {
+            static Args a;
+            attnlab::cli::add_list_option(
+                sub, "--groups", a.groups,
+                "which: window (window and packed at N = 16384), features (softcap, ALiBi, sinks, "
+                "dropout at N = 4096, d = 128), mods (mask_mod vs built-in)");
+            sub.add_option("--threads", a.threads, "engine threads (0: all cores)");
+            sub.add_option("--repeats", a.repeats, "timed repeats; the median is reported");
+            sub.add_flag("--quick", a.quick, "small sizes (checks the program, not the speed)");
+            sub.add_option("--json", a.json, "also write the results as JSON to this file");
+            sub.callback([] { run(a); });
+          }};
+}

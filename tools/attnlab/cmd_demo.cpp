@@ -37,7 +37,9 @@ void run_demo() {
   fmt::print("\nAs a grows, s tends to one-hot (0, 0, 0, 1) and J to the zero matrix: no gradient flows.\n");
 }
 
-const attnlab::cli::Registrar reg("demo", "Seed 001's softmax-saturation example on the reference maths",
-                                  [](CLI::App& sub) { sub.callback(run_demo); });
-
 }  // namespace
+
+attnlab::cli::Command attnlab::cli::demo_command() {
+  return {"demo", "Seed 001's softmax-saturation example on the reference maths",
+          [](CLI::App& sub) { sub.callback(run_demo); }};
+}

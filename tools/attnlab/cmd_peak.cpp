@@ -78,33 +78,33 @@ void run_peak(const PeakArgs& a) {
              "CPU: over each thread's CPU time, what the cores do while they run (the hardware peak).\n");
 }
 
-const attnlab::cli::Registrar reg("peak",
-                                  "Measure this machine's float32 FMA peak (GFLOP/s) or, with --memory, its read "
-                                  "bandwidth (GB/s), 1 thread and all threads",
-                                  [](CLI::App& sub) {
-                                    static PeakArgs a;
-                                    sub.add_option("--threads", a.threads, "threads for the second line (0: all cores)")
-                                        ->check(attnlab::cli::in_range(0, attnlab::kMaxThreads));
-                                    sub.add_option("--seconds", a.seconds, "duration of each trial")
-                                        ->check(attnlab::cli::in_range(0.01, 10.0));
-                                    sub.add_flag("--memory", a.memory,
-                                                 "measure the read bandwidth (GB/s) instead of the FMA peak");
-                                    sub.add_option("--buffer-mb", a.buffer_mb,
-                                                   "with --memory: MiB read per pass (0: 512 or 16× the last-level "
-                                                   "cache, whichever is larger)")
-                                        ->check(attnlab::cli::in_range(0, 1 << 16));
-                                    sub.add_option("--passes", a.passes, "with --memory: timed passes (the best is kept)")
-                                        ->check(attnlab::cli::in_range(1, 1000));
-                                    sub.callback([&sub] {
-                                      // An option that would do nothing is an error, not silently ignored.
-                                      for (const char* opt : {"--buffer-mb", "--passes"})
-                                        if (!a.memory && sub.count(opt) > 0)
-                                          throw attnlab::Error(fmt::format("peak: {} needs --memory", opt));
-                                      if (a.memory && sub.count("--seconds") > 0)
-                                        throw attnlab::Error("peak: --seconds applies to the FMA peak, not --memory "
-                                                             "(use --passes or --buffer-mb)");
-                                      run_peak(a);
-                                    });
-                                  });
-
 }  // namespace
+
+attnlab::cli::Command attnlab::cli::peak_command() {
+  return {"peak",
+          "Measure this machine's float32 FMA peak (GFLOP/s) or, with --memory, its read "
+          "bandwidth (GB/s), 1 thread and all threads",
+          [](CLI::App& sub) {
+            static PeakArgs a;
+            sub.add_option("--threads", a.threads, "threads for the second line (0: all cores)")
+                ->check(attnlab::cli::in_range(0, attnlab::kMaxThreads));
+            sub.add_option("--seconds", a.seconds, "duration of each trial")->check(attnlab::cli::in_range(0.01, 10.0));
+            sub.add_flag("--memory", a.memory, "measure the read bandwidth (GB/s) instead of the FMA peak");
+            sub.add_option("--buffer-mb", a.buffer_mb,
+                           "with --memory: MiB read per pass (0: 512 or 16× the last-level "
+                           "cache, whichever is larger)")
+                ->check(attnlab::cli::in_range(0, 1 << 16));
+            sub.add_option("--passes", a.passes, "with --memory: timed passes (the best is kept)")
+                ->check(attnlab::cli::in_range(1, 1000));
+            sub.callback([&sub] {
+              // An option that would do nothing is an error, not silently ignored.
+              for (const char* opt : {"--buffer-mb", "--passes"})
+                if (!a.memory && sub.count(opt) > 0) throw attnlab::Error(fmt::format("peak: {} needs --memory", opt));
+              if (a.memory && sub.count("--seconds") > 0)
+                throw attnlab::Error(
+                    "peak: --seconds applies to the FMA peak, not --memory "
+                    "(use --passes or --buffer-mb)");
+              run_peak(a);
+            });
+          }};
+}

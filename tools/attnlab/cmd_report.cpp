@@ -38,14 +38,15 @@ void run_report(const ReportArgs& a) {
   fmt::print("\nReport written in {:.1f} s: {}\n", s.seconds, s.index_html.string());
 }
 
-const attnlab::cli::Registrar reg(
-    "report", "Run every lab experiment and write the HTML report (figures, data, verdicts)", [](CLI::App& sub) {
-      auto a = std::make_shared<ReportArgs>();
-      sub.add_option("--out", a->out, "Output directory (replaced atomically)")->capture_default_str();
-      sub.add_flag("--quick", a->quick, "Small, fast configurations (a smoke test, not the real measurement)");
-      attnlab::cli::add_seed_option(sub, "--seed", a->seed, "Seed of the random numbers");
-      attnlab::cli::add_list_option(sub, "--only", a->only, "Run only these experiments");
-      sub.callback([a] { run_report(*a); });
-    });
-
 }  // namespace
+
+attnlab::cli::Command attnlab::cli::report_command() {
+  return {"report", "Run every lab experiment and write the HTML report (figures, data, verdicts)", [](CLI::App& sub) {
+            auto a = std::make_shared<ReportArgs>();
+            sub.add_option("--out", a->out, "Output directory (replaced atomically)")->capture_default_str();
+            sub.add_flag("--quick", a->quick, "Small, fast configurations (a smoke test, not the real measurement)");
+            attnlab::cli::add_seed_option(sub, "--seed", a->seed, "Seed of the random numbers");
+            attnlab::cli::add_list_option(sub, "--only", a->only, "Run only these experiments");
+            sub.callback([a] { run_report(*a); });
+          }};
+}

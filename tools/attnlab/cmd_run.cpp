@@ -80,40 +80,41 @@ void run_experiment(const attnlab::lab::Experiment& e, const RunOptions& o) {
              r.figures.size(), out);
 }
 
-const attnlab::cli::Registrar reg(
-    "run", "Run one lab experiment: its tables (CSV), figures (PNG) and verdicts", [](CLI::App& sub) {
-      sub.require_subcommand(1);
-      for (const auto* e : attnlab::lab::experiments()) {
-        auto options = std::make_shared<RunOptions>();
-        std::string claims;
-        for (const auto& c : e->claims) claims += (claims.empty() ? "" : ", ") + c;
-        CLI::App* app = sub.add_subcommand(e->name, e->summary + (claims.empty() ? "" : " [" + claims + "]"));
-        app->add_option("--out", options->out, "Output directory (default: lab-runs/" + e->name + ")");
-        app->add_option("--json", options->json, "Also write the result, tables included, as JSON to this file");
-        app->add_option("--set", options->sets, "Set a parameter: key=value (repeatable)");
-        attnlab::cli::add_seed_option(*app, "--seed", options->seed, "Seed of the random numbers");
-        app->add_flag("--quick", options->quick, "Use the experiment's small, fast configuration");
-        auto values = std::make_shared<std::map<std::string, std::string>>();
-        for (const auto& p : e->parameters()) {
-          if (p.type == "bool") {
-            // A bool parameter also works as a flag: `--full` is `--full true`.
-            app->add_option_function<std::string>(
-                   "--" + p.name,
-                   [options, name = p.name](const std::string& v) { options->direct[name] = v.empty() ? "true" : v; },
-                   p.help + " (bool, default " + p.default_value + "; alone: true)")
-                ->expected(0, 1)
-                ->group("Parameters");
-            continue;
-          }
-          app->add_option_function<std::string>(
-                 "--" + p.name, [options, name = p.name](const std::string& v) { options->direct[name] = v; },
-                 p.help)
-              ->type_name(type_name(p.type))
-              ->default_str(p.default_value)
-              ->group("Parameters");
-        }
-        app->callback([e, options] { run_experiment(*e, *options); });
-      }
-    });
-
 }  // namespace
+
+attnlab::cli::Command attnlab::cli::run_command() {
+  return {
+      "run", "Run one lab experiment: its tables (CSV), figures (PNG) and verdicts", [](CLI::App& sub) {
+        sub.require_subcommand(1);
+        for (const auto* e : attnlab::lab::experiments()) {
+          auto options = std::make_shared<RunOptions>();
+          std::string claims;
+          for (const auto& c : e->claims) claims += (claims.empty() ? "" : ", ") + c;
+          CLI::App* app = sub.add_subcommand(e->name, e->summary + (claims.empty() ? "" : " [" + claims + "]"));
+          app->add_option("--out", options->out, "Output directory (default: lab-runs/" + e->name + ")");
+          app->add_option("--json", options->json, "Also write the result, tables included, as JSON to this file");
+          app->add_option("--set", options->sets, "Set a parameter: key=value (repeatable)");
+          attnlab::cli::add_seed_option(*app, "--seed", options->seed, "Seed of the random numbers");
+          app->add_flag("--quick", options->quick, "Use the experiment's small, fast configuration");
+          auto values = std::make_shared<std::map<std::string, std::string>>();
+          for (const auto& p : e->parameters()) {
+            if (p.type == "bool") {
+              // A bool parameter also works as a flag: `--full` is `--full true`.
+              app->add_option_function<std::string>(
+                     "--" + p.name,
+                     [options, name = p.name](const std::string& v) { options->direct[name] = v.empty() ? "true" : v; },
+                     p.help + " (bool, default " + p.default_value + "; alone: true)")
+                  ->expected(0, 1)
+                  ->group("Parameters");
+              continue;
+            }
+            app->add_option_function<std::string>(
+                   "--" + p.name, [options, name = p.name](const std::string& v) { options->direct[name] = v; }, p.help)
+                ->type_name(type_name(p.type))
+                ->default_str(p.default_value)
+                ->group("Parameters");
+          }
+          app->callback([e, options] { run_experiment(*e, *options); });
+        }
+      }};
+}

@@ -1,15 +1,17 @@
 #pragma once
-// Each subcommand of `attnlab` lives in its own cmd_<name>.cpp and registers
-// itself with a file-scope `const Registrar`:
+// Each subcommand of `attnlab` lives in its own cmd_<name>.cpp, which defines the function
+// declared below that returns it; app.cpp lists them all (as the lab's registry.cpp lists its
+// experiments: no static self-registration, which a linker may drop from a static library).
 //
-//   static const attnlab::cli::Registrar reg("demo", "one-line summary", [](CLI::App& sub) {
-//     sub.add_option(...);
-//     sub.callback([&] { ... });   // throw attnlab::Error for bad input
-//   });
+//   Command demo_command() {
+//     return {"demo", "one-line summary", [](CLI::App& sub) {
+//       sub.add_option(...);
+//       sub.callback([&] { ... });   // throw attnlab::Error for bad input
+//     }};
+//   }
 //
-// main() adds the subcommands in name order. Callbacks report bad input by
-// throwing attnlab::Error (or CLI::Error); main turns that into a message on
-// stderr and exit status 2, never a crash.
+// Callbacks report bad input by throwing attnlab::Error (or CLI::Error); main turns that
+// into a message on stderr and exit status 2, never a crash.
 #include <CLI/CLI.hpp>
 #include <functional>
 #include <string>
@@ -23,15 +25,16 @@ struct Command {
   std::function<void(CLI::App&)> setup;
 };
 
-std::vector<Command>& registry();
+Command attention_command();
+Command attention_backward_command();
+Command bench_command();
+Command bench_variants_command();
+Command demo_command();
+Command peak_command();
+Command report_command();
+Command run_command();
 
-// Adds every registered subcommand to app (in name order).
+// Adds every subcommand to app (in name order).
 void build_app(CLI::App& app);
-
-struct Registrar {
-  Registrar(std::string name, std::string summary, std::function<void(CLI::App&)> setup) {
-    registry().push_back({std::move(name), std::move(summary), std::move(setup)});
-  }
-};
 
 }  // namespace attnlab::cli

@@ -1,4 +1,4 @@
-// attnlab: the command line. Subcommands register themselves (command.hpp).
+// attnlab: the command line. Its subcommands are listed in app.cpp (command.hpp).
 #include <cstdio>
 #include <exception>
 #include <fmt/format.h>
