@@ -312,9 +312,11 @@ std::vector<std::string> additions(const std::vector<Result>& results, const Mea
                           "at every size measured, carried by the few rows that are not saturated.", g2(*lo), g2(*hi));
     }
     out.push_back(fmt::format(
-        "<b>At the head sizes models use, dropping the scale makes the gradient {}, not {}</b>: {}× on the typical "
-        "row at {}–{}{}.{} The articles' “vanishing” is what happens beyond that; the textbook's “explosion” "
-        "overstates a factor of a few. What goes wrong at these sizes is saturation ({link}).",
+        "<b>At the head sizes models use, dropping the scale makes the gradient {}, not {}</b>: {}× on the "
+        "typical row (queries and keys together) at {}–{}{}.{} Much of that factor is the chain rule's √d<sub>k</sub> from the unscaled "
+        "logits; the softmax Jacobian itself, which the articles argue about, is smaller without the scale from "
+        "a lower d<sub>k</sub> on, and C7 reports the three quantities side by side. What goes wrong at these sizes "
+        "is saturation ({link}).",
         model.lo >= 1 ? "larger" : "smaller", model.lo >= 1 ? "smaller" : "larger", model.text(), dk(kModelDkLow),
         kModelDkHigh,
         std::isfinite(from) ? fmt::format(", smaller only from {}", dk(from)) : std::string(", over the whole range"),
@@ -360,8 +362,8 @@ std::vector<std::string> additions(const std::vector<Result>& results, const Mea
       out.push_back(fmt::format(
           "<b>A flat entropy can mean a saturated softmax.</b> On inputs where each query has one matching key, the "
           "scalable softmax keeps the entropy flat over n = {:g}–{:g} keys, but at {} nats with the largest weight at "
-          "{}: the saturated regime steps 2–4 warn against. Held flat away from saturation, the entropy view's claim "
-          "is not borne out ({link}).",
+          "{}: there the flat entropy is the saturated regime steps 2–4 warn against. On random inputs, away from "
+          "saturation, the scalable softmax does keep the entropy up, as the entropy view says ({link}).",
           ent.x.front(), ent.x.back(), g2(ent.y.back()), g3(maxp.y.back()), fmt::arg("link", claim_link("C12"))));
   }
   if (const Verdict* v = find_verdict(results, "C12", true); v && v->outcome == Outcome::refuted)
