@@ -95,7 +95,7 @@ const attnlab::cli::Registrar reg(
           }
           app->add_option_function<std::string>(
                  "--" + p.name, [options, name = p.name](const std::string& v) { options->direct[name] = v; },
-                 p.help)
+                 p.rule.empty() ? p.help : p.help + " [" + p.rule + "]")
               ->type_name(type_name(p.type))
               ->default_str(p.default_value)
               ->group("Parameters");
