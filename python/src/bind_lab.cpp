@@ -22,6 +22,7 @@ py::dict describe(const lab::Experiment& e) {
     d["default"] = p.default_value;
     d["type"] = p.type;
     d["help"] = p.help;
+    d["rule"] = p.rule;
     params.append(d);
   }
   py::dict d;

@@ -30,13 +30,14 @@ struct AdditiveConfig {
   double slope_tolerance = 0.1;   // fitted power of d_k in the std: additive 0, multiplicative 0.5
   double gradcheck_tolerance = 1e-6;
   void bind(Params& p) {
-    p.add("dims", dims, "input sizes d_k of h and s");
-    p.add("d_a", d_a, "hidden size of the score (rows of W₁, W₂); 0 = d_k");
-    p.add("queries", queries, "states s per weight draw");
-    p.add("keys", keys, "states h per weight draw (the softmax runs over them)");
-    p.add("weight_samples", weight_samples, "weight initialisations per d_k: max(2, weight_samples / d_k)");
-    p.add("gradient_pairs", gradient_pairs, "(h, s) pairs whose input gradients are measured");
-    p.add("init", init, "weight initialisation: xavier, or standard_normal (C9 must then fail)");
+    using namespace rules;
+    p.add("dims", dims, "input sizes d_k of h and s", non_empty() & each(positive()));
+    p.add("d_a", d_a, "hidden size of the score (rows of W₁, W₂); 0 = d_k", at_least(0));
+    p.add("queries", queries, "states s per weight draw", at_least(1));
+    p.add("keys", keys, "states h per weight draw (the softmax runs over them)", at_least(2));
+    p.add("weight_samples", weight_samples, "weight initialisations per d_k: max(2, weight_samples / d_k)", positive());
+    p.add("gradient_pairs", gradient_pairs, "(h, s) pairs whose input gradients are measured", positive());
+    p.add("init", init, "weight initialisation: xavier, or standard_normal (C9 must then fail)", one_of({"xavier", "standard_normal"}));
     p.add("ratio_tolerance", ratio_tolerance, "agreement of the measured score std with theory (relative)");
     p.add("slope_tolerance", slope_tolerance, "agreement of the fitted power of d_k (additive 0, multiplicative ½)");
     p.add("gradcheck_tolerance", gradcheck_tolerance, "largest relative error of the backward against finite differences");
@@ -108,15 +109,6 @@ double norm(const std::vector<double>& v) {
   double s = 0;
   for (double x : v) s += x * x;
   return std::sqrt(s);
-}
-
-void validate(const AdditiveConfig& c) {
-  util::require_positive("dims", c.dims);
-  if (c.d_a < 0) throw Error("d_a: must be ≥ 0 (0 = d_k)");
-  if (c.queries < 1 || c.keys < 2) throw Error("queries, keys: need ≥ 1 query and ≥ 2 keys");
-  util::require_positive("weight_samples", c.weight_samples);
-  util::require_positive("gradient_pairs", c.gradient_pairs);
-  if (c.init != "xavier" && c.init != "standard_normal") throw Error("init: '" + c.init + "' is not xavier or standard_normal");
 }
 
 // ---- measure ------------------------------------------------------------------
@@ -365,7 +357,6 @@ Verdict verdict_tanh_bound(const AdditiveConfig& c, const Table& t) {
 }
 
 Result run_additive(const AdditiveConfig& c, RunContext& ctx) {
-  validate(c);
   const double grad_error = gradient_check(ctx.seed);
   const Scores scores = measure_scores(c, ctx);
 

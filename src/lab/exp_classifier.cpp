@@ -25,13 +25,15 @@ struct ClassifierConfig {
   std::string loss = "cross_entropy";  // or softmax_mse
   double tolerance = 1e-3;             // at a_max: |‖g_wrong‖ − √2|, ‖g_right‖, ‖J g‖/‖g‖
   void bind(Params& p) {
-    p.add("classes", classes, "number of classes");
-    p.add("trials", trials, "random logit directions u per scale");
-    p.add("a_min", a_min, "smallest logit scale a");
+    using namespace rules;
+    p.add("classes", classes, "number of classes", at_least(2));
+    p.add("trials", trials, "random logit directions u per scale", positive());
+    p.add("a_min", a_min, "smallest logit scale a", positive());
     p.add("a_max", a_max, "largest logit scale a");
-    p.add("grid", grid, "points of the log grid of a");
-    p.add("loss", loss, "cross_entropy (the classifier's), or softmax_mse (squared error on p: the claim must then fail)");
+    p.add("grid", grid, "points of the log grid of a", at_least(2));
+    p.add("loss", loss, "cross_entropy (the classifier's), or softmax_mse (squared error on p: the claim must then fail)", one_of({"cross_entropy", "softmax_mse"}));
     p.add("tolerance", tolerance, "agreement at a_max with √2 (wrong), 0 (right) and 0 (attention's J g)");
+    p.check({"a_min", "a_max"}, "a_min < a_max", [this] { return a_max > a_min; });
   }
 };
 
@@ -54,15 +56,6 @@ double norm(const std::vector<double>& v) {
   double s = 0;
   for (double x : v) s += x * x;
   return std::sqrt(s);
-}
-
-void validate(const ClassifierConfig& c) {
-  if (c.classes < 2) throw Error("classes: need at least 2");
-  util::require_positive("trials", c.trials);
-  if (!(c.a_min > 0 && c.a_max > c.a_min)) throw Error("a_min, a_max: need 0 < a_min < a_max");
-  if (c.grid < 2) throw Error("grid: need at least 2 points");
-  if (c.loss != "cross_entropy" && c.loss != "softmax_mse")
-    throw Error("loss: '" + c.loss + "' is not cross_entropy or softmax_mse");
 }
 
 // ---- measure ------------------------------------------------------------------
@@ -194,7 +187,6 @@ Verdict verdict_c10(const ClassifierConfig& c, const Table& t) {
 }
 
 Result run_classifier(const ClassifierConfig& c, RunContext& ctx) {
-  validate(c);
   const std::vector<Trial> trials = make_trials(c, ctx.seed);
   Result result;
   result.tables = {measure_gradients(c, trials, ctx)};

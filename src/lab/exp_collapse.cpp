@@ -39,35 +39,22 @@ struct CollapseConfig {
   double precede_fraction = 0.75;  // confirmed when at least this share of the spiking runs collapsed first
   double learned = 0.9;    // a spike counts once the run has reached this held-out accuracy (it trained, then broke)
   void bind(Params& p) {
-    p.add("base_rate", base_rate, "the 1× peak learning rate of Adam");
-    p.add("multipliers", multipliers, "multiples of base_rate to train at");
-    p.add("seeds", seeds, "seeds per rate");
-    p.add("steps", steps, "optimiser steps per run");
-    p.add("d_k", d_k, "head width");
-    p.add("d_model", d_model, "residual width");
-    p.add("eval_every", eval_every, "steps between evaluations of entropy and loss");
-    p.add("eval_examples", eval_examples, "held-out examples per evaluation");
-    p.add("spike", spike, "a loss spike: the held-out loss this many nats above its best so far");
-    p.add("collapse", collapse, "an entropy collapse: the mean attention entropy below this many nats");
-    p.add("precede_fraction", precede_fraction, "confirmed when at least this share of the spiking runs collapsed at or before the spike");
-    p.add("learned", learned, "a loss spike counts only after the run reached this held-out accuracy (0: from the start)");
+    using namespace rules;
+    p.add("base_rate", base_rate, "the 1× peak learning rate of Adam", positive());
+    p.add("multipliers", multipliers, "multiples of base_rate to train at", non_empty() & each(positive()));
+    p.add("seeds", seeds, "seeds per rate", positive());
+    p.add("steps", steps, "optimiser steps per run", positive());
+    p.add("d_k", d_k, "head width", positive());
+    p.add("d_model", d_model, "residual width", positive());
+    p.add("eval_every", eval_every, "steps between evaluations of entropy and loss", positive());
+    p.add("eval_examples", eval_examples, "held-out examples per evaluation", positive());
+    p.add("spike", spike, "a loss spike: the held-out loss this many nats above its best so far", positive());
+    p.add("collapse", collapse, "an entropy collapse: the mean attention entropy below this many nats", positive());
+    p.add("precede_fraction", precede_fraction, "confirmed when at least this share of the spiking runs collapsed at or before the spike", above(0.5) & at_most(1));
+    p.add("learned", learned, "a loss spike counts only after the run reached this held-out accuracy (0: from the start)",
+          in_range(0, 1));
   }
 };
-
-void validate(const CollapseConfig& c) {
-  util::require_positive("base_rate", c.base_rate);
-  util::require_positive("multipliers", c.multipliers);
-  util::require_positive("seeds", c.seeds);
-  util::require_positive("steps", c.steps);
-  util::require_positive("d_k", c.d_k);
-  util::require_positive("d_model", c.d_model);
-  util::require_positive("eval_every", c.eval_every);
-  util::require_positive("eval_examples", c.eval_examples);
-  util::require_positive("spike", c.spike);
-  util::require_positive("collapse", c.collapse);
-  if (!(c.learned >= 0 && c.learned <= 1)) throw Error("learned: must be in [0, 1]");
-  if (!(c.precede_fraction > 0.5 && c.precede_fraction <= 1)) throw Error("precede_fraction: must be in (0.5, 1]");
-}
 
 struct RunEvents {
   int64_t spike_step = -1, collapse_step = -1;  // −1: never
@@ -265,7 +252,6 @@ Verdict verdict_association(const CollapseConfig& c, const Counts& k) {
 }
 
 Result run_collapse(const CollapseConfig& c, RunContext& ctx) {
-  validate(c);
   const Measured m = measure(c, ctx);
   const Counts k = count(m);
   Result r;

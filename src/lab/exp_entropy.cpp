@@ -35,18 +35,22 @@ struct EntropyConfig {
   double alpha_tolerance = 0.10;     // relative
   int64_t alpha_min_n = 256;         // the approximation is asymptotic: judged for n ≥ this
   void bind(Params& p) {
-    p.add("ns", ns, "numbers of keys n");
-    p.add("d_k", d_k, "head dim");
-    p.add("queries", queries, "query rows per n (statistics are averaged over them)");
-    p.add("policies", policies, "scale policies (ScalePolicy::parse names)");
+    using namespace rules;
+    p.add("ns", ns, "numbers of keys n", at_least_items(2) & each(at_least(2)));
+    p.add("d_k", d_k, "head dim", positive());
+    p.add("queries", queries, "query rows per n (statistics are averaged over them)", positive());
+    p.add("policies", policies, "scale policies (ScalePolicy::parse names)", each(util::scale_policy_rule()));
     p.add("planted_signal", planted_signal, "β of the planted input q = β·k_t + N(0, I)");
     p.add("growth_threshold", growth_threshold, "1/√d's entropy must rise by more than this many nats over the range of n");
     p.add("constant_fraction", constant_fraction, "a log n-aware scale is 'near constant' if its rise is below this fraction of 1/√d's");
     p.add("saturation_limit", saturation_limit, "a flat entropy counts only where the mean largest probability stays below this (saturated rows are flat at 0)");
-    p.add("alpha_samples", alpha_samples, "random logits per n for α* (draws = max(32, alpha_samples / n))");
+    p.add("alpha_samples", alpha_samples, "random logits per n for α* (draws = max(32, alpha_samples / n))", positive());
     p.add("alpha_coefficient", alpha_coefficient, "theory: α* ≈ alpha_coefficient·√(ln n)");
     p.add("alpha_tolerance", alpha_tolerance, "relative agreement of α* with the theory");
     p.add("alpha_min_n", alpha_min_n, "α* is judged for n ≥ this (the theory is asymptotic)");
+    p.check({"policies"}, "includes inv_sqrt_d (the baseline of C12)", [this] {
+      return std::find(policies.begin(), policies.end(), "inv_sqrt_d") != policies.end();
+    });
   }
 };
 
@@ -86,20 +90,11 @@ struct Policies {
   size_t base = 0;
 };
 
-Policies validate(const EntropyConfig& c) {
-  util::require_positive("ns", c.ns);
-  for (int64_t n : c.ns)
-    if (n < 2) throw Error("ns: need at least 2 keys");
-  if (c.ns.size() < 2) throw Error("ns: need at least 2 sizes");
-  util::require_positive("d_k", c.d_k);
-  util::require_positive("queries", c.queries);
-  util::require_positive("alpha_samples", c.alpha_samples);
+Policies policies_of(const EntropyConfig& c) {
   Policies p;
   p.list = util::parse_policies("policies", c.policies);
-  p.base = p.list.size();
   for (size_t i = 0; i < p.list.size(); ++i)
     if (p.list[i].kind() == ScalePolicy::Kind::inv_sqrt_d) p.base = i;
-  if (p.base == p.list.size()) throw Error("policies: must include inv_sqrt_d (the baseline of C12)");
   return p;
 }
 
@@ -391,7 +386,7 @@ Verdict verdict_alpha_star(const EntropyConfig& c, const AlphaStar& a) {
 }
 
 Result run_entropy(const EntropyConfig& c, RunContext& ctx) {
-  const Policies policies = validate(c);
+  const Policies policies = policies_of(c);
   const EntropyRows rows = measure_rows(c, policies, ctx);
   const AlphaStar alpha = measure_alpha_star(c, ctx);
 

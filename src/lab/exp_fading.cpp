@@ -38,36 +38,25 @@ struct FadingConfig {
   double fade_factor = 5;                 // "fades": softmax's largest weight falls by more than this factor over the range
   double keep_limit = 0.9;                // "keeps": SSMax's largest weight stays at or above this at every n
   void bind(Params& p) {
-    p.add("exact_ns", exact_ns, "numbers of keys n for the paper's Figure 1 (logits low everywhere and one high)");
+    using namespace rules;
+    p.add("exact_ns", exact_ns, "numbers of keys n for the paper's Figure 1 (logits low everywhere and one high)", at_least_items(2) & each(at_least(2)) & increasing());
     p.add("low_logit", low_logit, "Figure 1's logit of every key but one");
     p.add("high_logit", high_logit, "Figure 1's logit of the preferred key");
-    p.add("ssmax_s", ssmax_s, "SSMax's s: the logits are multiplied by s·ln n (0.43 in the paper's Figure 1)");
+    p.add("ssmax_s", ssmax_s, "SSMax's s: the logits are multiplied by s·ln n (0.43 in the paper's Figure 1)", positive());
     p.add("headline_n", headline_n, "n at which the paper's number is read (softmax max ≈ 0.015 at 10⁴); must be in exact_ns");
-    p.add("ns", ns, "numbers of keys n for the random and planted inputs");
-    p.add("d_k", d_k, "head dim of the random and planted inputs");
-    p.add("queries", queries, "query rows per n (statistics are averaged over them)");
+    p.add("ns", ns, "numbers of keys n for the random and planted inputs", at_least_items(2) & each(at_least(2)) & increasing());
+    p.add("d_k", d_k, "head dim of the random and planted inputs", positive());
+    p.add("queries", queries, "query rows per n (statistics are averaged over them)", positive());
     p.add("planted_signal", planted_signal, "β of the planted input q = β·k_t + N(0, I)");
-    p.add("exact_tolerance", exact_tolerance, "relative agreement required between the reference and the closed forms");
-    p.add("fade_factor", fade_factor, "softmax 'fades' when its largest weight falls by more than this factor from the smallest n to the largest");
-    p.add("keep_limit", keep_limit, "SSMax 'keeps' the preferred key when its largest weight stays at or above this at every n");
+    p.add("exact_tolerance", exact_tolerance, "relative agreement required between the reference and the closed forms", positive());
+    p.add("fade_factor", fade_factor, "softmax 'fades' when its largest weight falls by more than this factor from the smallest n to the largest", above(1));
+    p.add("keep_limit", keep_limit, "SSMax 'keeps' the preferred key when its largest weight stays at or above this at every n", above(0) & below(1));
+    p.check({"headline_n", "exact_ns"}, "headline_n is one of exact_ns",
+            [this] { return std::find(exact_ns.begin(), exact_ns.end(), headline_n) != exact_ns.end(); });
+    p.check({"high_logit", "low_logit"}, "high_logit > low_logit (one clearly preferred key)",
+            [this] { return high_logit > low_logit; });
   }
 };
-
-void validate(const FadingConfig& c) {
-  util::require_increasing("exact_ns", c.exact_ns);
-  util::require_increasing("ns", c.ns);
-  if (std::find(c.exact_ns.begin(), c.exact_ns.end(), c.headline_n) == c.exact_ns.end())
-    throw Error(fmt::format("headline_n: {} is not one of exact_ns", c.headline_n));
-  if (!(c.high_logit > c.low_logit)) throw Error("high_logit: must be above low_logit (one clearly preferred key)");
-  if (!std::isfinite(c.low_logit) || !std::isfinite(c.high_logit)) throw Error("low_logit, high_logit: must be finite");
-  util::require_positive("ssmax_s", c.ssmax_s);
-  util::require_positive("d_k", c.d_k);
-  util::require_positive("queries", c.queries);
-  util::require_positive("exact_tolerance", c.exact_tolerance);
-  if (!(c.fade_factor > 1)) throw Error("fade_factor: must be above 1");
-  if (!(c.keep_limit > 0 && c.keep_limit < 1)) throw Error("keep_limit: must be in (0, 1)");
-  if (!std::isfinite(c.planted_signal)) throw Error("planted_signal: must be finite");
-}
 
 // ---- the paper's Figure 1, exactly ------------------------------------------------
 
@@ -265,7 +254,6 @@ Verdict verdict_c13(const FadingConfig& c, const Exact& e, const Rows& r) {
 }
 
 Result run_fading(const FadingConfig& c, RunContext& ctx) {
-  validate(c);
   const Exact exact = measure_exact(c, ctx);
   const Rows rows = measure_rows(c, ctx);
   Result result;

@@ -49,26 +49,35 @@ struct GradflowConfig {
   double table_z = 4.0;                // agreement: |log(measured/expected)| ≤ table_z·SE + table_rounding
   double table_rounding = 0.05;        // the issue's numbers carry 2–3 significant digits ("≈ 0.18")
   void bind(Params& p) {
-    p.add("dims", dims, "head dims d_k");
-    p.add("policies", policies, "scale policies (ScalePolicy::parse names: none, inv_sqrt_d, inv_d, entropy_invariant, ssmax, or a number)");
-    p.add("n_keys", n_keys, "queries and keys per problem (seq)");
-    p.add("trials", trials, "independent problems per (policy, d_k)");
-    p.add("upstream", upstream, "upstream gradient dO: unit_dp (N(0, 1/d_v), so dO·v ~ N(0,1) for every d) or unit (N(0, 1))");
+    using namespace rules;
+    p.add("dims", dims, "head dims d_k", at_least_items(2) & each(positive()));
+    p.add("policies", policies, "scale policies (ScalePolicy::parse names: none, inv_sqrt_d, inv_d, entropy_invariant, ssmax, or a number)", each(util::scale_policy_rule()));
+    p.add("n_keys", n_keys, "queries and keys per problem (seq)", at_least(2));
+    p.add("trials", trials, "independent problems per (policy, d_k)", positive());
+    p.add("upstream", upstream, "upstream gradient dO: unit_dp (N(0, 1/d_v), so dO·v ~ N(0,1) for every d) or unit (N(0, 1))", one_of({"unit_dp", "unit"}));
     p.add("baseline", baseline, "policy judged as 'without the scale'");
     p.add("remedy", remedy, "policy judged as 'with the scale' (set inv_d to apply 1/√d twice: C6 must then fail)");
     p.add("same_order_factor", same_order_factor, "with the remedy, max/min of ‖dQ‖ and ‖dK‖ over d_k must stay below this");
     p.add("vanish_factor", vanish_factor, "without the scale, ‖J‖ and ‖dQ‖ must fall by more than this from the smallest to the largest d_k");
-    p.add("model_dims", model_dims, "smallest and largest head size models use (marked in the figures, named in the verdicts)");
-    p.add("boundary_trials", boundary_trials, "trials of the baseline for C6's boundary (each step's change ± 2 standard errors)");
+    p.add("model_dims", model_dims, "smallest and largest head size models use (marked in the figures, named in the verdicts)", each(positive()) & increasing());
+    p.add("boundary_trials", boundary_trials, "trials of the baseline for C6's boundary (each step's change ± 2 standard errors)", positive());
     p.add("boundary_max_dim", boundary_max_dim, "largest d_k measured with boundary_trials (beyond it: the main trials)");
     p.add("table_keys", table_keys, "keys per row for the reproduced ‖J‖_F table");
-    p.add("table_dims", table_dims, "d_k of the reproduced table");
+    p.add("table_dims", table_dims, "d_k of the reproduced table", non_empty() & each(positive()));
     p.add("table_unscaled", table_unscaled, "expected median ‖J‖_F without scale (the issue's table)");
     p.add("table_scaled", table_scaled, "expected median ‖J‖_F with 1/√d (the issue's table)");
-    p.add("table_rows", table_rows, "query rows sampled per table entry");
-    p.add("table_groups", table_groups, "row groups whose medians give the sampling error");
+    p.add("table_rows", table_rows, "query rows sampled per table entry", positive());
+    p.add("table_groups", table_groups, "row groups whose medians give the sampling error", at_least(2));
     p.add("table_z", table_z, "agreement in standard errors of log(median)");
     p.add("table_rounding", table_rounding, "extra allowance in log for the rounding of the issue's numbers");
+    p.check({"table_unscaled", "table_dims"}, "as many values as table_dims",
+            [this] { return table_unscaled.size() == table_dims.size(); });
+    p.check({"model_dims"}, "two head sizes, smallest then largest", [this] { return model_dims.size() == 2; });
+    const auto among_policies = [this](const std::string& name) {
+      return std::find(policies.begin(), policies.end(), name) != policies.end();
+    };
+    p.check({"baseline", "policies"}, "baseline is one of the policies", [this, among_policies] { return among_policies(baseline); });
+    p.check({"remedy", "policies"}, "remedy is one of the policies", [this, among_policies] { return among_policies(remedy); });
   }
 };
 
@@ -175,29 +184,14 @@ struct Policies {
   size_t base = 0, remedy = 0;
 };
 
-Policies validate(const GradflowConfig& c) {
-  util::require_positive("dims", c.dims);
-  util::require_positive("table_dims", c.table_dims);
-  if (c.n_keys < 2) throw Error("n_keys: need at least 2");
-  util::require_positive("trials", c.trials);
-  util::require_positive("table_rows", c.table_rows);
-  if (c.table_groups < 2) throw Error("table_groups: need at least 2");
-  if (c.table_unscaled.size() != c.table_dims.size())
-    throw Error(fmt::format("table_unscaled: {} values for {} table_dims", c.table_unscaled.size(), c.table_dims.size()));
-  if (c.dims.size() < 2) throw Error("dims: need at least 2 to see a trend");
-  util::require_positive("boundary_trials", c.boundary_trials);
-  if (c.upstream != "unit_dp" && c.upstream != "unit") throw Error("upstream: '" + c.upstream + "' is not unit_dp or unit");
-  if (c.model_dims.size() != 2 || c.model_dims[0] <= 0 || c.model_dims[1] < c.model_dims[0])
-    throw Error("model_dims: need two head sizes, smallest then largest");
+Policies policies_of(const GradflowConfig& c) {
   Policies p;
   p.list = util::parse_policies("policies", c.policies);
-  const auto find_policy = [&](const std::string& key, const std::string& name) {
-    for (size_t i = 0; i < c.policies.size(); ++i)
-      if (c.policies[i] == name) return i;
-    throw Error(key + ": '" + name + "' is not one of the policies");
+  const auto index = [&](const std::string& name) {
+    return static_cast<size_t>(std::find(c.policies.begin(), c.policies.end(), name) - c.policies.begin());
   };
-  p.base = find_policy("baseline", c.baseline);
-  p.remedy = find_policy("remedy", c.remedy);
+  p.base = index(c.baseline);
+  p.remedy = index(c.remedy);
   return p;
 }
 
@@ -548,7 +542,7 @@ std::vector<Verdict> verdicts_c7(const GradflowConfig& c, const Policies& polici
 }
 
 Result run_gradflow(const GradflowConfig& c, RunContext& ctx) {
-  const Policies policies = validate(c);
+  const Policies policies = policies_of(c);
   PolicySweep sweep = measure_policies(c, policies, ctx);
   measure_boundary(c, policies, sweep, ctx);
   const IssueTable issue = measure_issue_table(c, ctx);

@@ -25,13 +25,14 @@ struct HeadsConfig {
   double exact_tolerance = 1e-12;   // batched vs per-head, double
   double engine_tolerance = 2e-4;   // float engine vs double reference (relative to max |out|, and on max p)
   void bind(Params& p) {
-    p.add("batch", batch, "batch size");
-    p.add("heads", heads, "attention heads");
-    p.add("seq", seq, "sequence length");
-    p.add("d_k", d_k, "head dim");
-    p.add("sigma_min", sigma_min, "σ of q and k in the first head");
-    p.add("sigma_max", sigma_max, "σ of q and k in the last head");
-    p.add("layout", layout, "memory layout of Q, K, V: bhsd; bshd_strided (passed as a strided view); bshd_misread (passed as if bhsd: C11 must fail)");
+    using namespace rules;
+    p.add("batch", batch, "batch size", positive());
+    p.add("heads", heads, "attention heads", positive());
+    p.add("seq", seq, "sequence length", positive());
+    p.add("d_k", d_k, "head dim", positive());
+    p.add("sigma_min", sigma_min, "σ of q and k in the first head", positive());
+    p.add("sigma_max", sigma_max, "σ of q and k in the last head", positive());
+    p.add("layout", layout, "memory layout of Q, K, V: bhsd; bshd_strided (passed as a strided view); bshd_misread (passed as if bhsd: C11 must fail)", one_of({"bhsd", "bshd_strided", "bshd_misread"}));
     p.add("exact_tolerance", exact_tolerance, "batched vs head-by-head, double precision");
     p.add("engine_tolerance", engine_tolerance, "float engine vs double reference, relative");
   }
@@ -42,15 +43,6 @@ Tensor<double> slice(ConstView<double> t, int64_t b, int64_t h) {
   for (int64_t i = 0; i < t.seq(); ++i)
     for (int64_t d = 0; d < t.dim(); ++d) s(0, 0, i, d) = t(b, h, i, d);
   return s;
-}
-
-void validate(const HeadsConfig& c) {
-  for (auto [k, v] : {std::pair{"batch", c.batch}, {"heads", c.heads}, {"seq", c.seq}, {"d_k", c.d_k}})
-    util::require_positive(k, v);
-  util::require_positive("sigma_min", c.sigma_min);
-  util::require_positive("sigma_max", c.sigma_max);
-  if (c.layout != "bhsd" && c.layout != "bshd_strided" && c.layout != "bshd_misread")
-    throw Error("layout: '" + c.layout + "' is not bhsd, bshd_strided or bshd_misread");
 }
 
 // ---- inputs -------------------------------------------------------------------
@@ -366,7 +358,6 @@ Verdict verdict_c11(const HeadsConfig& c, const std::vector<PolicyMeasure>& meas
 }
 
 Result run_heads(const HeadsConfig& c, RunContext& ctx) {
-  validate(c);
   const Inputs in = make_inputs(c, ctx.seed);
   const Views views = as_passed(c, in);
   Table table("heads", {"policy", "batch", "head", "sigma", "saturated_fraction", "mean_max_prob", "mean_entropy"});

@@ -33,14 +33,20 @@ struct HedgeConfig {
   double slower = 1.5;          // "learns worse": ≥ this × the median steps, fewer seeds reaching it, or 0.1 lower accuracy
   void bind(Params& p) {
     p.add("full", full, "the real study: d_k 16–1024, 5 rates, rates chosen on 3 other seeds, 5 seeds, 600 steps");
-    p.add("dims", dims, "head widths d_k (full, if left at the default: 16,64,256,1024)");
-    p.add("rates", rates, "Adam's peak rates tried per score and d_k (full, if left at the default: 3e-4,1e-3,3e-3,1e-2,3e-2)");
-    p.add("scores", scores, "attention scores: additive, then the unscaled and the scaled dot product (scale policies)");
-    p.add("seeds", seeds, "seeds per cell (0: 3, full 5)");
-    p.add("steps", steps, "optimiser steps per run, the same for every score (0: 300, full 600)");
-    p.add("d_model", d_model, "residual width");
-    p.add("threshold", threshold, "held-out accuracy counted as learnt");
-    p.add("slower", slower, "a score learns worse when it needs at least this × the other's median steps");
+    using namespace rules;
+    p.add("dims", dims, "head widths d_k (full, if left at the default: 16,64,256,1024)",
+          non_empty() & each(positive()) & increasing());
+    p.add("rates", rates, "Adam's peak rates tried per score and d_k (full, if left at the default: 3e-4,1e-3,3e-3,1e-2,3e-2)",
+          non_empty() & each(positive()));
+    p.add("scores", scores, "attention scores: additive, then the unscaled and the scaled dot product (scale policies)",
+          each(util::scaling_rule()));
+    p.add("seeds", seeds, "seeds per cell (0: 3, full 5)", at_least(0));
+    p.add("steps", steps, "optimiser steps per run, the same for every score (0: 300, full 600)", at_least(0));
+    p.add("d_model", d_model, "residual width", positive());
+    p.add("threshold", threshold, "held-out accuracy counted as learnt", above(0) & at_most(1));
+    p.add("slower", slower, "a score learns worse when it needs at least this × the other's median steps", positive());
+    p.check({"scores"}, "three: the additive score, then the unscaled and the scaled dot product",
+            [this] { return scores.size() == 3; });
   }
 };
 
@@ -51,25 +57,13 @@ struct Resolved {
   int64_t seeds, steps;
 };
 
-Resolved validate(const HedgeConfig& c) {
+Resolved resolve(const HedgeConfig& c) {
   const HedgeConfig defaults;
   const bool full_dims = c.full && c.dims == defaults.dims, full_rates = c.full && c.rates == defaults.rates;
   Resolved r{full_dims ? std::vector<int64_t>{16, 64, 256, 1024} : c.dims,
              full_rates ? std::vector<double>{3e-4, 1e-3, 3e-3, 1e-2, 3e-2} : c.rates,
              {}, c.seeds ? c.seeds : (c.full ? 5 : 3), c.steps ? c.steps : (c.full ? 600 : 300)};
-  util::require_increasing("dims", r.dims, 1);
-  util::require_positive("rates", r.rates);
-  util::require_positive("seeds", r.seeds);
-  util::require_positive("steps", r.steps);
-  util::require_positive("d_model", c.d_model);
-  util::require_positive("slower", c.slower);
-  if (!(c.threshold > 0 && c.threshold <= 1)) throw Error("threshold: must be in (0, 1]");
-  if (c.scores.size() != 3) throw Error("scores: three, the additive score then the unscaled and the scaled dot product");
-  for (const auto& s : c.scores) try {
-      r.scores.push_back(train::Scaling::parse(s));
-    } catch (const Error& e) {
-      throw Error(std::string("scores: ") + e.what());
-    }
+  for (const auto& s : c.scores) r.scores.push_back(train::Scaling::parse(s));  // checked by scaling_rule
   return r;
 }
 
@@ -306,7 +300,7 @@ Verdict verdict_scale_closes(const HedgeConfig& c, const Resolved& r, const Meas
 }
 
 Result run_hedge(const HedgeConfig& c, RunContext& ctx) {
-  const Resolved r = validate(c);
+  const Resolved r = resolve(c);
   const Measured m = measure(c, r, ctx);
   Result res;
   res.setup = fmt::format(

@@ -40,41 +40,25 @@ struct InvarianceConfig {
   double constant_fraction = 0.25;   // "near constant": rise below this fraction of 1/√d's
   double saturation_limit = 0.95;    // a row whose mean largest weight exceeds this at some n is saturated: not counted
   void bind(Params& p) {
-    p.add("ns", ns, "numbers of keys n (must include anchor_n)");
-    p.add("betas", betas, "β of the inputs q = β·k_t + N(0, I); β = 0 is the random input");
-    p.add("d_k", d_k, "head dim");
-    p.add("queries", queries, "query rows per (β, n)");
-    p.add("candidate", candidate, "the log n-aware scale under test (ScalePolicy::parse name)");
+    using namespace rules;
+    p.add("ns", ns, "numbers of keys n (must include anchor_n)", at_least_items(2) & each(at_least(2)) & increasing());
+    p.add("betas", betas, "β of the inputs q = β·k_t + N(0, I); β = 0 is the random input", each(at_least(0)));
+    p.add("d_k", d_k, "head dim", positive());
+    p.add("queries", queries, "query rows per (β, n)", positive());
+    p.add("candidate", candidate, "the log n-aware scale under test (ScalePolicy::parse name)", util::scale_policy_rule());
     p.add("anchor_n", anchor_n, "n where the assumption is measured (512: log₅₁₂(n) = 1, both scales equal)");
     p.add("concentrated", concentrated, "the assumption holds where the mean largest weight at anchor_n is at least this");
     p.add("spread", spread, "the assumption fails where the mean largest weight at anchor_n is below this");
-    p.add("constant_fraction", constant_fraction, "near constant: the entropy's rise is below this fraction of 1/√d's");
+    p.add("constant_fraction", constant_fraction, "near constant: the entropy's rise is below this fraction of 1/√d's", positive());
     p.add("saturation_limit", saturation_limit, "rows whose mean largest weight exceeds this at some n are saturated and not counted");
+    p.check({"anchor_n", "ns"}, "anchor_n is one of ns",
+            [this] { return std::find(ns.begin(), ns.end(), anchor_n) != ns.end(); });
+    p.check({"concentrated", "spread"}, "0 < spread < concentrated < 1",
+            [this] { return spread > 0 && spread < concentrated && concentrated < 1; });
+    p.check({"saturation_limit", "concentrated"}, "concentrated < saturation_limit ≤ 1",
+            [this] { return saturation_limit > concentrated && saturation_limit <= 1; });
   }
 };
-
-ScalePolicy validate(const InvarianceConfig& c) {
-  util::require_increasing("ns", c.ns);
-  if (std::find(c.ns.begin(), c.ns.end(), c.anchor_n) == c.ns.end())
-    throw Error(fmt::format("anchor_n: {} is not one of ns", c.anchor_n));
-  if (c.betas.empty()) throw Error("betas: empty list");
-  for (double b : c.betas)
-    if (!(b >= 0) || !std::isfinite(b)) throw Error(fmt::format("betas: {} is not a finite β ≥ 0", b));
-  util::require_positive("d_k", c.d_k);
-  util::require_positive("queries", c.queries);
-  if (!(c.spread > 0 && c.spread < c.concentrated && c.concentrated < 1))
-    throw Error("concentrated, spread: need 0 < spread < concentrated < 1");
-  if (!(c.saturation_limit > c.concentrated && c.saturation_limit <= 1))
-    throw Error("saturation_limit: must be above concentrated and at most 1");
-  if (!(c.constant_fraction > 0)) throw Error("constant_fraction: must be positive");
-  ScalePolicy candidate;
-  try {
-    candidate = ScalePolicy::parse(c.candidate);
-  } catch (const Error& e) {
-    throw Error(std::string("candidate: ") + e.what());
-  }
-  return candidate;
-}
 
 struct PerBeta {
   double anchor_max_prob = 0;   // mean largest weight at anchor_n (equal under both scales)
@@ -318,7 +302,7 @@ Verdict verdict_claim(const InvarianceConfig& c, const ScalePolicy& candidate, c
 }
 
 Result run_invariance(const InvarianceConfig& c, RunContext& ctx) {
-  const ScalePolicy candidate = validate(c);
+  const ScalePolicy candidate = ScalePolicy::parse(c.candidate);
   const Measured m = measure(c, candidate, ctx);
   Result r;
   r.setup = fmt::format(

@@ -29,15 +29,16 @@ struct JacobianConfig {
   double exact_tolerance = 1e-12;             // symmetry, row sums, PSD, VJP vs Jᵀg (relative)
   std::string formula = "diag_minus_outer";   // or "diag": the common mistake J = diag(s), for the failing test
   void bind(Params& p) {
-    p.add("x", x, "logits whose Jacobian is drawn as heatmaps (seed 001's x)");
+    using namespace rules;
+    p.add("x", x, "logits whose Jacobian is drawn as heatmaps (seed 001's x)", at_least_items(2));
     p.add("heatmap_scales", heatmap_scales, "scales a of the heatmaps of J(softmax(a·x))");
-    p.add("trials", trials, "random (x, g) pairs per scale");
-    p.add("n", n, "length of the random vectors");
-    p.add("scales", scales, "scales a of the random logits a·x");
-    p.add("fd_step", fd_step, "step of the central finite differences");
+    p.add("trials", trials, "random (x, g) pairs per scale", positive());
+    p.add("n", n, "length of the random vectors", at_least(2));
+    p.add("scales", scales, "scales a of the random logits a·x", each(positive()));
+    p.add("fd_step", fd_step, "step of the central finite differences", positive());
     p.add("fd_tolerance", fd_tolerance, "largest allowed |J − finite differences|");
     p.add("exact_tolerance", exact_tolerance, "largest allowed rounding error in identities");
-    p.add("formula", formula, "Jacobian under test: diag_minus_outer (the library's), or diag (a wrong one)");
+    p.add("formula", formula, "Jacobian under test: diag_minus_outer (the library's), or diag (a wrong one)", one_of({"diag_minus_outer", "diag"}));
   }
 };
 
@@ -68,16 +69,6 @@ std::vector<double> finite_difference_jacobian(const std::vector<double>& x, dou
     for (size_t i = 0; i < n; ++i) J[i * n + j] = (sp[i] - sm[i]) / (2 * h);
   }
   return J;
-}
-
-void validate(const JacobianConfig& c) {
-  if (c.x.size() < 2) throw Error("x: need at least 2 logits");
-  if (c.n < 2) throw Error("n: need at least 2");
-  util::require_positive("trials", c.trials);
-  util::require_positive("fd_step", c.fd_step);
-  if (c.formula != "diag_minus_outer" && c.formula != "diag")
-    throw Error("formula: '" + c.formula + "' is not diag_minus_outer or diag");
-  for (double a : c.scales) util::require_positive("scales", a);
 }
 
 // ---- measure ------------------------------------------------------------------
@@ -312,7 +303,6 @@ Verdict verdict_c5(const JacobianConfig& c, const RandomChecks& r) {
 }
 
 Result run_jacobian(const JacobianConfig& c, RunContext& ctx) {
-  validate(c);
   const Heatmaps heatmaps = measure_heatmaps(c);
   const RandomChecks random = measure_random(c, ctx);
   const OneHot one_hot = measure_one_hot(c);

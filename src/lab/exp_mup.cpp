@@ -38,15 +38,16 @@ struct MupConfig {
   int64_t probe = 256;            // held-out examples the logits are measured on
   double slope_tolerance = 0.15;  // fitted power of d_k within this of the theory
   void bind(Params& p) {
-    p.add("widths", widths, "head widths d_k (d_model stays fixed: only the attention widens)");
-    p.add("d_model", d_model, "residual width of the model");
-    p.add("steps", steps, "optimiser steps traced from initialisation");
-    p.add("seeds", seeds, "seeds per (policy, width)");
-    p.add("optimizer", optimizer, "adam (μP's setting) or sgd (the breaking configuration)");
-    p.add("lr", lr, "constant learning rate, shared by every width and policy");
-    p.add("batch", batch, "training batch");
-    p.add("probe", probe, "held-out examples the logits are measured on");
-    p.add("slope_tolerance", slope_tolerance, "a fitted power of d_k agrees with the theory within this");
+    using namespace rules;
+    p.add("widths", widths, "head widths d_k (d_model stays fixed: only the attention widens)", at_least_items(2) & each(at_least(1)) & increasing());
+    p.add("d_model", d_model, "residual width of the model", positive());
+    p.add("steps", steps, "optimiser steps traced from initialisation", positive());
+    p.add("seeds", seeds, "seeds per (policy, width)", positive());
+    p.add("optimizer", optimizer, "adam (μP's setting) or sgd (the breaking configuration)", util::optimizer_rule());
+    p.add("lr", lr, "constant learning rate, shared by every width and policy", positive());
+    p.add("batch", batch, "training batch", positive());
+    p.add("probe", probe, "held-out examples the logits are measured on", positive());
+    p.add("slope_tolerance", slope_tolerance, "a fitted power of d_k agrees with the theory within this", positive());
   }
 };
 
@@ -55,22 +56,6 @@ struct Policy {
   double init_power;    // theory: RMS logit at init ∝ d_k^init_power
   double change_power;  // theory, with Adam: RMS change after the first steps ∝ d_k^change_power
 };
-
-train::OptimizerKind validate(const MupConfig& c) {
-  util::require_increasing("widths", c.widths, 1);
-  util::require_positive("d_model", c.d_model);
-  util::require_positive("steps", c.steps);
-  util::require_positive("seeds", c.seeds);
-  util::require_positive("lr", c.lr);
-  util::require_positive("batch", c.batch);
-  util::require_positive("probe", c.probe);
-  util::require_positive("slope_tolerance", c.slope_tolerance);
-  try {
-    return train::parse_optimizer(c.optimizer);
-  } catch (const Error& e) {
-    throw Error(std::string("optimizer: ") + e.what());
-  }
-}
 
 std::vector<Policy> policies() {
   return {{ScalePolicy::inv_sqrt_d(), 0.0, 0.5}, {ScalePolicy::inv_d(), -0.5, 0.0}};
@@ -227,7 +212,7 @@ Verdict verdict_c16(const MupConfig& c, const Measured& m) {
 }
 
 Result run_mup(const MupConfig& c, RunContext& ctx) {
-  const train::OptimizerKind optimizer = validate(c);
+  const train::OptimizerKind optimizer = train::parse_optimizer(c.optimizer);
   const Measured m = measure(c, optimizer, ctx);
   Result r;
   r.setup = fmt::format(

@@ -42,17 +42,20 @@ struct QkConfig {
   double epsilon = 0.1;  // nats: "within ε of the best loss"
   double growth = 5;     // logit growth: the largest |logit| at the highest rate ≥ this × at the lowest
   void bind(Params& p) {
+    using namespace rules;
     p.add("full", full, "the heavy sweep (5 seeds, 1000 steps, d_k 256, two blocks; minutes): see docs/lab.md");
-    p.add("rates", rates, "peak learning rates of Adam (at least 6 over 3 decades for the claim)");
-    p.add("baseline", baseline, "the scaling without normalisation (a scale policy)");
-    p.add("candidate", candidate, "the scaling under test: qknorm, or a scale policy");
-    p.add("seeds", seeds, "seeds per (scaling, rate) (0: 3, full 5)");
-    p.add("steps", steps, "optimiser steps per run (0: 300, full 1000)");
-    p.add("d_k", d_k, "head width (0: 64, full 256)");
-    p.add("d_model", d_model, "residual width");
-    p.add("layers", layers, "attention blocks, 1 or 2 (0: 1, full 2)");
-    p.add("epsilon", epsilon, "a rate is good when its mean final loss is within this many nats of the scaling's best");
-    p.add("growth", growth, "logit growth: the largest |logit| at the highest rate is at least this × at the lowest");
+    p.add("rates", rates, "peak learning rates of Adam (at least 6 over 3 decades for the claim)", at_least_items(2) & each(positive()) & increasing());
+    p.add("baseline", baseline, "the scaling without normalisation (a scale policy)", util::scaling_rule());
+    p.add("candidate", candidate, "the scaling under test: qknorm, or a scale policy", util::scaling_rule());
+    p.add("seeds", seeds, "seeds per (scaling, rate) (0: 3, full 5)", at_least(0));
+    p.add("steps", steps, "optimiser steps per run (0: 300, full 1000)", at_least(0));
+    p.add("d_k", d_k, "head width (0: 64, full 256)", at_least(0));
+    p.add("d_model", d_model, "residual width", positive());
+    p.add("layers", layers, "attention blocks, 1 or 2 (0: 1, full 2)", in_range(0, 2));
+    p.add("epsilon", epsilon, "a rate is good when its mean final loss is within this many nats of the scaling's best", positive());
+    p.add("growth", growth, "logit growth: the largest |logit| at the highest rate is at least this × at the lowest", positive());
+    p.check({"candidate", "baseline"}, "candidate differs from baseline",
+            [this] { return !(train::Scaling::parse(candidate) == train::Scaling::parse(baseline)); });
   }
 };
 
@@ -61,32 +64,11 @@ struct Resolved {
   train::Scaling base, cand;
 };
 
-Resolved validate(const QkConfig& c) {
-  if (c.rates.size() < 2) throw Error("rates: need at least 2");
-  for (size_t i = 0; i < c.rates.size(); ++i)
-    if (!(c.rates[i] > 0) || !std::isfinite(c.rates[i]) || (i > 0 && c.rates[i] <= c.rates[i - 1]))
-      throw Error("rates: must be positive and increasing");
-  Resolved r{c.seeds ? c.seeds : (c.full ? 5 : 3), c.steps ? c.steps : (c.full ? 1000 : 300),
-             c.d_k ? c.d_k : (c.full ? 256 : 64), c.layers ? c.layers : (c.full ? 2 : 1), {}, {}};
-  util::require_positive("seeds", r.seeds);
-  util::require_positive("steps", r.steps);
-  util::require_positive("d_k", r.d_k);
-  util::require_positive("d_model", c.d_model);
-  if (r.layers != 1 && r.layers != 2) throw Error("layers: 1 or 2");
-  util::require_positive("epsilon", c.epsilon);
-  util::require_positive("growth", c.growth);
-  try {
-    r.base = train::Scaling::parse(c.baseline);
-  } catch (const Error& e) {
-    throw Error(std::string("baseline: ") + e.what());
-  }
-  try {
-    r.cand = train::Scaling::parse(c.candidate);
-  } catch (const Error& e) {
-    throw Error(std::string("candidate: ") + e.what());
-  }
-  if (r.base == r.cand) throw Error("candidate: must differ from baseline");
-  return r;
+// The configuration with the presets resolved (0 = the quick or full preset's value).
+Resolved resolve(const QkConfig& c) {
+  return Resolved{c.seeds ? c.seeds : (c.full ? 5 : 3), c.steps ? c.steps : (c.full ? 1000 : 300),
+                  c.d_k ? c.d_k : (c.full ? 256 : 64),  c.layers ? c.layers : (c.full ? 2 : 1),
+                  train::Scaling::parse(c.baseline),    train::Scaling::parse(c.candidate)};
 }
 
 std::string scaling_label(const train::Scaling& s) { return s.qk_norm ? "qk-norm" : util::policy_label(s.policy); }
@@ -298,7 +280,7 @@ Verdict verdict_c17(const QkConfig& c, const Resolved& r, const Measured& m) {
 }
 
 Result run_qknorm(const QkConfig& c, RunContext& ctx) {
-  const Resolved r = validate(c);
+  const Resolved r = resolve(c);
   const Measured m = measure(c, r, ctx);
   Result result;
   result.config = {{"seeds", std::to_string(r.seeds)}, {"steps", std::to_string(r.steps)}, {"d_k", std::to_string(r.d_k)},

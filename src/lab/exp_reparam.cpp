@@ -40,18 +40,20 @@ struct ReparamConfig {
   int64_t trace_steps = 10;            // Adam steps traced from initialisation (the logits' change)
   void bind(Params& p) {
     p.add("full", full, "the real study (10 seeds, 600 steps, an evaluation every 5 steps)");
-    p.add("d_k", d_k, "head width");
-    p.add("d_model", d_model, "residual width");
-    p.add("lr", lr, "peak learning rate, the same for the three arms");
-    p.add("optimizer", optimizer, "adam or sgd");
+    using namespace rules;
+    p.add("d_k", d_k, "head width", positive());
+    p.add("d_model", d_model, "residual width", positive());
+    p.add("lr", lr, "peak learning rate, the same for the three arms", positive());
+    p.add("optimizer", optimizer, "adam or sgd", util::optimizer_rule());
     p.add("small_init", small_init, "init of the unscaled arm that stands in for the scale: quarter (W_q, W_k d_k^(−1/4) "
                                     "smaller), small (d_k^(−1/2)) or unit (the breaking configuration)");
-    p.add("seeds", seeds, "seeds per arm (0: 5, full 10)");
-    p.add("steps", steps, "optimiser steps per run (0: 300, full 600)");
-    p.add("eval_every", eval_every, "steps between evaluations (0: 10, full 5)");
-    p.add("eval_examples", eval_examples, "held-out examples per evaluation");
-    p.add("threshold", threshold, "held-out accuracy counted as learnt");
-    p.add("trace_steps", trace_steps, "optimiser steps traced for the logits' change (the first step is judged)");
+    p.add("seeds", seeds, "seeds per arm (0: 5, full 10)", at_least(0));
+    p.add("steps", steps, "optimiser steps per run (0: 300, full 600)", at_least(0));
+    p.add("eval_every", eval_every, "steps between evaluations (0: 10, full 5)", at_least(0));
+    p.add("eval_examples", eval_examples, "held-out examples per evaluation", positive());
+    p.add("threshold", threshold, "held-out accuracy counted as learnt", above(0) & at_most(1));
+    p.add("trace_steps", trace_steps, "optimiser steps traced for the logits' change (the first step is judged)",
+          positive());
   }
 };
 
@@ -61,23 +63,10 @@ struct Resolved {
   train::InitMode small_init;
 };
 
-Resolved validate(const ReparamConfig& c) {
+Resolved resolve(const ReparamConfig& c) {
   Resolved r{c.seeds ? c.seeds : (c.full ? 10 : 5), c.steps ? c.steps : (c.full ? 600 : 300),
              c.eval_every ? c.eval_every : (c.full ? 5 : 10), train::OptimizerKind::adam, train::InitMode::quarter};
-  util::require_positive("d_k", c.d_k);
-  util::require_positive("d_model", c.d_model);
-  util::require_positive("lr", c.lr);
-  util::require_positive("seeds", r.seeds);
-  util::require_positive("steps", r.steps);
-  util::require_positive("eval_every", r.eval_every);
-  util::require_positive("eval_examples", c.eval_examples);
-  util::require_positive("trace_steps", c.trace_steps);
-  if (!(c.threshold > 0 && c.threshold <= 1)) throw Error("threshold: must be in (0, 1]");
-  try {
-    r.optimizer = train::parse_optimizer(c.optimizer);
-  } catch (const Error& e) {
-    throw Error(std::string("optimizer: ") + e.what());
-  }
+  r.optimizer = train::parse_optimizer(c.optimizer);  // checked by optimizer_rule
   try {
     r.small_init = train::parse_init_mode(c.small_init);
   } catch (const Error& e) {
@@ -322,7 +311,7 @@ Verdict verdict_algebra(const ReparamConfig& c, const Resolved& r, const Measure
 }
 
 Result run_reparam(const ReparamConfig& c, RunContext& ctx) {
-  const Resolved r = validate(c);
+  const Resolved r = resolve(c);
   const Measured m = measure(c, r, ctx);
   Result res;
   res.setup = fmt::format(

@@ -23,15 +23,17 @@ struct SaturationConfig {
   double one_hot_tolerance = 1e-6;   // at a_max: |s_max − 1| and entropy must be below this
   double uniform_tolerance = 1e-2;   // at a_min: |s_max − 1/n|·n and |H − ln n|/ln n below this
   void bind(Params& p) {
-    p.add("x", x, "the logits x of softmax(a·x) (seed 001: 1,1,2,4)");
-    p.add("a_min", a_min, "smallest scale a");
+    using namespace rules;
+    p.add("x", x, "the logits x of softmax(a·x) (seed 001: 1,1,2,4)", at_least_items(2));
+    p.add("a_min", a_min, "smallest scale a", positive());
     p.add("a_max", a_max, "largest scale a");
-    p.add("grid", grid, "points of the log grid of a");
-    p.add("bar_scales", bar_scales, "scales shown as bar charts (small multiples)");
-    p.add("random_vectors", random_vectors, "random x ~ N(0,1) drawn for the band");
-    p.add("random_length", random_length, "length of the random x");
+    p.add("grid", grid, "points of the log grid of a", at_least(2));
+    p.add("bar_scales", bar_scales, "scales shown as bar charts (small multiples)", each(positive()));
+    p.add("random_vectors", random_vectors, "random x ~ N(0,1) drawn for the band", positive());
+    p.add("random_length", random_length, "length of the random x", at_least(2));
     p.add("one_hot_tolerance", one_hot_tolerance, "at a_max, 1 − s_max and H must be below this");
     p.add("uniform_tolerance", uniform_tolerance, "at a_min, relative distance of s_max and H from uniform's");
+    p.check({"a_min", "a_max"}, "a_min < a_max", [this] { return a_max > a_min; });
   }
 };
 
@@ -45,15 +47,6 @@ Point at_scale(const std::vector<double>& x, double a, std::vector<double>* prob
   softmax<double>(ax, s);
   if (probs) *probs = s;
   return {*std::max_element(s.begin(), s.end()), entropy<double>(s)};
-}
-
-void validate(const SaturationConfig& c) {
-  if (c.x.size() < 2) throw Error("x: need at least 2 logits");
-  if (!(c.a_min > 0 && c.a_max > c.a_min)) throw Error("a_min, a_max: need 0 < a_min < a_max");
-  if (c.grid < 2) throw Error("grid: need at least 2 points");
-  util::require_positive("random_vectors", c.random_vectors);
-  if (c.random_length < 2) throw Error("random_length: need at least 2");
-  for (double a : c.bar_scales) util::require_positive("bar_scales", a);
 }
 
 std::string logits_text(const std::vector<double>& x) {
@@ -255,7 +248,6 @@ Verdict verdict_c3(const SaturationConfig& c, const Curves& cu) {
 }
 
 Result run_saturation(const SaturationConfig& c, RunContext& ctx) {
-  validate(c);
   const Curves curves = measure_curves(c, ctx);
   const Bars bars = measure_bars(c);
 

@@ -42,40 +42,24 @@ struct SoftcapConfig {
   double bound_tolerance = 1e-9;           // relative slack on the bounds (double rounding)
   double keep_factor = 10;                 // "keeps the gradient": capped ‖dQ‖ ≥ this × uncapped at the largest σ
   void bind(Params& p) {
-    p.add("caps", caps, "softcap values c (0 = no cap; Gemma 2 uses 50 in attention)");
-    p.add("sigma_min", sigma_min, "smallest spread σ of the logits before the cap (a log grid)");
+    using namespace rules;
+    p.add("caps", caps, "softcap values c (0 = no cap; Gemma 2 uses 50 in attention)", each(at_least(0)));
+    p.add("sigma_min", sigma_min, "smallest spread σ of the logits before the cap (a log grid)", positive());
     p.add("sigma_max", sigma_max, "largest spread σ");
-    p.add("sigma_points", sigma_points, "points of the log grid of σ");
-    p.add("n", n, "keys per row");
-    p.add("d_k", d_k, "head dim");
-    p.add("queries", queries, "query rows");
-    p.add("cap_order", cap_order, "after_scale (Gemma 2, the library) or before_scale (cap the unit logits, then scale: the cap no longer bounds them)");
-    p.add("bound_tolerance", bound_tolerance, "relative slack allowed on the bounds");
-    p.add("keep_factor", keep_factor, "the cap keeps the gradient when capped ‖dQ‖ ≥ this × uncapped at the largest σ");
+    p.add("sigma_points", sigma_points, "points of the log grid of σ", in_range(2, 1000));
+    p.add("n", n, "keys per row", at_least(2));
+    p.add("d_k", d_k, "head dim", positive());
+    p.add("queries", queries, "query rows", positive());
+    p.add("cap_order", cap_order, "after_scale (Gemma 2, the library) or before_scale (cap the unit logits, then scale: the cap no longer bounds them)", one_of({"after_scale", "before_scale"}));
+    p.add("bound_tolerance", bound_tolerance, "relative slack allowed on the bounds", positive());
+    p.add("keep_factor", keep_factor, "the cap keeps the gradient when capped ‖dQ‖ ≥ this × uncapped at the largest σ", positive());
+    p.check({"caps"}, "includes 0 (no cap, the baseline) and a cap > 0", [this] {
+      return std::find(caps.begin(), caps.end(), 0.0) != caps.end() &&
+             std::any_of(caps.begin(), caps.end(), [](double cap) { return cap > 0; });
+    });
+    p.check({"sigma_max", "sigma_min"}, "sigma_max > sigma_min", [this] { return sigma_max > sigma_min; });
   }
 };
-
-std::vector<double> validate(const SoftcapConfig& c) {
-  if (c.caps.empty()) throw Error("caps: empty list");
-  bool any_cap = false, none = false;
-  for (double cap : c.caps) {
-    if (!(cap >= 0) || !std::isfinite(cap)) throw Error(fmt::format("caps: {} is not a cap ≥ 0 (0 = none)", cap));
-    (cap > 0 ? any_cap : none) = true;
-  }
-  if (!any_cap || !none) throw Error("caps: need 0 (no cap, the baseline) and at least one cap > 0");
-  if (c.cap_order != "after_scale" && c.cap_order != "before_scale")
-    throw Error("cap_order: '" + c.cap_order + "' is not after_scale or before_scale");
-  util::require_positive("n", c.n);
-  if (c.n < 2) throw Error("n: need at least 2 keys");
-  util::require_positive("d_k", c.d_k);
-  util::require_positive("queries", c.queries);
-  util::require_positive("bound_tolerance", c.bound_tolerance);
-  util::require_positive("keep_factor", c.keep_factor);
-  util::require_positive("sigma_min", c.sigma_min);
-  if (!(c.sigma_max > c.sigma_min) || !std::isfinite(c.sigma_max)) throw Error("sigma_max: must be finite and above sigma_min");
-  if (c.sigma_points < 2 || c.sigma_points > 1000) throw Error("sigma_points: need 2 to 1000");
-  return util::log_grid(c.sigma_min, c.sigma_max, static_cast<int>(c.sigma_points));
-}
 
 double saturation_bound(double cap, double n) { return cap > 0 ? 1 / (1 + (n - 1) * std::exp(-2 * cap)) : 1.0; }
 
@@ -306,7 +290,7 @@ Verdict verdict_gradient(const SoftcapConfig& c, const std::vector<double>& sigm
 }
 
 Result run_softcap(const SoftcapConfig& c, RunContext& ctx) {
-  const std::vector<double> sigmas = validate(c);
+  const std::vector<double> sigmas = util::log_grid(c.sigma_min, c.sigma_max, static_cast<int>(c.sigma_points));
   const Measured m = measure(c, sigmas, ctx);
   Result r;
   r.setup = fmt::format("{} queries against n = {} random keys, q, k, v ~ N(0, I) of size d_k = {}, the logits before the "

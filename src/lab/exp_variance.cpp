@@ -31,16 +31,17 @@ struct VarianceConfig {
   double slope_tolerance = 0.05;    // |fitted exponent − predicted exponent|
   double seed004_tolerance = 0.01;  // |mean| and |std − 1| of seed 004's QKᵀ/√d
   void bind(Params& p) {
-    p.add("dims", dims, "head dims d_k");
-    p.add("sigmas", sigmas, "standard deviations σ of the components of q and k");
-    p.add("distributions", distributions, "input distributions: gaussian, uniform");
-    p.add("seq", seq, "rows of Q and K (S = Q Kᵀ is seq × seq)");
-    p.add("replicates", replicates, "independent (Q, K) draws averaged per setting");
+    using namespace rules;
+    p.add("dims", dims, "head dims d_k", non_empty() & each(positive()));
+    p.add("sigmas", sigmas, "standard deviations σ of the components of q and k", each(positive()));
+    p.add("distributions", distributions, "input distributions: gaussian, uniform", each(one_of({"gaussian", "uniform"})));
+    p.add("seq", seq, "rows of Q and K (S = Q Kᵀ is seq × seq)", at_least(2));
+    p.add("replicates", replicates, "independent (Q, K) draws averaged per setting", at_least(2));
     p.add("scale_exponent", scale_exponent, "scaled scores are S / d_k^scale_exponent (0.5 = 1/√d_k; 1.0 = the scale applied twice)");
-    p.add("keys", keys, "independent, or same_as_queries (K = Q)");
-    p.add("seed004_n", seed004_n, "seed 004's experiment: Q is n × d, K is d × n");
-    p.add("seed004_d", seed004_d, "seed 004's experiment: d");
-    p.add("histogram_bins", histogram_bins, "bins of seed 004's histogram");
+    p.add("keys", keys, "independent, or same_as_queries (K = Q)", one_of({"independent", "same_as_queries"}));
+    p.add("seed004_n", seed004_n, "seed 004's experiment: Q is n × d, K is d × n", positive());
+    p.add("seed004_d", seed004_d, "seed 004's experiment: d", positive());
+    p.add("histogram_bins", histogram_bins, "bins of seed 004's histogram", positive());
     p.add("z_max", z_max, "agreement: |measured − theory| within z_max standard errors");
     p.add("slope_tolerance", slope_tolerance, "agreement of the fitted power of d_k with the predicted one");
     p.add("seed004_tolerance", seed004_tolerance, "agreement of seed 004's mean with 0 and std with 1");
@@ -166,20 +167,6 @@ Seed004 measure_seed004(int64_t n, int64_t d, int64_t bins, uint64_t seed, int t
 }
 
 double normal_pdf(double x, double s) { return std::exp(-0.5 * x * x / (s * s)) / (s * std::sqrt(2 * M_PI)); }
-
-void validate(const VarianceConfig& c) {
-  util::require_positive("dims", c.dims);
-  util::require_positive("seq", c.seq);
-  util::require_positive("seed004_n", c.seed004_n);
-  util::require_positive("seed004_d", c.seed004_d);
-  util::require_positive("histogram_bins", c.histogram_bins);
-  if (c.replicates < 2) throw Error("replicates: need at least 2 for a standard error");
-  if (c.seq < 2) throw Error("seq: need at least 2");
-  for (double s : c.sigmas) util::require_positive("sigmas", s);
-  for (const auto& d : c.distributions) util::check_distribution("distributions", d);
-  if (c.keys != "independent" && c.keys != "same_as_queries")
-    throw Error("keys: '" + c.keys + "' is not independent or same_as_queries");
-}
 
 // ---- measure ------------------------------------------------------------------
 
@@ -454,7 +441,6 @@ Verdict verdict_c2(const VarianceConfig& c, const Seed004& s4, const PowerFits& 
 }
 
 Result run_variance(const VarianceConfig& c, RunContext& ctx) {
-  validate(c);
   Result result;
   VarianceSweep sweep = measure_sweep(c, ctx);
   const PowerFits fits = fit_powers(c, sweep.curves);

@@ -20,6 +20,7 @@
 #include "attnlab/lab.hpp"
 #include "attnlab/scale.hpp"
 #include "attnlab/statistics.hpp"
+#include "attnlab/train.hpp"
 
 namespace attnlab::lab::util {
 
@@ -43,10 +44,6 @@ struct Distribution {
     return std::normal_distribution<double>(0.0, sigma)(g);
   }
 };
-inline void check_distribution(const std::string& key, const std::string& kind) {
-  if (kind != "gaussian" && kind != "uniform") throw Error(key + ": '" + kind + "' is not gaussian or uniform");
-}
-
 inline double mean(const std::vector<double>& v) {
   return v.empty() ? 0.0 : std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(v.size());
 }
@@ -157,12 +154,17 @@ inline void require_positive(const std::string& key, double v) {
   if (!(v > 0)) throw Error(key + ": " + std::to_string(v) + " is not positive");
 }
 
-// A list of sizes (numbers of keys, …): at least two, each ≥ min_value, increasing.
-inline void require_increasing(const std::string& key, const std::vector<int64_t>& v, int64_t min_value = 2) {
-  if (v.size() < 2) throw Error(key + ": need at least 2 sizes");
-  for (size_t i = 0; i < v.size(); ++i)
-    if (v[i] < min_value || (i > 0 && v[i] <= v[i - 1]))
-      throw Error(key + ": sizes must be ≥ " + std::to_string(min_value) + " and increasing");
+
+// Rules of parameters that name a scale policy, a scaling of the training study, an optimiser.
+inline Rule scale_policy_rule() {
+  return rules::parses_as("a scale policy (none, inv_sqrt_d, inv_d, entropy_invariant, ssmax, or a number)",
+                          [](const std::string& s) { ScalePolicy::parse(s); });
+}
+inline Rule scaling_rule() {
+  return rules::parses_as("a scaling (qknorm, or a scale policy)", [](const std::string& s) { train::Scaling::parse(s); });
+}
+inline Rule optimizer_rule() {
+  return rules::parses_as("an optimiser (adam, sgd)", [](const std::string& s) { train::parse_optimizer(s); });
 }
 
 // The scale policies named by a list parameter; a bad name is an Error naming the key.

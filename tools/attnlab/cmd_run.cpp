@@ -109,7 +109,8 @@ attnlab::cli::Command attnlab::cli::run_command() {
               continue;
             }
             app->add_option_function<std::string>(
-                   "--" + p.name, [options, name = p.name](const std::string& v) { options->direct[name] = v; }, p.help)
+                   "--" + p.name, [options, name = p.name](const std::string& v) { options->direct[name] = v; },
+                   p.rule.empty() ? p.help : p.help + " [" + p.rule + "]")
                 ->type_name(type_name(p.type))
                 ->default_str(p.default_value)
                 ->group("Parameters");

@@ -10,13 +10,13 @@
 //   struct MyConfig {
 //     int64_t n = 128;                      // defaults live here
 //     std::vector<int64_t> dims{16, 64};
-//     void bind(attnlab::lab::Params& p) {
-//       p.add("n", n, "number of keys");
-//       p.add("dims", dims, "head dims, comma-separated");
+//     void bind(attnlab::lab::Params& p) {         // each parameter once, with its rule
+//       using namespace attnlab::lab::rules;
+//       p.add("n", n, "number of keys", at_least(2));
+//       p.add("dims", dims, "head dims, comma-separated", each(positive()));
 //     }
 //   };
 //   attnlab::lab::Result run_mine(const MyConfig& c, attnlab::lab::RunContext& ctx) {
-//     validate(c);                                  // bad parameters: attnlab::Error naming the key
 //     const Measured m = measure_mine(c, ctx);      // the numbers (and the tables)
 //     attnlab::lab::Result r;
 //     r.tables = {m.table};
@@ -33,7 +33,8 @@
 // A program adds its own with register_experiment(make_experiment<Cfg>(...)).
 // It is run with a string→string configuration (the CLI's --set key=value and
 // Python's keyword arguments both become one), which is parsed into the config
-// struct; unknown keys and unparsable values are attnlab::Error naming the key.
+// struct; unknown keys, unparsable values and values that break their parameter's rule
+// are attnlab::Error naming the key, the value and the rule.
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
@@ -62,7 +63,42 @@ struct Parameter {
   std::string default_value;  // the config struct's default, formatted as it would be typed
   std::string help;
   std::string type;           // "int", "float", "bool", "string", "int list", "float list", "string list"
+  std::string rule;           // what a value must be ("≥ 1", "one of a, b"), "" when any value of the type is
 };
+
+// What a parameter's value must be, as data: shown by `attnlab run NAME --help` and checked
+// by Params::apply(). Bounds and choices apply to a number or word, and to each element of
+// a list. Combine with &: above(0) & at_most(1) is (0, 1].
+struct Rule {
+  std::optional<double> min, max;
+  bool min_open = false, max_open = false;  // (min, …) rather than [min, …]
+  std::vector<std::string> choices;         // the allowed words ("" when any)
+  size_t min_items = 0;                     // lists: at least this many elements
+  bool increasing = false;                  // lists: strictly increasing
+  // A value that must parse as something named `parses_what` (a scale policy, an optimiser):
+  // the parser throws Error saying what is wrong.
+  std::string parses_what;
+  std::function<void(const std::string&)> parse;
+
+  // "", "≥ 2", "in (0, 1]", "one of a, b", "at least 2 values, each ≥ 2, increasing" (list: of a list)
+  std::string describe(bool list = false) const;
+};
+Rule operator&(Rule a, const Rule& b);
+
+namespace rules {
+Rule at_least(double v);           // ≥ v
+Rule at_most(double v);            // ≤ v
+Rule above(double v);              // > v
+Rule below(double v);              // < v
+Rule positive();                   // > 0
+Rule in_range(double lo, double hi);  // [lo, hi]
+Rule one_of(std::vector<std::string> words);
+Rule parses_as(std::string what, std::function<void(const std::string&)> parse);
+Rule non_empty();                  // a list of at least one element
+Rule at_least_items(size_t n);     // a list of at least n elements
+Rule increasing();                 // a list, strictly increasing
+Rule each(Rule element);           // a list whose every element follows `element` (documents intent: bounds apply per element)
+}  // namespace rules
 
 // Binds parameter names to the fields of a config struct. Lists are comma-separated
 // ("16,64,256"); bools accept true/false/1/0/yes/no.
@@ -72,18 +108,23 @@ std::vector<std::string> split_list(const std::string& key, const std::string& t
 
 class Params {
  public:
-  void add(const std::string& name, int64_t& field, const std::string& help);
-  void add(const std::string& name, double& field, const std::string& help);
+  void add(const std::string& name, int64_t& field, const std::string& help, Rule rule = {});
+  void add(const std::string& name, double& field, const std::string& help, Rule rule = {});
   void add(const std::string& name, bool& field, const std::string& help);
-  void add(const std::string& name, std::string& field, const std::string& help);
-  void add(const std::string& name, std::vector<int64_t>& field, const std::string& help);
-  void add(const std::string& name, std::vector<double>& field, const std::string& help);
-  void add(const std::string& name, std::vector<std::string>& field, const std::string& help);
+  void add(const std::string& name, std::string& field, const std::string& help, Rule rule = {});
+  void add(const std::string& name, std::vector<int64_t>& field, const std::string& help, Rule rule = {});
+  void add(const std::string& name, std::vector<double>& field, const std::string& help, Rule rule = {});
+  void add(const std::string& name, std::vector<std::string>& field, const std::string& help, Rule rule = {});
+  // A rule across parameters ("0 < a_min < a_max"), declared beside them: `holds` reads
+  // the bound fields after apply() has set them all.
+  void check(std::vector<std::string> keys, std::string rule, std::function<bool()> holds);
 
   // The parameters with the fields' current values as defaults.
   std::vector<Parameter> describe() const;
-  // Sets the bound fields from config. Throws Error for an unknown key (listing the
-  // known ones) or a value that does not parse ("n: 'abc' is not an integer").
+  // Sets the bound fields from config, then checks every parameter's rule and every
+  // cross-parameter rule. Throws Error for an unknown key (listing the known ones), a value
+  // that does not parse ("n: 'abc' is not an integer") or one that breaks its rule
+  // ("n: 1 breaks the rule ≥ 2").
   void apply(const Config& config) const;
   // The fields' current values, formatted (the configuration actually run).
   Config values() const;
@@ -93,10 +134,18 @@ class Params {
     Parameter parameter;
     std::function<void(const std::string&)> set;  // throws Error
     std::function<std::string()> get;
+    std::function<void()> check;  // throws Error when the field breaks its rule
+  };
+  struct CrossCheck {
+    std::vector<std::string> keys;
+    std::string rule;
+    std::function<bool()> holds;
   };
   std::vector<Binding> bindings_;
-  void bind(const std::string& name, const std::string& help, const std::string& type,
-            std::function<void(const std::string&)> set, std::function<std::string()> get);
+  std::vector<CrossCheck> cross_checks_;
+  void bind(const std::string& name, const std::string& help, const std::string& type, const Rule& rule,
+            std::function<void(const std::string&)> set, std::function<std::string()> get,
+            std::function<void()> check);
 };
 
 // ---- results --------------------------------------------------------------
