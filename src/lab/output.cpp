@@ -62,7 +62,10 @@ nlohmann::json result_json(const Result& r, bool with_tables) {
   for (const auto& v : r.verdicts) j["verdicts"].push_back(verdict_json(v));
   j["figures"] = nlohmann::json::array();
   for (const auto& f : r.figures)
-    j["figures"].push_back({{"name", f.name}, {"title", f.title}, {"caption", f.caption},
+    j["figures"].push_back({{"name", f.name},
+                            {"title", f.title},
+                            {"caption", f.caption},
+                            {"alt", f.alt},
                             {"file", "figures/" + f.name + ".png"}});
   j["tables"] = nlohmann::json::array();
   for (const auto& t : r.tables) {

@@ -61,8 +61,11 @@ std::string figure_html(const Figure& f, bool lazy = true) {
   return fmt::format(
       "<figure id=\"fig-{0}\"><a href=\"figures/{0}.png\"><img src=\"figures/{0}.png\" width=\"{1}\" height=\"{2}\" "
       "alt=\"{3}\"{4} decoding=\"async\"></a>{5}</figure>\n",
-      html(f.name), f.width, f.height, html(f.title), lazy ? " loading=\"lazy\"" : "",
-      f.caption.empty() ? "" : "<figcaption>" + html(f.caption) + "</figcaption>");
+      html(f.name), f.width, f.height,
+      html(!f.alt.empty()     ? f.alt
+           : !f.title.empty() ? f.title
+                              : f.caption),
+      lazy ? " loading=\"lazy\"" : "", f.caption.empty() ? "" : "<figcaption>" + html(f.caption) + "</figcaption>");
 }
 
 std::string source_link(const std::string& seed) {

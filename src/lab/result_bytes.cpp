@@ -155,8 +155,15 @@ std::string result_to_bytes(const Result& r) {
   for (const auto& f : r.figures) {
     json panels = json::array();
     for (const auto& p : f.panels) panels.push_back(panel_json(p));
-    j["figures"].push_back({{"name", f.name}, {"title", f.title}, {"caption", f.caption}, {"layout_rows", f.layout_rows},
-                            {"layout_cols", f.layout_cols}, {"width", f.width}, {"height", f.height}, {"panels", panels}});
+    j["figures"].push_back({{"name", f.name},
+                            {"title", f.title},
+                            {"caption", f.caption},
+                            {"alt", f.alt},
+                            {"layout_rows", f.layout_rows},
+                            {"layout_cols", f.layout_cols},
+                            {"width", f.width},
+                            {"height", f.height},
+                            {"panels", panels}});
   }
   for (const auto& v : r.verdicts) j["verdicts"].push_back(verdict_bytes_json(v));
   const std::vector<uint8_t> cbor = json::to_cbor(j);
@@ -185,6 +192,7 @@ Result result_from_bytes(const std::string& bytes) {
       figure.name = f.at("name");
       figure.title = f.at("title");
       figure.caption = f.at("caption");
+      figure.alt = f.at("alt");
       figure.layout_rows = f.at("layout_rows");
       figure.layout_cols = f.at("layout_cols");
       figure.width = f.at("width");

@@ -208,6 +208,7 @@ struct Figure {
   std::string name;   // file stem: the figure is written as DIR/figures/<name>.png
   std::string title;  // over the whole figure
   std::string caption;  // one or two sentences for the report: what to look at
+  std::string alt;      // what the figure shows, in words, for readers who cannot see it (the img's alt text)
   int layout_rows = 1, layout_cols = 1;  // panel grid; panels fill it row by row
   int width = 900, height = 600;         // pixels
   std::vector<Panel> panels;
