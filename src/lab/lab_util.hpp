@@ -180,6 +180,14 @@ inline std::vector<ScalePolicy> parse_policies(const std::string& key, const std
   return policies;
 }
 
+// A parameter as a reader writes it: 0.5, 2, 0.125 (no trailing zeros or point).
+inline std::string trimmed_number(double x) {
+  std::string s = std::to_string(x);
+  s.erase(s.find_last_not_of('0') + 1);
+  if (!s.empty() && s.back() == '.') s.pop_back();
+  return s;
+}
+
 // A policy as the report's reader should see it (legends, verdict texts): the formula, not
 // the parameter name ("1/√d_k", not "inv_sqrt_d").
 inline std::string policy_label(const ScalePolicy& p) {
@@ -188,18 +196,10 @@ inline std::string policy_label(const ScalePolicy& p) {
     case ScalePolicy::Kind::inv_sqrt_d: return "1/√d_k";
     case ScalePolicy::Kind::inv_d: return "1/d_k";
     case ScalePolicy::Kind::entropy_invariant: return "log₅₁₂(n)/√d_k";
-    case ScalePolicy::Kind::scalable_softmax: {
-      std::string s = std::to_string(p.parameter());
-      s.erase(s.find_last_not_of('0') + 1);
-      if (!s.empty() && s.back() == '.') s.pop_back();
-      return "SSMax " + s + "·ln(n)/√d_k";
-    }
-    case ScalePolicy::Kind::fixed: {
-      std::string s = std::to_string(p.parameter());
-      s.erase(s.find_last_not_of('0') + 1);
-      if (!s.empty() && s.back() == '.') s.pop_back();
-      return "fixed " + s;
-    }
+    case ScalePolicy::Kind::scalable_softmax:
+      return "SSMax " + trimmed_number(p.parameter()) + "·ln(n)/√d_k";
+    case ScalePolicy::Kind::fixed:
+      return "fixed " + trimmed_number(p.parameter());
   }
   return p.name();
 }
