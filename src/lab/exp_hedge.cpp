@@ -9,13 +9,15 @@
 // it, then most seeds reaching 90 %, then fewest steps). The default budget picks the rate on
 // the seeds it reports (a small grid, few seeds: the report's time); --full picks it on three
 // other seeds and reports five fresh ones, as the training study's full sweep does.
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
-#include <fmt/format.h>
 
 #include "attnlab/train.hpp"
 #include "lab/experiments.hpp"
 #include "lab/lab_util.hpp"
+#include "lab/study_across.hpp"
 
 namespace attnlab::lab {
 namespace {
@@ -113,7 +115,7 @@ Measured measure(const HedgeConfig& c, const Resolved& r, RunContext& ctx) {
     tune.first_seed = 501 + 1000 * ctx.seed;
     tune.adam_lrs = r.rates;
     ctx.report(fmt::format("tuning: {} scores × {} d_k × {} rates × 3 seeds", r.scores.size(), r.dims.size(), r.rates.size()));
-    const auto tuning = train::run_study(tune, progress);
+    const auto tuning = study_across(tune, ctx, progress);
     chosen = train::best_rates(train::summarise(tuning), c.threshold);
     for (const auto& cell : train::summarise(tuning))
       m.cells.add_row({static_cast<double>(std::find(r.scores.begin(), r.scores.end(), cell.scale) - r.scores.begin()),
@@ -124,7 +126,7 @@ Measured measure(const HedgeConfig& c, const Resolved& r, RunContext& ctx) {
     eval.adam_lrs = r.rates;
   }
   ctx.report(fmt::format("{} scores × d_k {} × {} seeds, {} steps", r.scores.size(), fmt::join(r.dims, ","), r.seeds, r.steps));
-  m.study = train::run_study(eval, progress);
+  m.study = study_across(eval, ctx, progress);
   const auto summaries = train::summarise(m.study);
   if (!c.full) {
     chosen = train::best_rates(summaries, c.threshold);

@@ -71,6 +71,7 @@ train::StudyResult study_across(const train::StudyConfig& config, const RunConte
   for (size_t i = 0; i < runs.size(); ++i)
     if (owner[i] == d.rank()) mine.push_back(static_cast<int64_t>(i));
 
+  ctx.report(fmt::format("{} of the {} runs on this rank", mine.size(), runs.size()));
   // This process's share of the threads (the machine's threads are shared by the processes on it).
   train::StudyConfig share = config;
   share.threads = std::max(1, config.threads / d.size());
@@ -84,7 +85,7 @@ train::StudyResult study_across(const train::StudyConfig& config, const RunConte
   } catch (const Interrupted&) {
     outcome.interrupted = true;
   } catch (const std::exception& e) {
-    outcome.failure = fmt::format("rank {}, experiment train: {}", d.rank(), e.what());
+    outcome.failure = fmt::format("rank {}, training runs: {}", d.rank(), e.what());
   }
   const std::vector<std::string> shares = gather_shares(d, outcome);  // throws on every rank if one failed
 

@@ -20,6 +20,15 @@ log=$(<"$tmp/many.log")
 for ((r = 1; r < np; ++r)); do
   [[ "$log" == *"rank $r:"* ]] || { echo "FAIL: rank $r reported no work" >&2; exit 1; }
 done
+# `run` of a sweep divides it: every rank says it trains a share, smaller than the whole.
+if [[ "$1" == run ]]; then
+  for ((r = 0; r < np; ++r)); do
+    [[ "$log" =~ rank\ $r:\ ([0-9]+)\ of\ the\ ([0-9]+)\ runs\ on\ this\ rank ]] ||
+      { echo "FAIL: rank $r did not report its share of the runs" >&2; exit 1; }
+    (( BASH_REMATCH[1] < BASH_REMATCH[2] )) ||
+      { echo "FAIL: rank $r trained ${BASH_REMATCH[1]} of ${BASH_REMATCH[2]} runs, not a share" >&2; exit 1; }
+  done
+fi
 files_one=$(cd "$tmp/one" && find . -type f | LC_ALL=C sort)
 files_many=$(cd "$tmp/many" && find . -type f | LC_ALL=C sort)
 [[ "$files_one" == "$files_many" ]] || { diff <(echo "$files_one") <(echo "$files_many"); echo "FAIL: different files" >&2; exit 1; }

@@ -319,7 +319,7 @@ struct RunContext {
   // lab's loops and the training study ask it (src/lab/interrupt.hpp).
   std::function<bool()> interrupt;
   // The processes a sweep's runs may be divided among (attnlab/run_distributor.hpp); nullptr:
-  // this process alone. An experiment that divides its runs (train) returns the same Result on
+  // this process alone. An experiment that divides its runs (train, hedge) returns the same Result on
   // every process; the caller writes it on rank 0 only.
   const RunDistributor* distributor = nullptr;
 };
