@@ -339,9 +339,6 @@ AttentionOptions<T> read_options(const Inputs<E>& in, const py::object& attn_mas
   return o;
 }
 
-// attnlab._results' classes: tuples of the items asked for, each also a named field.
-py::object result_class(const char* name) { return py::module_::import("attnlab._results").attr(name); }
-
 template <class E>
 py::object forward(py::array qa, py::array ka, py::array va, const py::object& attn_mask, const py::object& causal,
                    const py::object& scale, const py::object& key_lengths, bool diagnostics, bool check_finite,

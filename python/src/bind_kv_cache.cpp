@@ -86,7 +86,7 @@ py::object attention(const KVCache& cache, int64_t layer, const std::vector<int6
   ComputeConfig config;
   config.threads = threads;
   kv_cache_attention(cache, layer, seqs, qv, o, {ov, lv}, lengths, config);
-  if (return_lse) return py::make_tuple(out, lse);
+  if (return_lse) return result_class("ForwardResult")(std::move(out), std::move(lse));
   return std::move(out);
 }
 
@@ -129,7 +129,7 @@ all, fixed here; a value beyond 448·scale is a ValueError). The pool of max_tok
            R"doc(Attention of new rows against the cache for the sequences `seqs` (append their K/V first).
 
 q: [len(seqs), Hq, Nq, head_dim], or [Hq, sum(query_lengths), head_dim] with query_lengths.
-Returns out (q's shape with value_dim), and lse (without the last axis) if return_lse.)doc")
+Returns out (q's shape with value_dim); with return_lse a ForwardResult (out, lse), lse without the last axis.)doc")
       .def("memory", &memory,
            "The pool's bytes and blocks: pool_bytes, block_bytes, total_blocks, used_blocks, "
            "shared_blocks, sequences, bytes_per_token.")

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import attnlab
+from attnlab._results import ForwardResult
 
 EXAMPLE = pathlib.Path(__file__).resolve().parents[1] / "examples" / "generate_with_cache.py"
 TYPES = ["float32", "bfloat16", "float16", "int8", "int4", "fp8_e4m3"]
@@ -30,7 +31,10 @@ def filled(rng, key_type="float32", value_type="float32", lengths=(5, 40, 70)):
 def test_attention_is_the_engine_over_the_gathered_cache(rng, kind):
     cache, seqs = filled(rng, kind, kind)
     q = rng.standard_normal((3, 4, 2, 32), dtype=np.float32)
-    out, lse = cache.attention(1, seqs, q, return_lse=True)
+    result = cache.attention(1, seqs, q, return_lse=True)
+    out, lse = result  # a ForwardResult, as attention_forward's: unpacks, and names its fields
+    assert isinstance(result, ForwardResult)
+    assert result.out is out and result.lse is lse
     assert out.shape == (3, 4, 2, 32) and lse.shape == (3, 4, 2)
     for i, s in enumerate(seqs):
         k, v = cache.gather(1, s)
