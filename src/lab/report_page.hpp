@@ -19,8 +19,7 @@ struct ClaimEntry {
   std::vector<Verdict> verdicts;  // every check any experiment gave on the claim
 };
 
-// The claim's overall verdict: any refutation wins, then any doubt; supplementary checks
-// count only when nothing else measured the claim; pending if nothing did.
+// The claim's overall verdict: claim_verdict (lab/claim_verdict.hpp), the one rule.
 Outcome aggregate(const std::vector<Verdict>& verdicts);
 
 // The verdict in plain words ("holds", "does not hold", "depends on d_k", ...).
