@@ -88,8 +88,13 @@ ClaimInfo parse_claim(const json& c, size_t index, const std::vector<SourceInfo>
 }
 
 Catalogue parse(std::string_view bytes) {
-  const json j = json::parse(bytes.begin(), bytes.end(), nullptr, /*allow_exceptions=*/false);
-  if (!j.is_object()) throw Error("claims.json: not a JSON object (the compiled-in catalogue is damaged)");
+  json j;
+  try {
+    j = json::parse(bytes.begin(), bytes.end());
+  } catch (const json::parse_error& e) {  // names the byte where the writer's edit broke the file
+    throw Error(std::string("src/lab/claims.json is not valid JSON: ") + e.what());
+  }
+  if (!j.is_object()) throw Error("src/lab/claims.json: not a JSON object");
   Catalogue out;
   const json& sources = list(j, "sources", "the catalogue");
   for (size_t i = 0; i < sources.size(); ++i) out.sources.push_back(parse_source(sources[i], i));
