@@ -4,7 +4,7 @@
 // numbers: the argument in five steps, what the measurements add, and the main figure.
 //
 // The page is a sequence of sections, each one function of report_page.cpp; a new claim
-// (docs/claims.md, claims.cpp) gets its section, its row in the table and its sources with
+// (src/lab/claims.json) gets its section, its row in the table and its sources with
 // no change here.
 #include <optional>
 #include <string>
