@@ -4,6 +4,7 @@
 #include <cmath>
 #include <fmt/format.h>
 
+#include "lab/claims_data.hpp"
 #include "lab/lab_util.hpp"
 
 namespace attnlab::lab {
@@ -18,14 +19,16 @@ std::string ratio_list(const TypicalRowRatios& c, const std::vector<double>& rat
 
 // One quantity's verdict: its outcome at each d_k, by range, and overall.
 Verdict ratio_verdict(const TypicalRowRatios& c, const std::vector<double>& ratio) {
+  const double limit = claim_threshold("C7", "ratio");
   Verdict v = make_verdict("C7");
-  v.theory = 1;
-  v.tolerance = 1.0;
+  v.theory = limit;
+  v.tolerance = limit;
   v.range_variable = "d_k";
   for (size_t i = 0; i < c.dims.size(); ++i) {
-    const Outcome o = ratio[i] < 1 ? Outcome::confirmed : Outcome::refuted;
-    const std::string text = fmt::format("d_k {}: {}× {}", c.dims[i], util::pretty(ratio[i]),
-                                         ratio[i] < 1 ? "(smaller without the scale)" : "(larger without the scale)");
+    const Outcome o = ratio[i] < limit ? Outcome::confirmed : Outcome::refuted;
+    const std::string text =
+        fmt::format("d_k {}: {}× {}", c.dims[i], util::pretty(ratio[i]),
+                    ratio[i] < limit ? "(smaller without the scale)" : "(larger without the scale)");
     const double x = static_cast<double>(c.dims[i]);
     if (!v.ranges.empty() && v.ranges.back().outcome == o) {
       v.ranges.back().to = x;
@@ -34,8 +37,8 @@ Verdict ratio_verdict(const TypicalRowRatios& c, const std::vector<double>& rati
       v.ranges.push_back({x, x, o, text});
     }
   }
-  const bool all_smaller = std::all_of(ratio.begin(), ratio.end(), [](double r) { return r < 1; });
-  const bool all_larger = std::none_of(ratio.begin(), ratio.end(), [](double r) { return r < 1; });
+  const bool all_smaller = std::all_of(ratio.begin(), ratio.end(), [&](double r) { return r < limit; });
+  const bool all_larger = std::none_of(ratio.begin(), ratio.end(), [&](double r) { return r < limit; });
   v.outcome = all_smaller ? Outcome::confirmed : all_larger ? Outcome::refuted : Outcome::inconclusive;
   v.measured = ratio.back();
   v.figure = c.figure;
@@ -67,11 +70,13 @@ std::vector<Verdict> c7_verdicts(const TypicalRowRatios& c) {
                                 "Total ‖dQ‖_F ratio (carried by the few unsaturated rows): {}",
                                 base, remedy, ratio_list(c, c.jacobian), ratio_list(c, c.query),
                                 ratio_list(c, c.key), total);
-  j.method = "On the typical row (median over rows) of the softmax Jacobian ‖diag(p) − p pᵀ‖_F, the quantity article 003 "
-             "argues about, at every d_k measured: the claim holds there when the ratio without/with the scale is below 1 "
-             "(the scale prevents vanishing) and does not when it is above 1. Confirmed when it holds at every d_k "
-             "measured, refuted when at none, inconclusive (depends on d_k) otherwise; never extrapolated beyond the "
-             "range. The gradients reaching a typical query and key are checked beside it, each by the same rule.";
+  j.method = fmt::format(
+      "On the typical row (median over rows) of the softmax Jacobian ‖diag(p) − p pᵀ‖_F, the quantity article 003 "
+      "argues about, at every d_k measured: the claim holds there when the ratio without/with the scale is below {0:g} "
+      "(the scale prevents vanishing) and does not when it is above {0:g}. Confirmed when it holds at every d_k "
+      "measured, refuted when at none, inconclusive (depends on d_k) otherwise; never extrapolated beyond the "
+      "range. The gradients reaching a typical query and key are checked beside it, each by the same rule.",
+      claim_threshold("C7", "ratio"));
   double lo = INFINITY, hi = 0;
   for (size_t i = 0; i < c.dims.size(); ++i)
     if (c.dims[i] >= c.model_lo && c.dims[i] <= c.model_hi)

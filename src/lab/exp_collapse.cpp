@@ -18,6 +18,7 @@
 #include <fmt/format.h>
 
 #include "attnlab/train.hpp"
+#include "lab/claims_data.hpp"
 #include "lab/experiments.hpp"
 #include "lab/lab_util.hpp"
 #include "lab/parallel.hpp"
@@ -193,10 +194,11 @@ Verdict verdict_precedes(const CollapseConfig& c, const Counts& k) {
       "of them or fewer; inconclusive in between, or when no run spikes (training is not unstable at this scale).",
       c.learned, c.precede_fraction, c.eval_every);
   const double share = k.spiked ? static_cast<double>(k.collapsed_first) / k.spiked : 0;
-  v.outcome = k.spiked == 0                     ? Outcome::inconclusive
-              : share >= c.precede_fraction     ? Outcome::confirmed
-              : 2 * k.collapsed_first <= k.spiked ? Outcome::refuted
-                                                : Outcome::inconclusive;
+  v.outcome = k.spiked == 0                 ? Outcome::inconclusive
+              : share >= c.precede_fraction ? Outcome::confirmed
+              : k.collapsed_first <= claim_threshold("C18", "refuted_preceding_share") * k.spiked
+                  ? Outcome::refuted
+                  : Outcome::inconclusive;
   v.figure = "entropy_collapse";
   const std::string failed =
       k.never_learned ? fmt::format(" {} of {} runs never learned the task (their loss stalls from the start): they failed "
@@ -224,20 +226,21 @@ Verdict verdict_association(const CollapseConfig& c, const Counts& k) {
   v.title = "Low entropy singles out the unstable runs";
   v.statement = "Runs whose loss never spikes keep their attention entropy above the collapse threshold.";
   v.theory_text = "collapse is rare without a spike (at most a third of the stable runs)";
-  v.theory = 1.0 / 3;
+  const double at_most = claim_threshold("C18", "stable_collapsed_share");
+  v.theory = at_most;
   const double stable_share = k.stable ? static_cast<double>(k.stable_collapsed) / k.stable : NAN;
   const double spiked_share = k.spiked ? static_cast<double>(k.spiked_collapsed) / k.spiked : NAN;
   v.measured = stable_share;
   v.measured_text = fmt::format("{} of {} runs without a spike fell below {:g} nats, {} of {} spiking runs", k.stable_collapsed,
                                 k.stable, c.collapse, k.spiked_collapsed, k.spiked);
-  v.tolerance = 1.0 / 3;
+  v.tolerance = at_most;
   v.method = "Confirmed when at most a third of the runs without a spike collapse; refuted when they collapse more often "
              "than the spiking runs; inconclusive otherwise (collapse as common in stable runs: it "
              "sets nothing apart), or when no run is stable or none spikes.";
-  v.outcome = k.stable == 0 || k.spiked == 0   ? Outcome::inconclusive
-              : 3 * k.stable_collapsed <= k.stable ? Outcome::confirmed
-              : stable_share > spiked_share       ? Outcome::refuted
-                                                  : Outcome::inconclusive;
+  v.outcome = k.stable == 0 || k.spiked == 0             ? Outcome::inconclusive
+              : k.stable_collapsed <= at_most * k.stable ? Outcome::confirmed
+              : stable_share > spiked_share              ? Outcome::refuted
+                                                         : Outcome::inconclusive;
   v.figure = "entropy_collapse";
   v.plain = k.stable == 0 ? std::string("Every run spiked: no stable run to compare with.")
             : v.outcome == Outcome::confirmed

@@ -19,6 +19,7 @@
 #include "lab/c7_verdicts.hpp"
 #include "lab/lab_util.hpp"
 #include "lab/parallel.hpp"
+#include "lab/claims_data.hpp"
 #include "lab/experiments.hpp"
 
 namespace attnlab::lab {
@@ -465,7 +466,9 @@ Verdict verdict_c6(const GradflowConfig& c, const Policies& policies, const Poli
     const double mean = util::mean(logs);
     // Beyond boundary_max_dim only the sweep's few trials exist; the changes there are orders of magnitude, read by sign.
     const bool few = static_cast<int64_t>(logs.size()) < c.boundary_trials;
-    const double se2 = !few && logs.size() > 1 ? 2 * std::sqrt(util::variance(logs) / static_cast<double>(logs.size())) : NAN;
+    const double se2 = !few && logs.size() > 1 ? claim_threshold("C6", "step_standard_errors") *
+                                                     std::sqrt(util::variance(logs) / static_cast<double>(logs.size()))
+                                               : NAN;
     const Outcome o = !std::isfinite(se2) ? (mean < 0 ? Outcome::confirmed : Outcome::refuted)
                       : mean + se2 < 0   ? Outcome::confirmed
                       : mean - se2 > 0   ? Outcome::refuted

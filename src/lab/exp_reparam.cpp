@@ -18,6 +18,7 @@
 #include <fmt/format.h>
 
 #include "attnlab/train.hpp"
+#include "lab/claims_data.hpp"
 #include "lab/experiments.hpp"
 #include "lab/lab_util.hpp"
 #include "lab/parallel.hpp"
@@ -275,8 +276,10 @@ Verdict verdict_algebra(const ReparamConfig& c, const Resolved& r, const Measure
   const bool adam = r.optimizer == train::OptimizerKind::adam;
   const double expected = adam ? std::pow(dk, 0.25) : std::sqrt(dk);
   const double init_gap = std::max(m.init_gap, std::abs(rms0 - rms0_q) / rms0);
-  const bool exact_at_init = init_gap <= 1e-4;
-  const bool update_ratio = std::abs(ratio / expected - 1) <= 0.1;
+  const double init_allowed = claim_threshold("C19", "init_agreement");
+  const double ratio_allowed = claim_threshold("C19", "update_ratio_tolerance");
+  const bool exact_at_init = init_gap <= init_allowed;
+  const bool update_ratio = std::abs(ratio / expected - 1) <= ratio_allowed;
   Verdict v = make_verdict("C19");
   v.supplementary = true;
   v.title = "Equal at initialisation, not under the optimiser";
@@ -294,10 +297,12 @@ Verdict verdict_algebra(const ReparamConfig& c, const Resolved& r, const Measure
   v.measured_text = fmt::format("step 0: RMS logit {:.6g} and {:.6g}, largest relative difference of loss, entropy and RMS "
                                 "logit {:.2g}; change after step 1: {:.3g} and {:.3g}, ratio {:.3g}",
                                 rms0, rms0_q, init_gap, step1, step1_q, ratio);
-  v.tolerance = 0.1;
-  v.method = "Seed 1's logits traced through the first steps at a constant learning rate. Confirmed when the step-0 "
-             "loss, entropy and RMS logit agree within 10⁻⁴ (relative) and the first step's logit change differs by the "
-             "predicted factor within 10 %; refuted otherwise.";
+  v.tolerance = ratio_allowed;
+  v.method = fmt::format(
+      "Seed 1's logits traced through the first steps at a constant learning rate. Confirmed when the step-0 loss, "
+      "entropy and RMS logit agree within {} (relative) and the first step's logit change differs by the predicted "
+      "factor within {:g} %; refuted otherwise.",
+      util::pretty(init_allowed), 100 * ratio_allowed);
   v.outcome = util::outcome_of(exact_at_init && update_ratio);
   v.figure = "reparam_curves";
   v.plain = fmt::format(

@@ -11,6 +11,7 @@
 #include "attnlab/output_directory.hpp"
 #include "attnlab/lab.hpp"
 #include "attnlab/run_distributor.hpp"
+#include "lab/claim_verdict.hpp"
 #include "lab/json_io.hpp"
 #include "lab/report/assets.hpp"
 #include "lab/report_page.hpp"
@@ -166,7 +167,7 @@ ReportSummary write_report(const ReportOptions& o) {
     j["seconds"] = seconds;
     j["claims"] = nlohmann::json::array();
     for (const auto& [info, vs] : per_claim) {
-      const Outcome outcome = page::aggregate(vs);
+      const Outcome outcome = claim_verdict(vs);
       nlohmann::json cj{{"id", info.id},       {"title", info.title}, {"statement", info.statement},
                         {"seeds", info.seeds}, {"verdict", to_string(outcome)}, {"in_words", page::plain_outcome(vs)}};
       const std::string theory = joined_texts(vs, Side::theory), measured = joined_texts(vs, Side::measured);

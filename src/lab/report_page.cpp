@@ -19,6 +19,7 @@
 #include <sstream>
 
 #include "lab/report_page.hpp"
+#include "lab/claim_verdict.hpp"
 #include "lab/report/assets.hpp"
 
 namespace attnlab::lab::page {
@@ -414,19 +415,7 @@ const Table* find_table(const std::vector<Result>& results, const std::string& e
   return nullptr;
 }
 
-Outcome aggregate(const std::vector<Verdict>& all) {
-  std::vector<Verdict> vs;
-  for (const auto& v : all)
-    if (!v.supplementary) vs.push_back(v);
-  if (vs.empty()) vs = all;
-  if (vs.empty()) return Outcome::pending;
-  bool inconclusive = false;
-  for (const auto& v : vs) {
-    if (v.outcome == Outcome::refuted) return Outcome::refuted;
-    if (v.outcome == Outcome::inconclusive || v.outcome == Outcome::pending) inconclusive = true;
-  }
-  return inconclusive ? Outcome::inconclusive : Outcome::confirmed;
-}
+Outcome aggregate(const std::vector<Verdict>& all) { return claim_verdict(all); }
 
 std::string plain_outcome(const std::vector<Verdict>& verdicts) {
   const Outcome outcome = aggregate(verdicts);

@@ -4,7 +4,7 @@
 // numbers: the argument in five steps, what the measurements add, and the main figure.
 //
 // The page is a sequence of sections, each one function of report_page.cpp; a new claim
-// (docs/claims.md, claims.cpp) gets its section, its row in the table and its sources with
+// (src/lab/claims.json) gets its section, its row in the table and its sources with
 // no change here.
 #include <optional>
 #include <string>
@@ -19,8 +19,7 @@ struct ClaimEntry {
   std::vector<Verdict> verdicts;  // every check any experiment gave on the claim
 };
 
-// The claim's overall verdict: any refutation wins, then any doubt; supplementary checks
-// count only when nothing else measured the claim; pending if nothing did.
+// The claim's overall verdict: claim_verdict (lab/claim_verdict.hpp), the one rule.
 Outcome aggregate(const std::vector<Verdict>& verdicts);
 
 // The verdict in plain words ("holds", "does not hold", "depends on d_k", ...).

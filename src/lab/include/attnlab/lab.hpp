@@ -270,9 +270,9 @@ struct Result {
   double seconds = 0;      // wall time of the run (filled by run())
 };
 
-// ---- the catalogue of claims (CLAIMS.md) -----------------------------------
+// ---- the catalogue of claims (src/lab/claims.json, compiled in) -------------
 
-// One of the sources (docs/claims.md, "The sources"): the five articles (seeds "000".."004")
+// One of the sources (src/lab/claims.json, "sources"): the five articles (seeds "000".."004")
 // that C1–C12 come from, then the papers of C13 onwards (ids such as "ssmax").
 struct SourceInfo {
   std::string seed;         // "000", or a paper's id ("ssmax")
