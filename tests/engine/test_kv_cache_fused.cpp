@@ -157,8 +157,8 @@ TEST(KVCacheFusedDecode, TheCacheAxisOfTheDecisionTable) {
   }
 }
 
-// ComputeConfig::interrupt (Python's Ctrl-C) is asked before and between the fused step's work items,
-// as between the engine's tiles: true ends the call with Interrupted; false changes nothing.
+// ComputeConfig::interrupt (Python's Ctrl-C) is asked before and between the fused step's work
+// items, as between the engine's tiles: true ends the call with Interrupted; false changes nothing.
 TEST(KVCacheFusedDecode, AnInterruptStopsALongDecode) {
   al::KVCacheConfig c;
   c.kv_heads = 2, c.head_dim = 64, c.max_tokens = 40000, c.key_type = CacheType::int8, c.value_type = CacheType::int8;
