@@ -94,11 +94,12 @@ HWY_INLINE void LoadPair(DF df, const std::byte* row, int64_t dim, int64_t c, fl
     const auto* p = reinterpret_cast<const uint8_t*>(row) + c / 2;
     float s;
     std::memcpy(&s, row + (dim + 1) / 2 + 4 * (c / detail::kQuantGroup), 4);
-    const VF vs = hn::Set(df, s);
+    // (code − 8)·s as code·s − 8s in one multiply-add: exact before its one rounding (8s is
+    // exact), so the same bits as decode_row's product, and no integer subtract.
+    const VF vs = hn::Set(df, s), minus_8s = hn::Set(df, -8.0f * s);
     const auto x = hn::PromoteTo(du, hn::LoadU(d8, p));
-    const auto eight = hn::Set(di, 8);
-    a = hn::Mul(hn::ConvertTo(df, hn::Sub(hn::BitCast(di, hn::And(x, hn::Set(du, 0xFu))), eight)), vs);
-    b = hn::Mul(hn::ConvertTo(df, hn::Sub(hn::BitCast(di, hn::ShiftRight<4>(x)), eight)), vs);
+    a = hn::MulAdd(hn::ConvertTo(df, hn::BitCast(di, hn::And(x, hn::Set(du, 0xFu)))), vs, minus_8s);
+    b = hn::MulAdd(hn::ConvertTo(df, hn::BitCast(di, hn::ShiftRight<4>(x))), vs, minus_8s);
   } else {  // fp8_e4m3: the code's value times the head's scale
     const hn::Rebind<uint8_t, DF> d8;
     const hn::RebindToSigned<DF> di;
