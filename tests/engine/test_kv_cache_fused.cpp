@@ -5,6 +5,7 @@
 // accuracy rule (engine_check.hpp: err ≤ 2·err(naive float32) + 16 ulp·size·(1 + max|L|))
 // of the double reference over the same dequantized values, and the same bits for 1 and 2
 // threads. The quantization is not the kernels' error: both sides see the dequantized cache.
+// Also: an overflowing score's error, the decision table's cache axis, the caller's interrupt.
 #include <gtest/gtest.h>
 
 #include <cstring>
