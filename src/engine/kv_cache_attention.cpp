@@ -23,14 +23,16 @@
 #include "engine/decode_path.hpp"
 #include "engine/decode_strategy.hpp"
 #include "engine/kv_cache_decode.hpp"
+#include "engine/plan.hpp"
 
 namespace attnlab {
 
 namespace {
 
 // The fused step for one sequence of `len` positions: q [1, Hq, n, d], out, lse likewise.
-void fused_sequence(const KVCache& cache, const detail::CacheLayerView& cv, int64_t seq, int64_t seq_index, int64_t len, ConstView<float> q, const AttentionOptions<float>& o,
-                    TensorView<float> out, TensorView<float> lse, int threads) {
+void fused_sequence(const KVCache& cache, const detail::CacheLayerView& cv, int64_t seq, int64_t seq_index, int64_t len,
+                    ConstView<float> q, const AttentionOptions<float>& o, TensorView<float> out, TensorView<float> lse,
+                    int threads, const engine::StopRequest& stop) {
   using engine::CacheDecodeRows;
   using engine::CacheDecodeWork;
   const int64_t hq = q.heads(), hkv = cv.kv_heads, group = hq / hkv, n = q.seq(), rows = group * n;
@@ -69,8 +71,12 @@ void fused_sequence(const KVCache& cache, const detail::CacheLayerView& cv, int6
   const int64_t items = hkv * n_chunks;
   std::vector<float> m(static_cast<size_t>(items * rows)), l(m.size()), acc(static_cast<size_t>(items * rows * dv));
   const float softcap = o.softcap ? static_cast<float>(*o.softcap) : 0.0f;
+  // The caller's interrupt: asked here on the calling thread, then by thread 0 between work
+  // items (the thread that may call it); once true, no further item starts.
+  stop();
 #pragma omp parallel for num_threads(threads) schedule(dynamic, 1) if (threads > 1 && items > 1)
   for (int64_t it = 0; it < items; ++it) {
+    if (stop()) continue;
     const int64_t h = it / n_chunks, c = c0 + it % n_chunks;
     CacheDecodeWork w;
     w.cache = &cv, w.blocks = blocks.data(), w.head = h;
@@ -79,6 +85,7 @@ void fused_sequence(const KVCache& cache, const detail::CacheLayerView& cv, int6
     w.m = m.data() + it * rows, w.l = l.data() + it * rows, w.acc = acc.data() + it * rows * dv;
     engine::cache_decode_chunk(w);
   }
+  if (stop.stopped()) throw Interrupted("kv_cache_attention: interrupted by the caller (ComputeConfig::interrupt)");
   // Each row's chunks in order, then the sink (a logit with no value row).
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
   std::vector<float> row(static_cast<size_t>(dv));
@@ -122,6 +129,7 @@ void kv_cache_attention(const KVCache& cache, int64_t layer, std::span<const int
   const int threads = team_size(config.threads, "kv_cache_attention: threads");
   detail::CacheLayerView cv;
   bool have_view = false;
+  const engine::StopRequest stop(&config.interrupt);  // one for the call: its 10 ms rate spans the sequences
   detail::for_each_cached_sequence<float>(
       cache, layer, seqs, q, options, out, lse, query_lengths,
       [&](int64_t s, int64_t seq, int64_t len, ConstView<float> qs, TensorView<float> os, TensorView<float> ls) {
@@ -130,7 +138,7 @@ void kv_cache_attention(const KVCache& cache, int64_t layer, std::span<const int
         if (!engine::choose_cache_decode(rows, c.head_dim, c.value_dim, c.key_type, c.value_type)) return false;
         if (!have_view) cv = detail::KVCacheAccess::layer(cache, layer), have_view = true;
         const int64_t kv_bytes = len * c.kv_heads * (cv.key_row + cv.value_row);
-        fused_sequence(cache, cv, seq, s, len, qs, options, os, ls, engine::decode_threads(threads, kv_bytes));
+        fused_sequence(cache, cv, seq, s, len, qs, options, os, ls, engine::decode_threads(threads, kv_bytes), stop);
         return true;
       },
       [&](const Tensor<float>& k, const Tensor<float>& v, ConstView<float> qs, TensorView<float> os,

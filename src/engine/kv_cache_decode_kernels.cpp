@@ -23,6 +23,12 @@
 #include "hwy/cache_control.h"
 #include "hwy/contrib/math/math-inl.h"
 #include "hwy/highway.h"
+// FusedLaneSums: the contiguous decode's tree that reduces many keys' lanes at once (the
+// header's tile helpers it brings along are unused here).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wunused-function"
+#include "engine/decode_target-inl.h"
+#pragma GCC diagnostic pop
 
 #ifndef ATTNLAB_KV_CACHE_DECODE_ONCE
 #define ATTNLAB_KV_CACHE_DECODE_ONCE
@@ -88,11 +94,12 @@ HWY_INLINE void LoadPair(DF df, const std::byte* row, int64_t dim, int64_t c, fl
     const auto* p = reinterpret_cast<const uint8_t*>(row) + c / 2;
     float s;
     std::memcpy(&s, row + (dim + 1) / 2 + 4 * (c / detail::kQuantGroup), 4);
-    const VF vs = hn::Set(df, s);
+    // (code − 8)·s as code·s − 8s in one multiply-add: exact before its one rounding (8s is
+    // exact), so the same bits as decode_row's product, and no integer subtract.
+    const VF vs = hn::Set(df, s), minus_8s = hn::Set(df, -8.0f * s);
     const auto x = hn::PromoteTo(du, hn::LoadU(d8, p));
-    const auto eight = hn::Set(di, 8);
-    a = hn::Mul(hn::ConvertTo(df, hn::Sub(hn::BitCast(di, hn::And(x, hn::Set(du, 0xFu))), eight)), vs);
-    b = hn::Mul(hn::ConvertTo(df, hn::Sub(hn::BitCast(di, hn::ShiftRight<4>(x)), eight)), vs);
+    a = hn::MulAdd(hn::ConvertTo(df, hn::BitCast(di, hn::And(x, hn::Set(du, 0xFu)))), vs, minus_8s);
+    b = hn::MulAdd(hn::ConvertTo(df, hn::BitCast(di, hn::ShiftRight<4>(x))), vs, minus_8s);
   } else {  // fp8_e4m3: the code's value times the head's scale
     const hn::Rebind<uint8_t, DF> d8;
     const hn::RebindToSigned<DF> di;
@@ -121,27 +128,41 @@ HWY_INLINE void AskRow(const std::byte* next, int64_t j, int64_t row_bytes) {
 }
 
 // s[r][j] = q_r·k_j for the n keys from `keys` (rows of key_row bytes); q in K's order.
+// Each K row is dequantized once for all R rows. A key leaves each row a vector of per-lane
+// partial products; FusedLaneSums<2> (decode_target-inl.h, the contiguous decode's tree)
+// reduces 16 keys' vectors of a row together, a few shuffles a key where a horizontal sum
+// per key and row was ~10 dependent operations, and adds the same pairs as SumOfLanes.
 template <int R, CacheType KT>
 void Scores(const detail::CacheLayerView& cv, const std::byte* keys, const std::byte* next, int64_t n,
             float head_scale, const float* q, float (*s)[kSub]) {
   const DF df;
+  constexpr int64_t G = 16;  // keys per tree: FusedLaneSums<2> sums two rows of 8 keys
+  constexpr auto L = static_cast<int64_t>(hn::MaxLanes(DF()));
   const auto N = static_cast<int64_t>(hn::Lanes(df));
+  static_assert(kSub % G == 0, "a step holds whole trees");
+  HWY_ALIGN float part[R][G * L];
   const int64_t d = cv.head_dim;
-  for (int64_t j = 0; j < n; ++j) {
-    const std::byte* row = keys + j * cv.key_row;
-    AskRow(next, j, cv.key_row);
-    // Two accumulators a row (a's lanes and b's): half the chain of dependent multiply-adds.
-    VF acc[R], acc_b[R];
-    for (int r = 0; r < R; ++r) acc[r] = hn::Zero(df), acc_b[r] = hn::Zero(df);
-    for (int64_t c = 0; c < d; c += 2 * N) {
-      VF a, b;
-      LoadPair<KT>(df, row, d, c, head_scale, a, b);
-      for (int r = 0; r < R; ++r) {
-        acc[r] = hn::MulAdd(hn::LoadU(df, q + r * d + c), a, acc[r]);
-        acc_b[r] = hn::MulAdd(hn::LoadU(df, q + r * d + c + N), b, acc_b[r]);
+  for (int64_t j0 = 0; j0 < n; j0 += G) {
+    const int64_t g = std::min(G, n - j0);
+    for (int64_t j = 0; j < g; ++j) {
+      const std::byte* row = keys + (j0 + j) * cv.key_row;
+      AskRow(next, j0 + j, cv.key_row);
+      // Two accumulators a row (a's lanes and b's): half the chain of dependent multiply-adds.
+      VF acc[R], acc_b[R];
+      for (int r = 0; r < R; ++r) acc[r] = hn::Zero(df), acc_b[r] = hn::Zero(df);
+      for (int64_t c = 0; c < d; c += 2 * N) {
+        VF a, b;
+        LoadPair<KT>(df, row, d, c, head_scale, a, b);
+        for (int r = 0; r < R; ++r) {
+          acc[r] = hn::MulAdd(hn::LoadU(df, q + r * d + c), a, acc[r]);
+          acc_b[r] = hn::MulAdd(hn::LoadU(df, q + r * d + c + N), b, acc_b[r]);
+        }
       }
+      for (int r = 0; r < R; ++r) hn::Store(hn::Add(acc[r], acc_b[r]), df, part[r] + j * N);
     }
-    for (int r = 0; r < R; ++r) s[r][j] = hn::GetLane(hn::SumOfLanes(df, hn::Add(acc[r], acc_b[r])));
+    for (int64_t j = g; j < G; ++j)  // a short step's last tree: the keys past n sum to 0
+      for (int r = 0; r < R; ++r) hn::Store(hn::Zero(df), df, part[r] + j * N);
+    for (int r = 0; r < R; ++r) FusedLaneSums<2>(part[r], s[r] + j0);
   }
 }
 

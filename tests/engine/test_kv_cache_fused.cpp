@@ -5,6 +5,7 @@
 // accuracy rule (engine_check.hpp: err ≤ 2·err(naive float32) + 16 ulp·size·(1 + max|L|))
 // of the double reference over the same dequantized values, and the same bits for 1 and 2
 // threads. The quantization is not the kernels' error: both sides see the dequantized cache.
+// Also: an overflowing score's error, the decision table's cache axis, the caller's interrupt.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -154,5 +155,43 @@ TEST(KVCacheFusedDecode, TheCacheAxisOfTheDecisionTable) {
     EXPECT_FALSE(choose_cache_decode(4, 80, 80, t, t));     // not whole groups of 32 channels
     EXPECT_FALSE(choose_cache_decode(4, 128, 96 + 8, t, t));
     EXPECT_FALSE(choose_cache_decode(1, 288, 288, t, t));   // beyond the kernel's query registers
+  }
+}
+
+// ComputeConfig::interrupt (Python's Ctrl-C) is asked before and between the fused step's work
+// items, as between the engine's tiles: true ends the call with Interrupted; false changes nothing.
+TEST(KVCacheFusedDecode, AnInterruptStopsALongDecode) {
+  al::KVCacheConfig c;
+  c.kv_heads = 2, c.head_dim = 64, c.max_tokens = 40000, c.key_type = CacheType::int8, c.value_type = CacheType::int8;
+  al::KVCache cache(c);
+  const int64_t s = cache.add_sequence();
+  al::Tensor<float> k({1, 2, 32768, 64}), v({1, 2, 32768, 64});  // 16 work items per K/V head
+  std::mt19937_64 rng(3);
+  std::normal_distribution<float> normal;
+  for (float& x : k.storage()) x = normal(rng);
+  for (float& x : v.storage()) x = normal(rng);
+  cache.append(0, s, k, v);
+  al::Tensor<float> q({1, 8, 1, 64}), out({1, 8, 1, 64}), lse({1, 8, 1, 1}), out2(out.shape()), lse2(lse.shape());
+  for (float& x : q.storage()) x = normal(rng);
+  const int64_t ids[] = {s};
+  ASSERT_TRUE(attnlab::engine::choose_cache_decode(4, 64, 64, CacheType::int8, CacheType::int8));  // the fused step
+  al::kv_cache_attention(cache, 0, ids, q, {}, {out, lse}, {}, {.threads = 2});
+  for (int threads : {1, 2}) {
+    int asked = 0;
+    al::ComputeConfig stop_now{.threads = threads};
+    stop_now.interrupt = [&asked] { return ++asked >= 1; };
+    try {
+      al::kv_cache_attention(cache, 0, ids, q, {}, {out2, lse2}, {}, stop_now);
+      ADD_FAILURE() << "not interrupted, threads " << threads;
+    } catch (const al::Interrupted& e) {
+      EXPECT_NE(std::string(e.what()).find("interrupted by the caller"), std::string::npos) << e.what();
+    }
+    EXPECT_EQ(asked, 1) << threads;  // asked once, then no item starts
+    al::ComputeConfig never{.threads = threads};
+    never.interrupt = [&asked] { return ++asked < 0; };
+    al::kv_cache_attention(cache, 0, ids, q, {}, {out2, lse2}, {}, never);
+    EXPECT_GE(asked, 2) << threads;
+    EXPECT_EQ(out2.storage(), out.storage()) << threads;  // asking changes nothing
+    EXPECT_EQ(lse2.storage(), lse.storage()) << threads;
   }
 }
