@@ -155,7 +155,8 @@ double crossing(const Curve& ratio) {
   return from;
 }
 
-std::string percent(double x) { return fmt::format("{:.0f} %", 100 * x); }
+// A share in per cent, the sign kept on the number's line (a no-break space).
+std::string percent(double x) { return fmt::format("{:.0f}\u00a0%", 100 * x); }
 std::string size(double d) { return fmt::format("{:g}", d); }
 
 // ---- the five steps, as fields for steps.mustache ------------------------------------
@@ -357,10 +358,10 @@ Story story(const std::vector<Result>& results) {
   add_step(steps, s.figures, "gradient", step_gradient(m),
            {"step_gradient", "‖dQ_i‖, typical query", true, 1e-6, 10, m.query_grad_none, m.query_grad_scaled,
             "Size of the gradient reaching a typical query", two_digits, "bottom left"});
-  add_step(
-      steps, s.figures, "learning", step_learning(m),
-      {"step_init", "largest attention weight", false, 0, 1.02, m.maxp_none, m.maxp_scaled,
-       "Largest attention weight at initialisation in a small model trained on a recall task", two_digits, "top left"});
+  add_step(steps, s.figures, "learning", step_learning(m),
+           {"step_init", "largest attention weight", false, 0, 1.02, m.maxp_none, m.maxp_scaled,
+            "Largest attention weight at initialisation in a small model trained on a recall task", two_digits,
+            "bottom right"});
   s.view = {{"answer", answer(m)}, {"steps", steps}, {"origin", origin_quote()}};
   if (const auto main =
           draw({"main_learning", "share of runs that learn", false, -0.02, 1.05, m.reached_none, m.reached_scaled,

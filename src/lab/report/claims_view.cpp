@@ -4,6 +4,7 @@
 // then the sources and the experiments' settings and files for the reference sections.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <set>
 
 #include "lab/report/assets.hpp"
@@ -33,17 +34,22 @@ std::vector<const Verdict*> main_checks(const std::vector<Verdict>& vs) {
 // A verdict's finding for the reader: its plain words, else its measured text.
 std::string finding(const Verdict& v) { return v.plain.empty() ? v.measured_text : v.plain; }
 
-// The finding's first sentence, at most about 30 words: the table's one line of evidence.
-std::string first_sentence(const std::string& text) {
-  size_t end = text.find(". ");
-  std::string s = end == std::string::npos ? text : text.substr(0, end + 1);
+// The finding's opening, at most about 30 words: the table's one line of evidence. Whole
+// sentences until 12 words are reached (a short first sentence alone says too little).
+std::string opening(const std::string& text) {
+  auto words_in = [](const std::string& s) { return static_cast<size_t>(std::count(s.begin(), s.end(), ' ')) + 1; };
+  size_t end = 0;
+  do {
+    end = text.find(". ", end == 0 ? 0 : end + 2);
+  } while (end != std::string::npos && words_in(text.substr(0, end)) < 12);
+  const std::string s = end == std::string::npos ? text : text.substr(0, end + 1);
   size_t words = 0, at = 0;
-  while (at < s.size() && words < 30) {
+  while (words < 30) {
     at = s.find(' ', at + 1);
     if (at == std::string::npos) return s;
     ++words;
   }
-  return at < s.size() ? s.substr(0, at) + " …" : s;
+  return s.substr(0, at) + " …";
 }
 
 const Figure* find_figure(const std::vector<Result>& results, const std::string& experiment, const std::string& name) {
@@ -170,7 +176,7 @@ json claim(const ReportOptions& o, const std::vector<Result>& results, const Cla
     j["evidence_line"] = "not measured in this run";
   } else {
     j["evidence"] = evidence(o, results, c);
-    j["evidence_line"] = first_sentence(finding(*main_checks(c.verdicts).front()));
+    j["evidence_line"] = opening(finding(*main_checks(c.verdicts).front()));
   }
   return j;
 }
