@@ -43,20 +43,6 @@ nlohmann::json figure_view(const Figure& f, bool lazy) {
           {"lazy", lazy}};
 }
 
-std::string html(const std::string& s) {
-  std::string o;
-  for (char c : s) {
-    switch (c) {
-      case '&': o += "&amp;"; break;
-      case '<': o += "&lt;"; break;
-      case '>': o += "&gt;"; break;
-      case '"': o += "&quot;"; break;
-      default: o += c;
-    }
-  }
-  return o;
-}
-
 const Result* find_result(const std::vector<Result>& results, const std::string& experiment) {
   for (const auto& r : results)
     if (r.experiment == experiment) return &r;

@@ -5,7 +5,6 @@
 // report/claims_view.cpp the claims table and each claim's evidence. A new claim
 // (docs/claims.md, claims.cpp) gets its row, its section and its sources with no change here.
 #include <nlohmann/json.hpp>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -35,9 +34,6 @@ Story story(const std::vector<Result>& results);
 
 std::string build_page(const ReportOptions& options, const std::vector<Result>& results,
                        const std::vector<ClaimEntry>& claims, const Story& story, double seconds);
-
-// Text escaped for HTML.
-std::string html(const std::string& text);
 
 // Shorthands for reading a result's tables (story.cpp and report_page.cpp).
 const Result* find_result(const std::vector<Result>& results, const std::string& experiment);
