@@ -157,7 +157,7 @@ ReportSummary write_report(const ReportOptions& o) {
       per_claim.push_back({c, vs});
     }
     const page::Story story = page::story(results);
-    if (story.figure) render_figure(*story.figure, tmp / "figures" / (story.figure->name + ".png"));
+    for (const Figure& f : story.figures) render_figure(f, tmp / "figures" / (f.name + ".png"));
     write_assets(tmp);
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 

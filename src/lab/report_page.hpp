@@ -1,12 +1,10 @@
 #pragma once
-// The report's page, report/index.html (private to the library). report_page.cpp builds
-// it from the experiments' results; story.cpp writes its opening from the measured
-// numbers: the argument in five steps, what the measurements add, and the main figure.
-//
-// The page is a sequence of sections, each one function of report_page.cpp; a new claim
-// (src/lab/claims.json) gets its section, its row in the table and its sources with
-// no change here.
-#include <optional>
+// The report's page, report/index.html (private to the library), rendered from the
+// templates in src/lab/report/templates/ with a view model built from the results:
+// story.cpp gives the answer and the argument in five steps with their figures,
+// report/claims_view.cpp the claims table and each claim's evidence. A new claim
+// (src/lab/claims.json) gets its row, its section and its sources with no change here.
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -25,19 +23,16 @@ Outcome aggregate(const std::vector<Verdict>& verdicts);
 // The verdict in plain words ("holds", "does not hold", "depends on d_k", ...).
 std::string plain_outcome(const std::vector<Verdict>& verdicts);
 
-// The opening of the page, written from the results (what is missing is left out).
+// The opening of the page, from the results (what is missing is left out): the fields
+// story.mustache reads, and the figures it shows (drawn by write_report into figures/).
 struct Story {
-  std::vector<std::string> paragraphs;  // HTML
-  std::vector<std::string> additions;   // HTML items of "What the measurements add"
-  std::optional<Figure> figure;         // the main figure (figures/story.png)
+  nlohmann::json view;
+  std::vector<Figure> figures;  // one per step, and the main figure
 };
 Story story(const std::vector<Result>& results);
 
 std::string build_page(const ReportOptions& options, const std::vector<Result>& results,
                        const std::vector<ClaimEntry>& claims, const Story& story, double seconds);
-
-// Text escaped for HTML.
-std::string html(const std::string& text);
 
 // Shorthands for reading a result's tables (story.cpp and report_page.cpp).
 const Result* find_result(const std::vector<Result>& results, const std::string& experiment);

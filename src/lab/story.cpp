@@ -1,15 +1,17 @@
-// The opening of the report: the chain variance → saturation → Jacobian → gradient →
-// learning in plain words, what the measurements add to the articles, and the main figure.
-// Every number is read from this run's tables; a step whose experiment did not run keeps
-// its words and loses its numbers, and a note whose data are missing is left out. The
-// direction of each statement that the data could reverse (larger or smaller, where the
-// ratio crosses 1) is computed, not written down.
+// The opening of the report as a view model (story.mustache fills in the words): the answer,
+// the argument in five steps (variance → saturation → Jacobian → gradient → learning), and one
+// figure per step, each a single panel that stays legible at a phone's width. Every number is
+// read from this run's tables; a step whose experiment did not run keeps its words and loses
+// its numbers. The direction of each statement the data could reverse (larger or smaller,
+// where a ratio crosses 1) is computed here and given to the template as a flag.
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
-#include <fmt/format.h>
 #include <sstream>
 
 #include "lab/lab_util.hpp"
+#include "lab/report/view.hpp"
 #include "lab/report_page.hpp"
 
 namespace attnlab::lab::page {
@@ -58,24 +60,10 @@ double policy_code(const Result* r, const std::string& name) {
   return -1;
 }
 
-const Verdict* find_verdict(const std::vector<Result>& results, const std::string& claim, bool supplementary) {
-  for (const auto& r : results)
-    for (const auto& v : r.verdicts)
-      if (v.claim == claim && v.supplementary == supplementary) return &v;
-  return nullptr;
-}
-
-std::string g2(double x) { return fmt::format("{:.2g}", x); }
-std::string g3(double x) { return fmt::format("{:.3g}", x); }
-std::string pct(double x) { return fmt::format("{:.0f} %", 100 * x); }
-std::string dk(double d) { return fmt::format("d<sub>k</sub> = {:g}", d); }
-std::string claim_link(const char* id) { return fmt::format("<a href=\"#{0}\">{0}</a>", id); }
-
 // min..max of y over the model sizes (64–256) among the measured x.
 struct Span {
   double lo = INFINITY, hi = -INFINITY;
   bool ok() const { return std::isfinite(lo); }
-  std::string text() const { return g2(lo) == g2(hi) ? g2(lo) : g2(lo) + "–" + g2(hi); }
 };
 Span over_model_sizes(const Curve& c) {
   Span s;
@@ -102,7 +90,6 @@ struct Measured {
   Curve saturated_none, saturated_scaled;         // fraction of rows with max p > 0.99
   Curve jacobian_none, jacobian_scaled;           // median ‖J‖_F
   Curve query_grad_none, query_grad_scaled;       // median ‖dQ_i‖
-  Curve row_grad_ratio, total_grad_ratio;         // unscaled / scaled: typical row ‖(dQ_i, dK_j)‖, total ‖dQ‖_F
   Curve reached_none, reached_scaled;             // train, Adam: fraction of runs reaching the threshold
   Curve maxp_none, maxp_scaled;                   // train, Adam: max attention probability at init
   Curve grad_none, grad_scaled, grad_inv_d;       // train, Adam: ‖dL/dW_qk‖ in the first steps
@@ -137,13 +124,6 @@ Measured measure(const std::vector<Result>& results) {
       m.jacobian_scaled = curve(t, {{"policy", scaled}}, "d_k", "median_J_fro");
       m.query_grad_none = curve(t, {{"policy", none}}, "d_k", "median_row_dQ");
       m.query_grad_scaled = curve(t, {{"policy", scaled}}, "d_k", "median_row_dQ");
-      const Curve dk_none = curve(t, {{"policy", none}}, "d_k", "median_row_dK");
-      const Curve dk_scaled = curve(t, {{"policy", scaled}}, "d_k", "median_row_dK");
-      Curve row_none = m.query_grad_none, row_scaled = m.query_grad_scaled;
-      for (size_t i = 0; i < row_none.y.size(); ++i) row_none.y[i] = std::hypot(row_none.y[i], dk_none.y[i]);
-      for (size_t i = 0; i < row_scaled.y.size(); ++i) row_scaled.y[i] = std::hypot(row_scaled.y[i], dk_scaled.y[i]);
-      m.row_grad_ratio = ratio(row_none, row_scaled);
-      m.total_grad_ratio = ratio(curve(t, {{"policy", none}}, "d_k", "norm_dQ"), curve(t, {{"policy", scaled}}, "d_k", "norm_dQ"));
     }
   }
   if (find_result(results, "train")) {
@@ -175,257 +155,189 @@ double crossing(const Curve& ratio) {
   return from;
 }
 
-// ---- the five steps -----------------------------------------------------------------
+// A share in per cent, the sign kept on the number's line (a no-break space).
+std::string percent(double x) { return fmt::format("{:.0f}\u00a0%", 100 * x); }
+std::string size(double d) { return fmt::format("{:g}", d); }
 
-std::string opening() {
-  return "Attention lets each position of a sequence look at the others. For every pair of positions it computes a "
-         "<dfn>score</dfn>: the dot product q·k of a <em>query</em> vector q and a <em>key</em> vector k, each of "
-         "<dfn>d<sub>k</sub></dfn> numbers (the <em>head size</em>: 64 in BERT, 128 in most recent language models). "
-         "A <dfn>softmax</dfn>, softmax(x)<sub>i</sub> = e<sup>x<sub>i</sub></sup>/Σ<sub>j</sub> e<sup>x<sub>j</sub></sup>, "
-         "turns the scores of one query into <em>weights</em> that are positive and add up to 1, and the weights mix "
-         "the values. The published formula divides every score by √d<sub>k</sub> first. The articles explain why in "
-         "five steps; here is each step with what was measured.";
-}
+// ---- the five steps, as fields for steps.mustache ------------------------------------
 
-std::string step_variance(const Measured& m) {
-  std::string s = "<b>1. Scores spread as √d<sub>k</sub>.</b> If the d<sub>k</sub> components of q and k are "
-                  "independent, with mean 0 and variance 1, then q·k is a sum of d<sub>k</sub> terms of variance 1: its "
-                  "variance is d<sub>k</sub> and its typical size, the <dfn>standard deviation</dfn>, is √d<sub>k</sub> (" +
-                  claim_link("C1") + ").";
-  if (!m.spread_raw.empty()) {
-    const double a = m.spread_raw.at(64), b = m.spread_raw.at(1024);
-    if (std::isfinite(a) && std::isfinite(b))
-      s += fmt::format(" Measured: {} at {}, {} at {}.", g3(a), dk(64), g3(b), dk(1024));
-  }
-  s += " Dividing by √d<sub>k</sub> brings it back to 1 at every size (" + claim_link("C2") + ")";
-  if (!m.spread_scaled.empty()) {
-    const auto [lo, hi] = std::minmax_element(m.spread_scaled.y.begin(), m.spread_scaled.y.end());
-    s += fmt::format(": measured {}–{} from {} to {}", g3(*lo), g3(*hi), dk(m.spread_scaled.x.front()),
-                     dk(m.spread_scaled.x.back()));
-  }
-  return s + ".";
-}
+using nlohmann::json;
 
-std::string step_saturation(const std::vector<Result>& results, const Measured& m) {
-  std::string s = "<b>2. Wide scores saturate the softmax.</b> The softmax is not indifferent to the size of its "
-                  "inputs: multiply them by a growing factor a and the largest input takes nearly all the weight (" +
-                  claim_link("C3") + ").";
-  const Curve bars = curve(find_table(results, "saturation", "saturation_bars"), {}, "a", "probability");
-  if (!bars.empty()) {
-    double at1 = 0, at4 = 0;
-    for (size_t i = 0; i < bars.x.size(); ++i) {
-      if (bars.x[i] == 1) at1 = std::max(at1, bars.y[i]);
-      if (bars.x[i] == 4) at4 = std::max(at4, bars.y[i]);
-    }
-    if (at1 > 0 && at4 > 0)
-      s += fmt::format(" For x = (1, 1, 2, 4) the largest weight is {} at a = 1 and {:.4f} at a = 4.", g3(at1), at4);
-  }
-  s += " We call a row <dfn>saturated</dfn> when its largest weight exceeds 0.99.";
-  if (!m.saturated_none.empty()) {
-    std::string at;
-    for (double d : {64.0, 256.0, m.saturated_none.x.back()})
-      if (std::isfinite(m.saturated_none.at(d)))
-        at += fmt::format("{}{} at {}", at.empty() ? "" : ", ", pct(m.saturated_none.at(d)), dk(d));
-    const double scaled_max = *std::max_element(m.saturated_scaled.y.begin(), m.saturated_scaled.y.end());
-    s += " For random queries and keys (" + m.gradflow_keys + " keys per query), the share of saturated rows "
-         "without the scale is " + at + "; with the scale it is " +
-         (scaled_max == 0 ? std::string("0 at every size") : pct(scaled_max) + " at most") + ".";
-  }
-  return s;
-}
-
-std::string step_jacobian(const Measured& m) {
-  std::string s = "<b>3. A saturated softmax passes almost nothing back.</b> How much the weights move when the scores "
-                  "move is the softmax's <dfn>Jacobian</dfn> J = diag(s) − s sᵀ (" + claim_link("C4") +
-                  "), and training's back-propagation multiplies the incoming gradient by it (" + claim_link("C5") +
-                  "). Its size, the <dfn>Frobenius norm</dfn> ‖J‖<sub>F</sub> (the root of the sum of its squared "
-                  "entries), is largest when the weight is spread and exactly 0 when one weight is 1.";
-  if (!m.jacobian_none.empty()) {
-    const double scaled = m.jacobian_scaled.y.empty() ? NAN : util::median(m.jacobian_scaled.y);
-    std::string at;
-    for (double d : {64.0, 256.0, m.jacobian_none.x.back()})
-      if (std::isfinite(m.jacobian_none.at(d))) at += fmt::format("{}{} at {}", at.empty() ? "" : ", ", g2(m.jacobian_none.at(d)), dk(d));
-    s += fmt::format(" For a <dfn>typical row</dfn> (the median over rows) it is {} with the scale at every size, and "
-                     "without it {}.", g2(scaled), at);
-  }
-  return s;
-}
-
-std::string step_gradient(const Measured& m) {
-  std::string s = "<b>4. The gradient reaching q and k does not simply vanish.</b> The <dfn>gradient</dfn> that "
-                  "reaches a query is J times the keys, and without the scale it also lacks the factor 1/√d<sub>k</sub> "
-                  "the scale would have multiplied in. The two pull in opposite directions (" + claim_link("C6") + ", " +
-                  claim_link("C7") + ").";
-  const Span model = over_model_sizes(m.row_grad_ratio);
-  if (model.ok()) {
-    const double from = crossing(m.row_grad_ratio);
-    s += fmt::format(" At the head sizes models use, {}–{}, the typical row's gradient without the scale is {}× {} "
-                     "than with it",
-                     dk(kModelDkLow), kModelDkHigh, model.text(), model.lo >= 1 ? "larger" : model.hi < 1 ? "smaller" : "the size");
-    if (std::isfinite(from))
-      s += fmt::format("; it falls below the scaled one only from {} on", dk(from));
-    else
-      s += "; it stays above the scaled one over the whole range measured";
-    s += ". Whether this is called “vanishing” or “exploding” depends on the range looked at.";
-  }
-  return s;
-}
-
-std::string step_learning(const Measured& m) {
-  std::string s = "<b>5. What stops learning is saturation.</b> A small attention model trained from scratch on a "
-                  "recall task (" + claim_link("C8") + ") shows which of the two wins.";
-  if (!m.reached_none.empty() && !m.reached_scaled.empty()) {
-    const double d = m.reached_none.x.back();
-    const double g = m.grad_none.at(d) / m.grad_scaled.at(d);
-    s += fmt::format(
-        " At {} with Adam, {} of the runs without the scale reach 90 % held-out accuracy, against {} with it. At "
-        "initialisation the unscaled model's attention already puts {} of its weight on one position (with the "
-        "scale: {}), and the gradient reaching its query and key weights is {}× the scaled model's: {}.",
-        dk(d), pct(m.reached_none.at(d)), pct(m.reached_scaled.at(d)), g2(m.maxp_none.at(d)), g2(m.maxp_scaled.at(d)),
-        g2(g),
-        g >= 1 ? "not smaller. The weights are stuck on the wrong positions because a one-hot softmax passes almost "
-                 "nothing back to the positions the model would have to learn to look at"
-               : "both saturated and smaller");
-  }
-  return s;
-}
-
-std::string closing() {
-  return "So the scale's job, as measured here, is to keep the scores' spread near 1 so that the softmax starts "
-         "spread out and can learn where to look. At the sizes models use it does that by preventing saturation, not "
-         "by preventing a raw gradient from exploding or vanishing. The sections below give each claim, the "
-         "articles' own words, and the rule that decided its verdict; <a href=\"#try\">Try it</a> lets you move the "
-         "scale yourself.";
-}
-
-// ---- what the measurements add -------------------------------------------------------
-
-std::vector<std::string> additions(const std::vector<Result>& results, const Measured& m) {
-  std::vector<std::string> out;
-  const Span model = over_model_sizes(m.row_grad_ratio);
-  if (model.ok()) {
-    const double from = crossing(m.row_grad_ratio);
-    std::string total;
-    if (!m.total_grad_ratio.empty()) {
-      const auto [lo, hi] = std::minmax_element(m.total_grad_ratio.y.begin(), m.total_grad_ratio.y.end());
-      total = fmt::format(" Summed over all rows (‖dQ‖<sub>F</sub>) the unscaled gradient is {}–{}× the scaled one "
-                          "at every size measured, carried by the few rows that are not saturated.", g2(*lo), g2(*hi));
-    }
-    out.push_back(fmt::format(
-        "<b>At the head sizes models use, dropping the scale makes the gradient {}, not {}</b>: {}× on the "
-        "typical row (queries and keys together) at {}–{}{}.{} Much of that factor is the chain rule's √d<sub>k</sub> from the unscaled "
-        "logits; the softmax Jacobian itself, which the articles argue about, is smaller without the scale from "
-        "a lower d<sub>k</sub> on, and C7 reports the three quantities side by side. What goes wrong at these sizes "
-        "is saturation ({link}).",
-        model.lo >= 1 ? "larger" : "smaller", model.lo >= 1 ? "smaller" : "larger", model.text(), dk(kModelDkLow),
-        kModelDkHigh,
-        std::isfinite(from) ? fmt::format(", smaller only from {}", dk(from)) : std::string(", over the whole range"),
-        total, fmt::arg("link", claim_link("C7"))));
-  }
-  if (!m.reached_none.empty() && !m.grad_none.empty()) {
-    const double d = m.reached_none.x.back(), g = m.grad_none.at(d) / m.grad_scaled.at(d);
-    if (g >= 1 && m.reached_none.at(d) < m.reached_scaled.at(d))
-      out.push_back(fmt::format(
-          "<b>The unscaled model fails with a larger gradient, not a smaller one.</b> At {} (Adam) its first gradient "
-          "on the query and key weights is {}× the scaled model's, yet {} of its runs learn the task, against {}: its "
-          "attention starts saturated (largest weight {}). The articles' chain says “small gradient”; the measurement "
-          "says “saturated softmax” ({link}).",
-          dk(d), g2(g), pct(m.reached_none.at(d)), pct(m.reached_scaled.at(d)), g2(m.maxp_none.at(d)), fmt::arg("link", claim_link("C8"))));
-    if (!m.grad_inv_d.empty()) {
-      const double gi = m.grad_inv_d.at(d) / m.grad_scaled.at(d);
-      if (gi < 1 && m.reached_inv_d.at(d) >= m.reached_scaled.at(d))
-        out.push_back(fmt::format(
-            "<b>A small gradient alone does not stop learning.</b> Scaling by 1/d<sub>k</sub> instead of "
-            "1/√d<sub>k</sub> gives a gradient {}× as large at {}, and the model still learns with Adam ({} of runs), "
-            "which divides each step by the gradient's running size ({link}).",
-            g2(gi), dk(d), pct(m.reached_inv_d.at(d)), fmt::arg("link", claim_link("C8"))));
-    }
-  }
-  if (const Verdict* v = find_verdict(results, "C9", true); v && std::isfinite(v->measured))
-    out.push_back(fmt::format(
-        "<b>Additive attention stays bounded because of how v is initialised, not because tanh is bounded.</b> With "
-        "v drawn from N(0, 1) instead of a size-scaled initialisation, the spread of vᵀtanh(W₁h + W₂s) grows as "
-        "d<sub>k</sub><sup>{:.2f}</sup>, like the dot product's ({link}).",
-        v->measured, fmt::arg("link", claim_link("C9"))));
-  if (const Result* r = find_result(results, "entropy")) {
-    const Table* t = find_table(results, "entropy", "entropy");
-    double ssmax = -1;
-    if (r->config.count("policies")) {
-      std::stringstream list(r->config.at("policies"));
-      std::string item;
-      for (int i = 0; std::getline(list, item, ','); ++i)
-        if (item.rfind("ssmax", 0) == 0) ssmax = i;
-    }
-    const Curve ent = curve(t, {{"scenario", 1}, {"policy", ssmax}}, "n", "mean_entropy");
-    const Curve maxp = curve(t, {{"scenario", 1}, {"policy", ssmax}}, "n", "mean_max_prob");
-    if (ssmax >= 0 && !ent.empty() && maxp.y.back() > 0.9)
-      out.push_back(fmt::format(
-          "<b>A flat entropy can mean a saturated softmax.</b> On inputs where each query has one matching key, the "
-          "scalable softmax keeps the entropy flat over n = {:g}–{:g} keys, but at {} nats with the largest weight at "
-          "{}: there the flat entropy is the saturated regime steps 2–4 warn against. On random inputs, away from "
-          "saturation, the scalable softmax does keep the entropy up, as the entropy view says ({link}).",
-          ent.x.front(), ent.x.back(), g2(ent.y.back()), g3(maxp.y.back()), fmt::arg("link", claim_link("C12"))));
-  }
-  if (const Verdict* v = find_verdict(results, "C12", true); v && v->outcome == Outcome::refuted)
-    out.push_back(fmt::format(
-        "<b>The optimal temperature α* ≈ 0.84·√(ln n) describes a mean-field average, not a single row</b>: the "
-        "measured optimum at the largest n is {}, against {} from the formula ({link}).",
-        g3(v->measured), g3(v->theory), fmt::arg("link", claim_link("C12"))));
+// [{value, d_k, first}] of a curve at the given sizes (those measured), for "x at d_k = …" lists.
+nlohmann::json at_sizes(const Curve& c, const std::vector<double>& sizes, std::string (*format)(double)) {
+  nlohmann::json out = nlohmann::json::array();
+  for (double d : sizes)
+    if (std::isfinite(c.at(d))) out.push_back({{"value", format(c.at(d))}, {"d_k", size(d)}, {"first", out.empty()}});
   return out;
 }
+std::string two_digits(double x) { return readable(x); }
 
-// ---- the main figure -------------------------------------------------------------------
-
-Panel story_panel(const std::string& title, const std::string& y_label, bool log_y, double y_low, double y_high) {
-  Panel p = util::panel(title, "d_k", y_label, true, log_y);
-  p.y_min = y_low;
-  p.y_max = y_high;
-  p.legend_position = "off";
-  return p;
+nlohmann::json step_spread(const Measured& m) {
+  nlohmann::json s = nlohmann::json::object();
+  if (const json raw = at_sizes(m.spread_raw, {64, 1024}, [](double x) { return readable(x, 3); }); !raw.empty())
+    s["raw"] = {{"items", raw}};
+  if (!m.spread_scaled.empty()) {
+    const auto [lo, hi] = std::minmax_element(m.spread_scaled.y.begin(), m.spread_scaled.y.end());
+    s["scaled"] = {{"low", readable(*lo, 3)},
+                   {"high", readable(*hi, 3)},
+                   {"from", size(m.spread_scaled.x.front())},
+                   {"to", size(m.spread_scaled.x.back())}};
+  }
+  return s;
 }
 
-void add_pair(Panel& p, const Curve& none, const Curve& scaled) {
+nlohmann::json step_saturation(const std::vector<Result>& results, const Measured& m) {
+  nlohmann::json s = nlohmann::json::object();
+  const Curve bars = curve(find_table(results, "saturation", "saturation_bars"), {}, "a", "probability");
+  double at1 = 0, at4 = 0;
+  for (size_t i = 0; i < bars.x.size(); ++i) {
+    if (bars.x[i] == 1) at1 = std::max(at1, bars.y[i]);
+    if (bars.x[i] == 4) at4 = std::max(at4, bars.y[i]);
+  }
+  if (at1 > 0 && at4 > 0) s["seed_input"] = {{"at_1", readable(at1, 3)}, {"at_4", fmt::format("{:.4f}", at4)}};
+  if (!m.saturated_none.empty()) {
+    const double scaled_max = *std::max_element(m.saturated_scaled.y.begin(), m.saturated_scaled.y.end());
+    s["random"] = {{"keys", m.gradflow_keys},
+                   {"unscaled", at_sizes(m.saturated_none, {64, 256, m.saturated_none.x.back()}, percent)},
+                   {"scaled_never", scaled_max == 0},
+                   {"scaled_max", percent(scaled_max)}};
+  }
+  return s;
+}
+
+nlohmann::json step_jacobian(const Measured& m) {
+  nlohmann::json s = nlohmann::json::object();
+  // The spread-out extreme for comparison: uniform weight over n keys gives ‖J‖_F = √(n − 1)/n.
+  const double n = std::stod(m.gradflow_keys);
+  s["uniform"] = {{"keys", m.gradflow_keys}, {"value", readable(std::sqrt(n - 1) / n)}};
+  if (!m.jacobian_none.empty() && !m.jacobian_scaled.empty())
+    s["typical"] = {{"scaled", readable(util::median(m.jacobian_scaled.y))},
+                    {"unscaled", at_sizes(m.jacobian_none, {64, 256, m.jacobian_none.x.back()}, two_digits)}};
+  return s;
+}
+
+nlohmann::json step_gradient(const Measured& m) {
+  nlohmann::json s = nlohmann::json::object();
+  const Curve r = ratio(m.query_grad_none, m.query_grad_scaled);
+  const Span model = over_model_sizes(r);
+  if (!model.ok()) return s;
+  const double from = crossing(r);
+  s["query"] = {{"ratios", at_sizes(r, {kModelDkLow, 128, kModelDkHigh}, two_digits)},
+                {"larger", model.lo >= 1},
+                {"smaller", model.hi < 1},
+                {"crossing", std::isfinite(from) ? nlohmann::json(size(from)) : nlohmann::json(false)}};
+  return s;
+}
+
+nlohmann::json step_learning(const Measured& m) {
+  nlohmann::json s = nlohmann::json::object();
+  if (m.reached_none.empty() || m.reached_scaled.empty()) return s;
+  const double d = m.reached_none.x.back();
+  const double g = m.grad_none.at(d) / m.grad_scaled.at(d);
+  s["train"] = {{"d_k", size(d)},
+                {"unscaled", percent(m.reached_none.at(d))},
+                {"scaled", percent(m.reached_scaled.at(d))},
+                {"weight_unscaled", readable(m.maxp_none.at(d))},
+                {"weight_scaled", readable(m.maxp_scaled.at(d))},
+                {"gradient_ratio", readable(g)},
+                {"gradient_larger", g >= 1}};
+  if (!m.grad_inv_d.empty()) {
+    const double gi = m.grad_inv_d.at(d) / m.grad_scaled.at(d);
+    if (gi < 1 && m.reached_inv_d.at(d) >= m.reached_scaled.at(d))
+      s["inverse_d"] = {{"gradient_ratio", readable(gi)}, {"reached", percent(m.reached_inv_d.at(d))}};
+  }
+  return s;
+}
+
+// The first screen's answer: the two numbers that carry it, when they were measured.
+nlohmann::json answer(const Measured& m) {
+  nlohmann::json a = nlohmann::json::object();
+  if (!m.saturated_none.empty() && std::isfinite(m.saturated_none.at(kModelDkHigh)))
+    a["saturated"] = {{"share", percent(m.saturated_none.at(kModelDkHigh))}, {"d_k", size(kModelDkHigh)}};
+  if (!m.reached_none.empty() && !m.reached_scaled.empty()) {
+    const double d = m.reached_none.x.back();
+    a["learning"] = {
+        {"d_k", size(d)}, {"unscaled", percent(m.reached_none.at(d))}, {"scaled", percent(m.reached_scaled.at(d))}};
+  }
+  return a;
+}
+
+// Where the scale comes from: Vaswani et al.'s own words (§3.2.1), from the claims' quotes.
+nlohmann::json origin_quote() {
+  for (const auto& c : claims())
+    for (const auto& q : c.quotes)
+      if (q.seed == "vaswani" && q.lang == "en") {
+        const SourceInfo& s = source(q.seed);
+        return {{"text", q.original}, {"cite", s.cite}, {"url", s.url}, {"claim", c.id}};
+      }
+  return false;
+}
+
+// ---- one figure per step ---------------------------------------------------------------
+
+// One panel against d_k, without the scale (orange) and with 1/√d_k (blue), the head sizes
+// models use shaded. 440 × 300 on the page: its 13-pixel text is still 11 pixels when a
+// phone shows it 388 pixels wide.
+std::optional<Figure> step_figure(const std::string& name, const std::string& y_label, bool log_y, double y_low,
+                                  double y_high, const Curve& none, const Curve& scaled, std::string alt,
+                                  std::string legend = "top left") {
+  if (none.empty() && scaled.empty()) return std::nullopt;
+  Figure f;
+  f.name = name;
+  f.width = 440;
+  f.height = 300;
+  f.alt = std::move(alt);
+  Panel p = util::panel("", "head size d_k", y_label, true, log_y);
+  p.y_min = y_low;
+  p.y_max = y_high;
+  p.legend_position = std::move(legend);
   if (!none.empty())
     p.series.push_back(util::series("no scale", Style::linespoints, none.x, none.y, util::policy_colour(ScalePolicy::none())));
   if (!scaled.empty())
     p.series.push_back(
         util::series("1/√d_k", Style::linespoints, scaled.x, scaled.y, util::policy_colour(ScalePolicy::inv_sqrt_d())));
-  std::vector<double> xs = !none.empty() ? none.x : scaled.x;
-  p.x_tics.clear();
-  for (double x : xs)
-    if (std::log2(x) == std::floor(std::log2(x)) && static_cast<int>(std::log2(x)) % 2 == 0) p.x_tics.push_back(x);
+  for (double x : !none.empty() ? none.x : scaled.x)
+    if (static_cast<int>(std::log2(x)) % 2 == 0 && std::exp2(std::floor(std::log2(x))) == x) p.x_tics.push_back(x);
+  util::shade_x_range(p, kModelDkLow, kModelDkHigh, "");
+  f.panels = {p};
+  return f;
 }
 
-std::optional<Figure> story_figure(const Measured& m) {
-  if (m.spread_raw.empty() && m.saturated_none.empty() && m.reached_none.empty()) return std::nullopt;
-  Figure f;
-  f.name = "story";
-  f.title = "";
-  f.caption = "The chain, measured against the head size d_k, without the scale (orange) and with 1/√d_k (blue); "
-              "grey: the head sizes models use. 1: the scores' standard deviation. 2: rows whose largest weight "
-              "exceeds 0.99. 3: the softmax Jacobian's size on a typical row. 4: the gradient reaching a typical "
-              "query. 5: the largest attention weight at initialisation in a small model trained on a recall task "
-              "(Adam). 6: its runs that learn the task (90 % held-out accuracy).";
-  f.layout_rows = 2;
-  f.layout_cols = 3;
-  f.width = 960;
-  f.height = 620;
-  Panel a = story_panel("1. spread of the scores", "std of q·k", true, 0.5, 64);
-  add_pair(a, m.spread_raw, m.spread_scaled);
-  Panel b = story_panel("2. saturated rows", "fraction of rows", false, -0.02, 1.02);
-  add_pair(b, m.saturated_none, m.saturated_scaled);
-  Panel c = story_panel("3. softmax Jacobian ‖J‖_F", "typical row", true, 1e-7, 1);
-  add_pair(c, m.jacobian_none, m.jacobian_scaled);
-  Panel d = story_panel("4. gradient reaching a query", "typical row", true, 1e-6, 10);
-  add_pair(d, m.query_grad_none, m.query_grad_scaled);
-  Panel e = story_panel("5. attention at initialisation", "largest weight", false, 0, 1.02);
-  add_pair(e, m.maxp_none, m.maxp_scaled);
-  Panel g = story_panel("6. runs that learn (Adam)", "fraction of runs", false, -0.02, 1.05);
-  add_pair(g, m.reached_none, m.reached_scaled);
-  a.legend_position = "top left";
-  f.panels = {a, b, c, d, e, g};
-  for (auto& p : f.panels) util::shade_x_range(p, kModelDkLow, kModelDkHigh, "");
-  return f;
+// What a step figure shows, with its values at the largest d_k measured (the data decide the words).
+std::string alt_text(const std::string& what, const Curve& none, const Curve& scaled, std::string (*format)(double)) {
+  const Curve& any = !none.empty() ? none : scaled;
+  if (any.empty()) return what;
+  const double d = any.x.back();
+  std::string alt = fmt::format("{} against the head size d_k, from {} to {}", what, size(any.x.front()), size(d));
+  if (!none.empty() && std::isfinite(none.at(d)))
+    alt += fmt::format("; at d_k = {}: {} without the scale", size(d), format(none.at(d)));
+  if (!scaled.empty() && std::isfinite(scaled.at(d))) alt += fmt::format(", {} with 1/√d_k", format(scaled.at(d)));
+  return alt + ".";
+}
+
+struct StepFigure {
+  const char* name;
+  const char* y_label;
+  bool log_y;
+  double y_low, y_high;
+  const Curve &none, &scaled;
+  const char* what;  // the alt text's opening
+  std::string (*format)(double);
+  const char* legend;
+};
+
+std::optional<Figure> draw(const StepFigure& f) {
+  return step_figure(f.name, f.y_label, f.log_y, f.y_low, f.y_high, f.none, f.scaled,
+                     alt_text(f.what, f.none, f.scaled, f.format), f.legend);
+}
+
+void add_step(nlohmann::json& steps, std::vector<Figure>& figures, const char* key, nlohmann::json fields,
+              const StepFigure& spec) {
+  if (const auto figure = draw(spec)) {
+    fields["figure"] = figure_view(*figure, /*lazy=*/false);
+    figures.push_back(*figure);
+  }
+  steps[key] = std::move(fields);
 }
 
 }  // namespace
@@ -433,10 +345,30 @@ std::optional<Figure> story_figure(const Measured& m) {
 Story story(const std::vector<Result>& results) {
   const Measured m = measure(results);
   Story s;
-  s.paragraphs = {opening(), step_variance(m), step_saturation(results, m), step_jacobian(m), step_gradient(m),
-                  step_learning(m), closing()};
-  s.additions = additions(results, m);
-  s.figure = story_figure(m);
+  nlohmann::json steps = nlohmann::json::object();
+  add_step(steps, s.figures, "spread", step_spread(m),
+           {"step_spread", "standard deviation of q·k", true, 0.5, 64, m.spread_raw, m.spread_scaled,
+            "Standard deviation of the scores q·k", two_digits, "top left"});
+  add_step(steps, s.figures, "saturation", step_saturation(results, m),
+           {"step_saturation", "share of saturated rows", false, -0.02, 1.02, m.saturated_none, m.saturated_scaled,
+            "Share of softmax rows whose largest weight exceeds 0.99", percent, "top left"});
+  add_step(steps, s.figures, "jacobian", step_jacobian(m),
+           {"step_jacobian", "‖J‖_F, typical row", true, 1e-7, 1, m.jacobian_none, m.jacobian_scaled,
+            "Size ‖J‖_F of the softmax Jacobian on a typical row", two_digits, "bottom left"});
+  add_step(steps, s.figures, "gradient", step_gradient(m),
+           {"step_gradient", "‖dQ_i‖, typical query", true, 1e-6, 10, m.query_grad_none, m.query_grad_scaled,
+            "Size of the gradient reaching a typical query", two_digits, "bottom left"});
+  add_step(steps, s.figures, "learning", step_learning(m),
+           {"step_init", "largest attention weight", false, 0, 1.02, m.maxp_none, m.maxp_scaled,
+            "Largest attention weight at initialisation in a small model trained on a recall task", two_digits,
+            "bottom right"});
+  s.view = {{"answer", answer(m)}, {"steps", steps}, {"origin", origin_quote()}};
+  if (const auto main =
+          draw({"main_learning", "share of runs that learn", false, -0.02, 1.05, m.reached_none, m.reached_scaled,
+                "Share of training runs that reach 90 % held-out accuracy on a recall task", percent, "bottom left"})) {
+    s.view["main_figure"] = figure_view(*main, /*lazy=*/false);
+    s.figures.push_back(*main);
+  }
   return s;
 }
 

@@ -8,7 +8,12 @@ every network name unresolvable, and checks what a reader would see:
   - moving each slider (with the keyboard, as a reader would) and flipping each toggle
     changes the plot it drives;
   - at a phone's width (412 px) nothing overflows sideways;
-  - every claim has a verdict and a figure of its own.
+  - every claim has a verdict and a figure of its own;
+  - the page's shape, at 1280 x 800 and at 412 x 900: the first screen shows a figure (an image
+    or the interactive's plot), every image has alt text, every verdict badge agrees with its
+    claim's checks in report.json (a failed check never sits under a green "holds"), and the
+    main path (the text outside closed <details>) is under 4,000 words. The full page's height
+    and the main path's word count at each width are printed.
 Exit 0 when all hold, 1 (with the reasons) when one does not, 77 (skipped, ctest's
 SKIP_RETURN_CODE) when Chromium, chromedriver or Selenium is missing.
 
@@ -168,8 +173,8 @@ def check_interaction(driver, checks):
 
 def check_claims(driver, checks, expected):
     claims = driver.execute_script(
-        "return Array.from(document.querySelectorAll('section.claim')).map(function (s) {"
-        "  return {id: s.id, verdict: !!s.querySelector('h2 .verdict'),"
+        "return Array.from(document.querySelectorAll('details.claim')).map(function (s) {"
+        "  return {id: s.id, verdict: !!s.querySelector('summary .verdict'),"
         "          figures: Array.from(s.querySelectorAll('figure img')).map(function (i) { return i.getAttribute('src'); })}; });")
     checks.expect(len(claims) == expected and expected >= 13,
                   f"one section per claim of report.json, C1 to C13 at least ({len(claims)} of {expected})")
@@ -179,6 +184,94 @@ def check_claims(driver, checks, expected):
     firsts = [c["figures"][0] for c in claims if c["figures"]]
     shared = sorted({f for f in firsts if firsts.count(f) > 1})
     checks.expect(not shared, f"every claim's first figure is its own (shared: {shared})")
+    # The table's link to a claim opens its evidence, closed until then.
+    closed = driver.execute_script("return Array.from(document.querySelectorAll('details.claim')).every("
+                                   "function (d) { return !d.open; });")
+    checks.expect(closed, "every claim's evidence starts closed")
+    link = driver.find_element(By.CSS_SELECTOR, "table.claims a[href='#C7']")
+    driver.execute_script("arguments[0].scrollIntoView({block: 'center'});", link)
+    link.click()
+    checks.expect(wait_for(driver, "return document.getElementById('C7').open;", 5),
+                  "the claims table's link to C7 opens its evidence")
+
+
+MAIN_PATH_WORDS = 4000
+
+# The words a reader meets without opening anything: text outside <script>/<style> and outside
+# the body of a closed <details> (its <summary> is shown).
+MAIN_PATH_WORDS_JS = """
+var count = 0;
+var walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+function hidden(node) {
+  var shown = null;  // the <details> whose <summary> holds the node: its summary is shown closed
+  for (var e = node.parentElement; e; e = e.parentElement) {
+    if (/^(SCRIPT|STYLE|NOSCRIPT|TEMPLATE)$/.test(e.tagName)) return true;
+    if (e.tagName === 'SUMMARY') shown = e.parentElement;
+    else if (e.tagName === 'DETAILS' && !e.open && e !== shown) return true;
+  }
+  return false;
+}
+for (var n = walker.nextNode(); n; n = walker.nextNode()) {
+  if (hidden(n)) continue;
+  count += n.nodeValue.split(/\s+/).filter(function (w) { return /[\p{L}\p{N}]/u.test(w); }).length;
+}
+return count;
+"""
+
+
+def page_shape(driver, checks, url, width, height, verdicts_by_claim):
+    """The explainer's shape at one viewport size; returns (full-page height px, main-path words)."""
+    driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
+                           {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": width < 640})
+    driver.get(url)
+    wait_for(driver, "return document.body.getAttribute('data-interactive') === 'ready';")
+    driver.execute_script("window.scrollTo(0, 0);")
+    first = driver.execute_script(
+        "var h = window.innerHeight, found = [];"
+        "document.querySelectorAll('img, canvas, svg.main-svg').forEach(function (e) {"
+        "  var r = e.getBoundingClientRect();"
+        "  if (r.width > 0 && r.height > 0 && r.top >= 0 && r.top < h) found.push(e.tagName + ' ' + (e.getAttribute('src') || e.id));"
+        "});"
+        "return found;")
+    checks.expect(bool(first), f"{width} x {height}: the first screen shows a figure ({first[:2]})")
+    no_alt = driver.execute_script(
+        "return Array.from(document.images).filter(function (i) { return !(i.getAttribute('alt') || '').trim(); })"
+        "  .map(function (i) { return i.getAttribute('src'); });")
+    checks.expect(not no_alt, f"{width} x {height}: every image has alt text (without: {no_alt[:5]})")
+    # Every badge of a claim (its row in the table and its evidence's heading) against its checks.
+    badges = driver.execute_script(
+        "var out = {};"
+        "document.querySelectorAll('table.claims tr, details.claim > summary').forEach(function (e) {"
+        "  var link = e.querySelector('a[href^=\"#C\"]'), id = e.tagName === 'SUMMARY' ? e.parentElement.id : link && link.getAttribute('href').slice(1);"
+        "  var b = e.querySelector('.verdict'); if (!id || !b) return;"
+        "  (out[id] = out[id] || []).push(['confirmed', 'refuted', 'inconclusive', 'pending'].filter(function (c) { return b.classList.contains(c); })[0]);"
+        "});"
+        "return out;")
+    wrong = []
+    for claim, outcomes in verdicts_by_claim.items():
+        shown = badges.get(claim, [])
+        if len(shown) != 2:
+            wrong.append(f"{claim}: {len(shown)} badges")
+        # The legend's invariants (the rule itself is claim_verdict's, src/lab/claim_verdict.hpp):
+        # "holds" with no failed check and every main check held; "does not hold" with a failed
+        # main check and none held. Main checks: the non-supplementary ones (all when none is).
+        main = [o for o, supplementary in outcomes if not supplementary] or [o for o, _ in outcomes]
+        for badge in shown:
+            ok = (badge == "pending") == (not outcomes)
+            ok = ok and not (badge == "confirmed" and (any(o == "refuted" for o, _ in outcomes) or
+                                                      any(o != "confirmed" for o in main)))
+            ok = ok and not (badge == "refuted" and (not any(o == "refuted" for o in main) or
+                                                    any(o == "confirmed" for o in main)))
+            if not ok:
+                wrong.append(f"{claim}: badge {badge}, checks {outcomes}")
+    checks.expect(not wrong, f"{width} x {height}: every verdict badge agrees with its checks in report.json "
+                  f"(disagree: {wrong})")
+    words = driver.execute_script(MAIN_PATH_WORDS_JS)
+    checks.expect(words < MAIN_PATH_WORDS, f"{width} x {height}: the main path has {words} words (< {MAIN_PATH_WORDS})")
+    full = driver.execute_cdp_cmd("Page.getLayoutMetrics", {})["cssContentSize"]["height"]
+    print(f"shape   {width} x {height}: full page {full:.0f} px, main path {words} words")
+    driver.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
+    return full, words
 
 
 def check_narrow(driver, checks, url):
@@ -230,17 +323,22 @@ def main():
         print(f"quick report written in {time.time() - started:.1f} s")
     url = "file://" + os.path.abspath(os.path.join(report, "index.html"))
     checks = Checks()
-    verdicts = {c["id"]: c["verdict"] for c in json.load(open(os.path.join(report, "report.json")))["claims"]}
+    claims = json.load(open(os.path.join(report, "report.json")))["claims"]
+    verdicts = {c["id"]: c["verdict"] for c in claims}
+    checks_by_claim = {c["id"]: [(check["verdict"], check.get("supplementary", False)) for check in c["checks"]]
+                       for c in claims}
     checks.expect(len(verdicts) >= 13 and "pending" not in verdicts.values(),
                   f"report.json has a verdict for every claim ({verdicts})")
 
-    driver = start_browser(chromium, chromedriver, 1100, 900)
+    driver = start_browser(chromium, chromedriver, 1280, 800)
     try:
         started = time.time()
         driver.get(url)
         check_assets_and_images(driver, checks, url)
         check_interaction(driver, checks)
         check_claims(driver, checks, len(verdicts))
+        for width, height in ((1280, 800), (412, 900)):
+            page_shape(driver, checks, url, width, height, checks_by_claim)
         check_narrow(driver, checks, url)
         print(f"browser checks in {time.time() - started:.1f} s")
     finally:

@@ -1,14 +1,16 @@
 // attnlab report: every part is written (the page, its assets, data and figures), a claim
 // no experiment ran for stays pending, and a failed run leaves the earlier report intact.
 // The page in a browser is checked by report_browser.py (ctest report.browser).
-#include <filesystem>
-#include <fstream>
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
-#include <sstream>
 #include <unistd.h>
 
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
 #include "attnlab/lab.hpp"
+#include "lab/report/view.hpp"  // the page's badge and templates (src/lab/report)
 
 namespace lab = attnlab::lab;
 namespace fs = std::filesystem;
@@ -97,6 +99,37 @@ TEST(Report, WritesEveryPartWithPendingClaims) {
     EXPECT_EQ(page.find(jargon), std::string::npos) << jargon;
   ASSERT_EQ(s.claims.size(), lab::claims().size());
   fs::remove_all(out.parent_path());
+}
+
+// The page's badge follows its legend from the checks alone: a failed check, counted in the
+// verdict or set beside it, never sits under "holds".
+TEST(Report, BadgeFollowsItsChecks) {
+  auto check = [](lab::Outcome outcome, bool supplementary) {
+    lab::Verdict v = lab::make_verdict("C1");
+    v.outcome = outcome;
+    v.supplementary = supplementary;
+    return v;
+  };
+  using lab::Outcome;
+  // The badge's class is claim_verdict's (tested case by case in test_claim_verdict.cpp): a
+  // failed check, even a supplementary one, never sits under "holds".
+  EXPECT_EQ(lab::page::badge_view({})["class"], "pending");
+  EXPECT_EQ(lab::page::badge_view({check(Outcome::confirmed, false), check(Outcome::confirmed, true)})["class"],
+            "confirmed");
+  EXPECT_EQ(lab::page::badge_view({check(Outcome::confirmed, false), check(Outcome::refuted, false)})["class"],
+            "inconclusive");
+  EXPECT_EQ(lab::page::badge_view({check(Outcome::refuted, false), check(Outcome::refuted, true)})["class"], "refuted");
+  const auto mixed = lab::page::badge_view({check(Outcome::confirmed, false), check(Outcome::refuted, true)});
+  EXPECT_EQ(mixed["class"], "inconclusive");
+  EXPECT_EQ(mixed["words"], "Mixed");
+}
+
+// The templates escape every field: the view holds plain text, the markup is in the templates.
+TEST(Report, TemplatesEscapeTheirFields) {
+  const std::string html = lab::page::render("badge", {{"badge", {{"class", "confirmed"}, {"words", "<b>&\""}}}});
+  EXPECT_NE(html.find("&lt;b&gt;&amp;&quot;"), std::string::npos) << html;
+  EXPECT_NE(html.find("class=\"verdict confirmed\""), std::string::npos) << html;
+  EXPECT_THROW(lab::page::render("no_such_template", nlohmann::json::object()), attnlab::Error);
 }
 
 TEST(Report, FailedRunLeavesTheEarlierReportIntact) {

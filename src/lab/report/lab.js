@@ -194,6 +194,22 @@
     el('try-status').textContent = '';
     document.body.setAttribute('data-interactive', 'ready');
   }
-  if (document.readyState === 'loading') document.addEventListener('DOMContentLoaded', start);
-  else start();
+  // A link to a claim (#C7) or a reference section opens the closed <details> it is in,
+  // so that the claims table's links land on the evidence, open.
+  function openTarget() {
+    var id = decodeURIComponent(location.hash.slice(1));
+    var target = id && document.getElementById(id);
+    if (!target) return;
+    for (var d = target.closest('details'); d; d = d.parentElement && d.parentElement.closest('details')) d.open = true;
+    target.scrollIntoView();
+  }
+  window.addEventListener('hashchange', openTarget);
+  function ready() {
+    openTarget();
+    start();
+  }
+  if (document.readyState === 'loading')
+    document.addEventListener('DOMContentLoaded', ready);
+  else
+    ready();
 })();
