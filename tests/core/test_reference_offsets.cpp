@@ -13,23 +13,15 @@
 #include "blocks.hpp"
 #include "core/attention_results.hpp"
 #include "problem.hpp"
+#include "reference_outcome.hpp"
 
 namespace al = attnlab;
 using al::test::Cut;
+using al::test::Outcome;
 using al::test::Problem;
+using al::test::run;
 
 namespace {
-
-struct Outcome {
-  al::detail::AttentionForward<double> f;
-  al::detail::AttentionGrads<double> g;
-};
-
-Outcome run(const Problem& p) {
-  Outcome r{al::detail::allocating_forward(p.q.view(), p.k.view(), p.v.view(), p.options()), {}};
-  r.g = al::detail::allocating_backward(p.q.view(), p.k.view(), p.v.view(), r.f, p.grad_out.view(), p.options());
-  return r;
-}
 
 double max_diff(const Outcome& a, const Outcome& b) {
   const al::Tensor<double>* x[5] = {&a.f.out, &a.f.lse, &a.g.dq, &a.g.dk, &a.g.dv};
