@@ -61,6 +61,17 @@ struct AttentionOptions {
   // Turn off only when the caller has already checked: the cost is one pass over the inputs.
   bool check_finite = true;
 
+  // Where the call sits in a longer sequence: causality, the window and ALiBi read row i as
+  // row query_offset + i and key j as key key_offset + j (n_keys and Nq stay the call's), so
+  // the blocks of a sequence cut into pieces (context parallelism, chunked prefill) keep its
+  // masks. A block [r0, r0 + Nq) × [c0, c0 + Nk) of a call [Nq', Nk'] with the same Nk − Nq
+  // takes (r0, c0). Otherwise the bottom-right diagonal (bottom_right, window, ALiBi) needs the
+  // difference (Nk' − Nq') − (Nk − Nq) added to query_offset − key_offset, and top_left (which has
+  // no Nk − Nq term) does not: such a block can keep one or the other, not both.
+  // Non-negative, at most 2^53; 0, 0 = the call is the whole sequence. Not with packed sequences.
+  int64_t query_offset = 0;
+  int64_t key_offset = 0;
+
   // ---- variants (attention_variants.hpp: semantics, order and sources) ----
   // Sliding window (left, right) around each row's bottom-right diagonal; (−1, −1) = none.
   Window window{};

@@ -31,13 +31,14 @@ attnlab::TensorView<float> out_view(Array& a) {
 // The ring's options from attnlab.mpi's arguments.
 struct Options {
   attnlab::AttentionOptions<float> o;
-  std::vector<float> sinks;
+  std::vector<float> sinks, alibi_slopes;
   attnlab::ComputeConfig config;
   attnlab::mpi::RingLayout layout;
   MPI_Comm comm;
 };
 Options options(int64_t comm, const std::vector<int64_t>& chunks, bool causal, const std::string& scale,
-                std::optional<double> softcap, const std::vector<float>& sinks, int threads) {
+                std::optional<double> softcap, const std::vector<float>& sinks, const std::vector<int64_t>& window,
+                const std::vector<float>& alibi_slopes, int threads) {
   Options x;
   x.comm = MPI_Comm_f2c(static_cast<MPI_Fint>(comm));
   x.layout = attnlab::mpi::RingLayout::from_chunks(chunks);
@@ -46,6 +47,11 @@ Options options(int64_t comm, const std::vector<int64_t>& chunks, bool causal, c
   x.o.softcap = softcap;
   x.sinks = sinks;
   x.o.sinks = x.sinks;
+  if (!window.empty() && window.size() != 2)
+    throw attnlab::Error("window: expected (left, right), got " + std::to_string(window.size()) + " values");
+  if (!window.empty()) x.o.window = {window[0], window[1]};
+  x.alibi_slopes = alibi_slopes;
+  x.o.alibi_slopes = x.alibi_slopes;
   attnlab::check_threads(threads);
   x.config.threads = threads;
   return x;
@@ -65,8 +71,9 @@ PYBIND11_MODULE(_attnlab_mpi, m) {
   m.def(
       "ring_forward",
       [](int64_t comm, const std::vector<int64_t>& chunks, const Array& q, const Array& k, const Array& v, bool causal,
-         const std::string& scale, std::optional<double> softcap, const std::vector<float>& sinks, int threads) {
-        const Options x = options(comm, chunks, causal, scale, softcap, sinks, threads);
+         const std::string& scale, std::optional<double> softcap, const std::vector<float>& sinks,
+         const std::vector<int64_t>& window, const std::vector<float>& alibi_slopes, int threads) {
+        const Options x = options(comm, chunks, causal, scale, softcap, sinks, window, alibi_slopes, threads);
         const auto qv = view(q, "q"), kv = view(k, "k"), vv = view(v, "v");
         Array out = empty({qv.batch(), qv.heads(), qv.seq(), vv.dim()}), lse = empty({qv.batch(), qv.heads(), qv.seq(), 1});
         auto ov = out_view(out), lv = out_view(lse);
@@ -77,13 +84,14 @@ PYBIND11_MODULE(_attnlab_mpi, m) {
         return py::make_tuple(out, lse);
       },
       py::arg("comm"), py::arg("chunks"), py::arg("q"), py::arg("k"), py::arg("v"), py::arg("causal"), py::arg("scale"),
-      py::arg("softcap"), py::arg("sinks"), py::arg("threads"));
+      py::arg("softcap"), py::arg("sinks"), py::arg("window"), py::arg("alibi_slopes"), py::arg("threads"));
   m.def(
       "ring_backward",
       [](int64_t comm, const std::vector<int64_t>& chunks, const Array& q, const Array& k, const Array& v,
          const Array& out, const Array& lse, const Array& grad_out, bool causal, const std::string& scale,
-         std::optional<double> softcap, const std::vector<float>& sinks, int threads) {
-        const Options x = options(comm, chunks, causal, scale, softcap, sinks, threads);
+         std::optional<double> softcap, const std::vector<float>& sinks, const std::vector<int64_t>& window,
+         const std::vector<float>& alibi_slopes, int threads) {
+        const Options x = options(comm, chunks, causal, scale, softcap, sinks, window, alibi_slopes, threads);
         const auto qv = view(q, "q"), kv = view(k, "k"), vv = view(v, "v");
         Array dq = empty(qv.shape()), dk = empty(kv.shape()), dv = empty(vv.shape());
         std::vector<float> dsinks(sinks.size());
@@ -97,5 +105,6 @@ PYBIND11_MODULE(_attnlab_mpi, m) {
         return py::make_tuple(dq, dk, dv, dsinks);
       },
       py::arg("comm"), py::arg("chunks"), py::arg("q"), py::arg("k"), py::arg("v"), py::arg("out"), py::arg("lse"),
-      py::arg("grad_out"), py::arg("causal"), py::arg("scale"), py::arg("softcap"), py::arg("sinks"), py::arg("threads"));
+      py::arg("grad_out"), py::arg("causal"), py::arg("scale"), py::arg("softcap"), py::arg("sinks"), py::arg("window"),
+      py::arg("alibi_slopes"), py::arg("threads"));
 }

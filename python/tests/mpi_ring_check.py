@@ -40,6 +40,20 @@ for name, mine, whole in [("out", o_s, out[:, :, rows]), ("lse", l_s, lse[:, :, 
                           ("dk", dk_s, dk[:, :, rows]), ("dv", dv_s, dv[:, :, rows]), ("dsinks", ds_s, ds)]:
     close("numpy " + name, mine, whole)
 
+# The window and ALiBi, measured from each row's diagonal in the whole sequence, causal and not.
+slopes = np.array([0.5, 0.25, 0.125, 0.0625], np.float32)
+for causal in (False, True):
+    out, lse = attnlab.attention_forward(q, k, v, causal=causal, window_size=(6, 2), alibi_slopes=slopes)
+    dq, dk, dv = attnlab.attention_backward(q, k, v, out, lse, g, causal=causal, window_size=(6, 2),
+                                            alibi_slopes=slopes)
+    placed = dict(is_causal=causal, window=(6, 2), alibi_slopes=slopes)
+    o_s, l_s = am.ring_attention(comm, q[:, :, rows], k[:, :, rows], v[:, :, rows], **placed)
+    dq_s, dk_s, dv_s, _ = am.ring_attention_backward(comm, q[:, :, rows], k[:, :, rows], v[:, :, rows], o_s, l_s,
+                                                     g[:, :, rows], **placed)
+    for name, mine, whole in [("out", o_s, out[:, :, rows]), ("lse", l_s, lse[:, :, rows]),
+                              ("dq", dq_s, dq[:, :, rows]), ("dk", dk_s, dk[:, :, rows]), ("dv", dv_s, dv[:, :, rows])]:
+        close(f"numpy window alibi {'causal ' if causal else ''}{name}", mine, whole)
+
 try:
     import torch
 except ImportError:
@@ -59,6 +73,16 @@ if torch is not None:
         close("torch " + name, a.detach().numpy(), b.detach().numpy())
     # dsinks: the ring's is the whole gradient on every rank; the sum of the ranks' losses is the whole loss.
     close("torch dsinks", ss.grad.numpy(), ts.grad.numpy())
+    # The window and ALiBi through the torch ring.
+    tq, tk, tv = (torch.from_numpy(x.copy()).requires_grad_() for x in (q, k, v))
+    whole = at.attention(tq, tk, tv, causal=True, window_size=(6, 2), alibi_slopes=slopes)
+    (whole * torch.from_numpy(g)).sum().backward()
+    sq, sk, sv = (torch.from_numpy(x[:, :, rows].copy()).requires_grad_() for x in (q, k, v))
+    mine = at.ring_attention(comm, sq, sk, sv, is_causal=True, window=(6, 2), alibi_slopes=slopes)
+    (mine * torch.from_numpy(g[:, :, rows])).sum().backward()
+    for name, a, b in [("out", mine, whole[:, :, rows]), ("dq", sq.grad, tq.grad[:, :, rows]),
+                       ("dk", sk.grad, tk.grad[:, :, rows]), ("dv", sv.grad, tv.grad[:, :, rows])]:
+        close("torch window alibi " + name, a.detach().numpy(), b.detach().numpy())
 elif comm.rank == 0:
     print("torch not installed: attnlab.torch.ring_attention not checked")
 

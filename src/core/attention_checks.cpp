@@ -1,5 +1,7 @@
 #include "core/attention_checks.hpp"
 
+#include <fmt/format.h>
+
 #include <array>
 #include <bit>
 #include <cmath>
@@ -7,8 +9,7 @@
 #include <optional>
 #include <span>
 #include <type_traits>
-
-#include <fmt/format.h>
+#include <utility>
 
 namespace attnlab::detail {
 namespace {
@@ -146,6 +147,16 @@ void check_variants(const AttentionOptions<T>& o, const AttentionDims& d) {
   if (o.softcap && !std::isnormal(static_cast<T>(*o.softcap)))
     throw Error(fmt::format("softcap: {} is outside the range of {}", *o.softcap,
                             sizeof(T) == 4 ? "float32 (about 1.2e-38 to 3.4e38)" : "float64"));
+  // 2^53: positions stay exact in a double (the reference's ALiBi) and no sum of them overflows.
+  constexpr int64_t kMaxOffset = int64_t{1} << 53;
+  for (auto [value, name] : {std::pair{o.query_offset, "query_offset"}, std::pair{o.key_offset, "key_offset"}}) {
+    if (value < 0 || value > kMaxOffset)
+      throw Error(fmt::format("{}: {} is outside [0, 2^53] (the position of the call's first {} in the sequence)", name,
+                              value, name[0] == 'q' ? "query row" : "key"));
+    if (value != 0 && !o.cu_seqlens_q.empty())
+      throw Error(
+          fmt::format("{}: cannot be combined with cu_seqlens (each packed sequence starts at its own row 0)", name));
+  }
   if (o.cu_seqlens_q.empty() != o.cu_seqlens_k.empty())
     throw Error(fmt::format("cu_seqlens_{}: missing; packed sequences need both cu_seqlens_q and cu_seqlens_k",
                             o.cu_seqlens_q.empty() ? "q" : "k"));

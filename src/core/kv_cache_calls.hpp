@@ -34,15 +34,16 @@ void for_each_cached_sequence(const KVCache& cache, int64_t layer, std::span<con
                               const AttentionOptions<T>& o, TensorView<T> out, TensorView<T> lse,
                               std::span<const int64_t> query_lengths, InPlace&& in_place, One&& one) {
   const KVCacheConfig& c = cache.config();
-  const char* unsupported = o.bool_mask.present()       ? "bool_mask"
-                            : o.additive_mask.present() ? "additive_mask"
-                            : !o.key_lengths.empty()    ? "key_lengths (the cache knows each sequence's length)"
-                            : !o.cu_seqlens_q.empty() || !o.cu_seqlens_k.empty() ? "cu_seqlens (use query_lengths)"
-                            : o.dropout.p != 0.0                                 ? "dropout"
-                            : o.mask_mod || o.score_mod || o.block_mask          ? "mask_mod/score_mod"
-                            : o.causal == Causal::top_left
-                                ? "causal top_left (the new rows end the sequence: bottom_right)"
-                                : nullptr;
+  const char* unsupported =
+      o.bool_mask.present()                                ? "bool_mask"
+      : o.additive_mask.present()                          ? "additive_mask"
+      : !o.key_lengths.empty()                             ? "key_lengths (the cache knows each sequence's length)"
+      : !o.cu_seqlens_q.empty() || !o.cu_seqlens_k.empty() ? "cu_seqlens (use query_lengths)"
+      : o.dropout.p != 0.0                                 ? "dropout"
+      : o.mask_mod || o.score_mod || o.block_mask          ? "mask_mod/score_mod"
+      : o.query_offset != 0 || o.key_offset != 0           ? "query_offset/key_offset (the cache places the rows)"
+      : o.causal == Causal::top_left ? "causal top_left (the new rows end the sequence: bottom_right)"
+                                     : nullptr;
   if (unsupported) throw Error(fmt::format("kv_cache_attention: {} is not supported over a KV cache", unsupported));
   if (layer < 0 || layer >= c.layers)
     throw Error(fmt::format("kv_cache_attention: layer {} is not in [0, {})", layer, c.layers));

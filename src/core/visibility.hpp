@@ -33,7 +33,8 @@ struct RowFrame {
   int64_t key0 = 0;     // the sequence's first key
   int64_t n_keys = 0;   // its keys (after padding)
   int64_t i_local = 0;  // the row's index within its sequence
-  int64_t diag = 0;     // key0 + i_local + n_keys − n_q
+  int64_t shift = 0;    // query_offset − key_offset: the row's index as a key index, less i_local
+  int64_t diag = 0;     // key0 + i_local + shift + n_keys − n_q
 };
 
 template <class T>
@@ -65,7 +66,8 @@ inline RowFrame row_frame(const AttentionDims& dims, const AttentionOptions<T>& 
     f.i_local = i - cq[s];
     n_q = cq[s + 1] - cq[s];
   }
-  f.diag = f.key0 + f.i_local + f.n_keys - n_q;
+  f.shift = o.query_offset - o.key_offset;
+  f.diag = f.key0 + f.i_local + f.shift + f.n_keys - n_q;
   return f;
 }
 
@@ -79,10 +81,11 @@ struct KeyRange {
 inline KeyRange key_range(const RowFrame& f, Causal causal, const Window& window) {
   const int64_t seq_end = f.key0 + f.n_keys;
   int64_t lo = f.key0, hi = seq_end;
-  if (causal == Causal::top_left) hi = std::min(hi, f.key0 + f.i_local + 1);
+  if (causal == Causal::top_left) hi = std::min(hi, f.key0 + f.i_local + f.shift + 1);
   if (causal == Causal::bottom_right) hi = std::min(hi, f.diag + 1);
-  // Written so that no sum overflows, whatever the window (diag < seq_end always).
-  if (window.left >= 0 && f.diag - f.key0 > window.left) lo = f.diag - window.left;
+  // Written so that no sum overflows, whatever the window (|diag| ≤ 2^54: offsets are at
+  // most 2^53). With offsets the diagonal may lie past the sequence's keys: lo is clamped.
+  if (window.left >= 0 && f.diag - f.key0 > window.left) lo = std::min(f.diag - window.left, seq_end);
   if (window.right >= 0 && window.right < seq_end - f.diag) hi = std::min(hi, f.diag + window.right + 1);
   return {lo, std::max(lo, hi)};
 }

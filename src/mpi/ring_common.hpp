@@ -41,6 +41,11 @@ struct Ring {
   bool prescale = false;
   std::optional<double> softcap;
   std::vector<float> sinks;
+  // Measured from each row's global diagonal: every block call is placed by its offsets.
+  Window window{};
+  std::vector<float> alibi_slopes;
+
+  bool positional() const { return window.present() || !alibi_slopes.empty(); }
 
   int next() const { return (rank + 1) % size; }
   int prev() const { return (rank + size - 1) % size; }
@@ -61,6 +66,9 @@ struct BlockCall {
   int64_t q0, nq, k0, nk;
   int64_t key_start;  // the global row of the call's first key (for key padding)
   bool diagonal;
+  // Where the call sits in the sequence (AttentionOptions::query_offset, key_offset), for the
+  // window and ALiBi.
+  int64_t query_offset = 0, key_offset = 0;
 };
 std::vector<BlockCall> block_calls(const Ring& ring, int source);
 

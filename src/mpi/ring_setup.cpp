@@ -28,6 +28,12 @@ uint64_t fingerprint(const AttentionOptions<float>& o) {
   mix(o.sinks.size());
   for (float s : o.sinks) mix(std::bit_cast<uint32_t>(s));
   mix(o.check_finite ? 1 : 0);
+  mix(static_cast<uint64_t>(o.window.left));
+  mix(static_cast<uint64_t>(o.window.right));
+  mix(o.alibi_slopes.size());
+  for (float s : o.alibi_slopes) mix(std::bit_cast<uint32_t>(s));
+  mix(static_cast<uint64_t>(o.query_offset));
+  mix(static_cast<uint64_t>(o.key_offset));
   return h;
 }
 
@@ -41,18 +47,17 @@ Shape expected_shape(const std::string& name, const Ring& ring, int r) {
   return {ring.B, ring.Hq, n, ring.dv};  // out, grad_out
 }
 
-// Variants defined on a block's local indices or on a whole [Nq, Nk] mask: their
-// names, and the first one the options ask for (0 = none).
-const char* const kUnsupportedNames[] = {"", "a boolean mask", "an additive mask", "a sliding window", "ALiBi",
-                                         "packed sequences", "dropout", "mask_mod/score_mod"};
+// Variants defined on a block's local indices or on a whole [Nq, Nk] mask (the window and
+// ALiBi are placed by the blocks' offsets): their names, and the first one the options ask
+// for (0 = none).
+const char* const kUnsupportedNames[] = {"",        "a boolean mask",    "an additive mask", "packed sequences",
+                                         "dropout", "mask_mod/score_mod"};
 int64_t unsupported_option(const AttentionOptions<float>& o) {
   if (o.bool_mask.present()) return 1;
   if (o.additive_mask.present()) return 2;
-  if (o.window.present()) return 3;
-  if (!o.alibi_slopes.empty()) return 4;
-  if (!o.cu_seqlens_q.empty() || !o.cu_seqlens_k.empty()) return 5;
-  if (o.dropout.present()) return 6;
-  if (o.mask_mod != nullptr || o.score_mod != nullptr || o.block_mask != nullptr) return 7;
+  if (!o.cu_seqlens_q.empty() || !o.cu_seqlens_k.empty()) return 3;
+  if (o.dropout.present()) return 4;
+  if (o.mask_mod != nullptr || o.score_mod != nullptr || o.block_mask != nullptr) return 5;
   return 0;
 }
 
@@ -69,11 +74,36 @@ std::string option_error(const AttentionOptions<float>& o, const Ring& ring) {
       return "causal bottom_right with key padding is not supported across ranks (its diagonal moves with each "
              "batch entry's key length); use top_left";
   }
+  if (o.query_offset != 0 || o.key_offset != 0)
+    return "query_offset and key_offset must be 0 (the ring places each block in the sequence itself)";
+  if (o.window.left < -1 || o.window.right < -1)
+    return "window (" + std::to_string(o.window.left) + ", " + std::to_string(o.window.right) +
+           ") has a side below -1 (-1 means unbounded on that side)";
+  if (!o.alibi_slopes.empty()) {
+    const auto n = static_cast<int64_t>(o.alibi_slopes.size());
+    if (n != ring.Hq && n != ring.B * ring.Hq)
+      return "alibi_slopes has " + std::to_string(n) + " entries; expected Hq = " + std::to_string(ring.Hq) +
+             " or B x Hq = " + std::to_string(ring.B * ring.Hq);
+    for (float s : o.alibi_slopes)
+      if (!std::isfinite(s)) return "alibi_slopes has a non-finite value";
+  }
+  if ((o.window.present() || !o.alibi_slopes.empty()) && !o.key_lengths.empty())
+    return std::string(o.window.present() ? "a sliding window" : "ALiBi") +
+           " with key padding is not supported across ranks (both are measured from the bottom-right diagonal, "
+           "which moves with each batch entry's key length)";
   if (!o.sinks.empty() && static_cast<int64_t>(o.sinks.size()) != ring.Hq)
     return "sinks has " + std::to_string(o.sinks.size()) + " entries for " + std::to_string(ring.Hq) + " query heads";
   if (o.softcap && !(*o.softcap > 0 && std::isfinite(*o.softcap)))
     return "softcap must be a positive finite number, not " + std::to_string(*o.softcap);
   return {};
+}
+
+// Whether any row of [qs, qs + nq) has a window that reaches a key of [ks, ks + nk) (rows
+// see keys [g − left, g + right]; −1 = unbounded).
+bool window_meets(const Window& w, int64_t qs, int64_t nq, int64_t ks, int64_t nk) {
+  if (w.right >= 0 && ks > qs + nq - 1 + w.right) return false;
+  if (w.left >= 0 && ks + nk - 1 < qs - w.left) return false;
+  return true;
 }
 
 }  // namespace
@@ -130,8 +160,8 @@ Ring prepare(MPI_Comm comm, const RingLayout& layout, std::span<const Argument> 
            std::to_string(field(0, kTotal)) + " rows)");
     if (const int64_t u = field(r, kUnsupported); u != 0)
       fail(std::string(kUnsupportedNames[u]) + " (" + rank_name(r) +
-           "'s options) is not supported across ranks: it is defined on a block's local rows and keys, and the "
-           "engine takes no offset that places a block in the sequence");
+           "'s options) is not supported across ranks: it is defined on a block's local rows and keys (dropout's "
+           "generator, mask_mod/score_mod) or on a whole [Nq, Nk] mask or packed layout");
     if (field(r, kFingerprint) != field(0, kFingerprint)) fail(rank_name(r) + "'s options differ from rank 0's");
   }
   // The problem's dims are rank 0's q, k and v.
@@ -178,6 +208,8 @@ Ring prepare(MPI_Comm comm, const RingLayout& layout, std::span<const Argument> 
   ring.prescale = options.scale.depends_on_n();
   ring.softcap = options.softcap;
   ring.sinks.assign(options.sinks.begin(), options.sinks.end());
+  ring.window = options.window;
+  ring.alibi_slopes.assign(options.alibi_slopes.begin(), options.alibi_slopes.end());
   return ring;
 }
 
@@ -185,8 +217,9 @@ std::vector<BlockCall> block_calls(const Ring& ring, int source) {
   const RingLayout& L = *ring.layout;
   std::vector<BlockCall> calls;
   const int64_t n_mine = ring.rows(ring.rank), n_src = ring.rows(source);
-  // Without causality or padding the whole shard meets the whole block in one call.
-  if (!ring.causal && ring.key_lengths.empty()) {
+  // Without causality, padding, window or ALiBi the whole shard meets the whole block in one call
+  // (its two chunks are not adjacent in the sequence: no one offset places them).
+  if (!ring.causal && ring.key_lengths.empty() && !ring.positional()) {
     if (n_mine > 0 && n_src > 0) calls.push_back({0, n_mine, 0, n_src, 0, false});
     return calls;
   }
@@ -198,8 +231,15 @@ std::vector<BlockCall> block_calls(const Ring& ring, int source) {
     int64_t k0 = 0;
     for (int kc : k_chunks) {
       const int64_t nk = L.chunk_lengths[static_cast<size_t>(kc)];
-      // Causal: an earlier chunk is wholly visible, a later one wholly masked.
-      if (nq > 0 && nk > 0 && (!ring.causal || kc <= qc)) calls.push_back({q0, nq, k0, nk, L.chunk_start(kc), kc == qc && ring.causal});
+      // Causal: an earlier chunk is wholly visible, a later one wholly masked; and a chunk
+      // pair wholly outside the window is skipped.
+      const int64_t qs = L.chunk_start(qc), ks = L.chunk_start(kc);
+      if (nq > 0 && nk > 0 && (!ring.causal || kc <= qc) && window_meets(ring.window, qs, nq, ks, nk)) {
+        // Self-attention: row g's diagonal is key g, the block's is i + offsets + (nk − nq).
+        const int64_t shift = qs - ks - (nk - nq);
+        calls.push_back(
+            {q0, nq, k0, nk, ks, kc == qc && ring.causal, std::max<int64_t>(shift, 0), std::max<int64_t>(-shift, 0)});
+      }
       k0 += nk;
     }
     q0 += nq;
@@ -213,6 +253,10 @@ AttentionOptions<float> block_options(const Ring& ring, const BlockCall& call, s
   o.causal = call.diagonal ? Causal::top_left : Causal::none;
   o.check_finite = false;  // checked once, collectively, before the ring
   o.softcap = ring.softcap;
+  o.window = ring.window;
+  o.alibi_slopes = ring.alibi_slopes;
+  o.query_offset = call.query_offset;
+  o.key_offset = call.key_offset;
   key_lengths.clear();
   for (int64_t l : ring.key_lengths) key_lengths.push_back(std::clamp<int64_t>(l - call.key_start, 0, call.nk));
   o.key_lengths = key_lengths;
@@ -227,7 +271,11 @@ std::vector<double> row_scales(const Ring& ring) {
     for (int64_t i = 0; i < n; ++i) {
       const int64_t g = ring.layout->global_row(ring.rank, i);
       const int64_t keys = ring.key_lengths.empty() ? total : ring.key_lengths[static_cast<size_t>(b)];
-      const int64_t visible = ring.causal ? std::min(g + 1, keys) : keys;
+      // Keys [lo, hi) of row g (no padding with a window: its diagonal is g).
+      int64_t lo = 0, hi = ring.causal ? std::min(g + 1, keys) : keys;
+      if (ring.window.left >= 0) lo = std::max<int64_t>(0, g - ring.window.left);
+      if (ring.window.right >= 0) hi = std::min(hi, g + ring.window.right + 1);
+      const int64_t visible = std::max<int64_t>(0, hi - lo);
       s[static_cast<size_t>(b * n + i)] = visible > 0 ? ring.scale(ring.d, visible) : 0.0;
     }
   return s;

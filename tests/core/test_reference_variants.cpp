@@ -12,23 +12,14 @@
 #include "core/attention_results.hpp"
 #include "core/philox.hpp"
 #include "problem.hpp"
+#include "reference_outcome.hpp"
 
 namespace al = attnlab;
+using al::test::Outcome;
 using al::test::Problem;
+using al::test::run;
 
 namespace {
-
-
-struct Outcome {
-  al::detail::AttentionForward<double> f;
-  al::detail::AttentionGrads<double> g;
-};
-
-Outcome run(const Problem& p) {
-  Outcome r{al::detail::allocating_forward(p.q.view(), p.k.view(), p.v.view(), p.options()), {}};
-  r.g = al::detail::allocating_backward(p.q.view(), p.k.view(), p.v.view(), r.f, p.grad_out.view(), p.options());
-  return r;
-}
 
 // The structural visibility of p (window, packing, causality, padding) as a boolean mask.
 al::Tensor<uint8_t> as_bool_mask(const Problem& p) {

@@ -187,6 +187,9 @@ TEST(KVCacheAttention, RejectsWhatTheCacheCannotMean) {
   o.key_lengths = lengths;
   EXPECT_NE(message(o, q).find("key_lengths"), std::string::npos);
   o.key_lengths = {};
+  o.query_offset = 3;  // the cache places its rows itself
+  EXPECT_NE(message(o, q).find("query_offset/key_offset"), std::string::npos);
+  o.query_offset = 0;
   EXPECT_NE(message(o, q3).find("not a positive multiple of the cache's 2 K/V heads"), std::string::npos);
   EXPECT_NE(message(o, q, 5).find("layer 5"), std::string::npos);
   EXPECT_EQ(message(o, q), "(no error)");

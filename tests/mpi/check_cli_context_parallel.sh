@@ -20,10 +20,17 @@ run_mpi attention "${common[@]}" --context-parallel --out oP.npy --lse lP.npy
 "$attnlab" attention-backward "${common[@]}" --grad-out g.npy --dq dq1.npy --dk dk1.npy --dv dv1.npy --dsinks ds1.npy
 run_mpi attention-backward "${common[@]}" --context-parallel --grad-out g.npy --dq dqP.npy --dk dkP.npy --dv dvP.npy \
   --dsinks dsP.npy
+# The window and ALiBi (each block placed in the sequence by the ring), causal and not.
+placed=(--q q.npy --k k.npy --v v.npy --window 6,2 --alibi-slopes 0.5,0.25,0.125,0.0625)
+"$attnlab" attention "${placed[@]}" --out ow1.npy --lse lw1.npy
+run_mpi attention "${placed[@]}" --context-parallel --out owP.npy --lse lwP.npy
+"$attnlab" attention-backward "${placed[@]}" --causal --grad-out g.npy --dq dqw1.npy --dk dkw1.npy --dv dvw1.npy
+run_mpi attention-backward "${placed[@]}" --causal --context-parallel --grad-out g.npy --dq dqwP.npy --dk dkwP.npy \
+  --dv dvwP.npy
 /usr/bin/python3 - <<'PY'
 import numpy as np, sys
 # 1e-5 of the largest value: the two differ by a few float32 roundings (measured ~1e-7).
-for name in ["o", "l", "dq", "dk", "dv", "ds"]:
+for name in ["o", "l", "dq", "dk", "dv", "ds", "ow", "lw", "dqw", "dkw", "dvw"]:
     a, b = np.load(name + "1.npy"), np.load(name + "P.npy")
     assert a.shape == b.shape and a.dtype == b.dtype, (name, a.shape, b.shape, a.dtype, b.dtype)
     err = np.max(np.abs(a - b)) / np.max(np.abs(a))
@@ -66,8 +73,8 @@ set -e
 [[ "$out" == *"missing.npy"* ]] || fail "the missing file was not named: $out"
 [[ ! -e never.npy ]] || fail "an output was written"
 set +e
-out=$(run_mpi attention "${common[@]}" --window 3,0 --context-parallel --out never.npy 2>&1)
+out=$(run_mpi attention "${common[@]}" --dropout-p 0.1 --context-parallel --out never.npy 2>&1)
 rc=$?
 set -e
-[[ $rc -ne 0 && "$out" == *"not supported across ranks"* ]] || fail "a window under --context-parallel gave exit $rc: $out"
+[[ $rc -ne 0 && "$out" == *"not supported across ranks"* ]] || fail "dropout under --context-parallel gave exit $rc: $out"
 echo "--context-parallel on $ranks ranks equals the one-process CLI"

@@ -3,7 +3,8 @@
 // against the double reference under the engine's accuracy rule (tests/engine/engine_check.hpp,
 // docs/engine.md "Tolerances"), the errors reduced over ranks. Also: the one-process engine's
 // errors beside the ring's (printed: the measured error at each P), bitwise repeatability,
-// bfloat16/float16 as the float32 ring on converted inputs, and errors raised on every rank.
+// bfloat16/float16 as the float32 ring on converted inputs, the window and ALiBi (each block
+// placed by its offsets), and errors raised on every rank.
 //
 //   test_ring_attention --kill-rank R   rank R kills itself inside a long ring (check_killed_rank.sh)
 #include <gtest/gtest.h>
@@ -193,6 +194,46 @@ TEST(RingAttention, EmptyShard) {
   check_problem("non-causal empty shard", p, layout);
 }
 
+// The window and ALiBi, measured from the global diagonal: each block call is placed in the
+// sequence by its offsets; chunk pairs wholly outside the window are skipped.
+TEST(RingAttention, SlidingWindowCausalAndNot) {
+  for (const Causal causal : {Causal::none, Causal::top_left})
+    for (const Window w : {Window{5, 0}, Window{12, 7}, Window{-1, 3}, Window{0, -1}}) {
+      Problem p = base(13, 2, 4, 2, 67, 16);
+      p.causal = causal, p.window = w;
+      check_problem(
+          std::string(to_string(causal)) + " window (" + std::to_string(w.left) + ", " + std::to_string(w.right) + ")",
+          p, RingLayout::zigzag(p.Nq, g_size));
+    }
+}
+
+TEST(RingAttention, AlibiCausalAndNotWithWindowAndRowScales) {
+  for (const Causal causal : {Causal::none, Causal::top_left}) {
+    Problem p = base(14, 2, 2, 1, 45, 8);
+    p.causal = causal;
+    p.alibi_slopes = {0.5, 0.125};  // per head
+    check_problem(std::string(to_string(causal)) + " alibi", p, RingLayout::zigzag(p.Nq, g_size));
+    p.alibi_slopes = {0.25, 0.0625, 1.0, 0.03125};  // per batch entry and head
+    p.window = {9, 2};
+    p.scale = ScalePolicy::entropy_invariant();  // each row's count is its global window's
+    check_problem(std::string(to_string(causal)) + " alibi per batch, window (9, 2), entropy_invariant", p,
+                  RingLayout::zigzag(p.Nq, g_size));
+  }
+}
+
+TEST(RingAttention, WindowAndAlibiCrossTiles) {
+  Problem p = base(15, 1, 2, 1, 300, 64);
+  p.causal = Causal::bottom_right;
+  p.window = {100, 0};
+  p.alibi_slopes = {0.01, 0.05};
+  check_problem("causal window (100, 0) alibi N=300 d=64", p, RingLayout::zigzag(p.Nq, g_size));
+  const RingLayout layout = layout_with_empty_shard();
+  Problem e = base(16, 1, 2, 1, layout.total(), 16);
+  e.window = {6, 6};
+  e.alibi_slopes = {0.2, 0.4};
+  check_problem("window (6, 6) alibi empty shard", e, layout);
+}
+
 bool same_bits(const Tensor<float>& a, const Tensor<float>& b) {
   return a.numel() == b.numel() && std::memcmp(a.data(), b.data(), sizeof(float) * static_cast<size_t>(a.numel())) == 0;
 }
@@ -317,15 +358,37 @@ TEST(RingAttention, WrongShardShapeIsAnErrorOnEveryRank) {
   EXPECT_THROW(mpi::ring_attention_forward(MPI_COMM_WORLD, layout, qok.view(), kbad.view(), v.view(), f.options(p),
                                            {out.view(), lse.view()}),
                Error);
-  AttentionOptions<float> windowed = f.options(p);  // on one rank only: still an error on all
+  AttentionOptions<float> dropped = f.options(p);  // on one rank only: still an error on all
+  if (g_rank == bad) dropped.dropout.p = 0.1;
+  try {
+    mpi::ring_attention_forward(MPI_COMM_WORLD, layout, qok.view(), k.view(), v.view(), dropped,
+                                {out.view(), lse.view()});
+    ADD_FAILURE() << "no error for dropout";
+  } catch (const Error& e) {
+    const std::string named = "dropout (rank " + std::to_string(bad) + "'s options)";
+    EXPECT_NE(std::string(e.what()).find(named), std::string::npos) << e.what();
+  }
+  // A window given to one rank only; a window with key padding (its diagonal moves per batch entry).
+  AttentionOptions<float> windowed = f.options(p);
   if (g_rank == bad) windowed.window = {4, 0};
   try {
     mpi::ring_attention_forward(MPI_COMM_WORLD, layout, qok.view(), k.view(), v.view(), windowed,
                                 {out.view(), lse.view()});
-    ADD_FAILURE() << "no error for a window";
+    if (g_size > 1) ADD_FAILURE() << "no error for a window on one rank";
   } catch (const Error& e) {
-    const std::string named = "sliding window (rank " + std::to_string(bad) + "'s options)";
-    EXPECT_NE(std::string(e.what()).find(named), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("options differ from rank 0's"), std::string::npos) << e.what();
+  }
+  const std::vector<int64_t> lengths = {20};
+  windowed = f.options(p);
+  windowed.window = {4, 0};
+  windowed.key_lengths = lengths;
+  try {
+    mpi::ring_attention_forward(MPI_COMM_WORLD, layout, qok.view(), k.view(), v.view(), windowed,
+                                {out.view(), lse.view()});
+    ADD_FAILURE() << "no error for a window with key padding";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("a sliding window with key padding is not supported"), std::string::npos)
+        << e.what();
   }
 }
 

@@ -85,6 +85,7 @@ struct Problem {
   uint64_t seed = 0;
   const MaskMod* mask_mod = nullptr;
   const ScoreMod* score_mod = nullptr;
+  int64_t query_offset = 0, key_offset = 0;  // where the call sits in a longer sequence
 
   // Options in precision T; the float caller passes float copies of the additive mask,
   // slopes and sinks (FloatProblem).
@@ -107,6 +108,8 @@ struct Problem {
     o.dropout.seed = seed;
     o.mask_mod = mask_mod;
     o.score_mod = score_mod;
+    o.query_offset = query_offset;
+    o.key_offset = key_offset;
     return o;
   }
   AttentionOptions<double> options() const { return options<double>(&additive_mask, alibi_slopes, sinks); }
@@ -131,15 +134,17 @@ struct Problem {
   // from the library, so that the tests' independent formulations stay independent of its rule.
   std::vector<bool> visible_keys(int64_t b, int64_t h, int64_t i) const {
     const Frame f = frame(b, i);
-    const int64_t diag = f.i_local + f.n_keys - f.n_q;  // within the sequence
+    // Positions in the longer sequence: row i_local is row query_offset + i_local, key jl is key_offset + jl.
+    const int64_t row = f.i_local + query_offset, diag = row + f.n_keys - f.n_q;
     std::vector<bool> vis(static_cast<size_t>(Nk));
     for (int64_t j = 0; j < Nk; ++j) {
       const int64_t jl = j - f.key0;
       bool ok = 0 <= jl && jl < f.n_keys;
-      if (causal == Causal::top_left) ok = ok && jl <= f.i_local;
-      if (causal == Causal::bottom_right) ok = ok && jl <= diag;
-      if (window.left >= 0) ok = ok && jl >= diag - window.left;
-      if (window.right >= 0) ok = ok && jl <= diag + window.right;
+      const int64_t key = jl + key_offset;
+      if (causal == Causal::top_left) ok = ok && key <= row;
+      if (causal == Causal::bottom_right) ok = ok && key <= diag;
+      if (window.left >= 0) ok = ok && key >= diag - window.left;
+      if (window.right >= 0) ok = ok && key <= diag + window.right;
       if (bool_mask.numel())
         ok = ok && bool_mask(bool_mask.shape()[0] == 1 ? 0 : b, bool_mask.shape()[1] == 1 ? 0 : h, i, j);
       if (mask_mod != nullptr) {
@@ -158,7 +163,8 @@ struct Problem {
     const Frame f = frame(b, i);
     const auto n = static_cast<int64_t>(alibi_slopes.size());
     const double slope = alibi_slopes[static_cast<size_t>(n == Hq ? h : f.seq * Hq + h)];
-    return -slope * static_cast<double>(std::abs(f.i_local + f.n_keys - f.n_q - (j - f.key0)));
+    return -slope *
+           static_cast<double>(std::abs(query_offset + f.i_local + f.n_keys - f.n_q - (key_offset + j - f.key0)));
   }
 
   std::string describe() const {
@@ -182,6 +188,7 @@ struct Problem {
     if (dropout_p != 0) s << " dropout=" << dropout_p << " seed=" << seed;
     if (mask_mod != nullptr) s << " mask_mod";
     if (score_mod != nullptr) s << " score_mod";
+    if (query_offset != 0 || key_offset != 0) s << " offsets=(" << query_offset << "," << key_offset << ")";
     return s.str();
   }
 };

@@ -53,20 +53,23 @@ Shape shape_at(const std::vector<int64_t>& h, int field, int64_t rows) {
 // options, and the same error for a flag the ring cannot take.
 struct RingOptions {
   AttentionOptions<float> options;
-  std::vector<float> sinks;
+  std::vector<float> sinks, alibi_slopes;
   ComputeConfig config;
 };
 RingOptions ring_options(const AttentionFlags& f) {
-  if (!f.mask.empty() || !f.window.empty() || !f.alibi_slopes.empty() || !f.cu_seqlens_q.empty() ||
-      !f.cu_seqlens_k.empty() || f.dropout_p != 0)
-    throw Error("--context-parallel: --mask, --window, --alibi-slopes, --cu-seqlens-q/k and --dropout-p are not "
-                "supported across ranks (they are defined on a block's local rows and keys)");
+  if (!f.mask.empty() || !f.cu_seqlens_q.empty() || !f.cu_seqlens_k.empty() || f.dropout_p != 0)
+    throw Error(
+        "--context-parallel: --mask, --cu-seqlens-q/k and --dropout-p are not supported across ranks (a "
+        "whole [Nq, Nk] mask or layout, and dropout's generator on a block's local rows and keys)");
   RingOptions o;
   o.options.scale = ScalePolicy::parse(f.scale);
   if (f.causal) o.options.causal = parse_causal(f.causal_align.empty() ? "top_left" : f.causal_align.c_str());
   if (f.softcap_flag != nullptr && f.softcap_flag->count() > 0) o.options.softcap = f.softcap;
   o.sinks.assign(f.sinks.begin(), f.sinks.end());
   o.options.sinks = o.sinks;
+  if (!f.window.empty()) o.options.window = {f.window[0], f.window[1]};
+  o.alibi_slopes.assign(f.alibi_slopes.begin(), f.alibi_slopes.end());
+  o.options.alibi_slopes = o.alibi_slopes;
   o.config.threads = f.threads;
   return o;
 }

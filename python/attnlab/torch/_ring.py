@@ -41,12 +41,14 @@ class _RingAttention(torch.autograd.Function):
 
 def ring_attention(comm, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, *, is_causal: bool = False,
                    scale: float | str | None = None, softcap: float | None = None,
-                   sinks: torch.Tensor | None = None, threads: int | None = None) -> torch.Tensor:
+                   sinks: torch.Tensor | None = None, window: tuple[int, int] | None = None,
+                   alibi_slopes=None, threads: int | None = None) -> torch.Tensor:
     """This rank's shard of attention over the sequence sharded across comm's ranks, differentiable."""
     for name, t in (("query", query), ("key", key), ("value", value)):
         if t.dim() != 4 or t.device.type != "cpu":
             raise ValueError(f"ring_attention: {name} must be a 4-D CPU tensor [B, H, n, E], got {tuple(t.shape)} "
                              f"on {t.device}")
-    options = {"is_causal": is_causal, "scale": scale, "softcap": softcap,
+    slopes = None if alibi_slopes is None else [float(x) for x in torch.as_tensor(alibi_slopes).reshape(-1)]
+    options = {"is_causal": is_causal, "scale": scale, "softcap": softcap, "window": window, "alibi_slopes": slopes,
                "threads": torch.get_num_threads() if threads is None else threads}
     return _RingAttention.apply(query, key, value, sinks, comm, options)

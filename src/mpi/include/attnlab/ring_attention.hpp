@@ -23,14 +23,17 @@
 // Options, against the one-process semantics (attention_options.hpp):
 //   supported  every scale policy, causal (top_left; bottom_right equals it without key
 //              padding), key padding, GQA/MQA, softcap, sinks (added once, in the final
-//              merge; dsinks summed over ranks in rank order), check_finite;
-//              float32, bfloat16 and float16 (16-bit inputs are converted to float32
-//              once, the ring runs in float32, outputs are rounded once at the end: the
-//              engine's own rule for 16-bit types).
-//   rejected   (an Error on every rank) bool and additive masks, sliding windows, ALiBi,
-//              packed sequences, dropout, mask_mod/score_mod/block_mask: each is defined
-//              on the block's local row and key indices or on a full [Nq, Nk] mask, and
-//              the engine's API has no offset that places a block in the global sequence.
+//              merge; dsinks summed over ranks in rank order), the sliding window and ALiBi
+//              (without key padding: each block call is placed in the sequence by its
+//              query_offset and key_offset, so both are measured from the global diagonal),
+//              check_finite; float32, bfloat16 and float16 (16-bit inputs are converted to
+//              float32 once, the ring runs in float32, outputs are rounded once at the end:
+//              the engine's own rule for 16-bit types).
+//   rejected   (an Error on every rank) bool and additive masks, packed sequences, dropout,
+//              mask_mod/score_mod/block_mask (each is defined on a full [Nq, Nk] mask or
+//              layout, or on the block's local (b, h, i, j)); the window or ALiBi with key
+//              padding (their diagonal moves with each batch entry's key length); nonzero
+//              query_offset/key_offset (the ring places the blocks itself).
 //
 // Errors: shapes, options and (with check_finite) non-finite inputs are checked
 // collectively before any data moves: every rank throws the same attnlab::Error naming
