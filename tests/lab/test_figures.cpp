@@ -5,8 +5,8 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <regex>
-#include <sstream>
 
 #include "attnlab/lab.hpp"
 
@@ -27,13 +27,6 @@ bool outside_plot(const std::string& position) {
   for (const char* word : {"below", "above", "outside", "margin"})
     if (position.find(word) != std::string::npos) return true;
   return false;
-}
-
-std::string read(const fs::path& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
 }
 
 class FigureCase : public ::testing::TestWithParam<const char*> {};
@@ -64,7 +57,8 @@ TEST_P(FigureCase, ReadableOnAPhone) {
     // Every font size gnuplot is told, at the figure's width shown 380 px wide.
     const fs::path png = dir / (f.name + ".png");
     lab::render_figure(f, png);
-    const std::string script = read(dir / (f.name + ".gp"));
+    std::ifstream in(dir / (f.name + ".gp"));
+    const std::string script{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
     const std::regex size(R"(font "[^",]*,([0-9.]+)\")");
     int fonts = 0;
     for (auto it = std::sregex_iterator(script.begin(), script.end(), size); it != std::sregex_iterator(); ++it) {
