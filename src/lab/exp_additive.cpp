@@ -231,15 +231,17 @@ Figure figure_scores(const AdditiveConfig& c, const Table& t) {
   f.name = "additive_vs_multiplicative";
   f.title = "";
   f.caption = fmt::format(
-      "Left: the spread (standard deviation) of each score over random (h, s) pairs, against theory (dashed). With "
+      "Top: the spread (standard deviation) of each score over random (h, s) pairs, against theory (dashed). With "
       "the weights initialised as frameworks do ({}, each matrix scaled by its size), the additive score stays "
       "bounded and the multiplicative one grows as √d_k. With the same W₁, W₂ but v drawn from N(0, 1), the "
-      "additive score grows as √d_k too: tanh alone does not bound it. Middle: the gradient reaching h. Right: the "
+      "additive score grows as √d_k too: tanh alone does not bound it. Middle: the gradient reaching h. Bottom: the "
       "largest weight of a softmax over the keys: the multiplicative scores saturate it.",
       c.init == "xavier" ? "Xavier" : "here: N(0, 1), not scaled");
-  f.layout_cols = 3;
-  f.width = 960;
-  f.height = 380;
+  f.alt =
+      "Three log-log plots against d_k: the spread of the additive and multiplicative scores, the gradient "
+      "reaching h, and the softmax's mean largest weight. The multiplicative score's spread grows as the "
+      "square root of d_k and saturates the softmax, while the additive score stays bounded only when v is "
+      "initialised small.";
   Panel ps = util::panel("spread of the score", "d_k", "std over (h, s) pairs", true, true);
   ps.series.push_back(util::series("additive", Style::points, xs, t.column("additive_std"), util::colour(2)));
   ps.series.push_back(util::series("", Style::theory, xs, t.column("additive_theory_std"), util::colour(2)));
@@ -247,12 +249,12 @@ Figure figure_scores(const AdditiveConfig& c, const Table& t) {
   ps.series.push_back(util::series("", Style::theory, xs, t.column("additive_unit_v_theory_std"), util::colour(3)));
   ps.series.push_back(util::series("multiplicative", Style::points, xs, t.column("multiplicative_std"), util::colour(1)));
   ps.series.push_back(util::series("", Style::theory, xs, t.column("multiplicative_theory_std"), util::colour(1)));
-  ps.legend_position = "top left";
+  ps.legend_position = "below";
   ps.y_max = 3000;  // room above the curves for the legend
   Panel pg = util::panel("gradient reaching h", "d_k", "median ‖∂e/∂h‖", true, true);
   pg.series.push_back(util::series("additive", Style::linespoints, xs, t.column("additive_grad_h"), util::colour(2)));
   pg.series.push_back(util::series("multiplicative", Style::linespoints, xs, t.column("multiplicative_grad_h"), util::colour(1)));
-  pg.legend_position = "off";
+  pg.legend_position = "below";
   Panel pm = util::panel(fmt::format("softmax over {} keys", c.keys), "d_k", "mean largest weight", true, false);
   pm.series.push_back(util::series("additive", Style::linespoints, xs, t.column("additive_max_prob"), util::colour(2)));
   pm.series.push_back(util::series("multiplicative", Style::linespoints, xs, t.column("multiplicative_max_prob"), util::colour(1)));
@@ -260,10 +262,11 @@ Figure figure_scores(const AdditiveConfig& c, const Table& t) {
                                    {1.0 / static_cast<double>(c.keys), 1.0 / static_cast<double>(c.keys)}, "#000000"));
   pm.y_min = 0;
   pm.y_max = 1.05;
-  pm.legend_position = "off";
+  pm.legend_position = "below";
   for (auto* p : {&ps, &pg, &pm})
     for (size_t i = 0; i < xs.size(); i += xs.size() > 6 ? 2 : 1) p->x_tics.push_back(xs[i]);
   f.panels = {ps, pg, pm};
+  util::stack_panels(f);
   return f;
 }
 

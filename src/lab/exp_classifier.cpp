@@ -116,14 +116,16 @@ Figure figure_gradients(const ClassifierConfig& c, const Table& t) {
   f.name = "classifier_gradient";
   f.title = c.loss == "cross_entropy" ? "Softmax + cross-entropy: the gradient at the logits is p − y"
                                       : "Softmax + squared error on p: the gradient at the logits is J·2(p − y)";
-  f.caption = fmt::format("Logits a·u for {} random u over {} classes (median and 5–95 % band). A confident wrong "
-                          "prediction keeps a gradient of size √2 (dashed); a confident right one needs none. "
-                          "Attention's softmax passes back J g (unit g), which vanishes either way. Right: the same "
-                          "on a log axis.",
-                          c.trials, c.classes);
-  f.layout_cols = 2;
-  f.width = 960;
-  f.height = 400;
+  f.caption = fmt::format(
+      "Logits a·u for {} random u over {} classes (median and 5–95 % band). A confident wrong "
+      "prediction keeps a gradient of size √2 (dashed); a confident right one needs none. "
+      "Attention's softmax passes back J g (unit g), which vanishes either way. Bottom: the same "
+      "on a log axis.",
+      c.trials, c.classes);
+  f.alt =
+      "Gradient norm at the logits against the logit scale a (confidence), on a linear and a log axis. A "
+      "confidently wrong classifier keeps a gradient near √2 and a right one goes to 0, while attention's "
+      "softmax passes back a gradient that vanishes in both cases.";
   const std::string lname = c.loss == "cross_entropy" ? "‖p − y‖" : "‖J·2(p − y)‖";
   for (int log_y = 0; log_y < 2; ++log_y) {
     Panel p = util::panel(log_y ? "log scale" : "linear scale", "logit scale a (confidence)", "gradient norm at the logits", true, log_y == 1);
@@ -137,14 +139,15 @@ Figure figure_gradients(const ClassifierConfig& c, const Table& t) {
     if (log_y) {
       p.y_min = 1e-12;
       p.y_max = 10;
-      p.legend_position = "bottom left";
+      p.legend_position = "below";
     } else {
       p.y_min = 0;
       p.y_max = 2.2;
-      p.legend_position = "right center";
+      p.legend_position = "below";
     }
     f.panels.push_back(p);
   }
+  util::stack_panels(f);
   return f;
 }
 

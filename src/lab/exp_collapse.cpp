@@ -122,13 +122,15 @@ Figure figure_collapse(const CollapseConfig& c, const Measured& m) {
   Figure f;
   f.name = "entropy_collapse";
   f.caption = fmt::format(
-      "The attention head's mean entropy (left) and the held-out loss (right) along training, one line per run, at "
-      "learning rates {:g} × {{{}}} ({} seeds each), 1/√d_k, d_k = {}. Dashed: the collapse threshold ({:g} nats). A loss "
+      "The attention head's mean entropy (top) and the held-out loss (bottom) along training, one line per run, at "
+      "learning rates {:g} × {{{}}} ({} seeds each), 1/√d_k, d_k = {}. Dashed: the collapse threshold ({:g} nats). A "
+      "loss "
       "spike is the loss rising more than {:g} nats above its best so far.",
       c.base_rate, fmt::join(c.multipliers, ", "), c.seeds, c.d_k, c.collapse, c.spike);
-  f.layout_cols = 2;
-  f.width = 960;
-  f.height = 420;
+  f.alt =
+      "Attention entropy and held-out loss against the training step, one line per run at several "
+      "learning-rate multiples. Shows whether the entropy falls below the collapse threshold before the "
+      "loss spikes or stalls.";
   Panel pe = util::panel("attention entropy", "step", "entropy (nats)", false, true);
   Panel pl = util::panel("held-out loss", "step", "loss (nats)", false, true);
   for (size_t i = 0; i < m.results.size(); ++i) {
@@ -144,9 +146,10 @@ Figure figure_collapse(const CollapseConfig& c, const Measured& m) {
     pl.series.push_back(util::series(label, Style::lines, x, l, util::colour(mi)));
   }
   pe.series.push_back(util::series("", Style::theory, {0, static_cast<double>(c.steps)}, {c.collapse, c.collapse}, "#000000"));
-  pe.legend_position = "bottom left";
-  pl.legend_position = "off";
+  pe.legend_position = "below";
+  pl.legend_position = "below";
   f.panels = {pe, pl};
+  util::stack_panels(f);
   return f;
 }
 

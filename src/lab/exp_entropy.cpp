@@ -202,17 +202,18 @@ Figure figure_entropy(const EntropyConfig& c, const Policies& policies, const En
   f.name = "entropy_vs_n";
   f.title = "";
   f.caption = fmt::format(
-      "Attention entropy (left) and largest weight (right) against the number of keys n, d_k = {}, {} query rows per "
-      "n. Top: random queries and keys; bottom: each query is one key plus noise (q = {:g}·k_t + noise), so one key "
-      "matches among n − 1 distractors. Black dashed: ln n, the entropy of uniform weights; coloured dashed (top "
-      "left): the Gaussian theory ln n − τ²/2 where it applies (τ² < ½ ln n, τ = scale·√d_k). Under 1/√d_k the "
+      "Attention entropy and largest weight against the number of keys n, d_k = {}, {} query rows per "
+      "n. First two panels: random queries and keys; last two: each query is one key plus noise (q = {:g}·k_t + "
+      "noise), so one key "
+      "matches among n − 1 distractors. Black dashed: ln n, the entropy of uniform weights; coloured dashed (entropy "
+      "panels): the Gaussian theory ln n − τ²/2 where it applies (τ² < ½ ln n, τ = scale·√d_k). Under 1/√d_k the "
       "entropy climbs with n and a planted query loses its key. A flat entropy near 0 with the largest weight near "
       "1 is a saturated softmax, not the claim.",
       c.d_k, c.queries, c.planted_signal);
-  f.layout_rows = 2;
-  f.layout_cols = 2;
-  f.width = 960;
-  f.height = 720;
+  f.alt =
+      "Mean row entropy and mean largest weight against the number of keys n (log axis), for random and for "
+      "planted queries, one line per scaling. Under 1/√d_k the entropy climbs towards ln n as n grows and a "
+      "planted query loses its key; the length-aware scalings hold the entropy flatter.";
   for (int scenario = 0; scenario < 2; ++scenario) {
     const std::string sname = scenario ? fmt::format("planted (β = {:g})", c.planted_signal) : "random";
     Panel pe = util::panel(sname + ": mean row entropy", "n (keys)", "entropy (nats)", true, false);
@@ -238,8 +239,8 @@ Figure figure_entropy(const EntropyConfig& c, const Policies& policies, const En
       pm.series.push_back(util::series(label, Style::linespoints, xs, m, col));
     }
     pe.series.insert(pe.series.end(), theory.begin(), theory.end());
-    pe.legend_position = scenario ? "off" : "top left";
-    pm.legend_position = "off";
+    pe.legend_position = "below";
+    pm.legend_position = "below";
     pm.y_min = 0;
     pm.y_max = 1.05;
     pe.y_min = 0;
@@ -248,6 +249,7 @@ Figure figure_entropy(const EntropyConfig& c, const Policies& policies, const En
     f.panels.push_back(pe);
     f.panels.push_back(pm);
   }
+  util::stack_panels(f);
   return f;
 }
 
@@ -262,8 +264,10 @@ Figure figure_alpha_star(const EntropyConfig& c, const AlphaStar& a) {
                "α* ≈ 0.84·√(ln n) and the mean-field maximiser of α(1 − exp(α²)/n) that this formula approximates. "
                "The global maximum sits where the two largest logits split the mass (α ≈ 1/gap); the first local "
                "maximum, while many keys share it, is the regime the mean-field theory describes.";
-  af.width = 760;
-  af.height = 480;
+  af.alt =
+      "The temperature α* that maximises the softmax gradient against the number of keys n, measured over "
+      "random logits (median with quartile band) beside the formula 0.84·√(ln n) and the mean-field "
+      "maximiser. Shows how far the measured maximiser lies from the formula.";
   Panel pa = util::panel("α* against n", "n", "α*", true, true);
   pa.series.push_back(util::band("measured: quartiles over draws", xs, a.p25, a.p75, util::colour(5)));
   pa.series.push_back(util::series("measured α* (median over draws)", Style::linespoints, xs, a.median, util::colour(1)));
@@ -272,9 +276,10 @@ Figure figure_alpha_star(const EntropyConfig& c, const AlphaStar& a) {
   pa.series.push_back(util::series("mean field: max α(1 − exp(α²)/n)", Style::theory, xs, a.table.column("mean_field_alpha_star"), util::colour(0)));
   pa.y_min = 0.5;
   pa.y_max = 100;
-  pa.legend_position = "top left";
+  pa.legend_position = "below";
   for (size_t i = 0; i < xs.size(); i += xs.size() > 6 ? 2 : 1) pa.x_tics.push_back(xs[i]);
   af.panels.push_back(pa);
+  util::stack_panels(af);
   return af;
 }
 

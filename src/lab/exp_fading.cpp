@@ -159,15 +159,16 @@ Figure figure_fading(const FadingConfig& c, const Exact& e, const Rows& r) {
   Figure f;
   f.name = "fading";
   f.caption = fmt::format(
-      "The largest softmax weight of a row against the number of keys n. Left: the paper's Figure 1, logits {:g} "
+      "The largest softmax weight of a row against the number of keys n. Top: the paper's Figure 1, logits {:g} "
       "everywhere and one {:g}, computed by the double-precision reference (points) on the closed forms (dashed): "
       "softmax's falls as 1/(1 + (n − 1)e^{:g}), SSMax (logits × {:g}·ln n) stays near 1. Middle: each query is one "
       "key plus noise (q = {:g}·k_t + noise, d_k = {}), so one key matches among n − 1 random ones; dashed: the "
-      "mean-field theory where it applies. Right: random queries and keys, where no key is preferred.",
+      "mean-field theory where it applies. Bottom: random queries and keys, where no key is preferred.",
       c.low_logit, c.high_logit, c.low_logit - c.high_logit, c.ssmax_s, c.planted_signal, c.d_k);
-  f.layout_cols = 3;
-  f.width = 960;
-  f.height = 400;
+  f.alt =
+      "The largest softmax weight of a row against the number of keys n (log axis), for the paper's Figure "
+      "1 logits, planted rows and random rows, with plain softmax or 1/√d_k and with SSMax. Plain softmax's "
+      "largest weight fades as n grows while SSMax keeps the preferred key near 1.";
   const std::string ssmax_colour = util::policy_colour(policies[1]);
   Panel p1 = util::panel("Figure 1: logits −2, one +3", "n (keys)", "largest weight", true, false);
   const auto xe = util::to_double(c.exact_ns);
@@ -175,7 +176,7 @@ Figure figure_fading(const FadingConfig& c, const Exact& e, const Rows& r) {
   p1.series.push_back(util::series("SSMax", Style::points, xe, e.ssmax, ssmax_colour));
   p1.series.push_back(util::series("", Style::theory, xe, e.table.column("softmax_theory"), util::policy_colour(ScalePolicy::none())));
   p1.series.push_back(util::series("", Style::theory, xe, e.table.column("ssmax_theory"), ssmax_colour));
-  p1.legend_position = "bottom left";
+  p1.legend_position = "below";
   const auto xs = util::to_double(c.ns);
   for (size_t input : {1, 0}) {
     Panel p = util::panel(input ? fmt::format("planted (β = {:g})", c.planted_signal) : std::string("random (no preferred key)"),
@@ -187,12 +188,13 @@ Figure figure_fading(const FadingConfig& c, const Exact& e, const Rows& r) {
       if (input == 1) theory.push_back(util::series("", Style::theory, xs, r.theory[input][pi], col));
     }
     p.series.insert(p.series.end(), theory.begin(), theory.end());
-    p.legend_position = input ? "bottom left" : "off";
+    p.legend_position = "below";
     f.panels.push_back(p);
   }
   for (auto& p : f.panels) p.y_min = 0, p.y_max = 1.05;
   p1.y_min = 0, p1.y_max = 1.05;
   f.panels.insert(f.panels.begin(), p1);
+  util::stack_panels(f);
   return f;
 }
 

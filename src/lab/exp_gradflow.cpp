@@ -332,13 +332,15 @@ Figure figure_ratio(const GradflowConfig& c, const Policies& policies, const Pol
   f.title = "";
   f.caption = fmt::format(
       "{} divided by {}, for the same random inputs. Above 1 the quantity is larger without the scale, below 1 smaller "
-      "(the articles' “vanishing”). Left, for a typical row (median over rows): the softmax Jacobian ‖J‖_F, what article "
+      "(the articles' “vanishing”). Top, for a typical row (median over rows): the softmax Jacobian ‖J‖_F, what "
+      "article "
       "003 argues about, and the gradients reaching a query and a key, which without the scale lack the chain rule's "
-      "1/√d_k and so turn later. Right: all queries together (‖dQ‖_F). Grey: the head sizes models use, {}–{}.",
+      "1/√d_k and so turn later. Bottom: all queries together (‖dQ‖_F). Grey: the head sizes models use, {}–{}.",
       base, remedy, c.model_dims[0], c.model_dims[1]);
-  f.layout_cols = 2;
-  f.width = 960;
-  f.height = 380;
+  f.alt =
+      "Ratio of the unscaled to the scaled measurement against d_k (log-log): the softmax Jacobian, the "
+      "typical query gradient and the typical key gradient, then the total query gradient. A ratio below 1 "
+      "means the unscaled gradient is smaller; each quantity crosses 1 at its own d_k.";
   Panel pr = util::panel("typical row", "d_k", fmt::format("ratio {} / {}", base, remedy), true, true);
   Panel pt = util::panel("all queries (‖dQ‖_F)", "d_k", "ratio", true, true);
   const auto curves = ratio_curves(policies, sweep);
@@ -350,9 +352,10 @@ Figure figure_ratio(const GradflowConfig& c, const Policies& policies, const Pol
     p->x_tics = sparse_tics(xs);
     shade_model_sizes(c, *p);
   }
-  pr.legend_position = "bottom left";
-  pt.legend_position = "off";
+  pr.legend_position = "below";
+  pt.legend_position = "below";
   f.panels = {pr, pt};
+  util::stack_panels(f);
   return f;
 }
 
@@ -371,15 +374,16 @@ Figure figure_gradflow(const GradflowConfig& c, const Policies& policies, const 
       "Random queries, keys and values ({} of each, components from N(0, 1)) through attention and back, for each "
       "scale. Without a scale the softmax saturates as d_k grows: the share of rows whose largest weight exceeds "
       "0.99 rises, the typical row's ‖J‖_F collapses, and past a few hundred the gradient reaching a typical query "
-      "or key falls. With 1/√d_k all of them stay level. The total ‖dQ‖_F (top right) does not fall without the "
-      "scale: it is carried by the few rows whose two largest scores happen to be close. Lower right: the median "
+      "or key falls. With 1/√d_k all of them stay level. The total ‖dQ‖_F (third panel) does not fall without the "
+      "scale: it is carried by the few rows whose two largest scores happen to be close. Last panel: the median "
       "‖J‖_F for 64 keys beside reference values quoted when the lab was specified (dashed). Grey: the head sizes "
       "models use.",
       c.n_keys);
-  f.layout_rows = 2;
-  f.layout_cols = 3;
-  f.width = 960;
-  f.height = 680;
+  f.alt =
+      "Six panels against d_k (log axis), one line per scale: typical query and key gradients, the total "
+      "query gradient, the typical row's Jacobian norm, the share of saturated rows, and the Jacobian norm "
+      "beside reference values. Without the scale the rows saturate and the typical Jacobian collapses as "
+      "d_k grows; with 1/√d_k every quantity stays level.";
   Panel pq = util::panel("typical query ‖dQ_i‖", "d_k", "median over rows", true, true);
   Panel pk = util::panel("typical key ‖dK_j‖", "d_k", "median over rows", true, true);
   Panel ps = util::panel("all queries ‖dQ‖_F", "d_k", "‖dQ‖_F", true, true);
@@ -395,8 +399,7 @@ Figure figure_gradflow(const GradflowConfig& c, const Policies& policies, const 
   }
   pz.y_min = -0.02;
   pz.y_max = 1.05;
-  pz.legend_position = "top left";
-  for (auto* p : {&pq, &pk, &ps, &pj}) p->legend_position = "off";
+  for (auto* p : {&pq, &pk, &ps, &pj, &pz}) p->legend_position = "below";
   for (auto* p : {&pq, &pk, &ps, &pj, &pz}) {
     p->x_tics = sparse_tics(xs);
     shade_model_sizes(c, *p);
@@ -410,8 +413,9 @@ Figure figure_gradflow(const GradflowConfig& c, const Policies& policies, const 
   pt.series.push_back(util::series("1/√d_k: reference", Style::theory, tx, issue.table.column("scaled_expected"), scaled_colour));
   pt.series.push_back(util::series("1/√d_k: measured", Style::points, tx, issue.table.column("scaled_median"), scaled_colour));
   pt.x_tics = tx;
-  pt.legend_position = "off";
+  pt.legend_position = "below";
   f.panels = {pq, pk, ps, pj, pz, pt};
+  util::stack_panels(f);
   return f;
 }
 

@@ -258,16 +258,17 @@ Figure figure_heads(const HeadsConfig& c, const std::vector<PolicyMeasure>& meas
   Figure f;
   f.name = "heads";
   f.title = "";
-  f.caption = fmt::format("Article 001's BERT shapes: batch {}, {} heads, {} positions, d_k = {}. Each head's queries "
-                          "and keys have their own spread σ_h, from {:g} (head 1) to {:g} (head {}). Top: the share of "
-                          "saturated rows (largest weight above 0.99) and the mean entropy per head. Without the scale "
-                          "many rows of every head are saturated, more in heads with larger σ_h; with 1/√d_k none are. "
-                          "Bottom: the attention weights of head {} (batch 0), one row per query, both ways.",
-                          B, H, S, D, c.sigma_min, c.sigma_max, H, H);
-  f.layout_rows = 2;
-  f.layout_cols = 2;
-  f.width = 960;
-  f.height = 820;
+  f.caption = fmt::format(
+      "Article 001's BERT shapes: batch {}, {} heads, {} positions, d_k = {}. Each head's queries "
+      "and keys have their own spread σ_h, from {:g} (head 1) to {:g} (head {}). First two panels: the share of "
+      "saturated rows (largest weight above 0.99) and the mean entropy per head. Without the scale "
+      "many rows of every head are saturated, more in heads with larger σ_h; with 1/√d_k none are. "
+      "Then: the attention weights of head {} (batch 0), one row per query, both ways.",
+      B, H, S, D, c.sigma_min, c.sigma_max, H, H);
+  f.alt =
+      "Per head of a BERT-shaped layer: the share of saturated rows and the mean row entropy, without a "
+      "scale and with 1/√d_k, then heatmaps of one head's attention weights both ways. Without the scale "
+      "many rows of every head are saturated (near one-hot heatmap rows); with 1/√d_k none are.";
   std::vector<double> hx;
   for (int64_t h = 0; h < H; ++h) hx.push_back(static_cast<double>(h + 1));
   const std::string head_label = fmt::format("head (σ of q, k from {:g} to {:g})", c.sigma_min, c.sigma_max);
@@ -279,7 +280,7 @@ Figure figure_heads(const HeadsConfig& c, const std::vector<PolicyMeasure>& meas
   ps.x_min = 0.5;
   ps.x_max = static_cast<double>(H) + 0.5;
   ps.x_tics = hx;
-  ps.legend_position = "top left";
+  ps.legend_position = "below";
   Panel pe = util::panel("mean row entropy per head", head_label, "entropy (nats)", false, false);
   pe.series.push_back(util::series("no scale", Style::linespoints, hx, measured[0].entropy, util::colour(1)));
   pe.series.push_back(util::series("1/√d_k", Style::linespoints, hx, measured[1].entropy, util::colour(0)));
@@ -290,7 +291,7 @@ Figure figure_heads(const HeadsConfig& c, const std::vector<PolicyMeasure>& meas
   pe.x_min = 0.5;
   pe.x_max = static_cast<double>(H) + 0.5;
   pe.x_tics = hx;
-  pe.legend_position = "bottom left";
+  pe.legend_position = "below";
   f.panels = {ps, pe};
   for (size_t pi = 0; pi < 2; ++pi) {
     Panel hp;
@@ -306,6 +307,7 @@ Figure figure_heads(const HeadsConfig& c, const std::vector<PolicyMeasure>& meas
     hp.heatmap = hm;
     f.panels.push_back(hp);
   }
+  util::stack_panels(f);
   return f;
 }
 

@@ -161,13 +161,16 @@ Figure figure_hedge(const HedgeConfig& c, const Resolved& r, const Measured& m) 
   const int64_t censored = r.steps + std::max<int64_t>(1, r.steps / 15);
   f.caption = fmt::format(
       "Additive attention against the dot product without and with 1/√d_k, in the training study's model, Adam, {} "
-      "steps for all, each score and d_k at its best learning rate of {{{}}}, {} seeds. Left: median steps to {:.0f} % "
-      "held-out accuracy (band: lowest to highest seed; a seed that never reached it is drawn at {}, beyond the budget). "
-      "Right: held-out accuracy along training at d_k = {} (line: median over seeds; band: lowest to highest).",
+      "steps for all, each score and d_k at its best learning rate of {{{}}}, {} seeds. Top: median steps to {:.0f} % "
+      "held-out accuracy (band: lowest to highest seed; a seed that never reached it is drawn at {}, beyond the "
+      "budget). "
+      "Bottom: held-out accuracy along training at d_k = {} (line: median over seeds; band: lowest to highest).",
       r.steps, fmt::join(r.rates, ", "), r.seeds, 100 * c.threshold, censored, r.dims.back());
-  f.layout_cols = 2;
-  f.width = 960;
-  f.height = 420;
+  f.alt =
+      "Median training steps to the accuracy threshold against d_k for additive attention and the dot "
+      "product without and with 1/√d_k, then held-out accuracy along training at the largest d_k. Shows "
+      "whether additive attention learns faster than the unscaled dot product at large d_k and whether the "
+      "scale closes the gap.";
   Panel ps = util::panel("steps to reach 90 %", "d_k", "steps", true, false);
   Panel pc = util::panel(fmt::format("d_k = {}", r.dims.back()), "step", "held-out accuracy", false, false);
   const auto xs = util::to_double(r.dims);
@@ -204,11 +207,12 @@ Figure figure_hedge(const HedgeConfig& c, const Resolved& r, const Measured& m) 
   ps.x_tics = xs;
   ps.y_min = 0;
   ps.y_max = static_cast<double>(censored) * 1.45;  // room for the legend above the budget line
-  ps.legend_position = "top left";
+  ps.legend_position = "below";
   pc.y_min = 0;
   pc.y_max = 1.02;
-  pc.legend_position = "off";
+  pc.legend_position = "below";
   f.panels = {ps, pc};
+  util::stack_panels(f);
   return f;
 }
 

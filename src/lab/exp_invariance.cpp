@@ -121,7 +121,7 @@ Measured measure(const InvarianceConfig& c, const ScalePolicy& candidate, RunCon
   return m;
 }
 
-// The β shown in the left panel beside the random input, and the verdict's main case: the
+// The β shown in the top panel beside the random input, and the verdict's main case: the
 // most concentrated input that is not saturated (where the derivation's assumption holds
 // best), else the last.
 size_t shown_beta(const Measured& m) {
@@ -138,16 +138,18 @@ Figure figure_invariance(const InvarianceConfig& c, const ScalePolicy& candidate
   Figure f;
   f.name = "entropy_invariance";
   f.caption = fmt::format(
-      "Left: mean row entropy against the number of keys n (d_k = {}), under 1/√d_k (blue) and {} (purple), for random "
+      "Top: mean row entropy against the number of keys n (d_k = {}), under 1/√d_k (blue) and {} (purple), for random "
       "queries (β = 0: no key stands out) and for queries that match one key (q = {:g}·k_t + noise); dashed: the "
-      "mean-field theory where it applies. Right: for each β, how much of 1/√d_k's rise in entropy (n = {} to {}) is "
+      "mean-field theory where it applies. Bottom: for each β, how much of 1/√d_k's rise in entropy (n = {} to {}) is "
       "left under {}, against how concentrated the row is at n = {} (the mean largest weight, where both scales are "
       "equal): the derivation assumes the weight sits on the largest score. Dashed: the “near constant” line at {:g}.",
       c.d_k, util::policy_label(candidate), c.betas[shown], c.ns.front(), c.ns.back(), util::policy_label(candidate),
       c.anchor_n, c.constant_fraction);
-  f.layout_cols = 2;
-  f.width = 960;
-  f.height = 440;
+  f.alt =
+      "Mean row entropy against the number of keys n under 1/√d_k and the length-aware scaling, for random "
+      "and planted queries; then, per input, how much of the entropy's rise is left against how "
+      "concentrated the row is. The length-aware scaling holds the entropy near constant only where the "
+      "weight sits on the largest score.";
   Panel pe = util::panel("entropy against n", "n (keys)", "entropy (nats)", true, false);
   const std::vector<ScalePolicy> policies{ScalePolicy::inv_sqrt_d(), candidate};
   std::vector<Series> theory;
@@ -163,7 +165,7 @@ Figure figure_invariance(const InvarianceConfig& c, const ScalePolicy& candidate
     if (bi == shown) break;  // shown may be 0 when no β concentrates the rows
   }
   pe.series.insert(pe.series.end(), theory.begin(), theory.end());
-  pe.legend_position = "top left";
+  pe.legend_position = "below";
   pe.y_min = 0;
   pe.y_max = 1.4 * std::log(static_cast<double>(c.ns.back()));  // room for the legend above the curves
   Panel pr = util::panel(fmt::format("rise under {} / rise under 1/√d_k", util::policy_label(candidate)),
@@ -175,8 +177,9 @@ Figure figure_invariance(const InvarianceConfig& c, const ScalePolicy& candidate
   pr.x_min = 0;
   pr.x_max = 1;
   pr.y_min = std::min(0.0, *std::min_element(y.begin(), y.end()) - 0.05);
-  pr.legend_position = "top right";
+  pr.legend_position = "below";
   f.panels = {pe, pr};
+  util::stack_panels(f);
   return f;
 }
 

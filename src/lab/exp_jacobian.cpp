@@ -204,9 +204,10 @@ Figure figure_heatmaps(const JacobianConfig& c, const Heatmaps& h) {
                            "At a small scale J is spread over all entries; as a grows s turns one-hot and every "
                            "entry of J collapses towards 0: no gradient passes.",
                            logits_text(c.x));
-  hf.layout_cols = static_cast<int>(c.heatmap_scales.size());
-  hf.width = std::min(960, 320 * hf.layout_cols);
-  hf.height = 300;
+  hf.alt =
+      "Heatmaps of the softmax Jacobian ∂s_i/∂x_j for one logit vector at several scales (blue negative, "
+      "red positive). As the scale grows the Jacobian's entries shrink towards 0: a saturated softmax "
+      "passes almost no gradient.";
   for (size_t k = 0; k < c.heatmap_scales.size(); ++k) {
     double fro = 0;
     for (double v : h.J[k]) fro += v * v;
@@ -223,6 +224,7 @@ Figure figure_heatmaps(const JacobianConfig& c, const Heatmaps& h) {
     p.heatmap = hm;
     hf.panels.push_back(p);
   }
+  util::stack_panels(hf);
   return hf;
 }
 
@@ -230,14 +232,17 @@ Figure figure_vjp(const JacobianConfig& c, const RandomChecks& r) {
   Figure vf;
   vf.name = "jacobian_vjp";
   vf.title = "";
-  vf.caption = fmt::format("Back-propagation through the softmax, g_x = Jᵀ g_s = s ⊙ (g_s − ⟨g_s, s⟩). Left: the "
-                           "largest error of this short formula against Jᵀg formed explicitly and against finite "
-                           "differences, over {} random (x, g) per scale (relative to max|g|), with the tolerances "
-                           "(dashed). Right: the median size of g_x and of J fall as the logits a·x grow.",
-                           c.trials);
-  vf.layout_cols = 2;
-  vf.width = 960;
-  vf.height = 400;
+  vf.caption = fmt::format(
+      "Back-propagation through the softmax, g_x = Jᵀ g_s = s ⊙ (g_s − ⟨g_s, s⟩). Top: the "
+      "largest error of this short formula against Jᵀg formed explicitly and against finite "
+      "differences, over {} random (x, g) per scale (relative to max|g|), with the tolerances "
+      "(dashed). Bottom: the median size of g_x and of J fall as the logits a·x grow.",
+      c.trials);
+  vf.alt =
+      "Log-log plots against the logit scale a: the error of the short back-propagation formula against the "
+      "explicit Jacobian and finite differences, with the tolerances, then the median size of the gradient "
+      "and of the Jacobian. The errors stay far below the tolerances while both sizes fall as the logits "
+      "grow.";
   Panel pe = util::panel("error of the VJP formula", "scale a of the logits a·x", "largest error / max|g|", true, true);
   auto floor_at = [](std::vector<double> v) {  // exact zeros cannot be drawn on a log axis: show them at 1e-18
     for (auto& e : v) e = std::max(e, 1e-18);
@@ -250,12 +255,13 @@ Figure figure_vjp(const JacobianConfig& c, const RandomChecks& r) {
   pe.series.push_back(util::series(fmt::format("tolerance (exact) {:g}", c.exact_tolerance), Style::theory, {c.scales.front(), c.scales.back()}, {c.exact_tolerance, c.exact_tolerance}, "#0072B2"));
   pe.y_min = 1e-19;
   pe.y_max = 1e-3;
-  pe.legend_position = "top left";
+  pe.legend_position = "below";
   Panel pg = util::panel("size of the gradient through softmax", "scale a of the logits a·x", "median", true, true);
   pg.series.push_back(util::series("‖g_x‖ (VJP)", Style::linespoints, c.scales, r.grad_norms, "#0072B2"));
   pg.series.push_back(util::series("‖J‖_F", Style::linespoints, c.scales, r.fros, "#D55E00"));
-  pg.legend_position = "bottom left";
+  pg.legend_position = "below";
   vf.panels = {pe, pg};
+  util::stack_panels(vf);
   return vf;
 }
 

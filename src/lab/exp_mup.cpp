@@ -129,15 +129,18 @@ Figure figure_mup(const MupConfig& c, const Measured& m) {
   Figure f;
   f.name = "mup_coordinate_check";
   f.caption = fmt::format(
-      "μP's coordinate check on the attention logits: the training study's model (d_model = {}) with the head width d_k "
-      "swept, {} seeds (mean), {} at one learning rate ({:g}) for every width. Left: the logits' size at "
-      "initialisation. Middle and right: how far the first step and the first {} steps moved them. Dashed: the "
+      "μP's coordinate check on the attention logits: the training study's model (d_model = {}) with the head width "
+      "d_k "
+      "swept, {} seeds (mean), {} at one learning rate ({:g}) for every width. Top: the logits' size at "
+      "initialisation. Middle and bottom: how far the first step and the first {} steps moved them. Dashed: the "
       "predicted power of d_k, drawn through the smallest width (1/√d_k: d_k^0 at init, d_k^½ for the change; 1/d_k: "
-      "d_k^−½ and d_k^0). Flat is what μP wants: a learning rate tuned at one width moves the logits as much at any other.",
+      "d_k^−½ and d_k^0). Flat is what μP wants: a learning rate tuned at one width moves the logits as much at any "
+      "other.",
       c.d_model, c.seeds, c.optimizer == "sgd" ? "SGD" : "Adam", c.lr, c.steps);
-  f.layout_cols = 3;
-  f.width = 960;
-  f.height = 400;
+  f.alt =
+      "μP's coordinate check: the size of the attention logits at initialisation, after one step and after "
+      "several steps, against the head width d_k (log-log), one line per scale with the predicted power "
+      "dashed. A flat line means a learning rate tuned at one width moves the logits as much at any other.";
   const size_t last = static_cast<size_t>(c.steps);
   struct View {
     std::string title;
@@ -156,9 +159,10 @@ Figure figure_mup(const MupConfig& c, const Measured& m) {
                                     power_line(xs, ys.front(), view.change ? pol[pi].change_power : pol[pi].init_power), col));
     }
     p.series.insert(p.series.end(), theory.begin(), theory.end());
-    p.legend_position = view.step == 0 ? "bottom left" : "off";
+    p.legend_position = "below";
     f.panels.push_back(p);
   }
+  util::stack_panels(f);
   return f;
 }
 

@@ -188,15 +188,17 @@ Figure figure_qknorm(const QkConfig& c, const Resolved& r, const Measured& m) {
   Figure f;
   f.name = "qknorm_lr_sweep";
   f.caption = fmt::format(
-      "The learning-rate sweep: the training study's model (d_k = {}, {} block{}) on associative recall, Adam, {} steps, {} "
-      "seeds (band: their range), under {} and {}. Left: final held-out loss against the peak learning rate (a diverged "
+      "The learning-rate sweep: the training study's model (d_k = {}, {} block{}) on associative recall, Adam, {} "
+      "steps, {} "
+      "seeds (band: their range), under {} and {}. Top: final held-out loss against the peak learning rate (a diverged "
       "run counts as chance, dashed). A scaling's good rates are those within {:g} nats of its best loss. Middle: the "
-      "largest |logit| on held-out data along training (mean over seeds). Right: the attention entropy at the end.",
+      "largest |logit| on held-out data along training (mean over seeds). Bottom: the attention entropy at the end.",
       r.d_k, r.layers, r.layers > 1 ? "s" : "", r.steps, r.seeds, scaling_label(r.base), scaling_label(r.cand),
       c.epsilon);
-  f.layout_cols = 3;
-  f.width = 960;
-  f.height = 400;
+  f.alt =
+      "Against the peak learning rate (log axis), for two scalings: the final held-out loss, the largest "
+      "attention logit and the attention entropy at the end. Shows over which range of learning rates each "
+      "scaling trains well and where its logits grow and its entropy collapses.";
   Panel pl = util::panel("final loss", "peak learning rate", "held-out loss (nats)", true, false);
   Panel pg = util::panel("largest |logit|", "peak learning rate", "largest |logit|", true, true);
   Panel pe = util::panel("entropy at the end", "peak learning rate", "entropy (nats)", true, false);
@@ -213,13 +215,14 @@ Figure figure_qknorm(const QkConfig& c, const Resolved& r, const Measured& m) {
     pe.series.push_back(util::series(label, Style::linespoints, c.rates, entropy, col));
   }
   pl.series.push_back(util::series("chance", Style::theory, {c.rates.front(), c.rates.back()}, {m.chance, m.chance}, "#000000"));
-  pl.legend_position = "top right";
+  pl.legend_position = "below";
   pl.y_max = 1.6 * m.chance;  // room for the legend above the curves
-  pg.legend_position = "off";
-  pe.legend_position = "off";
+  pg.legend_position = "below";
+  pe.legend_position = "below";
   pl.y_min = 0;
   pe.y_min = 0;
   f.panels = {pl, pg, pe};
+  util::stack_panels(f);
   return f;
 }
 

@@ -184,14 +184,18 @@ Figure figure_reparam(const ReparamConfig& c, const Resolved& r, const Measured&
   Figure f;
   f.name = "reparam_curves";
   f.caption = fmt::format(
-      "The training study's model at d_k = {}, {} at learning rate {:g} for all three, {} seeds each. Left: held-out "
-      "accuracy along training (line: median over seeds; band: lowest to highest seed); dashed: {:.0f} %. Right: how far "
+      "The training study's model at d_k = {}, {} at learning rate {:g} for all three, {} seeds each. Top: held-out "
+      "accuracy along training (line: median over seeds; band: lowest to highest seed); dashed: {:.0f} %. Bottom: how "
+      "far "
       "the first {} steps move the attention logits (seed 1). “Smaller W_q, W_k”: drawn d_k^(−1/4) as large as usual, "
-      "so that the unscaled model starts from exactly the scaled model's logits; each step still moves its logits more.",
+      "so that the unscaled model starts from exactly the scaled model's logits; each step still moves its logits "
+      "more.",
       c.d_k, c.optimizer == "sgd" ? "SGD" : "Adam", c.lr, r.seeds, 100 * c.threshold, c.trace_steps);
-  f.layout_cols = 2;
-  f.width = 960;
-  f.height = 420;
+  f.alt =
+      "Held-out accuracy against the training step for scaled attention, unscaled attention, and unscaled "
+      "attention with W_q and W_k initialised d_k^(−1/4) smaller, then how far the first steps move the "
+      "logits. Shows whether the smaller initialisation makes unscaled attention learn like scaled "
+      "attention.";
   Panel pa = util::panel("held-out accuracy", "step", "accuracy", false, false);
   Panel pt = util::panel("the logits' change in the first steps", "step", "RMS of S_t − S_0", false, true);
   for (size_t a = 0; a < 3; ++a) {
@@ -203,7 +207,7 @@ Figure figure_reparam(const ReparamConfig& c, const Resolved& r, const Measured&
   pa.series.push_back(util::series("", Style::theory, {0, static_cast<double>(r.steps)}, {c.threshold, c.threshold}, "#000000"));
   pa.y_min = 0;
   pa.y_max = 1.02;
-  pa.legend_position = "off";  // the right panel's legend names the arms: here it would cover the curves
+  pa.legend_position = "below";
   for (size_t a = 0; a < 3; ++a) {
     std::vector<double> x, y;
     for (size_t step = 1; step < m.traces[a].change.size(); ++step)
@@ -211,8 +215,9 @@ Figure figure_reparam(const ReparamConfig& c, const Resolved& r, const Measured&
     pt.series.push_back(util::series(kArms[a].label, Style::linespoints, x, y, kArmColours[a]));
   }
   pt.y_min = 0.01;  // room for the legend below the curves
-  pt.legend_position = "bottom right";
+  pt.legend_position = "below";
   f.panels = {pa, pt};
+  util::stack_panels(f);
   return f;
 }
 

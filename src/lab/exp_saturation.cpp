@@ -130,11 +130,11 @@ Figure figure_bars(const SaturationConfig& c, const Bars& bars) {
                            "animation (the section “Try it” at the top of the page moves a continuously): as a grows "
                            "the weight moves to the largest logit. Dashed: the uniform 1/n that a → 0 gives.",
                            logits_text(c.x));
+  bf.alt =
+      "Bar charts of the softmax weights of a fixed logit vector at growing scale a, with the uniform "
+      "weight 1/n dashed. As a grows the weight moves onto the largest logit until the row is nearly "
+      "one-hot.";
   const int cols = 3;
-  bf.layout_cols = cols;
-  bf.layout_rows = static_cast<int>((c.bar_scales.size() + cols - 1) / cols);
-  bf.width = 960;
-  bf.height = 300 * bf.layout_rows;
   for (size_t k = 0; k < c.bar_scales.size(); ++k) {
     const std::vector<double>& s = bars.s[k];
     const Point& p = bars.points[k];
@@ -149,9 +149,10 @@ Figure figure_bars(const SaturationConfig& c, const Bars& bars) {
     pa.x_min = 0.5;
     pa.x_max = n + 0.5;
     pa.x_tics = idx;
-    pa.legend_position = "off";
+    pa.legend_position = "below";
     bf.panels.push_back(pa);
   }
+  util::stack_panels(bf);
   return bf;
 }
 
@@ -163,13 +164,15 @@ Figure figure_curves(const SaturationConfig& c, const Curves& cu) {
   Figure cf;
   cf.name = "saturation_curves";
   cf.title = "";
-  cf.caption = fmt::format("Largest weight (left) and entropy (right) of softmax(a·x) against the scale a, for x = ({}) "
-                           "and for {} random x of length {} drawn from N(0, 1) (median and 5–95 % band). Dashed: the "
-                           "limits theory gives, uniform as a → 0 and one-hot as a → ∞.",
-                           xs_text, c.random_vectors, c.random_length);
-  cf.layout_cols = 2;
-  cf.width = 960;
-  cf.height = 400;
+  cf.caption = fmt::format(
+      "Largest weight (top) and entropy (bottom) of softmax(a·x) against the scale a, for x = ({}) "
+      "and for {} random x of length {} drawn from N(0, 1) (median and 5–95 % band). Dashed: the "
+      "limits theory gives, uniform as a → 0 and one-hot as a → ∞.",
+      xs_text, c.random_vectors, c.random_length);
+  cf.alt =
+      "The largest softmax weight and the entropy against the scale a (log axis), for a fixed vector and "
+      "for random vectors (median and 5–95 % band), with the limits dashed. As a grows the largest weight "
+      "rises from 1/n to 1 and the entropy falls from ln n to 0.";
   Panel pm = util::panel("largest weight", "scale a", "max_i s_i", true, false);
   Panel pe = util::panel("entropy (nats)", "scale a", "H(s)", true, false);
   std::vector<double> smax, sent;
@@ -182,7 +185,7 @@ Figure figure_curves(const SaturationConfig& c, const Curves& cu) {
   pm.series.push_back(util::series(fmt::format("limit a→0: 1/{:g}", nr), Style::theory, {grid.front(), grid.back()}, {1 / nr, 1 / nr}, "#0072B2"));
   pm.y_min = 0;
   pm.y_max = 1.08;
-  pm.legend_position = "center left";
+  pm.legend_position = "below";
   pe.series.push_back(util::band("random x: 5–95 %", grid, t.column("random_entropy_p05"), t.column("random_entropy_p95"), "#56B4E9"));
   pe.series.push_back(util::series("random x: median", Style::lines, grid, t.column("random_entropy_median"), "#0072B2"));
   pe.series.push_back(util::series("x = (" + xs_text + ")", Style::points, grid, sent, "#D55E00"));
@@ -190,8 +193,9 @@ Figure figure_curves(const SaturationConfig& c, const Curves& cu) {
   pe.series.push_back(util::series(fmt::format("limit a→0: ln {:g}", nr), Style::theory, {grid.front(), grid.back()}, {std::log(nr), std::log(nr)}, "#0072B2"));
   pe.series.push_back(util::series("limit a→∞: 0", Style::theory, {grid.front(), grid.back()}, {0, 0}, "#000000"));
   pe.y_min = -0.05;
-  pe.legend_position = "bottom left";
+  pe.legend_position = "below";
   cf.panels = {pm, pe};
+  util::stack_panels(cf);
   return cf;
 }
 

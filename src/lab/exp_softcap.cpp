@@ -142,15 +142,16 @@ Figure figure_softcap(const SoftcapConfig& c, const std::vector<double>& sigmas,
   f.name = "softcap";
   f.caption = fmt::format(
       "Logit softcap c·tanh(s/c), applied {} the scale, on {} rows of n = {} random keys whose logits before the cap "
-      "are σ·z, z ~ N(0, 1). Left: the largest logit of any row (dashed: each cap c). Middle: the mean largest weight "
-      "(dashed: the bound 1/(1 + (n − 1)e^(−2c)), below 1 only for small c). Right: the gradient reaching a typical "
+      "are σ·z, z ~ N(0, 1). Top: the largest logit of any row (dashed: each cap c). Middle: the mean largest weight "
+      "(dashed: the bound 1/(1 + (n − 1)e^(−2c)), below 1 only for small c). Bottom: the gradient reaching a typical "
       "query row, the median over rows of ‖dQ_i‖ for a fixed random dO (a curve leaves the panel below 10⁻⁸ of the "
       "largest). Without a cap the rows go one-hot and the gradient falls away; a cap well below σ spreads the "
       "weight over the keys with z > 0 and keeps a gradient through those near z = 0.",
       c.cap_order == "before_scale" ? "before" : "after", c.queries, c.n);
-  f.layout_cols = 3;
-  f.width = 960;
-  f.height = 400;
+  f.alt =
+      "Against the logit spread σ (log axis), one line per softcap: the largest logit, the mean largest "
+      "weight and the gradient reaching a typical query row. Without a cap the rows go one-hot and the "
+      "gradient falls away; a cap well below σ bounds the logits and keeps a gradient.";
   Panel pl = util::panel("largest logit", "σ (logit spread before the cap)", "largest logit", true, true);
   Panel pp = util::panel("largest weight", "σ (logit spread before the cap)", "mean largest weight", true, false);
   Panel pg = util::panel("gradient, typical row of Q", "σ (logit spread before the cap)", "median ‖dQ_i‖", true, true);
@@ -169,9 +170,9 @@ Figure figure_softcap(const SoftcapConfig& c, const std::vector<double>& sigmas,
     }
   }
   pl.series.insert(pl.series.end(), bounds.begin(), bounds.end());
-  pl.legend_position = "top left";
-  pp.legend_position = "off";
-  pg.legend_position = "off";
+  pl.legend_position = "below";
+  pp.legend_position = "below";
+  pg.legend_position = "below";
   pp.y_min = 0;
   pp.y_max = 1.05;
   // The uncapped gradient falls by a hundred orders of magnitude: the panel keeps 8 decades
@@ -182,6 +183,7 @@ Figure figure_softcap(const SoftcapConfig& c, const std::vector<double>& sigmas,
   pg.y_min = top * 1e-8;
   pg.y_max = top * 3;
   f.panels = {pl, pp, pg};
+  util::stack_panels(f);
   return f;
 }
 

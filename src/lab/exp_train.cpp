@@ -199,18 +199,16 @@ Figure learning_curves(const StudyResult& s, const Group& g) {
       "Mean over {} seeds (line) and lowest..highest (band) of the held-out accuracy during training, one panel per "
       "d_k, one colour per scale. Chance is 1/16.",
       s.config.seeds);
+  f.alt =
+      "Held-out accuracy against the training step, one panel per d_k and one line per scale (mean over "
+      "seeds, band lowest to highest). Shows at which d_k each scale stops learning within the budget.";
   const int n = static_cast<int>(s.config.d_ks.size());
-  f.layout_cols = std::min(n, 3);
-  f.layout_rows = (n + 2) / 3;
-  f.width = 960;
-  f.height = 300 * f.layout_rows + 30;
   for (size_t di = 0; di < s.config.d_ks.size(); ++di) {
     const int64_t d = s.config.d_ks[di];
     Panel p = util::panel(fmt::format("d_k = {}", d), "step", "held-out accuracy");
     p.y_min = 0;
     p.y_max = 1.05;
-    p.legend_position = di == 0 ? "bottom right" : "off";
-    p.y_label = di % 3 == 0 ? "held-out accuracy" : "";
+    p.legend_position = "below";
     for (size_t si = 0; si < s.config.scales.size(); ++si) {
       const Scaling& sc = s.config.scales[si];
       const Aggregate a = aggregate(runs_of(s, g, d, sc), [](const CurvePoint& c) { return c.eval_accuracy; });
@@ -219,6 +217,7 @@ Figure learning_curves(const StudyResult& s, const Group& g) {
     }
     f.panels.push_back(std::move(p));
   }
+  util::stack_panels(f);
   return f;
 }
 
@@ -231,10 +230,10 @@ Figure steps_figure(const StudyResult& s, const std::vector<Group>& groups, cons
       "Median over seeds (points) and min..max (band). A run that never reached the threshold within {} steps is "
       "drawn at {:.0f} (the dashed budget line): a point on that line means most seeds never learnt.",
       s.config.base.steps, censor);
-  f.layout_cols = static_cast<int>(std::min<size_t>(groups.size(), 2));
-  f.layout_rows = static_cast<int>((groups.size() + 1) / 2);
-  f.width = 960;
-  f.height = 340 * f.layout_rows + 30;
+  f.alt =
+      "Median steps to reach the accuracy threshold against d_k (log axis), one panel per task, "
+      "initialisation and optimiser and one line per scale; a point on the dashed budget line means most "
+      "seeds never learnt. Shows how the steps needed grow with d_k under each scale.";
   const std::vector<double> xs = util::to_double(s.config.d_ks);
   for (size_t gi = 0; gi < groups.size(); ++gi) {
     const Group& g = groups[gi];
@@ -243,7 +242,7 @@ Figure steps_figure(const StudyResult& s, const std::vector<Group>& groups, cons
     p.x_tics = xs;
     p.y_min = 0;
     p.y_max = censor * 1.08;
-    p.legend_position = gi == 0 ? "top left" : "off";
+    p.legend_position = "below";
     for (size_t si = 0; si < s.config.scales.size(); ++si) {
       const Scaling& sc = s.config.scales[si];
       std::vector<double> med, lo, hi;
@@ -266,6 +265,7 @@ Figure steps_figure(const StudyResult& s, const std::vector<Group>& groups, cons
                                     "#777777"));
     f.panels.push_back(std::move(p));
   }
+  util::stack_panels(f);
   return f;
 }
 
@@ -280,17 +280,17 @@ Figure diagnostics_figure(const StudyResult& s, TaskKind task, InitMode init) {
       "Mean over seeds of the attention entropy (nats) and of ||diag(p) - p p^T||_F of the rows that feed the "
       "classifier, from the engine's row diagnostics on the held-out set. A saturated softmax has entropy and "
       "||J||_F near 0 and passes almost no gradient to W_q and W_k.";
-  f.layout_rows = static_cast<int>(s.config.optimizers.size());
-  f.layout_cols = 2;
-  f.width = 960;
-  f.height = 320 * f.layout_rows + 30;
+  f.alt =
+      "Attention entropy and the softmax Jacobian's size against the training step, per optimiser, one line "
+      "per scale (mean over seeds). A saturated softmax shows as entropy and Jacobian near 0, which passes "
+      "almost no gradient to W_q and W_k.";
   for (size_t oi = 0; oi < s.config.optimizers.size(); ++oi) {
     const Group g{task, init, s.config.optimizers[oi]};
     for (int which = 0; which < 2; ++which) {
       Panel p = util::panel(fmt::format("{}: {}", to_string(g.opt), which == 0 ? "attention entropy" : "mean ||J||_F"),
                             "step", which == 0 ? "entropy (nats)" : "||J||_F");
       p.y_min = 0;
-      p.legend_position = oi == 0 && which == 0 ? "top right" : "off";
+      p.legend_position = "below";
       for (size_t si = 0; si < s.config.scales.size(); ++si) {
         const Scaling& sc = s.config.scales[si];
         const Aggregate a = aggregate(runs_of(s, g, d_max, sc), [which](const CurvePoint& c) {
@@ -301,6 +301,7 @@ Figure diagnostics_figure(const StudyResult& s, TaskKind task, InitMode init) {
       f.panels.push_back(std::move(p));
     }
   }
+  util::stack_panels(f);
   return f;
 }
 
@@ -395,15 +396,17 @@ Figure mechanism_figure(const StudyResult& s, const std::vector<CellSummary>& ce
   f.title = "";
   f.caption = fmt::format(
       "Per scale (orange: none, blue: 1/√d_k, green: 1/d_k, black: qk-norm with a learned temperature), mean over {} "
-      "seeds, each at its own learning rate. Left: the largest attention weight of the classifying position at "
-      "initialisation (1 = one-hot: saturated before training starts). Middle: the size of the gradient reaching "
-      "W_q and W_k after the first {} steps (log scale). Right: mean held-out accuracy at the end of training. "
+      "seeds, each at its own learning rate. Three panels per optimiser: the largest attention weight of the "
+      "classifying "
+      "position at initialisation (1 = one-hot: saturated before training starts); the size of the gradient reaching "
+      "W_q and W_k after the first {} steps (log scale); mean held-out accuracy at the end of training. "
       "Without the scale the attention starts saturated as d_k grows while its gradient is not smaller.",
       s.config.seeds, s.config.base.eval_every);
-  f.layout_rows = static_cast<int>(s.config.optimizers.size());
-  f.layout_cols = 3;
-  f.width = 960;
-  f.height = 330 * f.layout_rows;
+  f.alt =
+      "Per optimiser, against d_k (log axis), one line per scale: the largest attention weight at "
+      "initialisation, the gradient reaching W_q and W_k in the first steps, and the final held-out "
+      "accuracy. Without the scale the attention starts saturated as d_k grows while its gradient is not "
+      "smaller.";
   const std::vector<double> xs = util::to_double(s.config.d_ks);
   for (size_t oi = 0; oi < s.config.optimizers.size(); ++oi) {
     const OptimizerKind opt = s.config.optimizers[oi];
@@ -428,7 +431,7 @@ Figure mechanism_figure(const StudyResult& s, const std::vector<CellSummary>& ce
     }
     for (auto* p : {&pm, &pg, &pa}) {
       p->x_tics = xs;
-      p->legend_position = "off";
+      p->legend_position = "below";
     }
     pm.y_min = 0, pm.y_max = 1.05;
     pa.y_min = 0, pa.y_max = 1.05;
@@ -436,6 +439,7 @@ Figure mechanism_figure(const StudyResult& s, const std::vector<CellSummary>& ce
     f.panels.push_back(std::move(pg));
     f.panels.push_back(std::move(pa));
   }
+  util::stack_panels(f);
   return f;
 }
 

@@ -303,22 +303,24 @@ Figure figure_variance(const VarianceConfig& c, const std::vector<Curve>& curves
   Figure fig;
   fig.name = "variance_vs_dk";
   fig.title = "";
-  fig.caption = "The variance of the scores q·k against d_k, measured (points) and theory (dashed), for components "
-                "of q and k with standard deviation σ. Left: without a scale it grows as d_k σ⁴ (slope 1 on these "
-                "log–log axes). Middle: divided by √d_k it stays at σ⁴. Right: measured / theory for every "
-                "distribution (normal, uniform), σ and way of summarising the score matrix (all of it, per row, per "
-                "column); 1 is exact agreement, grey the spread sampling alone gives.";
-  fig.layout_cols = 3;
-  fig.width = 960;
-  fig.height = 380;
+  fig.caption =
+      "The variance of the scores q·k against d_k, measured (points) and theory (dashed), for components "
+      "of q and k with standard deviation σ. Top: without a scale it grows as d_k σ⁴ (slope 1 on these "
+      "log–log axes). Middle: divided by √d_k it stays at σ⁴. Bottom: measured / theory for every "
+      "distribution (normal, uniform), σ and way of summarising the score matrix (all of it, per row, per "
+      "column); 1 is exact agreement, grey the spread sampling alone gives.";
+  fig.alt =
+      "Variance of the dot product q·k against d_k on log-log axes, without a scale and divided by √d_k, "
+      "then measured over theory. Without the scale the variance grows as d_k σ⁴ (slope 1); divided by √d_k "
+      "it stays at σ⁴, and the ratio to theory stays near 1.";
   Panel left = util::panel("no scale: Var(q·k)", "d_k", "variance", true, true);
   Panel mid = util::panel(c.scale_exponent == 0.5 ? std::string("divided by √d_k")
                                                   : fmt::format("divided by d_k^{}", c.scale_exponent),
                           "d_k", "variance", true, true);
   Panel right = util::panel("measured / theory", "d_k", "ratio", true, false);
-  left.legend_position = "top left";
-  mid.legend_position = "off";
-  right.legend_position = "off";
+  left.legend_position = "below";
+  mid.legend_position = "below";
+  right.legend_position = "below";
   std::vector<double> xs = util::to_double(c.dims);
   for (size_t i = 0; i < xs.size(); i += xs.size() > 6 ? 2 : 1) left.x_tics.push_back(xs[i]);
   mid.x_tics = right.x_tics = left.x_tics;
@@ -356,6 +358,7 @@ Figure figure_variance(const VarianceConfig& c, const std::vector<Curve>& curves
   right.y_max = 1.6;
   mid.y_max = 1e3;
   fig.panels = {left, mid, right};
+  util::stack_panels(fig);
   return fig;
 }
 
@@ -368,10 +371,10 @@ Figure figure_seed004(const VarianceConfig& c, const Seed004& s4, const Table& h
       "histogram (density), on the same horizontal axis without the scale (top) and divided by √{1} (bottom), beside "
       "the normal densities theory predicts: N(0, {1}) and N(0, 1).",
       c.seed004_n, c.seed004_d);
-  hf.layout_rows = 2;
-  hf.layout_cols = 1;
-  hf.width = 960;
-  hf.height = 560;
+  hf.alt =
+      "Histograms of the dot-product scores without a scale and divided by √d_k, each with its predicted "
+      "normal density dashed. The unscaled scores spread with standard deviation √d_k; the scaled ones "
+      "follow N(0, 1).";
   Panel h1 = util::panel(fmt::format("no scale: mean {:.3f}, standard deviation {:.3f}", s4.mean * std::sqrt(static_cast<double>(c.seed004_d)), s4.raw_std),
                          "score", "density");
   h1.series.push_back(util::series("measured histogram", Style::bars, hist.column("x_unscaled"), hist.column("density_unscaled"), "#56B4E9"));
@@ -387,8 +390,9 @@ Figure figure_seed004(const VarianceConfig& c, const Seed004& s4, const Table& h
   const double x_lim = 4.5 * std::sqrt(static_cast<double>(c.seed004_d));
   h1.x_min = h2.x_min = -x_lim;
   h1.x_max = h2.x_max = x_lim;
-  h1.legend_position = h2.legend_position = "top right";
+  h1.legend_position = h2.legend_position = "below";
   hf.panels = {h1, h2};
+  util::stack_panels(hf);
   return hf;
 }
 

@@ -259,6 +259,28 @@ inline Panel panel(std::string title, std::string x_label, std::string y_label, 
   return p;
 }
 
+// Lays a figure's panels out in one column, 640 px wide (its text then stays legible on a phone,
+// see plot_gnuplot.cpp). gnuplot's layout gives every panel the same height: that of the panel
+// needing most, its plot plus the rows its legend below takes.
+inline void stack_panels(Figure& f, double plot_px = 290) {
+  f.layout_cols = 1;
+  f.layout_rows = static_cast<int>(f.panels.size());
+  f.width = 640;
+  double panel_px = 0;
+  for (const Panel& p : f.panels) {
+    size_t named = 0, longest = 0;
+    for (const Series& s : p.series)
+      if (!s.label.empty()) ++named, longest = std::max(longest, s.label.size());
+    // A legend entry is its sample plus its text, ~10 px a character at the figure's text size.
+    const double entry_px = 10.0 * static_cast<double>(std::min<size_t>(longest, 60) + 5);
+    const size_t columns = std::max<size_t>(1, static_cast<size_t>(f.width / entry_px));
+    const size_t rows = p.legend_position == "off" || p.heatmap ? 0 : (named + columns - 1) / columns;
+    // A heatmap is square: taller, so that its cells (and the values printed in them) get room.
+    panel_px = std::max(panel_px, (p.heatmap ? 1.6 * plot_px : plot_px) + 22.0 * static_cast<double>(rows));
+  }
+  f.height = static_cast<int>(std::ceil((f.title.empty() ? 0 : 40) + panel_px * f.layout_rows));
+}
+
 // Shades x in [x_lo, x_hi] behind a panel's curves (e.g. the head sizes models use), as a
 // band that spans the panel's y range: the range set on the panel, else its data's, padded.
 // Call it after the panel's series are added.

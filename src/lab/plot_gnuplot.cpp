@@ -1,14 +1,16 @@
 // Figures as data → PNG, drawn by gnuplot (Debian gnuplot-nox, pngcairo terminal)
 // from a generated script that is kept beside the PNG (<name>.gp) so that a reader
 // can re-draw or restyle any figure.
-#include <cmath>
 #include <fcntl.h>
 #include <fmt/format.h>
-#include <fstream>
 #include <spawn.h>
-#include <sstream>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include <cmath>
+#include <fstream>
+#include <map>
+#include <sstream>
 
 #include "attnlab/lab.hpp"
 #include "lab/json_io.hpp"
@@ -37,6 +39,13 @@ std::string quote(const std::string& s) {
 
 std::string num(double x) { return fmt::format("{:.10g}", x); }
 
+// Text size, in points, for a figure `width` CSS px wide. pngcairo draws 1 pt as 4/3 px; a phone (412 px)
+// shows the figure 380 px wide, so the text is pt·(4/3)·380/width CSS px there: ≥ 10 px needs pt ≥ 7.5·width/380.
+int text_pt(int width) { return std::max(13, static_cast<int>(std::ceil(7.5 * width / 380.0))); }
+
+// Dash patterns for the line colours of one panel, in order: two lines that coincide still both show.
+const char* const kDashes[] = {"1", "(10,4)", "(3,3)", "(12,4,3,4)"};
+
 bool usable(double v, bool log_axis) { return std::isfinite(v) && (!log_axis || v > 0); }
 
 // Runs gnuplot on a script; stderr goes to err_file. Returns the exit status.
@@ -59,10 +68,13 @@ int run_gnuplot(const fs::path& script, const fs::path& err_file) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
-void write_panel(std::ostream& g, const Panel& p, int panel_index, double panel_px) {
+void write_panel(std::ostream& g, const Panel& p, int panel_index, double panel_px, int pt) {
   g << "reset session\n" << "set encoding utf8\n";
-  g << "set title " << quote(p.title) << " noenhanced font \",14\"\n";
-  g << "set xlabel " << quote(p.x_label) << " noenhanced\n";
+  g << "set title " << quote(p.title) << " noenhanced font \"," << pt + 1 << "\"\n";
+  // A legend under the plot: gnuplot leaves it touching the x label, so the label moves up half a line.
+  const bool key_below =
+      p.legend_position.find("below") != std::string::npos || p.legend_position.find("bmargin") != std::string::npos;
+  g << "set xlabel " << quote(p.x_label) << " noenhanced" << (key_below ? " offset 0,0.5" : "") << "\n";
   g << "set ylabel " << quote(p.y_label) << " noenhanced\n";
   g << "set grid lc rgb \"#dddddd\"\n";
   auto range = [&](const char* axis, const std::optional<double>& lo, const std::optional<double>& hi) {
@@ -108,8 +120,8 @@ void write_panel(std::ostream& g, const Panel& p, int panel_index, double panel_
     g << "EOD\n";
     g << "plot $H" << panel_index << " matrix with image";
     if (h.annotate)
-      g << ", $H" << panel_index
-        << " matrix using 1:2:(sprintf(\"%.2g\",$3)) with labels font \",12\" tc rgb \"#000000\"";
+      g << ", $H" << panel_index << " matrix using 1:2:(sprintf(\"%.2g\",$3)) with labels font \"," << pt
+        << "\" tc rgb \"#000000\"";
     g << "\n";
     return;
   }
@@ -145,8 +157,8 @@ void write_panel(std::ostream& g, const Panel& p, int panel_index, double panel_
     }
   }
   // Explicit tic labels, thinned so that neighbouring labels never touch: a label is kept
-  // when it is at least the width of the two half-labels (13-pixel text, ~11 px a digit)
-  // plus a gap away from the last one kept, on an axis of about panel_px − 110 pixels.
+  // when it is at least the width of the two half-labels (a digit is ~0.64 em, ≈ 0.86·pt px)
+  // plus a gap away from the last one kept, on an axis of about panel_px − 8.5·pt pixels.
   auto tics = [&](const char* axis, std::vector<double> at, bool log_axis, std::optional<double> lo,
                   std::optional<double> hi, double axis_px) {
     if (at.empty()) return;
@@ -155,7 +167,9 @@ void write_panel(std::ostream& g, const Panel& p, int panel_index, double panel_
       if (log_axis) return (std::log(v) - std::log(a)) / (std::log(b) - std::log(a)) * axis_px;
       return (v - a) / (b - a) * axis_px;
     };
-    auto width = [](double v) { return 5.5 * static_cast<double>(fmt::format("{:g}", v).size()); };  // half a label, px
+    auto width = [&](double v) {
+      return 0.43 * pt * static_cast<double>(fmt::format("{:g}", v).size());
+    };  // half a label, px
     auto apart = [&](double u, double v) { return std::abs(position(v) - position(u)) >= width(u) + width(v) + 12; };
     std::vector<double> kept;
     for (double v : at)
@@ -169,18 +183,26 @@ void write_panel(std::ostream& g, const Panel& p, int panel_index, double panel_
     for (size_t i = 0; i < kept.size(); ++i) g << (i ? ", " : "") << quote(fmt::format("{:g}", kept[i])) << " " << num(kept[i]);
     g << ")\n";
   };
-  tics("x", p.x_tics, p.log_x, x_lo, x_hi, std::max(80.0, panel_px - 110));
+  tics("x", p.x_tics, p.log_x, x_lo, x_hi, std::max(80.0, panel_px - 8.5 * pt));
   tics("y", p.y_tics, p.log_y, p.y_min, p.y_max, 1e9);  // vertical: labels stack, no thinning
   range("x", x_lo, x_hi);
   range("y", p.y_min, p.y_max);
   if (p.legend_position == "off")
     g << "unset key\n";
   else
-    g << "set key " << p.legend_position << " noenhanced box opaque samplen 2 spacing 1.1 font \",12\"\n";
+    g << "set key " << p.legend_position << " noenhanced " << (key_below ? "nobox reverse Left" : "box opaque")
+      << " samplen 2 spacing 1.1 font \"," << pt << "\"\n";
 
   // Each series becomes a datablock, then one plot command draws them all.
   std::vector<std::string> clauses;
   int auto_colour = 0, marker = 0;
+  // Lines of one colour (e.g. one per seed) share a dash pattern and a width; each later colour is
+  // drawn thinner, so that a line drawn over an earlier one leaves the earlier one showing at its edges.
+  std::map<std::string, size_t> order_of_colour;
+  auto line = [&](const std::string& colour) {
+    const size_t k = order_of_colour.emplace(colour, order_of_colour.size()).first->second;
+    return fmt::format("lw {} dt {}", std::max(1.2, 2.8 - 0.5 * static_cast<double>(k)), kDashes[k % 4]);
+  };
   bool any_bars = false;
   // Marked series get a different marker shape each (circle, square, triangle, diamond, …),
   // so that two series that coincide still both show.
@@ -211,9 +233,11 @@ void write_panel(std::ostream& g, const Panel& p, int panel_index, double panel_
     std::string how;
     switch (se.style) {
       case Style::points: how = fmt::format("using 1:2 with points pt {} ps 1.1", kMarkers[marker++ % 6]) + lc; break;
-      case Style::lines: how = "using 1:2 with lines lw 2" + lc; break;
+      case Style::lines:
+        how = fmt::format("using 1:2 with lines {}", line(colour)) + lc;
+        break;
       case Style::linespoints:
-        how = fmt::format("using 1:2 with linespoints lw 2 pt {} ps 1.0", kMarkers[marker++ % 6]) + lc;
+        how = fmt::format("using 1:2 with linespoints {} pt {} ps 1.0", line(colour), kMarkers[marker++ % 6]) + lc;
         break;
       case Style::theory: how = "using 1:2 with lines lw 2.5 dt (8,5)" + lc; break;
       case Style::bars:
@@ -265,20 +289,21 @@ void render_figure(const Figure& figure, const fs::path& png) {
   g << "# Generated by attnlab: figure '" << figure.name << "'. Re-draw with: gnuplot " << script.filename().string()
     << "\n";
   // Drawn at twice the figure's size (its size in CSS pixels on the page) with every font,
-  // line and point scaled by 2: sharp on high-density screens, and the 13-pixel text stays
-  // 13 pixels at the size shown (the page sets the image's width and height to the figure's).
-  g << "set terminal pngcairo size " << 2 * figure.width << "," << 2 * figure.height
-    << " enhanced font \"DejaVu Sans,13\" fontscale 2 linewidth 2 pointscale 2 background rgb \"white\"\n";
+  // line and point scaled by 2: sharp on high-density screens, and the text keeps its size
+  // at the size shown (the page sets the image's width and height to the figure's).
+  const int pt = text_pt(figure.width);
+  g << "set terminal pngcairo size " << 2 * figure.width << "," << 2 * figure.height << " enhanced font \"DejaVu Sans,"
+    << pt << "\" fontscale 2 linewidth 2 pointscale 2 background rgb \"white\"\n";
   g << "set output " << quote(png.filename().string()) << "\n";
   g << "set encoding utf8\n";
   const bool multi = figure.panels.size() > 1 || !figure.title.empty();
   if (multi) {
     g << "set multiplot layout " << figure.layout_rows << "," << figure.layout_cols;
-    if (!figure.title.empty()) g << " title " << quote(figure.title) << " noenhanced font \",15\"";
+    if (!figure.title.empty()) g << " title " << quote(figure.title) << " noenhanced font \"," << pt + 2 << "\"";
     g << "\n";
   }
   for (size_t i = 0; i < figure.panels.size(); ++i) {
-    write_panel(g, figure.panels[i], static_cast<int>(i), static_cast<double>(figure.width) / figure.layout_cols);
+    write_panel(g, figure.panels[i], static_cast<int>(i), static_cast<double>(figure.width) / figure.layout_cols, pt);
   }
   if (multi) g << "unset multiplot\n";
   g << "set output\n";

@@ -84,7 +84,7 @@ TEST(Report, WritesEveryPartWithPendingClaims) {
   EXPECT_EQ(read(out / "assets" / "plotly-cartesian.min.js").rfind("/**\n* plotly.js (cartesian - minified)", 0), 0u);
   EXPECT_NE(read(out / "assets" / "LICENSE-plotly.js.txt").find("MIT License"), std::string::npos);
   // Figures are drawn at twice their size on the page, and their size is set there.
-  EXPECT_NE(page.find("src=\"figures/saturation_curves.png\" width=\"960\" height=\"400\""), std::string::npos);
+  EXPECT_NE(page.find("src=\"figures/saturation_curves.png\" width=\"640\" height=\""), std::string::npos);
   EXPECT_NE(page.find("loading=\"lazy\""), std::string::npos);
   // The articles are linked, the claims quoted in both languages.
   EXPECT_NE(page.find("https://www.zhihu.com/question/339723385"), std::string::npos);
