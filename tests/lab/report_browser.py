@@ -106,6 +106,26 @@ def plot_data(driver, element_id):
         element_id)
 
 
+def cjk_quotes(driver, checks):
+    """The articles' Chinese words name a CJK font that this machine has (fonts-noto-cjk), so
+    they render as characters, not as empty boxes."""
+    try:
+        installed = subprocess.run(["fc-list", ":lang=zh", "family"], capture_output=True, text=True).stdout
+    except FileNotFoundError:
+        installed = ""
+    families = {f.strip() for line in installed.splitlines() for f in line.split(",") if f.strip()}
+    stacks = driver.execute_script(
+        "return Array.from(document.querySelectorAll('[lang=zh]')).map(function (e) {"
+        "  return getComputedStyle(e).fontFamily; });")
+    checks.expect(bool(stacks), f"the page has Chinese quotes marked lang=zh ({len(stacks)})")
+    if not families:
+        print("note  no CJK font installed (fonts-noto-cjk is optional): the Chinese quotes are not checked")
+        return
+    unrendered = [s for s in stacks if not any(f.strip().strip('"') in families for f in s.split(","))]
+    checks.expect(stacks and not unrendered,
+                  f"every Chinese quote names an installed CJK font (without one: {unrendered[:2]})")
+
+
 def press(driver, element_id, key, times):
     slider = driver.find_element(By.ID, element_id)
     driver.execute_script("arguments[0].scrollIntoView({block: 'center'});", slider)
@@ -131,6 +151,7 @@ def check_assets_and_images(driver, checks, url):
     checks.expect(len(images) >= 12 and not broken, f"all {len(images)} images load from file:// (broken: {broken})")
     unsized = [i["src"] for i in images if not (i["width"] and i["height"])]
     checks.expect(not unsized, f"every image has its width and height set (missing: {unsized})")
+    cjk_quotes(driver, checks)
     requests = requested_urls(driver)
     remote = [r for r in requests if not r.startswith(("file://", "data:", "blob:"))]
     checks.expect(requests and not remote,
