@@ -23,6 +23,9 @@ Verdict ratio_verdict(const TypicalRowRatios& c, const std::vector<double>& rati
   Verdict v = make_verdict("C7");
   v.theory = limit;
   v.tolerance = limit;
+  v.unit = "ratio without/with the scale at the largest d_k; below 1 is smaller without it";
+  v.theory_unit = "ratio without/with the scale that separates smaller from larger";
+  v.tolerance_unit = "ratio without/with the scale that separates smaller from larger";
   v.range_variable = "d_k";
   for (size_t i = 0; i < c.dims.size(); ++i) {
     const Outcome o = ratio[i] < limit ? Outcome::confirmed : Outcome::refuted;

@@ -306,6 +306,8 @@ Verdict verdict_c9(const AdditiveConfig& c, const Table& t, double grad_error, d
                                 "forward {:.2g}",
                                 xs_hi.front(), add_slope, mul_slope, worst_add, worst_mul, grad_error, consistency);
   v.tolerance = add_allow;
+  v.unit = "fitted power of d_k of the additive score's std";
+  v.tolerance_unit = "largest distance from the power 0";
   v.method = fmt::format(
       "The std of each score over {}×{} random (h, s) pairs per weight draw (max(2, {}/d_k) draws per d_k), against "
       "its theory (within {:g} relative) and as a fitted power of d_k over the upper half of the sizes "
@@ -352,6 +354,8 @@ Verdict verdict_tanh_bound(const AdditiveConfig& c, const Table& t) {
                                 "power of d_k (d_k ≥ {:g}) {:+.3f}",
                                 col.front(), xs.front(), col.back(), xs.back(), xs_hi.front(), slope);
   v.tolerance = allow;
+  v.unit = "fitted power of d_k of the score's std";
+  v.tolerance_unit = "largest distance from the power 0";
   v.method = fmt::format("The same weights W₁, W₂ and inputs as the main check, with v drawn from N(0, 1): confirmed if "
                          "the fitted power of d_k over the upper half of the sizes is 0 ± {:.2g}.",
                          allow);

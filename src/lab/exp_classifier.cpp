@@ -164,6 +164,8 @@ Verdict verdict_c10(const ClassifierConfig& c, const Table& t) {
   v.measured_text = fmt::format("at a = {:g}: wrong {:.6f} (5 %: {:.6f}), right {:.2g}, attention (95 %) {:.2g}; loss {}",
                                 c.a_max, wrong_end, wrong_low, right_end, att_end, c.loss);
   v.tolerance = c.tolerance;
+  v.unit = "‖p − y‖ of confident wrong predictions at the largest scale";
+  v.tolerance_unit = "largest distance from √2";
   v.method = fmt::format("At the largest scale a = {:g}: the median gradient norm of confident wrong predictions must "
                          "be within {:g} of √2 (and its 5 % quantile too), that of right ones ≤ {:g}, and 95 % of "
                          "attention's ‖J g‖ ≤ {:g}.",

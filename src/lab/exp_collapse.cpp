@@ -190,6 +190,8 @@ Verdict verdict_precedes(const CollapseConfig& c, const Counts& k) {
                                 k.spiked, k.spiked + k.stable, c.learned, c.spike, c.collapse, k.collapsed_first, k.lead,
                                 k.spike_first, k.never_learned);
   v.tolerance = c.precede_fraction;
+  v.unit = "share of spiking runs whose entropy collapsed first";
+  v.tolerance_unit = "smallest share that confirms";
   v.method = fmt::format(
       "A spike counts once a run has learned (held-out accuracy ≥ {:g}): unstable training is training that breaks, not "
       "training that never starts. Confirmed when at least one run spikes and in at least {:g} of the spiking runs the "
@@ -237,6 +239,8 @@ Verdict verdict_association(const CollapseConfig& c, const Counts& k) {
   v.measured_text = fmt::format("{} of {} runs without a spike fell below {:g} nats, {} of {} spiking runs", k.stable_collapsed,
                                 k.stable, c.collapse, k.spiked_collapsed, k.spiked);
   v.tolerance = at_most;
+  v.unit = "share of runs without a spike whose entropy collapsed";
+  v.tolerance_unit = "largest share that confirms";
   v.method = "Confirmed when at most a third of the runs without a spike collapse; refuted when they collapse more often "
              "than the spiking runs; inconclusive otherwise (collapse as common in stable runs: it "
              "sets nothing apart), or when no run is stable or none spikes.";

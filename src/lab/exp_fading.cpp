@@ -226,6 +226,8 @@ Verdict verdict_c13(const FadingConfig& c, const Exact& e, const Rows& r) {
       e.worst_error, c.planted_signal, c.d_k, planted_sm.front(), planted_sm.back(), c.ns.front(), c.ns.back(),
       ss_planted_min, random_sm.front(), random_sm.back(), random_ss.front(), random_ss.back());
   v.tolerance = c.exact_tolerance;
+  v.unit = "largest softmax weight on Figure 1's logits";
+  v.tolerance_unit = "largest relative error against the closed forms";
   v.method = fmt::format(
       "Confirmed when the reference matches both closed forms of Figure 1 within {:g} (relative) at every n, softmax's "
       "largest weight falls by more than {:g}× over the range on Figure 1's logits and on the planted input, and "

@@ -276,7 +276,7 @@ IssueTable measure_issue_table(const GradflowConfig& c, RunContext& ctx) {
     t.table.add_row({static_cast<double>(d), u.median, u.log_se, c.table_unscaled[i], s.median, s.log_se, c.table_scaled});
     t.worst = std::max(t.worst, std::abs(std::log(u.median / c.table_unscaled[i])) / (c.table_z * u.log_se + c.table_rounding));
     t.worst = std::max(t.worst, std::abs(std::log(s.median / c.table_scaled)) / (c.table_z * s.log_se + c.table_rounding));
-    t.text += fmt::format("{}d_k {}: {:.3g} (quoted {:g}) / {:.3g} (quoted ≈{:g})", i ? "; " : "", d, u.median,
+    t.text += fmt::format("{}d_k {}: {:.3g} (expected {:g}) / {:.3g} (expected ≈{:g})", i ? "; " : "", d, u.median,
                           c.table_unscaled[i], s.median, c.table_scaled);
   }
   return t;
@@ -376,13 +376,13 @@ Figure figure_gradflow(const GradflowConfig& c, const Policies& policies, const 
       "0.99 rises, the typical row's ‖J‖_F collapses, and past a few hundred the gradient reaching a typical query "
       "or key falls. With 1/√d_k all of them stay level. The total ‖dQ‖_F (third panel) does not fall without the "
       "scale: it is carried by the few rows whose two largest scores happen to be close. Last panel: the median "
-      "‖J‖_F for 64 keys beside reference values quoted when the lab was specified (dashed). Grey: the head sizes "
+      "‖J‖_F for 64 keys beside the expected values the lab checks it against (dashed). Grey: the head sizes "
       "models use.",
       c.n_keys);
   f.alt =
       "Six panels against d_k (log axis), one line per scale: typical query and key gradients, the total "
       "query gradient, the typical row's Jacobian norm, the share of saturated rows, and the Jacobian norm "
-      "beside reference values. Without the scale the rows saturate and the typical Jacobian collapses as "
+      "beside its expected values. Without the scale the rows saturate and the typical Jacobian collapses as "
       "d_k grows; with 1/√d_k every quantity stays level.";
   Panel pq = util::panel("typical query ‖dQ_i‖", "d_k", "median over rows", true, true);
   Panel pk = util::panel("typical key ‖dK_j‖", "d_k", "median over rows", true, true);
@@ -408,9 +408,10 @@ Figure figure_gradflow(const GradflowConfig& c, const Policies& policies, const 
   const auto tx = util::to_double(c.table_dims);
   const std::string none_colour = util::policy_colour(ScalePolicy::none()),
                     scaled_colour = util::policy_colour(ScalePolicy::inv_sqrt_d());
-  pt.series.push_back(util::series("no scale: reference", Style::theory, tx, c.table_unscaled, none_colour));
+  pt.series.push_back(util::series("no scale: expected", Style::theory, tx, c.table_unscaled, none_colour));
   pt.series.push_back(util::series("no scale: measured", Style::points, tx, issue.table.column("unscaled_median"), none_colour));
-  pt.series.push_back(util::series("1/√d_k: reference", Style::theory, tx, issue.table.column("scaled_expected"), scaled_colour));
+  pt.series.push_back(
+      util::series("1/√d_k: expected", Style::theory, tx, issue.table.column("scaled_expected"), scaled_colour));
   pt.series.push_back(util::series("1/√d_k: measured", Style::points, tx, issue.table.column("scaled_median"), scaled_colour));
   pt.x_tics = tx;
   pt.legend_position = "below";
@@ -440,23 +441,30 @@ Verdict verdict_c6(const GradflowConfig& c, const Policies& policies, const Poli
   const bool same_order = remedy_spread < c.same_order_factor;
   const bool table_ok = issue.worst <= 1.0;
   Verdict v6 = make_verdict("C6");
-  v6.theory_text = fmt::format("without scale ‖J‖, ‖dQ‖, ‖dK‖ → 0 as d_k grows; with {} of the same order; the "
-                               "reference median ‖J‖_F values", remedy_name);
+  v6.theory_text = fmt::format(
+      "without scale ‖J‖, ‖dQ‖, ‖dK‖ → 0 as d_k grows; with {} of the same order; the "
+      "expected median ‖J‖_F values",
+      remedy_name);
   v6.theory = c.same_order_factor;
   v6.measured = remedy_spread;
-  v6.measured_text = fmt::format("typical row, {}: ‖J‖_F falls {:.3g}×, ‖dQ_i‖ {:.3g}×, ‖dK_j‖ {:.3g}× from d_k {} to "
-                                 "{}; {}: max/min over d_k = {:.3g}; total ‖dQ‖_F without scale changes {:.3g}× "
-                                 "(few unsaturated rows); reference values: {} (worst deviation {:.2f} of the allowance)",
-                                 base_name, j_fall, dq_fall, dk_fall, c.dims.front(), c.dims.back(), remedy_name,
-                                 remedy_spread, B.back().dq / B.front().dq, issue.text, issue.worst);
+  v6.measured_text = fmt::format(
+      "typical row, {}: ‖J‖_F falls {:.3g}×, ‖dQ_i‖ {:.3g}×, ‖dK_j‖ {:.3g}× from d_k {} to "
+      "{}; {}: max/min over d_k = {:.3g}; total ‖dQ‖_F without scale changes {:.3g}× "
+      "(few unsaturated rows); median ‖J‖_F without / with the scale: {} (worst deviation {:.2f} of the allowance)",
+      base_name, j_fall, dq_fall, dk_fall, c.dims.front(), c.dims.back(), remedy_name, remedy_spread,
+      B.back().dq / B.front().dq, issue.text, issue.worst);
   v6.tolerance = c.same_order_factor;
-  v6.method = fmt::format("Per row (median over rows: the typical query and key). Confirmed when, without the scale, "
-                          "median ‖J‖_F, ‖dQ_i‖ and ‖dK_j‖ fall by more than {:g}× from "
-                          "d_k = {} to {}; with {} their largest/smallest over d_k stays below {:g}; and the "
-                          "median ‖J‖_F over {} rows of {} keys matches the reference values within {:g} standard errors "
-                          "of log(median) (+{:g} for rounding).",
-                          c.vanish_factor, c.dims.front(), c.dims.back(), remedy_name, c.same_order_factor,
-                          c.table_rows, c.table_keys, c.table_z, c.table_rounding);
+  v6.unit = "largest / smallest over d_k of the typical query's and key's gradient with 1/√d_k";
+  v6.theory_unit = "largest ratio still counted as the same order";
+  v6.tolerance_unit = "largest ratio still counted as the same order";
+  v6.method = fmt::format(
+      "Per row (median over rows: the typical query and key). Confirmed when, without the scale, "
+      "median ‖J‖_F, ‖dQ_i‖ and ‖dK_j‖ fall by more than {:g}× from "
+      "d_k = {} to {}; with {} their largest/smallest over d_k stays below {:g}; and the "
+      "median ‖J‖_F over {} rows of {} keys matches the expected values within {:g} standard errors "
+      "of log(median) (+{:g} for rounding).",
+      c.vanish_factor, c.dims.front(), c.dims.back(), remedy_name, c.same_order_factor, c.table_rows, c.table_keys,
+      c.table_z, c.table_rounding);
   v6.outcome = util::outcome_of(vanishes && same_order && table_ok);
   v6.figure = "gradflow";
   // Where along d_k does the typical query's gradient shrink without the scale? Step by step, the mean

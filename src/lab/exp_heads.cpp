@@ -336,6 +336,7 @@ Verdict verdict_c11(const HeadsConfig& c, const std::vector<PolicyMeasure>& meas
                                  100 * *std::min_element(sat[1].saturated.begin(), sat[1].saturated.end()),
                                  100 * *std::max_element(sat[1].saturated.begin(), sat[1].saturated.end()));
   vd.tolerance = c.exact_tolerance;
+  vd.unit = "largest absolute difference, batched − head by head";
   vd.method = fmt::format("Q, K, V of shape {} through the double reference in one call (forward and backward) and "
                           "head by head on [1, 1, {}, {}] slices: the largest difference must be ≤ {:g}; the float "
                           "engine's output, gradients and row diagnostics (batched) must agree with the reference "

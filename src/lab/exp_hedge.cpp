@@ -240,6 +240,9 @@ Verdict verdict_beats_unscaled(const HedgeConfig& c, const Resolved& r, const Me
   v.measured_text = fmt::format("at d_k = {}: additive {}; unscaled {}", r.dims.back(), cell_text(add[last], r.steps),
                                 cell_text(none[last], r.steps));
   v.tolerance = c.slower;
+  v.unit = fmt::format("ratio of median steps to {:.0f} %, unscaled / additive", 100 * c.threshold);
+  v.theory_unit = "ratio of median steps from which the dot product counts as slower";
+  v.tolerance_unit = "ratio of median steps from which the dot product counts as slower";
   v.method = fmt::format(
       "Each score and d_k at its best rate (rates {{{}}}; {}). At the largest d_k: confirmed when the unscaled dot product "
       "learns worse than additive attention (fewer seeds reach {:.0f} %, or ≥ {:g}× the median steps, or a mean final "
@@ -288,6 +291,9 @@ Verdict verdict_scale_closes(const HedgeConfig& c, const Resolved& r, const Meas
   v.measured_text = fmt::format("at d_k = {}: 1/√d_k {}; additive {}", r.dims.back(), cell_text(scaled, r.steps),
                                 cell_text(add, r.steps));
   v.tolerance = c.slower;
+  v.unit = fmt::format("ratio of median steps to {:.0f} %, 1/√d_k / additive", 100 * c.threshold);
+  v.theory_unit = "ratio of median steps from which the dot product counts as slower";
+  v.tolerance_unit = "ratio of median steps from which the dot product counts as slower";
   v.method = fmt::format("At the largest d_k, each at its best rate: refuted when 1/√d_k learns worse than additive "
                          "attention (fewer seeds reach {:.0f} %, or ≥ {:g}× the median steps, or 0.1 lower accuracy); "
                          "confirmed otherwise.",
@@ -319,7 +325,7 @@ Result run_hedge(const HedgeConfig& c, RunContext& ctx) {
   res.config = {{"dims", fmt::format("{}", fmt::join(r.dims, ","))}, {"rates", fmt::format("{}", fmt::join(r.rates, ","))},
                 {"seeds", std::to_string(r.seeds)}, {"steps", std::to_string(r.steps)}};
   res.tables = {m.best, m.cells};
-  res.notes.push_back("hedge_*.csv: score 0 = additive, 1 = unscaled dot product, 2 = 1/sqrt(d_k)");
+  res.notes.push_back("hedge_*.csv: score 0 = additive, 1 = unscaled dot product, 2 = 1/√d_k");
   res.figures = {figure_hedge(c, r, m)};
   res.verdicts = {verdict_beats_unscaled(c, r, m), verdict_scale_closes(c, r, m)};
   return res;

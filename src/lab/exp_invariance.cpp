@@ -213,6 +213,9 @@ Verdict verdict_c14(const InvarianceConfig& c, const ScalePolicy& candidate, con
   v.measured_text = fmt::format("{} under {} against 1/√d_k, n = {}..{}, d_k = {}: {}", "entropy rise",
                                 util::policy_label(candidate), c.ns.front(), c.ns.back(), c.d_k, cases);
   v.tolerance = c.constant_fraction;
+  v.unit = "share of concentrated inputs near constant";
+  v.theory_unit = "largest rise counted as near constant, as a fraction of 1/√d_k's rise";
+  v.tolerance_unit = "largest rise counted as near constant, as a fraction of 1/√d_k's rise";
   v.method = fmt::format(
       "For each β, the rows are “concentrated” (the derivation's assumption holds) when their mean largest weight at "
       "n = {} is ≥ {:g}, “spread” (it fails) when below {:g}; rows whose mean largest weight exceeds {:g} at some n "
@@ -235,15 +238,16 @@ Verdict verdict_c14(const InvarianceConfig& c, const ScalePolicy& candidate, con
   const PerBeta& focus = m.per_beta[shown];
   v.plain = fmt::format(
       "The derivation assumes the softmax puts its weight on the largest score. On random inputs it does not (largest "
-      "weight {:.2f} at n = {}), and {} keeps {:.0f} % of 1/√d_k's rise in entropy ({:+.1f} against {:+.1f} nats from n = "
+      "weight {:.2f} at n = {}), and {} keeps {:.0f} % of 1/√d_k's rise in entropy ({:+.1f} against {:+.1f} nats from "
+      "n = "
       "{} to {}): this is C12's failure on random inputs. Where one key stands out (β = {:g}, largest weight {:.2f} at "
       "n = {}) it keeps {:.0f} % ({:+.1f} against {:+.1f} nats){}. In between, the share kept falls as the weight "
-      "concentrates (right panel). {} of {} concentrated, unsaturated inputs stay near constant{}, {} of {} "
+      "concentrates (bottom panel). {} of {} concentrated, unsaturated inputs stay near constant{}, {} of {} "
       "spread ones{}.",
       random.anchor_max_prob, c.anchor_n, util::policy_label(candidate), 100 * random.ratio, random.rise_candidate,
       random.rise_base, c.ns.front(), c.ns.back(), c.betas[shown], focus.anchor_max_prob, c.anchor_n, 100 * focus.ratio,
-      focus.rise_candidate, focus.rise_base, focus.flat ? ": near constant, as derived" : ": not near constant",
-      held, concentrated, missed.empty() ? "" : " (not: " + missed + ")", spread_flat, spread,
+      focus.rise_candidate, focus.rise_base, focus.flat ? ": near constant, as derived" : ": not near constant", held,
+      concentrated, missed.empty() ? "" : " (not: " + missed + ")", spread_flat, spread,
       saturated ? fmt::format("; {} more {} saturated and not counted", saturated, saturated == 1 ? "is" : "are") : "");
   return v;
 }
@@ -263,6 +267,9 @@ Verdict verdict_claim(const InvarianceConfig& c, const ScalePolicy& candidate, c
   v.theory_text = fmt::format("the entropy's rise over n = {}..{} under {} is below {:g}× 1/√d_k's, for every input",
                               c.ns.front(), c.ns.back(), util::policy_label(candidate), c.constant_fraction);
   v.tolerance = c.constant_fraction;
+  v.unit = "largest share of 1/√d_k's entropy rise kept, over the unsaturated inputs";
+  v.theory_unit = "largest rise counted as near constant, as a fraction of 1/√d_k's rise";
+  v.tolerance_unit = "largest rise counted as near constant, as a fraction of 1/√d_k's rise";
   v.range_variable = fmt::format("largest weight at n = {}", c.anchor_n);
   int flat = 0;
   double worst = 0;

@@ -276,6 +276,7 @@ Verdict verdict_c4(const JacobianConfig& c, const RandomChecks& r, const OneHot&
                                  "≥ {:.2g}; max |J| at one-hot {:.2g}; tr J at s = (½, ½) {:.3g}",
                                  r.fd, r.sym, r.rows, -r.psd, one_hot.max_abs, one_hot.trace_two);
   v4.tolerance = c.fd_tolerance;
+  v4.unit = "largest |J − finite-difference J|";
   v4.method = fmt::format("{} random x per scale a ∈ [{:g}, {:g}], n = {}: |J − central differences (h = {:g})| ≤ {:g}; "
                           "|J − Jᵀ|, |row sums| and −λ_min ≤ {:g}; J = 0 at exactly one-hot s (far-apart and −inf "
                           "logits) and tr J = 1 − ‖s‖² > 0 otherwise.",
@@ -297,6 +298,7 @@ Verdict verdict_c5(const JacobianConfig& c, const RandomChecks& r) {
   v5.measured = r.vjp;
   v5.measured_text = fmt::format("max |VJP − Jᵀg|/max|g| = {:.2g}; vs finite differences {:.2g}", r.vjp, r.vjp_fd);
   v5.tolerance = c.exact_tolerance;
+  v5.unit = "largest error of the short formula, relative to max|g|";
   v5.method = fmt::format("The library's softmax_vjp against Jᵀg with J formed explicitly (≤ {:g}) and against "
                           "central differences of ⟨g, softmax(x)⟩ (≤ {:g}), for every random (x, g).",
                           c.exact_tolerance, c.fd_tolerance);

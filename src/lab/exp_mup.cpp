@@ -193,6 +193,8 @@ Verdict verdict_c16(const MupConfig& c, const Measured& m) {
       c.widths.front(), c.widths.back(), c.steps, c.optimizer, c.lr, c.seeds, init_slope[0], init_slope[1], c.steps,
       change_slope[0], change_slope[1], m.diverged ? "; some runs diverged" : "");
   v.tolerance = c.slope_tolerance;
+  v.unit = "power of d_k of the logits' change under 1/d_k";
+  v.tolerance_unit = "largest distance from the theory's power";
   v.method = fmt::format(
       "Least-squares powers of d_k of the seed-mean RMS logit at init and of its change after {} steps. Confirmed when "
       "all four are within {:g} of the theory; refuted when 1/d_k's change is not flat (within {:g} of d_k^0) or not "

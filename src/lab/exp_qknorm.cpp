@@ -251,6 +251,9 @@ Verdict verdict_c17(const QkConfig& c, const Resolved& r, const Measured& m) {
       top_cand.max_logit, m.init_logit[0], m.init_logit[1], top_base.entropy, top_cand.entropy, top_base.diverged,
       top_cand.diverged, r.seeds);
   v.tolerance = c.epsilon;
+  v.unit = "decades of learning rate, QK-norm's band minus 1/√d_k's";
+  v.theory_unit = "nats above the best loss that a rate's band allows";
+  v.tolerance_unit = "nats above the best loss that a rate's band allows";
   v.method = fmt::format(
       "Per scaling, the seed-mean final held-out loss at each rate (a diverged run counts as chance, ln C); its band is "
       "the contiguous run of rates around its best rate whose loss is within {:g} nats of the best loss of either "

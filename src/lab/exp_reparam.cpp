@@ -248,6 +248,9 @@ Verdict verdict_c19(const ReparamConfig& c, const Resolved& r, const Measured& m
                                 100 * c.threshold, c.d_k, steps_text(scaled, r.seeds, r.steps),
                                 steps_text(plain, r.seeds, r.steps), steps_text(stand_in, r.seeds, r.steps));
   v.tolerance = static_cast<double>(r.eval_every);
+  v.unit = fmt::format("median steps to {:.0f} %, no scale with the smaller init", 100 * c.threshold);
+  v.theory_unit = fmt::format("median steps to {:.0f} %, 1/√d_k", 100 * c.threshold);
+  v.tolerance_unit = "steps: one evaluation interval";
   v.method = fmt::format(
       "Steps to {:.0f} % per seed, a run that never reaches it counted beyond the budget. Confirmed when the unscaled "
       "arm with the smaller init has its median within the scaled runs' lowest..highest (± one evaluation, {} steps), "
@@ -303,6 +306,8 @@ Verdict verdict_algebra(const ReparamConfig& c, const Resolved& r, const Measure
                                 "logit {:.2g}; change after step 1: {:.3g} and {:.3g}, ratio {:.3g}",
                                 rms0, rms0_q, init_gap, step1, step1_q, ratio);
   v.tolerance = ratio_allowed;
+  v.unit = "ratio of the first step's logit change, smaller init / 1/√d_k";
+  v.tolerance_unit = "largest relative deviation from the predicted ratio";
   v.method = fmt::format(
       "Seed 1's logits traced through the first steps at a constant learning rate. Confirmed when the step-0 loss, "
       "entropy and RMS logit agree within {} (relative) and the first step's logit change differs by the predicted "
@@ -335,7 +340,7 @@ Result run_reparam(const ReparamConfig& c, RunContext& ctx) {
   res.config = {{"seeds", std::to_string(r.seeds)}, {"steps", std::to_string(r.steps)},
                 {"eval_every", std::to_string(r.eval_every)}};
   res.tables = {m.runs, m.curves, m.trace};
-  res.notes.push_back("reparam_*.csv: arm 0 = 1/sqrt(d_k), 1 = no scale, 2 = no scale with the smaller init");
+  res.notes.push_back("reparam_*.csv: arm 0 = 1/√d_k, 1 = no scale, 2 = no scale with the smaller init");
   res.figures = {figure_reparam(c, r, m)};
   res.verdicts = {verdict_c19(c, r, m), verdict_algebra(c, r, m)};
   return res;

@@ -237,6 +237,8 @@ Verdict verdict_c3(const SaturationConfig& c, const Curves& cu) {
                                 c.a_max, s_hi_text, hi.entropy, c.a_min, lo.max_prob * n, lo.entropy / std::log(n),
                                 random_one_hot, cu.random_x.size(), worst_random_one_hot, cu.monotone ? "yes" : "no");
   v.tolerance = c.one_hot_tolerance;
+  v.unit = "largest softmax weight at the largest scale";
+  v.tolerance_unit = "largest 1 − max weight, and largest entropy in nats, allowed";
   v.method = fmt::format("At a = {:g}, 1 − max s and the entropy must be ≤ {:g} for x, and each of {} random x must "
                          "be within the bound 1 − max s ≤ (n − 1)·exp(−a·gap) (gap between its two largest logits); at "
                          "a = {:g}, n·max s and H/ln n must be within {:g} of 1; along the grid max s must not fall "

@@ -211,6 +211,7 @@ Verdict verdict_bounds(const SoftcapConfig& c, const std::vector<double>& sigmas
                                 none.back().max_logit, none.back().max_prob, sigmas.back(), m.worst_logit_excess,
                                 m.worst_prob_excess);
   v.tolerance = c.bound_tolerance;
+  v.unit = "worst excess over the bounds: relative for logits, absolute for weights";
   v.method = fmt::format("The largest logit of any row is read from the forward's own outputs (lse + ln max p) at every "
                          "cap c and spread σ; confirmed when it never exceeds c and the mean largest weight never exceeds "
                          "1/(1 + (n − 1)e^(−2c)), each within {:g}; refuted otherwise.", c.bound_tolerance);
@@ -265,6 +266,9 @@ Verdict verdict_gradient(const SoftcapConfig& c, const std::vector<double>& sigm
                                 "uncapped peak {:.3g}",
                                 c.caps[smallest], curve, sigmas.back(), capped, uncapped, v.measured, uncapped_peak);
   v.tolerance = c.keep_factor;
+  v.unit = "ratio of the typical query's gradient, capped / uncapped";
+  v.theory_unit = "smallest ratio that confirms";
+  v.tolerance_unit = "smallest ratio that confirms";
   v.method = fmt::format("The median over query rows of ‖dQ_i‖ for one fixed random dO through the reference's backward (which differentiates through "
                          "the tanh); confirmed when, at the largest σ, the smallest cap's gradient is at least {:g}× the "
                          "uncapped one; refuted otherwise.", c.keep_factor);

@@ -411,6 +411,8 @@ Verdict verdict_c1(const VarianceConfig& c, const VarianceSweep& sweep, const Po
                           "|z| ≤ {}), and the power of d_k fitted on log–log axes must be 1 ± {}.",
                           c.replicates, c.seq, c.seq, c.z_max, c.slope_tolerance);
   c1.tolerance = fits.slope_allowance;
+  c1.unit = "fitted power of d_k of Var(q·k)";
+  c1.tolerance_unit = "largest distance from the power 1";
   c1.outcome = util::outcome_of(fits.slopes_ok && sweep.worst_z <= c.z_max);
   c1.figure = "variance_vs_dk";
   c1.plain = fmt::format("The variance of q·k grows in proportion to d_k: the fitted power of d_k is {:.3f} (theory: "
@@ -428,6 +430,8 @@ Verdict verdict_c2(const VarianceConfig& c, const Seed004& s4, const PowerFits& 
   c2.measured_text = fmt::format("article 004's experiment: mean {:.5f}, std {:.5f}; fitted power of d_k after the scale {:+.4f}",
                                  s4.mean, s4.std, fits.worst_scaled_slope);
   c2.tolerance = c.seed004_tolerance;
+  c2.unit = "standard deviation of QKᵀ/√d in article 004's experiment";
+  c2.tolerance_unit = "largest |mean| and |std − 1| allowed";
   c2.method = fmt::format("Article 004's experiment run as written: |mean| and |std − 1| of all {}² entries of QKᵀ/√{} "
                           "must be ≤ {}; and the power of d_k in Var(q·k/d_k^{}) fitted over every distribution and σ "
                           "must be 0 ± {} (or ± 4 standard errors of the fit, if larger).",

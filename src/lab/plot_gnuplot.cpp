@@ -37,6 +37,13 @@ std::string quote(const std::string& s) {
   return q + "\"";
 }
 
+// Text drawn on a figure: d_k written as the page writes it, d with a subscript k (gnuplot's
+// labels are noenhanced, so "d_k" would show its underscore).
+std::string label(std::string s) {
+  for (size_t at = s.find("d_k"); at != std::string::npos; at = s.find("d_k", at)) s.replace(at, 3, "d\u2096");
+  return quote(s);
+}
+
 std::string num(double x) { return fmt::format("{:.10g}", x); }
 
 // Text size, in points, for a figure `width` CSS px wide. pngcairo draws 1 pt as 4/3 px; a phone (412 px)
@@ -70,12 +77,12 @@ int run_gnuplot(const fs::path& script, const fs::path& err_file) {
 
 void write_panel(std::ostream& g, const Panel& p, int panel_index, double panel_px, int pt) {
   g << "reset session\n" << "set encoding utf8\n";
-  g << "set title " << quote(p.title) << " noenhanced font \"," << pt + 1 << "\"\n";
+  g << "set title " << label(p.title) << " noenhanced font \"," << pt + 1 << "\"\n";
   // A legend under the plot: gnuplot leaves it touching the x label, so the label moves up half a line.
   const bool key_below =
       p.legend_position.find("below") != std::string::npos || p.legend_position.find("bmargin") != std::string::npos;
-  g << "set xlabel " << quote(p.x_label) << " noenhanced" << (key_below ? " offset 0,0.5" : "") << "\n";
-  g << "set ylabel " << quote(p.y_label) << " noenhanced\n";
+  g << "set xlabel " << label(p.x_label) << " noenhanced" << (key_below ? " offset 0,0.5" : "") << "\n";
+  g << "set ylabel " << label(p.y_label) << " noenhanced\n";
   g << "set grid lc rgb \"#dddddd\"\n";
   auto range = [&](const char* axis, const std::optional<double>& lo, const std::optional<double>& hi) {
     if (lo || hi) g << "set " << axis << "range [" << (lo ? num(*lo) : "*") << ":" << (hi ? num(*hi) : "*") << "]\n";
@@ -103,7 +110,7 @@ void write_panel(std::ostream& g, const Panel& p, int panel_index, double panel_
       g << "set palette defined (0 \"#440154\", 0.25 \"#3b528b\", 0.5 \"#21918c\", 0.75 \"#5ec962\", 1 \"#fde725\")\n";
     }
     g << "set format cb \"%g\"\n";
-    g << "set cblabel " << quote(h.colorbar_label) << " noenhanced\n";
+    g << "set cblabel " << label(h.colorbar_label) << " noenhanced\n";
     g << "set xrange [-0.5:" << num(static_cast<double>(h.cols) - 0.5) << "]\n";
     g << "set yrange [" << num(static_cast<double>(h.rows) - 0.5) << ":-0.5]\n";  // row 0 at the top
     g << "set size ratio -1\nunset grid\nunset key\n";
@@ -228,7 +235,7 @@ void write_panel(std::ostream& g, const Panel& p, int panel_index, double panel_
     g << block << " << EOD\n" << data.str() << "EOD\n";
     std::string colour = se.color;
     if (colour.empty()) colour = se.style == Style::theory ? "#000000" : kColours[auto_colour++ % 8];
-    const std::string title = se.label.empty() ? "notitle" : "title " + quote(se.label) + " noenhanced";
+    const std::string title = se.label.empty() ? "notitle" : "title " + label(se.label) + " noenhanced";
     const std::string lc = " lc rgb " + quote(colour);
     std::string how;
     switch (se.style) {
@@ -299,7 +306,7 @@ void render_figure(const Figure& figure, const fs::path& png) {
   const bool multi = figure.panels.size() > 1 || !figure.title.empty();
   if (multi) {
     g << "set multiplot layout " << figure.layout_rows << "," << figure.layout_cols;
-    if (!figure.title.empty()) g << " title " << quote(figure.title) << " noenhanced font \"," << pt + 2 << "\"";
+    if (!figure.title.empty()) g << " title " << label(figure.title) << " noenhanced font \"," << pt + 2 << "\"";
     g << "\n";
   }
   for (size_t i = 0; i < figure.panels.size(); ++i) {

@@ -105,6 +105,9 @@ json verdict_bytes_json(const Verdict& v) {
          {"measured", bits(v.measured)},
          {"measured_text", v.measured_text},
          {"tolerance", bits(v.tolerance)},
+         {"unit", v.unit},
+         {"theory_unit", v.theory_unit},
+         {"tolerance_unit", v.tolerance_unit},
          {"method", v.method},
          {"outcome", static_cast<int>(v.outcome)},
          {"figure", v.figure},
@@ -128,6 +131,9 @@ Verdict verdict_from(const json& j) {
   v.measured = from_bits(j.at("measured"));
   v.measured_text = j.at("measured_text");
   v.tolerance = from_bits(j.at("tolerance"));
+  v.unit = j.at("unit");
+  v.theory_unit = j.at("theory_unit");
+  v.tolerance_unit = j.at("tolerance_unit");
   v.method = j.at("method");
   v.outcome = static_cast<Outcome>(j.at("outcome").get<int>());
   v.figure = j.at("figure");

@@ -23,31 +23,31 @@ struct Decision {
 Decision decide(const StudyResult& study, const CellSummary& none, const CellSummary& sqrt, int64_t d_max,
                 OptimizerKind opt, InitMode init, const std::string& trend) {
   const std::string numbers = fmt::format(
-      "At d_k = {}, {} with {} init: unscaled reached 90% in {}/{} runs (median steps {}), 1/sqrt(d_k) in {}/{} "
+      "At d_k = {}, {} with {} init: unscaled reached 90% in {}/{} runs (median steps {}), 1/√d_k in {}/{} "
       "(median {}); mean final accuracy {:.3f} vs {:.3f}. Attention entropy at init {:.3f} vs {:.3f} nats, "
       "mean ||J||_F at init {:.4f} vs {:.4f}; ||dL/dW_qk|| after the first steps {:.3g} vs {:.3g}. "
       "Unscaled median steps by d_k: {}.",
-      d_max, to_string(opt), to_string(init), none.reached, none.runs, fmt_steps(none, study.config.base.steps), sqrt.reached, sqrt.runs,
-      fmt_steps(sqrt, study.config.base.steps), none.mean_final_accuracy, sqrt.mean_final_accuracy, none.mean_entropy_start,
-      sqrt.mean_entropy_start, none.mean_jacobian_start, sqrt.mean_jacobian_start, none.mean_grad_qk_first,
-      sqrt.mean_grad_qk_first, trend);
+      d_max, to_string(opt), to_string(init), none.reached, none.runs, fmt_steps(none, study.config.base.steps),
+      sqrt.reached, sqrt.runs, fmt_steps(sqrt, study.config.base.steps), none.mean_final_accuracy,
+      sqrt.mean_final_accuracy, none.mean_entropy_start, sqrt.mean_entropy_start, none.mean_jacobian_start,
+      sqrt.mean_jacobian_start, none.mean_grad_qk_first, sqrt.mean_grad_qk_first, trend);
   // The baseline must learn, else nothing can be said.
   if (3 * sqrt.reached < 2 * sqrt.runs)
     return {lab::Outcome::inconclusive,
-            fmt::format("The 1/sqrt(d_k) baseline itself reached 90% in only {}/{} runs within {} steps. {}",
-                        sqrt.reached, sqrt.runs, study.config.base.steps, numbers)};
+            fmt::format("The 1/√d_k baseline itself reached 90% in only {}/{} runs within {} steps. {}", sqrt.reached,
+                        sqrt.runs, study.config.base.steps, numbers)};
   if (none.reached < sqrt.reached || none.median_steps >= 1.5 * sqrt.median_steps ||
       none.mean_final_accuracy < sqrt.mean_final_accuracy - 0.1)
     return {lab::Outcome::confirmed, "Unscaled attention learns more slowly or not at all. " + numbers};
   if (none.reached == none.runs && none.median_steps <= 1.2 * sqrt.median_steps)
     return {lab::Outcome::refuted,
-            fmt::format("Unscaled attention trains as fast as 1/sqrt(d_k) at d_k = {}{}. {}", d_max,
+            fmt::format("Unscaled attention trains as fast as 1/√d_k at d_k = {}{}. {}", d_max,
                         opt == OptimizerKind::adam ? " (Adam divides each update by the gradient's running RMS, so a "
                                                      "smaller gradient does not mean a smaller step)"
                                                    : "",
                         numbers)};
   return {lab::Outcome::inconclusive,
-          "Unscaled attention is slower, but by less than the 1.5x margin of the rule. " + numbers};
+          "Unscaled attention is slower, but by less than the 1.5× margin of the rule. " + numbers};
 }
 
 std::string policy_words(OptimizerKind opt) { return opt == OptimizerKind::adam ? "Adam" : "SGD with momentum"; }
@@ -102,22 +102,24 @@ std::vector<lab::Verdict> verdicts(const StudyResult& study) {
         v.title += fmt::format(" ({}{})", opt == OptimizerKind::adam ? "Adam" : "SGD with momentum",
                                headline ? "" : fmt::format("; {} task, {} init", to_string(task.kind), to_string(init)));
         v.theory_text =
-            fmt::format("without 1/sqrt(d_k), at d_k = {} the model needs more steps to reach {:.0f}% (or never does)",
+            fmt::format("without 1/√d_k, at d_k = {} the model needs more steps to reach {:.0f}% (or never does)",
                         d_max, 100 * config.base.threshold);
         v.tolerance = 1.5;
+        v.unit = fmt::format("ratio of median steps to {:.0f} %, without / with 1/√d_k", 100 * config.base.threshold);
+        v.tolerance_unit = "ratio of median steps from which the unscaled model counts as slower";
         v.method = fmt::format(
             "{} task, {} init, {}, {} seeds per cell. Confirmed if, at the largest d_k, unscaled runs reach {:.0f}% in "
-            "fewer seeds than 1/sqrt(d_k), or need >= 1.5x its median steps (runs that never reach count as the budget "
-            "+ one evaluation), or end >= 0.1 below its mean final accuracy; refuted if every unscaled run reaches it "
-            "within 1.2x the median; inconclusive otherwise, or if 1/sqrt(d_k) itself reaches it in fewer than 2/3 of "
-            "the seeds. `measured` is the ratio of median steps (unscaled / 1/sqrt(d_k)).",
+            "fewer seeds than 1/√d_k, or need ≥ 1.5× its median steps (runs that never reach count as the budget "
+            "+ one evaluation), or end ≥ 0.1 below its mean final accuracy; refuted if every unscaled run reaches it "
+            "within 1.2× the median; inconclusive otherwise, or if 1/√d_k itself reaches it in fewer than 2/3 of "
+            "the seeds. The number measured is the ratio of median steps to reach it, without / with 1/√d_k.",
             to_string(task.kind), to_string(init), to_string(opt), config.seeds, 100 * config.base.threshold);
         const CellSummary* none = find(task.kind, init, opt, d_max, ScalePolicy::none());
         const CellSummary* sqrt = find(task.kind, init, opt, d_max, ScalePolicy::inv_sqrt_d());
         v.measured = (none ? none->median_steps : lab::kNaN) / (sqrt ? sqrt->median_steps : lab::kNaN);
         if (none == nullptr || sqrt == nullptr) {
           v.outcome = lab::Outcome::inconclusive;
-          v.measured_text = "the sweep lacks the unscaled or the 1/sqrt(d_k) cell at the largest d_k";
+          v.measured_text = "the sweep lacks the unscaled or the 1/√d_k cell at the largest d_k";
           out.push_back(std::move(v));
           continue;
         }

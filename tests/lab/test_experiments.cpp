@@ -66,6 +66,13 @@ TEST_P(ExperimentCase, QuickRunConfirmsAndBreakingConfigRefutes) {
   EXPECT_FALSE(r.figures.empty());
   EXPECT_FALSE(r.tables.empty());
   for (const auto& v : r.verdicts) {
+    // A reader is told what each number of the check is (a unit, or what it is a ratio of),
+    // in the page's notation rather than code's.
+    if (std::isfinite(v.measured) || std::isfinite(v.tolerance))
+      EXPECT_FALSE(v.unit.empty()) << v.claim << " (" << v.title << "): its numbers say no unit";
+    for (const std::string* text : {&v.theory_text, &v.measured_text, &v.method, &v.plain})
+      for (const char* code : {"sqrt(", "`", ">=", "<="})
+        EXPECT_EQ(text->find(code), std::string::npos) << v.claim << " writes " << code << ": " << *text;
     if (!v.figure.empty()) {
       bool found = false;
       for (const auto& f : r.figures) found = found || f.name == v.figure;

@@ -68,6 +68,8 @@ TEST_P(FigureCase, ReadableOnAPhone) {
       ++fonts;
     }
     EXPECT_GT(fonts, 0) << "no font size in the script";
+    // d_k is drawn as the page writes it, d with a subscript k, never with its underscore.
+    EXPECT_EQ(script.find("d_k"), std::string::npos) << "a label shows d_k's underscore";
   }
   std::error_code ec;
   fs::remove_all(dir, ec);

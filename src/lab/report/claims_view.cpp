@@ -108,14 +108,20 @@ json ranges(const Verdict& v) {
   return {{"variable", v.range_variable}, {"rows", rows}};
 }
 
+// A check's number with what it is, e.g. " (1.135: largest/smallest over d_k)"; "" when there is none.
+std::string in_words(const std::string& unit) { return unit.empty() ? "" : " (" + unit + ")"; }
+std::string in_unit(double x, const std::string& unit) {
+  return std::isfinite(x) ? " (" + readable(x, 4) + (unit.empty() ? "" : ": " + unit) + ")" : "";
+}
+
 // One check: theory, measured, tolerance, rule, its verdict, and the command that reruns it.
 json check(const ReportOptions& o, const ClaimInfo& info, const Verdict& v) {
   return {{"heading", v.title != info.title || v.supplementary},
           {"supplementary", v.supplementary},
           {"title", v.title},
-          {"theory", v.theory_text + (std::isfinite(v.theory) ? " (" + readable(v.theory, 4) + ")" : "")},
-          {"measured", v.measured_text + (std::isfinite(v.measured) ? " (" + readable(v.measured, 4) + ")" : "")},
-          {"tolerance", readable(v.tolerance, 4)},
+          {"theory", v.theory_text + in_unit(v.theory, v.theory_unit.empty() ? v.unit : v.theory_unit)},
+          {"measured", v.measured_text + in_unit(v.measured, v.unit)},
+          {"tolerance", readable(v.tolerance, 4) + in_words(v.tolerance_unit.empty() ? v.unit : v.tolerance_unit)},
           {"rule", v.method},
           {"badge", badge(v.outcome, to_string(v.outcome))},
           {"experiment", v.experiment},

@@ -237,6 +237,10 @@ struct Verdict {
   double measured = kNaN;        // the number measured
   std::string measured_text;     // e.g. "worst relative error 2.1% over 66 settings"
   double tolerance = kNaN;       // the agreement required, in the units of `method`
+  // What `theory`, `measured` and `tolerance` are, for the reader: a unit ("nats", "steps") or
+  // what they are a ratio of ("ratio without/with the scale"). theory_unit and tolerance_unit
+  // say it where their number is of another kind ("" = the same as `unit`).
+  std::string unit, theory_unit, tolerance_unit;
   std::string method;            // how the verdict was computed, in one or two sentences
   Outcome outcome = Outcome::inconclusive;
   std::string figure;            // name of the Figure in the same Result that shows it ("" = none)
