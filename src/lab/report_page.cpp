@@ -57,12 +57,8 @@ const Table* find_table(const std::vector<Result>& results, const std::string& e
   return nullptr;
 }
 
-// The claim's verdict from its checks: one rule, lab/claim_verdict.hpp (so a failed check
-// never sits under a badge that says the claim holds).
-Outcome aggregate(const std::vector<Verdict>& all) { return claim_verdict(all); }
-
 std::string plain_outcome(const std::vector<Verdict>& verdicts) {
-  const Outcome outcome = aggregate(verdicts);
+  const Outcome outcome = claim_verdict(verdicts);  // the one rule: lab/claim_verdict.hpp
   if (outcome == Outcome::pending) return "not measured";
   // Over the range measured: does the outcome change along it? (The main checks; the
   // supplementary ones when there are no others.)

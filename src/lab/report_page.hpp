@@ -17,10 +17,8 @@ struct ClaimEntry {
   std::vector<Verdict> verdicts;  // every check any experiment gave on the claim
 };
 
-// The claim's overall verdict: claim_verdict (lab/claim_verdict.hpp), the one rule.
-Outcome aggregate(const std::vector<Verdict>& verdicts);
-
-// The verdict in plain words ("holds", "does not hold", "depends on d_k", ...).
+// The claim's verdict (claim_verdict, lab/claim_verdict.hpp) in plain words ("holds", "does not hold", "depends on
+// d_k", ...).
 std::string plain_outcome(const std::vector<Verdict>& verdicts);
 
 // The opening of the page, from the results (what is missing is left out): the fields

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <set>
 
+#include "lab/claim_verdict.hpp"
 #include "lab/report/assets.hpp"
 #include "lab/report/view.hpp"
 
@@ -196,7 +197,7 @@ json source_item(const SourceInfo& s) {
 json badge_view(const std::vector<Verdict>& verdicts) {
   // The claim's verdict (claim_verdict's rule) in the claim's own words ("holds for d_k ≥ 32",
   // "depends on n", "mixed").
-  return badge(aggregate(verdicts), capitalised(plain_outcome(verdicts)));
+  return badge(claim_verdict(verdicts), capitalised(plain_outcome(verdicts)));
 }
 
 json claims_view(const ReportOptions& o, const std::vector<Result>& results, const std::vector<ClaimEntry>& claims) {
