@@ -16,13 +16,15 @@
 // at any other. With SGD the update is proportional to the gradient, which carries the
 // scale itself: ΔS ~ scale²·d_k, i.e. d_k^0 under 1/√d_k and d_k^−1 under 1/d_k (the
 // breaking configuration: 1/d is tied to Adam-like updates).
-#include <cmath>
 #include <fmt/format.h>
+
+#include <cmath>
 
 #include "attnlab/train.hpp"
 #include "lab/experiments.hpp"
 #include "lab/lab_util.hpp"
 #include "lab/parallel.hpp"
+#include "lab/words.hpp"
 
 namespace attnlab::lab {
 namespace {
@@ -110,6 +112,8 @@ Measured measure(const MupConfig& c, train::OptimizerKind optimizer, RunContext&
   return m;
 }
 
+const char* optimizer_name(const MupConfig& c) { return c.optimizer == "sgd" ? "SGD" : "Adam"; }
+
 std::vector<double> at_step(const std::vector<std::vector<double>>& per_width, size_t step) {
   std::vector<double> out;
   for (const auto& w : per_width) out.push_back(w[step]);
@@ -123,24 +127,14 @@ std::vector<double> power_line(const std::vector<double>& xs, double y0, double 
   return out;
 }
 
-Figure figure_mup(const MupConfig& c, const Measured& m) {
+Figure figure_mup(const MupConfig& c, const Measured& m, const Words& words) {
   const auto pol = policies();
   const auto xs = util::to_double(c.widths);
   Figure f;
   f.name = "mup_coordinate_check";
-  f.caption = fmt::format(
-      "μP's coordinate check on the attention logits: the training study's model (d_model = {}) with the head width "
-      "d_k "
-      "swept, {} seeds (mean), {} at one learning rate ({:g}) for every width. Top: the logits' size at "
-      "initialisation. Middle and bottom: how far the first step and the first {} steps moved them. Dashed: the "
-      "predicted power of d_k, drawn through the smallest width (1/√d_k: d_k^0 at init, d_k^½ for the change; 1/d_k: "
-      "d_k^−½ and d_k^0). Flat is what μP wants: a learning rate tuned at one width moves the logits as much at any "
-      "other.",
-      c.d_model, c.seeds, c.optimizer == "sgd" ? "SGD" : "Adam", c.lr, c.steps);
-  f.alt =
-      "μP's coordinate check: the size of the attention logits at initialisation, after one step and after "
-      "several steps, against the head width d_k (log-log), one line per scale with the predicted power "
-      "dashed. A flat line means a learning rate tuned at one width moves the logits as much at any other.";
+  words.fill(
+      f, "figure",
+      {{"d_model", c.d_model}, {"seeds", c.seeds}, {"optimizer", optimizer_name(c)}, {"lr", c.lr}, {"steps", c.steps}});
   const size_t last = static_cast<size_t>(c.steps);
   struct View {
     std::string title;
@@ -148,7 +142,7 @@ Figure figure_mup(const MupConfig& c, const Measured& m) {
     size_t step;
   };
   for (const View& view : {View{"at initialisation", false, 0}, View{"change after step 1", true, 1},
-                           View{fmt::format("change after {} steps", c.steps), true, last}}) {
+                           View{words("figure.panel_last", {{"steps", c.steps}}), true, last}}) {
     Panel p = util::panel(view.title, "d_k (head width)", view.change ? "RMS of S_t − S_0" : "RMS logit", true, true);
     std::vector<Series> theory;
     for (size_t pi = 0; pi < pol.size(); ++pi) {
@@ -166,7 +160,7 @@ Figure figure_mup(const MupConfig& c, const Measured& m) {
   return f;
 }
 
-Verdict verdict_c16(const MupConfig& c, const Measured& m) {
+Verdict verdict_c16(const MupConfig& c, const Measured& m, const Words& words) {
   const auto pol = policies();
   const auto xs = util::to_double(c.widths);
   const size_t last = static_cast<size_t>(c.steps);
@@ -184,54 +178,53 @@ Verdict verdict_c16(const MupConfig& c, const Measured& m) {
                        std::abs(change_slope[1]) <= c.slope_tolerance;
   Verdict v = make_verdict("C16");
   v.theory = pol[1].change_power;
-  v.theory_text = "RMS logit at init ∝ d_k^0 (1/√d_k), d_k^−½ (1/d_k); change after the first Adam steps ∝ d_k^½ "
-                  "(1/√d_k), d_k^0 (1/d_k)";
   v.measured = change_slope[1];
-  v.measured_text = fmt::format(
-      "fitted powers of d_k over {}..{} ({} {} steps at lr {:g}, {} seeds): at init 1/√d_k {:+.3f}, 1/d_k {:+.3f}; change "
-      "after {} steps 1/√d_k {:+.3f}, 1/d_k {:+.3f}{}",
-      c.widths.front(), c.widths.back(), c.steps, c.optimizer, c.lr, c.seeds, init_slope[0], init_slope[1], c.steps,
-      change_slope[0], change_slope[1], m.diverged ? "; some runs diverged" : "");
   v.tolerance = c.slope_tolerance;
-  v.unit = "power of d_k of the logits' change under 1/d_k";
-  v.tolerance_unit = "largest distance from the theory's power";
-  v.method = fmt::format(
-      "Least-squares powers of d_k of the seed-mean RMS logit at init and of its change after {} steps. Confirmed when "
-      "all four are within {:g} of the theory; refuted when 1/d_k's change is not flat (within {:g} of d_k^0) or not "
-      "flatter than 1/√d_k's; inconclusive otherwise.",
-      c.steps, c.slope_tolerance, c.slope_tolerance);
   v.outcome = !flatter ? Outcome::refuted : all_agree ? Outcome::confirmed : Outcome::inconclusive;
   v.figure = "mup_coordinate_check";
   const double w0 = xs.front(), w1 = xs.back();
   auto growth = [&](size_t pi) { return std::pow(w1 / w0, change_slope[pi]); };
-  auto times = [](double g) { return g >= 1 ? util::pretty(g) + "× more" : util::pretty(1 / g) + "× less"; };
-  v.plain = fmt::format(
-      "At initialisation 1/d_k makes the logits smaller as the head widens (power {:+.2f} of d_k; 1/√d_k: {:+.2f}), as "
-      "μP says. Trained with {} at one learning rate, the first {} steps move the logits {} at d_k = {} than at {} "
-      "under 1/√d_k, and {} under 1/d_k{}.",
-      init_slope[1], init_slope[0], c.optimizer == "sgd" ? "SGD" : "Adam", c.steps, times(growth(0)), c.widths.back(),
-      c.widths.front(), times(growth(1)),
-      flatter ? ": with 1/d_k a learning rate tuned at one width moves the logits about as much at any other, which is "
-                "why μP uses it"
-              : ": here 1/d_k does not make the update's effect independent of width");
+  auto times = [&](double g) {
+    return g >= 1 ? words("times_more", {{"factor", util::pretty(g)}})
+                  : words("times_less", {{"factor", util::pretty(1 / g)}});
+  };
+  words.fill(v, "c16",
+             {{"d_first", c.widths.front()},
+              {"d_last", c.widths.back()},
+              {"steps", c.steps},
+              {"optimizer_key", c.optimizer},
+              {"optimizer", optimizer_name(c)},
+              {"lr", c.lr},
+              {"seeds", c.seeds},
+              {"init_sqrt", init_slope[0]},
+              {"init_d", init_slope[1]},
+              {"change_sqrt", change_slope[0]},
+              {"change_d", change_slope[1]},
+              {"diverged", m.diverged ? words("c16.diverged") : ""},
+              {"tolerance", c.slope_tolerance},
+              {"growth_sqrt", times(growth(0))},
+              {"growth_d", times(growth(1))},
+              {"conclusion", words(flatter ? "c16.flatter" : "c16.not_flatter")}});
   return v;
 }
 
 Result run_mup(const MupConfig& c, RunContext& ctx) {
   const train::OptimizerKind optimizer = train::parse_optimizer(c.optimizer);
   const Measured m = measure(c, optimizer, ctx);
+  const Words words("mup");
   Result r;
-  r.setup = fmt::format(
-      "The training study's model (one attention block, pre-LayerNorm, d_model = {}) on associative recall, W_q and W_k "
-      "initialised N(0, 1/d_model) so that q and k have unit-variance components; the head width d_k from {} to {}. "
-      "{} at a constant learning rate {:g} (no warm-up), batch {}, {} seeds; the logits measured on {} held-out "
-      "examples after each step.",
-      c.d_model, c.widths.front(), c.widths.back(), c.optimizer == "sgd" ? "SGD with momentum" : "Adam", c.lr, c.batch,
-      c.seeds, c.probe);
+  r.setup = words("setup", {{"d_model", c.d_model},
+                            {"d_first", c.widths.front()},
+                            {"d_last", c.widths.back()},
+                            {"optimizer_long", c.optimizer == "sgd" ? "SGD with momentum" : "Adam"},
+                            {"lr", c.lr},
+                            {"batch", c.batch},
+                            {"seeds", c.seeds},
+                            {"probe", c.probe}});
   r.tables = {m.table};
-  r.notes.push_back("mup_logits.csv: policy 0 = inv_sqrt_d, 1 = inv_d");
-  r.figures = {figure_mup(c, m)};
-  r.verdicts = {verdict_c16(c, m)};
+  r.notes.push_back(words("note"));
+  r.figures = {figure_mup(c, m, words)};
+  r.verdicts = {verdict_c16(c, m, words)};
   return r;
 }
 
