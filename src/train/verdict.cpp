@@ -1,10 +1,12 @@
 // C8's verdict rule (docs/training.md, "Verdict rule"): at the largest d_k of the
 // sweep, unscaled attention against 1/√d_k, one lab verdict per (task, init, optimiser).
-#include <algorithm>
 #include <fmt/format.h>
+
+#include <algorithm>
 #include <string>
 
 #include "attnlab/train.hpp"
+#include "lab/claims_data.hpp"
 
 namespace attnlab::train {
 namespace {
@@ -14,14 +16,23 @@ std::string fmt_steps(const CellSummary& c, int64_t budget) {
   return c.median_censored ? fmt::format(">{}", budget) : fmt::format("{:.0f}", c.median_steps);
 }
 
+// The rule's numbers, kept with the claim in the lab's catalogue (src/lab/claims.json): the lab's
+// claims data reads only that file, so the training study depends on it without a cycle.
+struct Rule {
+  double baseline_reached_share = lab::claim_threshold("C8", "baseline_reached_share");
+  double slower_steps_ratio = lab::claim_threshold("C8", "slower_steps_ratio");
+  double final_accuracy_margin = lab::claim_threshold("C8", "final_accuracy_margin");
+  double as_fast_steps_ratio = lab::claim_threshold("C8", "as_fast_steps_ratio");
+};
+
 // The outcome by the rule, and the numbers that decided it in one paragraph.
 struct Decision {
   lab::Outcome outcome = lab::Outcome::inconclusive;
   std::string summary;
 };
 
-Decision decide(const StudyResult& study, const CellSummary& none, const CellSummary& sqrt, int64_t d_max,
-                OptimizerKind opt, InitMode init, const std::string& trend) {
+Decision decide(const Rule& rule, const StudyResult& study, const CellSummary& none, const CellSummary& sqrt,
+                int64_t d_max, OptimizerKind opt, InitMode init, const std::string& trend) {
   const std::string numbers = fmt::format(
       "At d_k = {}, {} with {} init: unscaled reached 90% in {}/{} runs (median steps {}), 1/√d_k in {}/{} "
       "(median {}); mean final accuracy {:.3f} vs {:.3f}. Attention entropy at init {:.3f} vs {:.3f} nats, "
@@ -32,14 +43,14 @@ Decision decide(const StudyResult& study, const CellSummary& none, const CellSum
       sqrt.mean_final_accuracy, none.mean_entropy_start, sqrt.mean_entropy_start, none.mean_jacobian_start,
       sqrt.mean_jacobian_start, none.mean_grad_qk_first, sqrt.mean_grad_qk_first, trend);
   // The baseline must learn, else nothing can be said.
-  if (3 * sqrt.reached < 2 * sqrt.runs)
+  if (sqrt.reached < rule.baseline_reached_share * sqrt.runs)
     return {lab::Outcome::inconclusive,
             fmt::format("The 1/√d_k baseline itself reached 90% in only {}/{} runs within {} steps. {}", sqrt.reached,
                         sqrt.runs, study.config.base.steps, numbers)};
-  if (none.reached < sqrt.reached || none.median_steps >= 1.5 * sqrt.median_steps ||
-      none.mean_final_accuracy < sqrt.mean_final_accuracy - 0.1)
+  if (none.reached < sqrt.reached || none.median_steps >= rule.slower_steps_ratio * sqrt.median_steps ||
+      none.mean_final_accuracy < sqrt.mean_final_accuracy - rule.final_accuracy_margin)
     return {lab::Outcome::confirmed, "Unscaled attention learns more slowly or not at all. " + numbers};
-  if (none.reached == none.runs && none.median_steps <= 1.2 * sqrt.median_steps)
+  if (none.reached == none.runs && none.median_steps <= rule.as_fast_steps_ratio * sqrt.median_steps)
     return {lab::Outcome::refuted,
             fmt::format("Unscaled attention trains as fast as 1/√d_k at d_k = {}{}. {}", d_max,
                         opt == OptimizerKind::adam ? " (Adam divides each update by the gradient's running RMS, so a "
@@ -47,7 +58,8 @@ Decision decide(const StudyResult& study, const CellSummary& none, const CellSum
                                                    : "",
                         numbers)};
   return {lab::Outcome::inconclusive,
-          "Unscaled attention is slower, but by less than the 1.5× margin of the rule. " + numbers};
+          fmt::format("Unscaled attention is slower, but by less than the {:g}× margin of the rule. {}",
+                      rule.slower_steps_ratio, numbers)};
 }
 
 std::string policy_words(OptimizerKind opt) { return opt == OptimizerKind::adam ? "Adam" : "SGD with momentum"; }
@@ -85,6 +97,7 @@ std::vector<lab::Verdict> verdicts(const StudyResult& study) {
   const StudyConfig& config = study.config;
   std::vector<lab::Verdict> out;
   if (config.d_ks.empty()) return out;
+  const Rule rule;
   const int64_t d_max = *std::max_element(config.d_ks.begin(), config.d_ks.end());
   auto find = [&](TaskKind t, InitMode i, OptimizerKind o, int64_t d, const Scaling& s) -> const CellSummary* {
     for (const auto& c : cells)
@@ -104,16 +117,17 @@ std::vector<lab::Verdict> verdicts(const StudyResult& study) {
         v.theory_text =
             fmt::format("without 1/√d_k, at d_k = {} the model needs more steps to reach {:.0f}% (or never does)",
                         d_max, 100 * config.base.threshold);
-        v.tolerance = 1.5;
+        v.tolerance = rule.slower_steps_ratio;
         v.unit = fmt::format("ratio of median steps to {:.0f} %, without / with 1/√d_k", 100 * config.base.threshold);
         v.tolerance_unit = "ratio of median steps from which the unscaled model counts as slower";
         v.method = fmt::format(
             "{} task, {} init, {}, {} seeds per cell. Confirmed if, at the largest d_k, unscaled runs reach {:.0f}% in "
-            "fewer seeds than 1/√d_k, or need ≥ 1.5× its median steps (runs that never reach count as the budget "
-            "+ one evaluation), or end ≥ 0.1 below its mean final accuracy; refuted if every unscaled run reaches it "
-            "within 1.2× the median; inconclusive otherwise, or if 1/√d_k itself reaches it in fewer than 2/3 of "
+            "fewer seeds than 1/√d_k, or need ≥ {:g}× its median steps (runs that never reach count as the budget "
+            "+ one evaluation), or end ≥ {:g} below its mean final accuracy; refuted if every unscaled run reaches it "
+            "within {:g}× the median; inconclusive otherwise, or if 1/√d_k itself reaches it in fewer than 2/3 of "
             "the seeds. The number measured is the ratio of median steps to reach it, without / with 1/√d_k.",
-            to_string(task.kind), to_string(init), to_string(opt), config.seeds, 100 * config.base.threshold);
+            to_string(task.kind), to_string(init), to_string(opt), config.seeds, 100 * config.base.threshold,
+            rule.slower_steps_ratio, rule.final_accuracy_margin, rule.as_fast_steps_ratio);
         const CellSummary* none = find(task.kind, init, opt, d_max, ScalePolicy::none());
         const CellSummary* sqrt = find(task.kind, init, opt, d_max, ScalePolicy::inv_sqrt_d());
         v.measured = (none ? none->median_steps : lab::kNaN) / (sqrt ? sqrt->median_steps : lab::kNaN);
@@ -128,7 +142,7 @@ std::vector<lab::Verdict> verdicts(const StudyResult& study) {
         for (int64_t d : config.d_ks)
           if (const CellSummary* c = find(task.kind, init, opt, d, ScalePolicy::none()))
             trend += fmt::format("{}{}: {} ({}/{})", trend.empty() ? "" : ", ", d, fmt_steps(*c, config.base.steps), c->reached, c->runs);
-        Decision decision = decide(study, *none, *sqrt, d_max, opt, init, trend);
+        Decision decision = decide(rule, study, *none, *sqrt, d_max, opt, init, trend);
         v.outcome = decision.outcome;
         v.measured_text = std::move(decision.summary);
         // The same rule at every d_k of the sweep: where does the outcome change?
@@ -137,7 +151,7 @@ std::vector<lab::Verdict> verdicts(const StudyResult& study) {
           const CellSummary* n = find(task.kind, init, opt, d, ScalePolicy::none());
           const CellSummary* q = find(task.kind, init, opt, d, ScalePolicy::inv_sqrt_d());
           if (n == nullptr || q == nullptr) continue;
-          const lab::Outcome o = decide(study, *n, *q, d, opt, init, trend).outcome;
+          const lab::Outcome o = decide(rule, study, *n, *q, d, opt, init, trend).outcome;
           const std::string text = fmt::format("unscaled {}/{} runs reach {:.0f}% (median {} steps), 1/√d_k {}/{} ({}); {}",
                                                n->reached, n->runs, 100 * config.base.threshold, fmt_steps(*n, config.base.steps),
                                                q->reached, q->runs, fmt_steps(*q, config.base.steps), to_string(diagnose(*n, *q)));
