@@ -13,15 +13,17 @@
 // spike? And is collapse rare in the runs that do not spike (does low entropy single out the
 // unstable runs)? On associative recall the solution itself is one-hot attention, so a stable
 // run's entropy also falls towards 0: then the second check, and so the claim, is inconclusive.
+#include <fmt/format.h>
+
 #include <atomic>
 #include <cmath>
-#include <fmt/format.h>
 
 #include "attnlab/train.hpp"
 #include "lab/claims_data.hpp"
 #include "lab/experiments.hpp"
 #include "lab/lab_util.hpp"
 #include "lab/parallel.hpp"
+#include "lab/words.hpp"
 
 namespace attnlab::lab {
 namespace {
@@ -117,20 +119,17 @@ Measured measure(const CollapseConfig& c, RunContext& ctx) {
   return m;
 }
 
-Figure figure_collapse(const CollapseConfig& c, const Measured& m) {
+Figure figure_collapse(const CollapseConfig& c, const Measured& m, const Words& words) {
   const size_t ns = static_cast<size_t>(c.seeds);
   Figure f;
   f.name = "entropy_collapse";
-  f.caption = fmt::format(
-      "The attention head's mean entropy (top) and the held-out loss (bottom) along training, one line per run, at "
-      "learning rates {:g} × {{{}}} ({} seeds each), 1/√d_k, d_k = {}. Dashed: the collapse threshold ({:g} nats). A "
-      "loss "
-      "spike is the loss rising more than {:g} nats above its best so far.",
-      c.base_rate, fmt::join(c.multipliers, ", "), c.seeds, c.d_k, c.collapse, c.spike);
-  f.alt =
-      "Attention entropy and held-out loss against the training step, one line per run at several "
-      "learning-rate multiples. Shows whether the entropy falls below the collapse threshold before the "
-      "loss spikes or stalls.";
+  words.fill(f, "figure",
+             {{"base_rate", c.base_rate},
+              {"multipliers", fmt::format("{}", fmt::join(c.multipliers, ", "))},
+              {"seeds", c.seeds},
+              {"d_k", c.d_k},
+              {"collapse", c.collapse},
+              {"spike", c.spike}});
   Panel pe = util::panel("attention entropy", "step", "entropy (nats)", false, true);
   Panel pl = util::panel("held-out loss", "step", "loss (nats)", false, true);
   for (size_t i = 0; i < m.results.size(); ++i) {
@@ -179,25 +178,11 @@ Counts count(const Measured& m) {
   return k;
 }
 
-Verdict verdict_precedes(const CollapseConfig& c, const Counts& k) {
+Verdict verdict_precedes(const CollapseConfig& c, const Counts& k, const Words& words) {
   Verdict v = make_verdict("C18");
-  v.theory_text = "in every run that trained and then spiked, the attention entropy has collapsed at or before the spike";
   v.theory = 1;
   v.measured = k.spiked ? static_cast<double>(k.collapsed_first) / k.spiked : NAN;
-  v.measured_text = fmt::format("{} of {} runs spiked after learning (held-out accuracy ≥ {:g}, then the loss > best so far + "
-                                "{:g} nats); the entropy fell below {:g} nats at or before the spike in {} of them ({:.0f} "
-                                "steps earlier on average), after it in {}; {} runs never learned",
-                                k.spiked, k.spiked + k.stable, c.learned, c.spike, c.collapse, k.collapsed_first, k.lead,
-                                k.spike_first, k.never_learned);
   v.tolerance = c.precede_fraction;
-  v.unit = "share of spiking runs whose entropy collapsed first";
-  v.tolerance_unit = "smallest share that confirms";
-  v.method = fmt::format(
-      "A spike counts once a run has learned (held-out accuracy ≥ {:g}): unstable training is training that breaks, not "
-      "training that never starts. Confirmed when at least one run spikes and in at least {:g} of the spiking runs the "
-      "collapse came at or before the spike (both read at the evaluations, every {} steps); refuted when it did in half "
-      "of them or fewer; inconclusive in between, or when no run spikes (training is not unstable at this scale).",
-      c.learned, c.precede_fraction, c.eval_every);
   const double share = k.spiked ? static_cast<double>(k.collapsed_first) / k.spiked : 0;
   v.outcome = k.spiked == 0                 ? Outcome::inconclusive
               : share >= c.precede_fraction ? Outcome::confirmed
@@ -205,20 +190,36 @@ Verdict verdict_precedes(const CollapseConfig& c, const Counts& k) {
                   ? Outcome::refuted
                   : Outcome::inconclusive;
   v.figure = "entropy_collapse";
+  const int runs = k.spiked + k.stable;
   const std::string failed =
-      k.never_learned ? fmt::format(" {} of {} runs never learned the task (their loss stalls from the start): they failed "
-                                    "to train rather than trained unstably, and are not counted as spikes.",
-                                    k.never_learned, k.spiked + k.stable)
-                      : std::string();
-  v.plain = k.spiked == 0
-                ? fmt::format("No run that learned the task then spiked, at learning rates up to {:g}× the base: training "
-                              "is not unstable here, so whether collapse precedes instability cannot be tested.{}",
-                              *std::max_element(c.multipliers.begin(), c.multipliers.end()), failed)
-                : fmt::format("{} of {} runs learned the task and then had a loss spike; in {} of them the head's entropy "
-                              "had already collapsed (below {:g} nats), on average {:.0f} steps before the spike{}.{}",
-                              k.spiked, k.spiked + k.stable, k.collapsed_first, c.collapse, k.lead,
-                              k.spike_first ? fmt::format("; in {} the spike came first", k.spike_first) : std::string(),
-                              failed);
+      k.never_learned ? words("precedes.failed", {{"never_learned", k.never_learned}, {"runs", runs}}) : std::string();
+  words.fill(v, "precedes",
+             {{"spiked", k.spiked},
+              {"runs", runs},
+              {"learned", c.learned},
+              {"spike", c.spike},
+              {"collapse", c.collapse},
+              {"collapsed_first", k.collapsed_first},
+              {"lead", k.lead},
+              {"spike_first", k.spike_first},
+              {"never_learned", k.never_learned},
+              {"precede_fraction", c.precede_fraction},
+              {"eval_every", c.eval_every}});
+  v.plain =
+      k.spiked == 0
+          ? words(
+                "precedes.plain_no_spike",
+                {{"max_multiplier", *std::max_element(c.multipliers.begin(), c.multipliers.end())}, {"failed", failed}})
+          : words(
+                "precedes.plain_spiked",
+                {{"spiked", k.spiked},
+                 {"runs", runs},
+                 {"collapsed_first", k.collapsed_first},
+                 {"collapse", c.collapse},
+                 {"lead", k.lead},
+                 {"spike_came_first",
+                  k.spike_first ? words("precedes.spike_came_first", {{"spike_first", k.spike_first}}) : std::string()},
+                 {"failed", failed}});
   return v;
 }
 
@@ -226,38 +227,31 @@ Verdict verdict_precedes(const CollapseConfig& c, const Counts& k) {
 // When the stable runs collapse as well, low entropy marks nothing (inconclusive: on a task whose solution is
 // one-hot attention, "pathological" cannot be told from "learnt"); when they collapse more often than the
 // spiking ones, the association runs the other way (refuted).
-Verdict verdict_association(const CollapseConfig& c, const Counts& k) {
+Verdict verdict_association(const CollapseConfig& c, const Counts& k, const Words& words) {
   Verdict v = make_verdict("C18");
-  v.title = "Low entropy singles out the unstable runs";
-  v.statement = "Runs whose loss never spikes keep their attention entropy above the collapse threshold.";
-  v.theory_text = "collapse is rare without a spike (at most a third of the stable runs)";
+  v.title = words("association.title");
+  v.statement = words("association.statement");
   const double at_most = claim_threshold("C18", "stable_collapsed_share");
   v.theory = at_most;
   const double stable_share = k.stable ? static_cast<double>(k.stable_collapsed) / k.stable : NAN;
   const double spiked_share = k.spiked ? static_cast<double>(k.spiked_collapsed) / k.spiked : NAN;
   v.measured = stable_share;
-  v.measured_text = fmt::format("{} of {} runs without a spike fell below {:g} nats, {} of {} spiking runs", k.stable_collapsed,
-                                k.stable, c.collapse, k.spiked_collapsed, k.spiked);
   v.tolerance = at_most;
-  v.unit = "share of runs without a spike whose entropy collapsed";
-  v.tolerance_unit = "largest share that confirms";
-  v.method = "Confirmed when at most a third of the runs without a spike collapse; refuted when they collapse more often "
-             "than the spiking runs; inconclusive otherwise (collapse as common in stable runs: it "
-             "sets nothing apart), or when no run is stable or none spikes.";
   v.outcome = k.stable == 0 || k.spiked == 0             ? Outcome::inconclusive
               : k.stable_collapsed <= at_most * k.stable ? Outcome::confirmed
               : stable_share > spiked_share              ? Outcome::refuted
                                                          : Outcome::inconclusive;
   v.figure = "entropy_collapse";
-  v.plain = k.stable == 0 ? std::string("Every run spiked: no stable run to compare with.")
-            : v.outcome == Outcome::confirmed
-                ? fmt::format("Only {} of {} stable runs fell below {:g} nats: here low entropy marks the unstable runs.",
-                              k.stable_collapsed, k.stable, c.collapse)
-                : fmt::format("{} of {} runs that never spiked fell below {:g} nats too: on associative recall the "
-                              "solution is one-hot attention (the query must pick one key), so a low entropy is what "
-                              "learning looks like, and it does not single out unstable runs. Zhai et al. studied "
-                              "vision and language models whose healthy attention is spread over many tokens.",
-                              k.stable_collapsed, k.stable, c.collapse);
+  const WordArgs args = {{"stable_collapsed", k.stable_collapsed},
+                         {"stable", k.stable},
+                         {"collapse", c.collapse},
+                         {"spiked_collapsed", k.spiked_collapsed},
+                         {"spiked", k.spiked}};
+  words.fill(v, "association", args);
+  v.plain = words(k.stable == 0                     ? "association.plain_all_spiked"
+                  : v.outcome == Outcome::confirmed ? "association.plain_confirmed"
+                                                    : "association.plain_not_singled_out",
+                  args);
   return v;
 }
 
@@ -265,15 +259,19 @@ Result run_collapse(const CollapseConfig& c, RunContext& ctx) {
   const Measured m = measure(c, ctx);
   const Counts k = count(m);
   Result r;
-  r.setup = fmt::format(
-      "The training study's model (one attention block, one head, pre-LayerNorm, d_model = {}, d_k = {}, 1/√d_k) on "
-      "associative recall, Adam with warm-up over the first tenth and cosine decay, {} steps, peak rates {:g} × {{{}}}, "
-      "{} seeds each; entropy and loss on {} held-out examples every {} steps.",
-      c.d_model, c.d_k, c.steps, c.base_rate, fmt::join(c.multipliers, ", "), c.seeds, c.eval_examples, c.eval_every);
+  const Words words("collapse");
+  r.setup = words("setup", {{"d_model", c.d_model},
+                            {"d_k", c.d_k},
+                            {"steps", c.steps},
+                            {"base_rate", c.base_rate},
+                            {"multipliers", fmt::format("{}", fmt::join(c.multipliers, ", "))},
+                            {"seeds", c.seeds},
+                            {"eval_examples", c.eval_examples},
+                            {"eval_every", c.eval_every}});
   r.tables = {m.runs, m.curves};
-  r.notes.push_back("collapse_runs.csv: spike_step and collapse_step −1 = never");
-  r.figures = {figure_collapse(c, m)};
-  r.verdicts = {verdict_precedes(c, k), verdict_association(c, k)};
+  r.notes.push_back(words("note"));
+  r.figures = {figure_collapse(c, m, words)};
+  r.verdicts = {verdict_precedes(c, k, words), verdict_association(c, k, words)};
   return r;
 }
 

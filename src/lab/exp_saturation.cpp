@@ -3,12 +3,14 @@
 // and dH/da = −a Var_s(x) ≤ 0, so the largest probability rises monotonically to 1
 // (one-hot on a unique argmax) and the entropy falls to 0; as a → 0, s → uniform
 // (max 1/n, entropy ln n).
-#include <cmath>
 #include <fmt/format.h>
 
+#include <cmath>
+
 #include "attnlab/softmax.hpp"
-#include "lab/lab_util.hpp"
 #include "lab/experiments.hpp"
+#include "lab/lab_util.hpp"
+#include "lab/words.hpp"
 
 namespace attnlab::lab {
 namespace {
@@ -121,26 +123,19 @@ Bars measure_bars(const SaturationConfig& c) {
 
 // ---- figures ------------------------------------------------------------------
 
-Figure figure_bars(const SaturationConfig& c, const Bars& bars) {
+Figure figure_bars(const SaturationConfig& c, const Bars& bars, const Words& words) {
   const double n = static_cast<double>(c.x.size());
   Figure bf;
   bf.name = "saturation_bars";
   bf.title = "";
-  bf.caption = fmt::format("softmax(a·x) for x = ({}) at growing scale a, the still frames of article 000's "
-                           "animation (the section “Try it” at the top of the page moves a continuously): as a grows "
-                           "the weight moves to the largest logit. Dashed: the uniform 1/n that a → 0 gives.",
-                           logits_text(c.x));
-  bf.alt =
-      "Bar charts of the softmax weights of a fixed logit vector at growing scale a, with the uniform "
-      "weight 1/n dashed. As a grows the weight moves onto the largest logit until the row is nearly "
-      "one-hot.";
+  words.fill(bf, "bars", {{"logits", logits_text(c.x)}});
   const int cols = 3;
   for (size_t k = 0; k < c.bar_scales.size(); ++k) {
     const std::vector<double>& s = bars.s[k];
     const Point& p = bars.points[k];
     std::vector<double> idx;
     for (size_t i = 0; i < s.size(); ++i) idx.push_back(static_cast<double>(i + 1));
-    Panel pa = util::panel(fmt::format("a = {:g}: largest {:.3f}", c.bar_scales[k], p.max_prob), "position i",
+    Panel pa = util::panel(words("bars.panel", {{"a", c.bar_scales[k]}, {"max_prob", p.max_prob}}), "position i",
                            "weight s_i");
     pa.series.push_back(util::series("s_i", Style::bars, idx, s, "#0072B2"));
     pa.series.push_back(util::series("uniform 1/n", Style::theory, {0.5, n + 0.5}, {1 / n, 1 / n}, "#D55E00"));
@@ -156,7 +151,7 @@ Figure figure_bars(const SaturationConfig& c, const Bars& bars) {
   return bf;
 }
 
-Figure figure_curves(const SaturationConfig& c, const Curves& cu) {
+Figure figure_curves(const SaturationConfig& c, const Curves& cu, const Words& words) {
   const double n = static_cast<double>(c.x.size()), nr = static_cast<double>(c.random_length);
   const auto& grid = cu.grid;
   const auto& t = cu.table;
@@ -164,15 +159,8 @@ Figure figure_curves(const SaturationConfig& c, const Curves& cu) {
   Figure cf;
   cf.name = "saturation_curves";
   cf.title = "";
-  cf.caption = fmt::format(
-      "Largest weight (top) and entropy (bottom) of softmax(a·x) against the scale a, for x = ({}) "
-      "and for {} random x of length {} drawn from N(0, 1) (median and 5–95 % band). Dashed: the "
-      "limits theory gives, uniform as a → 0 and one-hot as a → ∞.",
-      xs_text, c.random_vectors, c.random_length);
-  cf.alt =
-      "The largest softmax weight and the entropy against the scale a (log axis), for a fixed vector and "
-      "for random vectors (median and 5–95 % band), with the limits dashed. As a grows the largest weight "
-      "rises from 1/n to 1 and the entropy falls from ln n to 0.";
+  words.fill(cf, "curves",
+             {{"logits", xs_text}, {"random_vectors", c.random_vectors}, {"random_length", c.random_length}});
   Panel pm = util::panel("largest weight", "scale a", "max_i s_i", true, false);
   Panel pe = util::panel("entropy (nats)", "scale a", "H(s)", true, false);
   std::vector<double> smax, sent;
@@ -202,7 +190,7 @@ Figure figure_curves(const SaturationConfig& c, const Curves& cu) {
 // ---- verdicts -----------------------------------------------------------------
 
 // One-hot at a_max (seed x and every random x), uniform at a_min, monotone between.
-Verdict verdict_c3(const SaturationConfig& c, const Curves& cu) {
+Verdict verdict_c3(const SaturationConfig& c, const Curves& cu, const Words& words) {
   const double n = static_cast<double>(c.x.size()), nr = static_cast<double>(c.random_length);
   const Point hi = cu.seed_points.back(), lo = cu.seed_points.front();
   // A random x may have two nearly tied largest logits; theory then bounds how far
@@ -230,26 +218,28 @@ Verdict verdict_c3(const SaturationConfig& c, const Curves& cu) {
                        worst_random_uniform <= c.uniform_tolerance;
   Verdict v = make_verdict("C3");
   v.theory = 1.0;
-  v.theory_text = "max s → 1 (one-hot on the argmax) as a → ∞; s → uniform as a → 0";
   v.measured = hi.max_prob;
-  v.measured_text = fmt::format("a={:g}: s = ({}), H = {:.2g}; a={:g}: max s·n = {:.4f}, H/ln n = {:.4f}; "
-                                "random x: {}/{} one-hot, all within the gap bound (worst excess {:.2g}); monotone: {}",
-                                c.a_max, s_hi_text, hi.entropy, c.a_min, lo.max_prob * n, lo.entropy / std::log(n),
-                                random_one_hot, cu.random_x.size(), worst_random_one_hot, cu.monotone ? "yes" : "no");
   v.tolerance = c.one_hot_tolerance;
-  v.unit = "largest softmax weight at the largest scale";
-  v.tolerance_unit = "largest 1 − max weight, and largest entropy in nats, allowed";
-  v.method = fmt::format("At a = {:g}, 1 − max s and the entropy must be ≤ {:g} for x, and each of {} random x must "
-                         "be within the bound 1 − max s ≤ (n − 1)·exp(−a·gap) (gap between its two largest logits); at "
-                         "a = {:g}, n·max s and H/ln n must be within {:g} of 1; along the grid max s must not fall "
-                         "and H must not rise.",
-                         c.a_max, c.one_hot_tolerance, c.random_vectors, c.a_min, c.uniform_tolerance);
   v.outcome = util::outcome_of(one_hot && uniform && cu.monotone);
   v.figure = "saturation_curves";
-  v.plain = fmt::format("For x = ({}) the largest weight rises steadily with the scale, from {:.3f} at a = {:g} (the "
-                        "uniform 1/{:g}) to {:.6g} at a = {:g}, where the weights are ({}); every one of {} random "
-                        "vectors goes one-hot as fast as the gap between its two largest entries allows.",
-                        logits_text(c.x), lo.max_prob, c.a_min, n, hi.max_prob, c.a_max, s_hi_text, cu.random_x.size());
+  words.fill(v, "c3",
+             {{"a_max", c.a_max},
+              {"a_min", c.a_min},
+              {"weights", s_hi_text},
+              {"entropy_hi", hi.entropy},
+              {"max_n", lo.max_prob * n},
+              {"entropy_ratio", lo.entropy / std::log(n)},
+              {"random_one_hot", random_one_hot},
+              {"random_count", cu.random_x.size()},
+              {"worst_excess", worst_random_one_hot},
+              {"monotone", words(cu.monotone ? "c3.monotone" : "c3.not_monotone")},
+              {"one_hot_tolerance", c.one_hot_tolerance},
+              {"uniform_tolerance", c.uniform_tolerance},
+              {"random_vectors", c.random_vectors},
+              {"logits", logits_text(c.x)},
+              {"max_lo", lo.max_prob},
+              {"max_hi", hi.max_prob},
+              {"n", n}});
   return v;
 }
 
@@ -257,10 +247,11 @@ Result run_saturation(const SaturationConfig& c, RunContext& ctx) {
   const Curves curves = measure_curves(c, ctx);
   const Bars bars = measure_bars(c);
 
+  const Words words("saturation");
   Result result;
   result.tables = {curves.table, bars.table};
-  result.figures = {figure_curves(c, curves), figure_bars(c, bars)};
-  result.verdicts = {verdict_c3(c, curves)};
+  result.figures = {figure_curves(c, curves, words), figure_bars(c, bars, words)};
+  result.verdicts = {verdict_c3(c, curves, words)};
   return result;
 }
 

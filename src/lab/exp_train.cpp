@@ -2,17 +2,19 @@
 // with the lab. `attnlab run train` runs the quick sweep (the report's default),
 // `attnlab run train --full` the whole sweep of issue 5. Any sweep parameter left
 // empty (or 0) takes the chosen preset's value.
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
-#include <fmt/format.h>
 #include <map>
 
 #include "attnlab/attention.hpp"
 #include "attnlab/engine.hpp"
 #include "attnlab/train.hpp"
-#include "lab/lab_util.hpp"
 #include "lab/experiments.hpp"
+#include "lab/lab_util.hpp"
 #include "lab/study_across.hpp"
+#include "lab/words.hpp"
 
 namespace attnlab::lab {
 namespace {
@@ -154,6 +156,11 @@ struct Group {  // one (task, init, optimiser)
   std::string tag() const { return fmt::format("{}_{}_{}", to_string(task), to_string(init), to_string(opt)); }
 };
 
+// "Adam" or "SGD", as the figures name the optimiser.
+std::string optimizer_name(OptimizerKind o, const Words& words) {
+  return words(o == OptimizerKind::adam ? "optimizer.adam" : "optimizer.sgd");
+}
+
 std::vector<const RunResult*> runs_of(const StudyResult& s, const Group& g, int64_t d_k, const Scaling& scale) {
   std::vector<const RunResult*> out;
   for (const auto& r : s.runs)
@@ -190,22 +197,18 @@ Aggregate aggregate(const std::vector<const RunResult*>& runs, F field) {
   return a;
 }
 
-Figure learning_curves(const StudyResult& s, const Group& g) {
+Figure learning_curves(const StudyResult& s, const Group& g, const Words& words) {
   Figure f;
   f.name = "train_curves_" + g.tag();
-  f.title = fmt::format("held-out accuracy while training: {} task, {} init, {}", to_string(g.task),
-                        to_string(g.init), g.opt == OptimizerKind::adam ? "Adam" : "SGD");
-  f.caption = fmt::format(
-      "Mean over {} seeds (line) and lowest..highest (band) of the held-out accuracy during training, one panel per "
-      "d_k, one colour per scale. Chance is 1/16.",
-      s.config.seeds);
-  f.alt =
-      "Held-out accuracy against the training step, one panel per d_k and one line per scale (mean over "
-      "seeds, band lowest to highest). Shows at which d_k each scale stops learning within the budget.";
+  words.fill(f, "curves",
+             {{"task", to_string(g.task)},
+              {"init", to_string(g.init)},
+              {"optimizer", optimizer_name(g.opt, words)},
+              {"seeds", s.config.seeds}});
   const int n = static_cast<int>(s.config.d_ks.size());
   for (size_t di = 0; di < s.config.d_ks.size(); ++di) {
     const int64_t d = s.config.d_ks[di];
-    Panel p = util::panel(fmt::format("d_k = {}", d), "step", "held-out accuracy");
+    Panel p = util::panel(words("curves.panel", {{"d_k", d}}), "step", "held-out accuracy");
     p.y_min = 0;
     p.y_max = 1.05;
     p.legend_position = "below";
@@ -221,24 +224,19 @@ Figure learning_curves(const StudyResult& s, const Group& g) {
   return f;
 }
 
-Figure steps_figure(const StudyResult& s, const std::vector<Group>& groups, const std::vector<CellSummary>& cells) {
+Figure steps_figure(const StudyResult& s, const std::vector<Group>& groups, const std::vector<CellSummary>& cells,
+                    const Words& words) {
   Figure f;
   f.name = "train_steps_to_threshold";
-  f.title = fmt::format("steps to {:.0f}% held-out accuracy against d_k", 100 * s.config.base.threshold);
   const double censor = static_cast<double>(s.config.base.steps + s.config.base.eval_every);
-  f.caption = fmt::format(
-      "Median over seeds (points) and min..max (band). A run that never reached the threshold within {} steps is "
-      "drawn at {:.0f} (the dashed budget line): a point on that line means most seeds never learnt.",
-      s.config.base.steps, censor);
-  f.alt =
-      "Median steps to reach the accuracy threshold against d_k (log axis), one panel per task, "
-      "initialisation and optimiser and one line per scale; a point on the dashed budget line means most "
-      "seeds never learnt. Shows how the steps needed grow with d_k under each scale.";
+  words.fill(f, "steps",
+             {{"threshold", 100 * s.config.base.threshold}, {"steps", s.config.base.steps}, {"censor", censor}});
   const std::vector<double> xs = util::to_double(s.config.d_ks);
   for (size_t gi = 0; gi < groups.size(); ++gi) {
     const Group& g = groups[gi];
-    Panel p = util::panel(fmt::format("{} task, {} init, {}", to_string(g.task), to_string(g.init), to_string(g.opt)),
-                          "d_k", "steps to threshold", true, false);
+    Panel p = util::panel(
+        words("group", {{"task", to_string(g.task)}, {"init", to_string(g.init)}, {"optimizer", to_string(g.opt)}}),
+        "d_k", "steps to threshold", true, false);
     p.x_tics = xs;
     p.y_min = 0;
     p.y_max = censor * 1.08;
@@ -270,25 +268,17 @@ Figure steps_figure(const StudyResult& s, const std::vector<Group>& groups, cons
 }
 
 // Attention entropy and mean ‖J‖_F along training at the largest d_k: the mechanism.
-Figure diagnostics_figure(const StudyResult& s, TaskKind task, InitMode init) {
+Figure diagnostics_figure(const StudyResult& s, TaskKind task, InitMode init, const Words& words) {
   const int64_t d_max = *std::max_element(s.config.d_ks.begin(), s.config.d_ks.end());
   Figure f;
   f.name = fmt::format("train_attention_{}_{}", to_string(task), to_string(init));
-  f.title = fmt::format("the attention of the classifying position while training, d_k = {} ({} task, {} init)",
-                        d_max, to_string(task), to_string(init));
-  f.caption =
-      "Mean over seeds of the attention entropy (nats) and of ||diag(p) - p p^T||_F of the rows that feed the "
-      "classifier, from the engine's row diagnostics on the held-out set. A saturated softmax has entropy and "
-      "||J||_F near 0 and passes almost no gradient to W_q and W_k.";
-  f.alt =
-      "Attention entropy and the softmax Jacobian's size against the training step, per optimiser, one line "
-      "per scale (mean over seeds). A saturated softmax shows as entropy and Jacobian near 0, which passes "
-      "almost no gradient to W_q and W_k.";
+  words.fill(f, "attention", {{"d_k", d_max}, {"task", to_string(task)}, {"init", to_string(init)}});
   for (size_t oi = 0; oi < s.config.optimizers.size(); ++oi) {
     const Group g{task, init, s.config.optimizers[oi]};
     for (int which = 0; which < 2; ++which) {
-      Panel p = util::panel(fmt::format("{}: {}", to_string(g.opt), which == 0 ? "attention entropy" : "mean ||J||_F"),
-                            "step", which == 0 ? "entropy (nats)" : "||J||_F");
+      Panel p = util::panel(
+          words(which == 0 ? "attention.panel_entropy" : "attention.panel_jacobian", {{"optimizer", to_string(g.opt)}}),
+          "step", which == 0 ? "entropy (nats)" : "||J||_F");
       p.y_min = 0;
       p.legend_position = "below";
       for (size_t si = 0; si < s.config.scales.size(); ++si) {
@@ -362,12 +352,15 @@ Table curves_table(const StudyResult& s) {
 }
 
 // The steps-to-threshold table as text, one block per (task, init): rows d_k × policy, columns optimisers.
-std::vector<std::string> steps_table_text(const StudyResult& s, const std::vector<CellSummary>& cells) {
+std::vector<std::string> steps_table_text(const StudyResult& s, const std::vector<CellSummary>& cells,
+                                          const Words& words) {
   std::vector<std::string> lines;
   for (const auto& task : s.config.tasks)
     for (InitMode init : s.config.inits) {
-      lines.push_back(fmt::format("steps to {:.0f}% (median over {} seeds; reached/runs), {} task, {} init:",
-                                  100 * s.config.base.threshold, s.config.seeds, to_string(task.kind), to_string(init)));
+      lines.push_back(words("note.steps_table", {{"threshold", 100 * s.config.base.threshold},
+                                                 {"seeds", s.config.seeds},
+                                                 {"task", to_string(task.kind)},
+                                                 {"init", to_string(init)}}));
       std::string head = fmt::format("  {:>6}  {:<12}", "d_k", "policy");
       for (OptimizerKind o : s.config.optimizers) head += fmt::format("  {:>18}", to_string(o));
       lines.push_back(head);
@@ -390,27 +383,16 @@ std::vector<std::string> steps_table_text(const StudyResult& s, const std::vecto
 // The mechanism beside the outcome, against d_k, one row per optimiser: how concentrated the
 // attention is at initialisation, how large the gradient reaching W_q and W_k is in the first
 // steps, and how far each policy got (C8's own figure).
-Figure mechanism_figure(const StudyResult& s, const std::vector<CellSummary>& cells, TaskKind task, InitMode init) {
+Figure mechanism_figure(const StudyResult& s, const std::vector<CellSummary>& cells, TaskKind task, InitMode init,
+                        const Words& words) {
   Figure f;
   f.name = fmt::format("train_mechanism_{}_{}", to_string(task), to_string(init));
   f.title = "";
-  f.caption = fmt::format(
-      "Per scale (orange: none, blue: 1/√d_k, green: 1/d_k, black: qk-norm with a learned temperature), mean over {} "
-      "seeds, each at its own learning rate. Three panels per optimiser: the largest attention weight of the "
-      "classifying "
-      "position at initialisation (1 = one-hot: saturated before training starts); the size of the gradient reaching "
-      "W_q and W_k after the first {} steps (log scale); mean held-out accuracy at the end of training. "
-      "Without the scale the attention starts saturated as d_k grows while its gradient is not smaller.",
-      s.config.seeds, s.config.base.eval_every);
-  f.alt =
-      "Per optimiser, against d_k (log axis), one line per scale: the largest attention weight at "
-      "initialisation, the gradient reaching W_q and W_k in the first steps, and the final held-out "
-      "accuracy. Without the scale the attention starts saturated as d_k grows while its gradient is not "
-      "smaller.";
+  words.fill(f, "mechanism", {{"seeds", s.config.seeds}, {"eval_every", s.config.base.eval_every}});
   const std::vector<double> xs = util::to_double(s.config.d_ks);
   for (size_t oi = 0; oi < s.config.optimizers.size(); ++oi) {
     const OptimizerKind opt = s.config.optimizers[oi];
-    Panel pm = util::panel(fmt::format("{}: max p at init", opt == OptimizerKind::adam ? "Adam" : "SGD"), "d_k",
+    Panel pm = util::panel(words("mechanism.panel_max_p", {{"optimizer", optimizer_name(opt, words)}}), "d_k",
                            "mean max p", true, false);
     Panel pg = util::panel("gradient on W_q, W_k", "d_k", "||dL/dW||", true, true);
     Panel pa = util::panel("final accuracy", "d_k", "held-out accuracy", true, false);
@@ -450,7 +432,7 @@ std::string join(const std::vector<std::string>& v) {
 }
 
 // The settings the study actually ran with (presets resolved), for the report.
-Config settings_of(const StudyConfig& s, const std::string& rates) {
+Config settings_of(const StudyConfig& s, const std::string& rates, const Words& words) {
   std::vector<std::string> tasks, dims, policies, optimizers, inits;
   for (const auto& t : s.tasks) tasks.push_back(to_string(t.kind));
   for (int64_t d : s.d_ks) dims.push_back(std::to_string(d));
@@ -467,7 +449,7 @@ Config settings_of(const StudyConfig& s, const std::string& rates) {
     c["adam_lr"] = fmt::format("{:g}", s.adam_lr > 0 ? s.adam_lr : default_lr(OptimizerKind::adam));
     c["sgd_lr"] = fmt::format("{:g}", s.sgd_lr > 0 ? s.sgd_lr : default_lr(OptimizerKind::sgd));
   } else {
-    c["adam_lr"] = c["sgd_lr"] = "per cell (train_cells.csv, column lr)";
+    c["adam_lr"] = c["sgd_lr"] = words("config.rates_per_cell");
   }
   return c;
 }
@@ -487,39 +469,27 @@ size_t tuned_cells(const StudyConfig& s) {
   return n;
 }
 
-std::string setup_text(const StudyConfig& s, const std::string& rates, int64_t tuning_seeds) {
+// The learning rates in words: tuned in this run, chosen by the full sweep (for all, none or some cells), or fixed.
+std::string rate_words(const StudyConfig& s, const std::string& rates, int64_t tuning_seeds, const Words& words) {
+  if (rates == "tuned") return words("setup.rates_tuned", {{"tuning_seeds", tuning_seeds}});
+  if (rates != "cached") return words("setup.rates_fixed");
   const size_t cells = s.tasks.size() * s.inits.size() * s.optimizers.size() * s.d_ks.size() * s.scales.size();
   const size_t tuned = tuned_cells(s);
-  const std::string cached_words =
-      tuned == cells ? std::string("each policy, optimiser and d_k at its own best peak learning rate, as chosen by the "
-                                   "full sweep's tuning (docs/training.md; Adam 3e-4…1e-2, SGD 0.01…1), not re-tuned "
-                                   "in this run")
-      : tuned == 0   ? std::string("the optimiser's default peak learning rate (Adam 3e-3, SGD 0.03): the full sweep "
-                                   "chose no rate for these settings")
-                     : fmt::format("at the rate the full sweep's tuning chose for {} of the {} settings, the "
-                                   "optimiser's default for the others",
-                                   tuned, cells);
-  const std::string rate_words =
-      rates == "tuned"    ? fmt::format("each policy, optimiser and d_k at its own best peak learning rate, chosen by "
-                                        "a tuning sweep on {} other seeds (Adam 3e-4…1e-2, SGD 0.01…1)",
-                                        tuning_seeds)
-      : rates == "cached" ? cached_words
-                          : "one peak learning rate per optimiser for every policy";
-  return fmt::format(
-      "The task is associative recall: a sequence k₁ v₁ … k₄ v₄ q of 9 tokens (keys and values from two "
-      "vocabularies of 16), and the model must output the value that followed the query key q (16 classes, chance "
-      "6%). The model is one attention block: token embeddings (each position also sees the previous token), "
-      "LayerNorm, queries and keys of width d_k, values of width {}, the attention, an output projection and a "
-      "classifier on the last position, trained from scratch with cross-entropy in float32 (attention through "
-      "attnlab's engine). Only d_k and the scale change between runs. Queries and keys start with components of "
-      "variance about 1 (“unit” init, the articles' assumption){}. Training: {} steps of batches of {}, Adam or "
-      "SGD with momentum, warm-up then cosine decay, {}; {} seeds per setting, scored on a fixed held-out set "
-      "every {} steps.",
-      s.base.model.d_model,
-      std::find(s.inits.begin(), s.inits.end(), InitMode::small) != s.inits.end()
-          ? "; the “small” init (variance 1/d_k) is the control"
-          : "",
-      s.base.steps, s.base.batch, rate_words, s.seeds, s.base.eval_every);
+  return words(tuned == cells ? "setup.rates_cached_all"
+               : tuned == 0   ? "setup.rates_cached_none"
+                              : "setup.rates_cached_some",
+               {{"tuned", tuned}, {"cells", cells}});
+}
+
+std::string setup_text(const StudyConfig& s, const std::string& rates, int64_t tuning_seeds, const Words& words) {
+  const bool small = std::find(s.inits.begin(), s.inits.end(), InitMode::small) != s.inits.end();
+  return words("setup", {{"d_model", s.base.model.d_model},
+                         {"small_init", small ? words("setup.small_init") : std::string()},
+                         {"steps", s.base.steps},
+                         {"batch", s.base.batch},
+                         {"rates", rate_words(s, rates, tuning_seeds, words)},
+                         {"seeds", s.seeds},
+                         {"eval_every", s.base.eval_every}});
 }
 
 Result run_train(const TrainExperimentConfig& c, RunContext& ctx) {
@@ -545,6 +515,7 @@ Result run_train(const TrainExperimentConfig& c, RunContext& ctx) {
   }
   const StudyResult study = study_across(config, ctx, report(""));
   const auto cells = summarise(study);
+  const Words words("train");
 
   r.tables = {cells_table("train_cells", cells), runs_table(study), curves_table(study)};
   if (!tuning_cells.empty()) r.tables.push_back(cells_table("train_tuning", tuning_cells));
@@ -553,24 +524,22 @@ Result run_train(const TrainExperimentConfig& c, RunContext& ctx) {
     for (InitMode i : config.inits)
       for (OptimizerKind o : config.optimizers) groups.push_back({t.kind, i, o});
   for (const auto& t : config.tasks)
-    for (InitMode i : config.inits) r.figures.push_back(mechanism_figure(study, cells, t.kind, i));
-  for (const auto& g : groups) r.figures.push_back(learning_curves(study, g));
-  r.figures.push_back(steps_figure(study, groups, cells));
+    for (InitMode i : config.inits) r.figures.push_back(mechanism_figure(study, cells, t.kind, i, words));
+  for (const auto& g : groups) r.figures.push_back(learning_curves(study, g, words));
+  r.figures.push_back(steps_figure(study, groups, cells, words));
   for (const auto& t : config.tasks)
-    for (InitMode i : config.inits) r.figures.push_back(diagnostics_figure(study, t.kind, i));
+    for (InitMode i : config.inits) r.figures.push_back(diagnostics_figure(study, t.kind, i, words));
 
-  r.notes.push_back(
-      "Codes in the train_* tables: task 0 recall, 1 copy; init 0 unit, 1 small; optimizer 0 adam, 1 sgd; scale 0 none, "
-      "1 inv_sqrt_d, 2 inv_d, 3 qknorm; diagnosis 0 learns, 1 saturated at initialisation, 2 saturates during "
-      "training, 3 small gradient, 4 other. steps_to_threshold is empty (NaN) when a run never reached the threshold.");
+  r.notes.push_back(words("note.codes"));
   if (std::any_of(config.scales.begin(), config.scales.end(), [](const Scaling& sc) { return code(sc) > 3; }))
-    r.notes.push_back("Further scale codes: 4 entropy_invariant, 5 ssmax:S, 6 a fixed scale (the policies' names are "
-                      "in the steps table below).");
-  for (auto& line : steps_table_text(study, cells)) r.notes.push_back(std::move(line));
-  r.notes.push_back(fmt::format("train: {} runs in {:.1f} s on {} threads (engine: {})", study.runs.size(),
-                                study.seconds, config.threads, engine::target_name()));
-  r.config = settings_of(config, rates);
-  r.setup = setup_text(config, rates, c.tuning_seeds);
+    r.notes.push_back(words("note.further_codes"));
+  for (auto& line : steps_table_text(study, cells, words)) r.notes.push_back(std::move(line));
+  r.notes.push_back(words("note.timing", {{"runs", study.runs.size()},
+                                          {"seconds", study.seconds},
+                                          {"threads", config.threads},
+                                          {"engine", engine::target_name()}}));
+  r.config = settings_of(config, rates, words);
+  r.setup = setup_text(config, rates, c.tuning_seeds, words);
 
   // C8's verdicts: one per optimiser on the first task and init of the sweep (the
   // headline), the other settings' supplementary; each shown by its mechanism figure.

@@ -1,10 +1,14 @@
 // C8's verdict rule (docs/training.md, "Verdict rule"): at the largest d_k of the
-// sweep, unscaled attention against 1/√d_k, one lab verdict per (task, init, optimiser).
-#include <algorithm>
+// sweep, unscaled attention against 1/√d_k, one lab verdict per (task, init, optimiser). Its
+// thresholds are C8's in src/lab/claims.json; its sentences are the "c8.*" of src/lab/words/train.json.
 #include <fmt/format.h>
+
+#include <algorithm>
 #include <string>
 
 #include "attnlab/train.hpp"
+#include "lab/claims_data.hpp"
+#include "lab/words.hpp"
 
 namespace attnlab::train {
 namespace {
@@ -14,68 +18,100 @@ std::string fmt_steps(const CellSummary& c, int64_t budget) {
   return c.median_censored ? fmt::format(">{}", budget) : fmt::format("{:.0f}", c.median_steps);
 }
 
+// The rule's numbers, kept with the claim in the lab's catalogue (src/lab/claims.json): the lab's
+// claims data reads only that file, so the training study depends on it without a cycle.
+struct Rule {
+  double baseline_reached_share = lab::claim_threshold("C8", "baseline_reached_share");
+  double slower_steps_ratio = lab::claim_threshold("C8", "slower_steps_ratio");
+  double final_accuracy_margin = lab::claim_threshold("C8", "final_accuracy_margin");
+  double as_fast_steps_ratio = lab::claim_threshold("C8", "as_fast_steps_ratio");
+};
+
+// One comparison of unscaled attention against 1/√d_k (at one d_k), and the words around it: every
+// C8 sentence of src/lab/words/train.json is filled from these.
+struct Facts {
+  const CellSummary* none;
+  const CellSummary* sqrt;
+  int64_t d_k, budget;
+  double threshold;  // the accuracy counted as learnt, in %
+  std::string optimizer_key, init, trend, numbers = {}, diagnosis = {}, mechanism = {}, optimizer = {};
+};
+
+std::string say(const lab::Words& words, const char* key, const Facts& f, const Rule& rule) {
+  const CellSummary &none = *f.none, &sqrt = *f.sqrt;
+  return words(key, {{"d_k", f.d_k},
+                     {"steps", f.budget},
+                     {"threshold", f.threshold},
+                     {"optimizer_key", f.optimizer_key},
+                     {"optimizer", f.optimizer},
+                     {"init", f.init},
+                     {"none_reached", none.reached},
+                     {"none_runs", none.runs},
+                     {"none_steps", fmt_steps(none, f.budget)},
+                     {"sqrt_reached", sqrt.reached},
+                     {"sqrt_runs", sqrt.runs},
+                     {"sqrt_steps", fmt_steps(sqrt, f.budget)},
+                     {"none_accuracy", none.mean_final_accuracy},
+                     {"sqrt_accuracy", sqrt.mean_final_accuracy},
+                     {"none_entropy", none.mean_entropy_start},
+                     {"sqrt_entropy", sqrt.mean_entropy_start},
+                     {"none_jacobian", none.mean_jacobian_start},
+                     {"sqrt_jacobian", sqrt.mean_jacobian_start},
+                     {"none_gradient", none.mean_grad_qk_first},
+                     {"sqrt_gradient", sqrt.mean_grad_qk_first},
+                     {"none_max_prob", none.mean_max_prob_start},
+                     {"sqrt_max_prob", sqrt.mean_max_prob_start},
+                     {"none_max_prob_end", none.mean_max_prob_end},
+                     {"gradient_ratio", none.mean_grad_qk_first / sqrt.mean_grad_qk_first},
+                     {"slower_steps_ratio", rule.slower_steps_ratio},
+                     {"trend", f.trend},
+                     {"numbers", f.numbers},
+                     {"diagnosis", f.diagnosis},
+                     {"mechanism", f.mechanism},
+                     {"adam_note", f.optimizer_key == "adam" ? words("c8.as_fast_adam") : std::string()}});
+}
+
 // The outcome by the rule, and the numbers that decided it in one paragraph.
 struct Decision {
   lab::Outcome outcome = lab::Outcome::inconclusive;
   std::string summary;
 };
 
-Decision decide(const StudyResult& study, const CellSummary& none, const CellSummary& sqrt, int64_t d_max,
-                OptimizerKind opt, InitMode init, const std::string& trend) {
-  const std::string numbers = fmt::format(
-      "At d_k = {}, {} with {} init: unscaled reached 90% in {}/{} runs (median steps {}), 1/√d_k in {}/{} "
-      "(median {}); mean final accuracy {:.3f} vs {:.3f}. Attention entropy at init {:.3f} vs {:.3f} nats, "
-      "mean ||J||_F at init {:.4f} vs {:.4f}; ||dL/dW_qk|| after the first steps {:.3g} vs {:.3g}. "
-      "Unscaled median steps by d_k: {}.",
-      d_max, to_string(opt), to_string(init), none.reached, none.runs, fmt_steps(none, study.config.base.steps),
-      sqrt.reached, sqrt.runs, fmt_steps(sqrt, study.config.base.steps), none.mean_final_accuracy,
-      sqrt.mean_final_accuracy, none.mean_entropy_start, sqrt.mean_entropy_start, none.mean_jacobian_start,
-      sqrt.mean_jacobian_start, none.mean_grad_qk_first, sqrt.mean_grad_qk_first, trend);
+Decision decide(const Rule& rule, const lab::Words& words, Facts f) {
+  const CellSummary &none = *f.none, &sqrt = *f.sqrt;
+  f.numbers = say(words, "c8.numbers", f, rule);
   // The baseline must learn, else nothing can be said.
-  if (3 * sqrt.reached < 2 * sqrt.runs)
-    return {lab::Outcome::inconclusive,
-            fmt::format("The 1/√d_k baseline itself reached 90% in only {}/{} runs within {} steps. {}", sqrt.reached,
-                        sqrt.runs, study.config.base.steps, numbers)};
-  if (none.reached < sqrt.reached || none.median_steps >= 1.5 * sqrt.median_steps ||
-      none.mean_final_accuracy < sqrt.mean_final_accuracy - 0.1)
-    return {lab::Outcome::confirmed, "Unscaled attention learns more slowly or not at all. " + numbers};
-  if (none.reached == none.runs && none.median_steps <= 1.2 * sqrt.median_steps)
-    return {lab::Outcome::refuted,
-            fmt::format("Unscaled attention trains as fast as 1/√d_k at d_k = {}{}. {}", d_max,
-                        opt == OptimizerKind::adam ? " (Adam divides each update by the gradient's running RMS, so a "
-                                                     "smaller gradient does not mean a smaller step)"
-                                                   : "",
-                        numbers)};
-  return {lab::Outcome::inconclusive,
-          "Unscaled attention is slower, but by less than the 1.5× margin of the rule. " + numbers};
+  if (sqrt.reached < rule.baseline_reached_share * sqrt.runs)
+    return {lab::Outcome::inconclusive, say(words, "c8.baseline_failed", f, rule)};
+  if (none.reached < sqrt.reached || none.median_steps >= rule.slower_steps_ratio * sqrt.median_steps ||
+      none.mean_final_accuracy < sqrt.mean_final_accuracy - rule.final_accuracy_margin)
+    return {lab::Outcome::confirmed, say(words, "c8.slower", f, rule)};
+  if (none.reached == none.runs && none.median_steps <= rule.as_fast_steps_ratio * sqrt.median_steps)
+    return {lab::Outcome::refuted, say(words, "c8.as_fast", f, rule)};
+  return {lab::Outcome::inconclusive, say(words, "c8.within_margin", f, rule)};
 }
 
-std::string policy_words(OptimizerKind opt) { return opt == OptimizerKind::adam ? "Adam" : "SGD with momentum"; }
-
 // What the measurements say about why the unscaled cell failed or slowed (or that it did not).
-std::string mechanism_words(const CellSummary& none, const CellSummary& sqrt) {
-  const double grad_ratio = none.mean_grad_qk_first / sqrt.mean_grad_qk_first;
-  const std::string state = fmt::format(
-      "At initialisation its attention put {:.2f} of the weight on one position on average, entropy {:.2f} nats "
-      "(with 1/√d_k: {:.2f} of the weight, {:.2f} nats), and the gradient reaching W_q and W_k in the first steps "
-      "was {:.2g}× the scaled model's.",
-      none.mean_max_prob_start, none.mean_entropy_start, sqrt.mean_max_prob_start, sqrt.mean_entropy_start,
-      grad_ratio);
-  switch (diagnose(none, sqrt)) {
-    case Diagnosis::learns: return state;
+std::string mechanism_words(const Rule& rule, const lab::Words& words, const Facts& f) {
+  const char* why = nullptr;
+  switch (diagnose(*f.none, *f.sqrt)) {
+    case Diagnosis::learns:
+      break;
     case Diagnosis::saturated_at_init:
-      return state + (grad_ratio >= 1 ? " So what stops it is saturation, not a small gradient: the gradient is "
-                                        "larger, but a one-hot softmax passes almost nothing back to the positions "
-                                        "it would have to learn to attend to."
-                                      : " It failed with a saturated softmax and a smaller gradient.");
+      why = f.none->mean_grad_qk_first / f.sqrt->mean_grad_qk_first >= 1 ? "c8.saturated_larger_gradient"
+                                                                         : "c8.saturated_smaller_gradient";
+      break;
     case Diagnosis::saturates_in_training:
-      return state + fmt::format(" It did not start saturated but ended so (largest probability {:.3f} at the end): "
-                                 "the attention sharpened to one-hot during training and learning stopped there.",
-                                 none.mean_max_prob_end);
-    case Diagnosis::small_gradient: return state + " It failed with a small gradient, not a saturated softmax.";
-    case Diagnosis::other: return state + " Neither saturation nor a small gradient explains the difference.";
+      why = "c8.saturates_in_training";
+      break;
+    case Diagnosis::small_gradient:
+      why = "c8.small_gradient";
+      break;
+    case Diagnosis::other:
+      why = "c8.other";
+      break;
   }
-  return state;
+  return say(words, "c8.state", f, rule) + (why ? say(words, why, f, rule) : std::string());
 }
 
 }  // namespace
@@ -85,7 +121,10 @@ std::vector<lab::Verdict> verdicts(const StudyResult& study) {
   const StudyConfig& config = study.config;
   std::vector<lab::Verdict> out;
   if (config.d_ks.empty()) return out;
+  const Rule rule;
+  const lab::Words words("train");
   const int64_t d_max = *std::max_element(config.d_ks.begin(), config.d_ks.end());
+  const double threshold = 100 * config.base.threshold;
   auto find = [&](TaskKind t, InitMode i, OptimizerKind o, int64_t d, const Scaling& s) -> const CellSummary* {
     for (const auto& c : cells)
       if (c.task == t && c.init == i && c.optimizer == o && c.d_k == d && c.scale == s) return &c;
@@ -97,29 +136,30 @@ std::vector<lab::Verdict> verdicts(const StudyResult& study) {
         // The headline: the sweep's first task and init (associative recall, unit init in
         // the presets); the other settings are shown but left out of C8's overall verdict.
         const bool headline = task.kind == config.tasks.front().kind && init == config.inits.front();
+        const std::string optimizer = words(opt == OptimizerKind::adam ? "c8.optimizer_adam" : "c8.optimizer_sgd");
         lab::Verdict v = lab::make_verdict("C8");
         v.supplementary = !headline;
-        v.title += fmt::format(" ({}{})", opt == OptimizerKind::adam ? "Adam" : "SGD with momentum",
-                               headline ? "" : fmt::format("; {} task, {} init", to_string(task.kind), to_string(init)));
-        v.theory_text =
-            fmt::format("without 1/√d_k, at d_k = {} the model needs more steps to reach {:.0f}% (or never does)",
-                        d_max, 100 * config.base.threshold);
-        v.tolerance = 1.5;
-        v.unit = fmt::format("ratio of median steps to {:.0f} %, without / with 1/√d_k", 100 * config.base.threshold);
-        v.tolerance_unit = "ratio of median steps from which the unscaled model counts as slower";
-        v.method = fmt::format(
-            "{} task, {} init, {}, {} seeds per cell. Confirmed if, at the largest d_k, unscaled runs reach {:.0f}% in "
-            "fewer seeds than 1/√d_k, or need ≥ 1.5× its median steps (runs that never reach count as the budget "
-            "+ one evaluation), or end ≥ 0.1 below its mean final accuracy; refuted if every unscaled run reaches it "
-            "within 1.2× the median; inconclusive otherwise, or if 1/√d_k itself reaches it in fewer than 2/3 of "
-            "the seeds. The number measured is the ratio of median steps to reach it, without / with 1/√d_k.",
-            to_string(task.kind), to_string(init), to_string(opt), config.seeds, 100 * config.base.threshold);
+        v.title += words("c8.title", {{"optimizer", optimizer},
+                                      {"setting", headline ? std::string()
+                                                           : words("c8.title_setting", {{"task", to_string(task.kind)},
+                                                                                        {"init", to_string(init)}})}});
+        words.fill(v, "c8",
+                   {{"d_k", d_max},
+                    {"threshold", threshold},
+                    {"task", to_string(task.kind)},
+                    {"init", to_string(init)},
+                    {"optimizer_key", to_string(opt)},
+                    {"seeds", config.seeds},
+                    {"slower_steps_ratio", rule.slower_steps_ratio},
+                    {"final_accuracy_margin", rule.final_accuracy_margin},
+                    {"as_fast_steps_ratio", rule.as_fast_steps_ratio}});
+        v.tolerance = rule.slower_steps_ratio;
         const CellSummary* none = find(task.kind, init, opt, d_max, ScalePolicy::none());
         const CellSummary* sqrt = find(task.kind, init, opt, d_max, ScalePolicy::inv_sqrt_d());
         v.measured = (none ? none->median_steps : lab::kNaN) / (sqrt ? sqrt->median_steps : lab::kNaN);
         if (none == nullptr || sqrt == nullptr) {
           v.outcome = lab::Outcome::inconclusive;
-          v.measured_text = "the sweep lacks the unscaled or the 1/√d_k cell at the largest d_k";
+          v.measured_text = words("c8.missing_cells");
           out.push_back(std::move(v));
           continue;
         }
@@ -127,33 +167,34 @@ std::vector<lab::Verdict> verdicts(const StudyResult& study) {
         std::string trend;
         for (int64_t d : config.d_ks)
           if (const CellSummary* c = find(task.kind, init, opt, d, ScalePolicy::none()))
-            trend += fmt::format("{}{}: {} ({}/{})", trend.empty() ? "" : ", ", d, fmt_steps(*c, config.base.steps), c->reached, c->runs);
-        Decision decision = decide(study, *none, *sqrt, d_max, opt, init, trend);
+            trend += fmt::format("{}{}: {} ({}/{})", trend.empty() ? "" : ", ", d, fmt_steps(*c, config.base.steps),
+                                 c->reached, c->runs);
+        Facts facts{none, sqrt, d_max, config.base.steps, threshold, to_string(opt), to_string(init), trend};
+        Decision decision = decide(rule, words, facts);
         v.outcome = decision.outcome;
         v.measured_text = std::move(decision.summary);
         // The same rule at every d_k of the sweep: where does the outcome change?
         v.range_variable = "d_k";
         for (int64_t d : config.d_ks) {
-          const CellSummary* n = find(task.kind, init, opt, d, ScalePolicy::none());
-          const CellSummary* q = find(task.kind, init, opt, d, ScalePolicy::inv_sqrt_d());
-          if (n == nullptr || q == nullptr) continue;
-          const lab::Outcome o = decide(study, *n, *q, d, opt, init, trend).outcome;
-          const std::string text = fmt::format("unscaled {}/{} runs reach {:.0f}% (median {} steps), 1/√d_k {}/{} ({}); {}",
-                                               n->reached, n->runs, 100 * config.base.threshold, fmt_steps(*n, config.base.steps),
-                                               q->reached, q->runs, fmt_steps(*q, config.base.steps), to_string(diagnose(*n, *q)));
+          Facts at = facts;
+          at.none = find(task.kind, init, opt, d, ScalePolicy::none());
+          at.sqrt = find(task.kind, init, opt, d, ScalePolicy::inv_sqrt_d());
+          if (at.none == nullptr || at.sqrt == nullptr) continue;
+          at.d_k = d;
+          at.diagnosis = to_string(diagnose(*at.none, *at.sqrt));
+          const lab::Outcome o = decide(rule, words, at).outcome;
+          const std::string text = say(words, "c8.range", at, rule);
           const double x = static_cast<double>(d);
           if (!v.ranges.empty() && v.ranges.back().outcome == o) {
             v.ranges.back().to = x;
-            v.ranges.back().text += fmt::format("; d_k {}: {}", d, text);
+            v.ranges.back().text += words("c8.range_next", {{"d_k", d}, {"text", text}});
           } else {
-            v.ranges.push_back({x, x, o, fmt::format("d_k {}: {}", d, text)});
+            v.ranges.push_back({x, x, o, words("c8.range_first", {{"d_k", d}, {"text", text}})});
           }
         }
-        v.plain = fmt::format(
-            "With {} at d_k = {}, the model without the scale reached {:.0f}% held-out accuracy in {} of {} runs "
-            "(median {} steps); with 1/√d_k, {} of {} (median {} steps). {}",
-            policy_words(opt), d_max, 100 * config.base.threshold, none->reached, none->runs, fmt_steps(*none, config.base.steps),
-            sqrt->reached, sqrt->runs, fmt_steps(*sqrt, config.base.steps), mechanism_words(*none, *sqrt));
+        facts.optimizer = optimizer;
+        facts.mechanism = mechanism_words(rule, words, facts);
+        v.plain = say(words, "c8.finding", facts, rule);
         out.push_back(std::move(v));
       }
   return out;
