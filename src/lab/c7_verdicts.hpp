@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "attnlab/lab.hpp"
+#include "lab/words.hpp"
 
 namespace attnlab::lab {
 
@@ -24,7 +25,8 @@ struct TypicalRowRatios {
   std::string figure;                           // the figure the verdicts point to
 };
 
-// The claim's verdict (on the Jacobian), then the query's and the key's (supplementary).
-std::vector<Verdict> c7_verdicts(const TypicalRowRatios& r);
+// The claim's verdict (on the Jacobian), then the query's and the key's (supplementary), in the
+// words of the experiment that measured the ratios (its keys c7.*).
+std::vector<Verdict> c7_verdicts(const TypicalRowRatios& r, const Words& words);
 
 }  // namespace attnlab::lab

@@ -8,19 +8,22 @@
 // and the fraction of saturated rows (max p > 0.99).
 // A second measurement reproduces the issue's table: median ‖J‖_F of rows with
 // `table_keys` keys, unscaled and with 1/√d, with a sampling error from row groups.
-#include <algorithm>
-#include <cmath>
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <array>
+#include <cmath>
+
 #include "attnlab/reference.hpp"
-#include "core/attention_results.hpp"
 #include "attnlab/scale.hpp"
 #include "attnlab/softmax.hpp"
+#include "core/attention_results.hpp"
 #include "lab/c7_verdicts.hpp"
-#include "lab/lab_util.hpp"
-#include "lab/parallel.hpp"
 #include "lab/claims_data.hpp"
 #include "lab/experiments.hpp"
+#include "lab/lab_util.hpp"
+#include "lab/parallel.hpp"
+#include "lab/words.hpp"
 
 namespace attnlab::lab {
 namespace {
@@ -264,7 +267,7 @@ struct IssueTable {
   std::string text;
 };
 
-IssueTable measure_issue_table(const GradflowConfig& c, RunContext& ctx) {
+IssueTable measure_issue_table(const GradflowConfig& c, RunContext& ctx, const Words& words) {
   ctx.report(fmt::format("median ‖J‖_F table: {} keys, {} rows per entry", c.table_keys, c.table_rows));
   IssueTable t;
   for (size_t i = 0; i < c.table_dims.size(); ++i) {
@@ -276,28 +279,25 @@ IssueTable measure_issue_table(const GradflowConfig& c, RunContext& ctx) {
     t.table.add_row({static_cast<double>(d), u.median, u.log_se, c.table_unscaled[i], s.median, s.log_se, c.table_scaled});
     t.worst = std::max(t.worst, std::abs(std::log(u.median / c.table_unscaled[i])) / (c.table_z * u.log_se + c.table_rounding));
     t.worst = std::max(t.worst, std::abs(std::log(s.median / c.table_scaled)) / (c.table_z * s.log_se + c.table_rounding));
-    t.text += fmt::format("{}d_k {}: {:.3g} (expected {:g}) / {:.3g} (expected ≈{:g})", i ? "; " : "", d, u.median,
-                          c.table_unscaled[i], s.median, c.table_scaled);
+    t.text += (i ? "; " : "") + words("table_entry", {{"d_k", d},
+                                                      {"unscaled", u.median},
+                                                      {"unscaled_expected", c.table_unscaled[i]},
+                                                      {"scaled", s.median},
+                                                      {"scaled_expected", c.table_scaled}});
   }
   return t;
 }
 
-// The ratios without/with the scale that C7 judges (see verdicts_c7).
-struct RatioCurve {
-  std::string name;             // "typical ‖J‖_F"
-  std::vector<double> ratio;    // [d_k] without / with the scale
-};
-
-std::vector<RatioCurve> ratio_curves(const Policies& policies, const PolicySweep& sweep) {
+// The ratios without/with the scale that C7 judges (see verdicts_c7), each [d_k]: of the typical row's
+// softmax Jacobian ‖J‖_F, of the gradient reaching a typical query ‖dQ_i‖ and a typical key ‖dK_j‖.
+std::array<std::vector<double>, 3> ratio_curves(const Policies& policies, const PolicySweep& sweep) {
   const auto& B = sweep.by_policy[policies.base];
   const auto& R = sweep.by_policy[policies.remedy];
-  std::vector<RatioCurve> out{{"the softmax Jacobian of a typical row, ‖J‖_F", {}},
-                              {"the gradient reaching a typical query, ‖dQ_i‖", {}},
-                              {"the gradient reaching a typical key, ‖dK_j‖", {}}};
+  std::array<std::vector<double>, 3> out;
   for (size_t i = 0; i < B.size(); ++i) {
-    out[0].ratio.push_back(B[i].j_median / R[i].j_median);
-    out[1].ratio.push_back(B[i].dq_row / R[i].dq_row);
-    out[2].ratio.push_back(B[i].dk_row / R[i].dk_row);
+    out[0].push_back(B[i].j_median / R[i].j_median);
+    out[1].push_back(B[i].dq_row / R[i].dq_row);
+    out[2].push_back(B[i].dk_row / R[i].dk_row);
   }
   return out;
 }
@@ -305,9 +305,9 @@ std::vector<RatioCurve> ratio_curves(const Policies& policies, const PolicySweep
 // ---- figures ------------------------------------------------------------------
 
 // The head sizes models use, shaded behind a panel's curves.
-void shade_model_sizes(const GradflowConfig& c, Panel& p) {
+void shade_model_sizes(const GradflowConfig& c, Panel& p, const Words& words) {
   const double a = static_cast<double>(c.model_dims[0]), b = static_cast<double>(c.model_dims[1]);
-  util::shade_x_range(p, a, b, fmt::format("head sizes of models ({:g}–{:g})", a, b));
+  util::shade_x_range(p, a, b, words("model_sizes", {{"lo", a}, {"hi", b}}));
 }
 
 // Every other power of two: a tic per label that fits a 300-pixel panel.
@@ -319,7 +319,7 @@ std::vector<double> sparse_tics(const std::vector<double>& xs) {
 
 // C7's own figure: without/with the scale, the gradient reaching a typical query and key,
 // and the total over all queries, against d_k, with 1 (no difference) marked.
-Figure figure_ratio(const GradflowConfig& c, const Policies& policies, const PolicySweep& sweep) {
+Figure figure_ratio(const GradflowConfig& c, const Policies& policies, const PolicySweep& sweep, const Words& words) {
   const auto xs = util::to_double(c.dims);
   const auto& B = sweep.by_policy[policies.base];
   const auto& R = sweep.by_policy[policies.remedy];
@@ -329,28 +329,19 @@ Figure figure_ratio(const GradflowConfig& c, const Policies& policies, const Pol
                     remedy = util::policy_label(policies.list[policies.remedy]);
   Figure f;
   f.name = "gradflow_ratio";
-  f.title = "";
-  f.caption = fmt::format(
-      "{} divided by {}, for the same random inputs. Above 1 the quantity is larger without the scale, below 1 smaller "
-      "(the articles' “vanishing”). Top, for a typical row (median over rows): the softmax Jacobian ‖J‖_F, what "
-      "article "
-      "003 argues about, and the gradients reaching a query and a key, which without the scale lack the chain rule's "
-      "1/√d_k and so turn later. Bottom: all queries together (‖dQ‖_F). Grey: the head sizes models use, {}–{}.",
-      base, remedy, c.model_dims[0], c.model_dims[1]);
-  f.alt =
-      "Ratio of the unscaled to the scaled measurement against d_k (log-log): the softmax Jacobian, the "
-      "typical query gradient and the typical key gradient, then the total query gradient. A ratio below 1 "
-      "means the unscaled gradient is smaller; each quantity crosses 1 at its own d_k.";
-  Panel pr = util::panel("typical row", "d_k", fmt::format("ratio {} / {}", base, remedy), true, true);
-  Panel pt = util::panel("all queries (‖dQ‖_F)", "d_k", "ratio", true, true);
+  const WordArgs names{{"base", base}, {"remedy", remedy}, {"lo", c.model_dims[0]}, {"hi", c.model_dims[1]}};
+  words.fill(f, "ratio", names);
+  Panel pr = util::panel(words("ratio.panel_row"), "d_k", words("ratio.panel_row_axis", names), true, true);
+  Panel pt = util::panel(words("ratio.panel_total"), "d_k", "ratio", true, true);
   const auto curves = ratio_curves(policies, sweep);
   const char* labels[3] = {"Jacobian ‖J‖_F", "query ‖dQ_i‖", "key ‖dK_j‖"};
-  for (size_t k = 0; k < 3; ++k) pr.series.push_back(util::series(labels[k], Style::linespoints, xs, curves[k].ratio, util::colour(k)));
+  for (size_t k = 0; k < 3; ++k)
+    pr.series.push_back(util::series(labels[k], Style::linespoints, xs, curves[k], util::colour(k)));
   pt.series.push_back(util::series("measured", Style::linespoints, xs, total, util::policy_colour(ScalePolicy::none())));
   for (auto* p : {&pr, &pt}) {
     p->series.push_back(util::series("", Style::theory, {xs.front(), xs.back()}, {1, 1}, "#000000"));
     p->x_tics = sparse_tics(xs);
-    shade_model_sizes(c, *p);
+    shade_model_sizes(c, *p, words);
   }
   pr.legend_position = "below";
   pt.legend_position = "below";
@@ -360,7 +351,7 @@ Figure figure_ratio(const GradflowConfig& c, const Policies& policies, const Pol
 }
 
 Figure figure_gradflow(const GradflowConfig& c, const Policies& policies, const PolicySweep& sweep,
-                       const IssueTable& issue) {
+                       const IssueTable& issue, const Words& words) {
   const auto xs = util::to_double(c.dims);
   auto column = [&](size_t pi, double Measure::*field) {
     std::vector<double> v;
@@ -369,26 +360,12 @@ Figure figure_gradflow(const GradflowConfig& c, const Policies& policies, const 
   };
   Figure f;
   f.name = "gradflow";
-  f.title = "";
-  f.caption = fmt::format(
-      "Random queries, keys and values ({} of each, components from N(0, 1)) through attention and back, for each "
-      "scale. Without a scale the softmax saturates as d_k grows: the share of rows whose largest weight exceeds "
-      "0.99 rises, the typical row's ‖J‖_F collapses, and past a few hundred the gradient reaching a typical query "
-      "or key falls. With 1/√d_k all of them stay level. The total ‖dQ‖_F (third panel) does not fall without the "
-      "scale: it is carried by the few rows whose two largest scores happen to be close. Last panel: the median "
-      "‖J‖_F for 64 keys beside the expected values the lab checks it against (dashed). Grey: the head sizes "
-      "models use.",
-      c.n_keys);
-  f.alt =
-      "Six panels against d_k (log axis), one line per scale: typical query and key gradients, the total "
-      "query gradient, the typical row's Jacobian norm, the share of saturated rows, and the Jacobian norm "
-      "beside its expected values. Without the scale the rows saturate and the typical Jacobian collapses as "
-      "d_k grows; with 1/√d_k every quantity stays level.";
-  Panel pq = util::panel("typical query ‖dQ_i‖", "d_k", "median over rows", true, true);
-  Panel pk = util::panel("typical key ‖dK_j‖", "d_k", "median over rows", true, true);
-  Panel ps = util::panel("all queries ‖dQ‖_F", "d_k", "‖dQ‖_F", true, true);
-  Panel pj = util::panel("typical row ‖J‖_F", "d_k", "median over rows", true, true);
-  Panel pz = util::panel("saturated rows (max p > 0.99)", "d_k", "fraction of rows", true, false);
+  words.fill(f, "gradflow", {{"n_keys", c.n_keys}});
+  Panel pq = util::panel(words("gradflow.panel_query"), "d_k", "median over rows", true, true);
+  Panel pk = util::panel(words("gradflow.panel_key"), "d_k", "median over rows", true, true);
+  Panel ps = util::panel(words("gradflow.panel_total"), "d_k", "‖dQ‖_F", true, true);
+  Panel pj = util::panel(words("gradflow.panel_jacobian"), "d_k", "median over rows", true, true);
+  Panel pz = util::panel(words("gradflow.panel_saturated"), "d_k", "fraction of rows", true, false);
   for (size_t pi = 0; pi < policies.list.size(); ++pi) {
     const std::string col = util::policy_colour(policies.list[pi]), name = util::policy_label(policies.list[pi]);
     pq.series.push_back(util::series(name, Style::linespoints, xs, column(pi, &Measure::dq_row), col));
@@ -402,9 +379,10 @@ Figure figure_gradflow(const GradflowConfig& c, const Policies& policies, const 
   for (auto* p : {&pq, &pk, &ps, &pj, &pz}) p->legend_position = "below";
   for (auto* p : {&pq, &pk, &ps, &pj, &pz}) {
     p->x_tics = sparse_tics(xs);
-    shade_model_sizes(c, *p);
+    shade_model_sizes(c, *p, words);
   }
-  Panel pt = util::panel(fmt::format("typical ‖J‖_F, {} keys", c.table_keys), "d_k", "median over rows", true, true);
+  Panel pt =
+      util::panel(words("gradflow.panel_table", {{"keys", c.table_keys}}), "d_k", "median over rows", true, true);
   const auto tx = util::to_double(c.table_dims);
   const std::string none_colour = util::policy_colour(ScalePolicy::none()),
                     scaled_colour = util::policy_colour(ScalePolicy::inv_sqrt_d());
@@ -422,8 +400,8 @@ Figure figure_gradflow(const GradflowConfig& c, const Policies& policies, const 
 
 // ---- verdicts -----------------------------------------------------------------
 
-Verdict verdict_c6(const GradflowConfig& c, const Policies& policies, const PolicySweep& sweep,
-                   const IssueTable& issue) {
+Verdict verdict_c6(const GradflowConfig& c, const Policies& policies, const PolicySweep& sweep, const IssueTable& issue,
+                   const Words& words) {
   const auto& B = sweep.by_policy[policies.base];
   const auto& R = sweep.by_policy[policies.remedy];
   const std::string base_name = util::policy_label(policies.list[policies.base]),
@@ -441,30 +419,9 @@ Verdict verdict_c6(const GradflowConfig& c, const Policies& policies, const Poli
   const bool same_order = remedy_spread < c.same_order_factor;
   const bool table_ok = issue.worst <= 1.0;
   Verdict v6 = make_verdict("C6");
-  v6.theory_text = fmt::format(
-      "without scale ‖J‖, ‖dQ‖, ‖dK‖ → 0 as d_k grows; with {} of the same order; the "
-      "expected median ‖J‖_F values",
-      remedy_name);
   v6.theory = c.same_order_factor;
   v6.measured = remedy_spread;
-  v6.measured_text = fmt::format(
-      "typical row, {}: ‖J‖_F falls {:.3g}×, ‖dQ_i‖ {:.3g}×, ‖dK_j‖ {:.3g}× from d_k {} to "
-      "{}; {}: max/min over d_k = {:.3g}; total ‖dQ‖_F without scale changes {:.3g}× "
-      "(few unsaturated rows); median ‖J‖_F without / with the scale: {} (worst deviation {:.2f} of the allowance)",
-      base_name, j_fall, dq_fall, dk_fall, c.dims.front(), c.dims.back(), remedy_name, remedy_spread,
-      B.back().dq / B.front().dq, issue.text, issue.worst);
   v6.tolerance = c.same_order_factor;
-  v6.unit = "largest / smallest over d_k of the typical query's and key's gradient with 1/√d_k";
-  v6.theory_unit = "largest ratio still counted as the same order";
-  v6.tolerance_unit = "largest ratio still counted as the same order";
-  v6.method = fmt::format(
-      "Per row (median over rows: the typical query and key). Confirmed when, without the scale, "
-      "median ‖J‖_F, ‖dQ_i‖ and ‖dK_j‖ fall by more than {:g}× from "
-      "d_k = {} to {}; with {} their largest/smallest over d_k stays below {:g}; and the "
-      "median ‖J‖_F over {} rows of {} keys matches the expected values within {:g} standard errors "
-      "of log(median) (+{:g} for rounding).",
-      c.vanish_factor, c.dims.front(), c.dims.back(), remedy_name, c.same_order_factor, c.table_rows, c.table_keys,
-      c.table_z, c.table_rounding);
   v6.outcome = util::outcome_of(vanishes && same_order && table_ok);
   v6.figure = "gradflow";
   // Where along d_k does the typical query's gradient shrink without the scale? Step by step, the mean
@@ -485,12 +442,17 @@ Verdict verdict_c6(const GradflowConfig& c, const Policies& policies, const Poli
                       : mean + se2 < 0   ? Outcome::confirmed
                       : mean - se2 > 0   ? Outcome::refuted
                                          : Outcome::inconclusive;
-    const std::string text = fmt::format(
-        "d_k {} → {}: typical query's gradient without the scale ×{:.3g} (log change {:+.3f} ± {}, {} trials; with it "
-        "{:.3g} → {:.3g}), typical ‖J‖_F {:.3g} → {:.3g}",
-        c.dims[i], c.dims[i + 1], std::exp(mean), mean, std::isfinite(se2) ? fmt::format("{:.3f}", se2) : "(read by its sign)",
-        logs.size(),
-        R[i].dq_row, R[i + 1].dq_row, B[i].j_median, B[i + 1].j_median);
+    const std::string text = words(
+        "c6.range", {{"from", c.dims[i]},
+                     {"to", c.dims[i + 1]},
+                     {"factor", std::exp(mean)},
+                     {"mean", mean},
+                     {"error", std::isfinite(se2) ? words("c6.range_error", {{"se", se2}}) : words("c6.range_by_sign")},
+                     {"trials", logs.size()},
+                     {"remedy_from", R[i].dq_row},
+                     {"remedy_to", R[i + 1].dq_row},
+                     {"j_from", B[i].j_median},
+                     {"j_to", B[i + 1].j_median}});
     if (!v6.ranges.empty() && v6.ranges.back().outcome == o) {
       v6.ranges.back().to = static_cast<double>(c.dims[i + 1]);
       v6.ranges.back().text += "; " + text;
@@ -503,27 +465,29 @@ Verdict verdict_c6(const GradflowConfig& c, const Policies& policies, const Poli
     std::string before;
     for (size_t k = 0; k + 1 < v6.ranges.size(); ++k) {
       const auto& g = v6.ranges[k];
-      before += fmt::format("{}{} from d_k = {:g} to {:g}", before.empty() ? "; it " : ", ",
-                            g.outcome == Outcome::refuted ? "rises" : g.outcome == Outcome::confirmed ? "falls"
-                                                                                                        : "does not change beyond the trials' spread",
-                            g.from, g.to);
+      const char* change = g.outcome == Outcome::refuted     ? "c6.rises"
+                           : g.outcome == Outcome::confirmed ? "c6.falls"
+                                                             : "c6.within_spread";
+      before += words(before.empty() ? "c6.before_first" : "c6.before_next",
+                      {{"change", words(change)}, {"from", g.from}, {"to", g.to}});
     }
-    boundary = fmt::format(" Step by step ({} trials per d_k up to {}, each step's change ± 2 standard errors), the typical "
-                           "query's gradient without the scale falls from d_k = {:g} on{}.",
-                           c.boundary_trials, c.boundary_max_dim, v6.ranges.back().from, before);
+    boundary = words("c6.boundary", {{"trials", c.boundary_trials},
+                                     {"max_dim", c.boundary_max_dim},
+                                     {"from", v6.ranges.back().from},
+                                     {"before", before}});
   }
   // Why ‖J‖ without the scale is larger at small d_k: ‖J‖_F is small both for spread weights (uniform over n keys:
   // √(n − 1)/n) and for one-hot ones (0), and largest when a few keys share the weight (0.5 for two halves).
   const double uniform_j = std::sqrt(static_cast<double>(c.n_keys - 1)) / static_cast<double>(c.n_keys);
   const std::string small_dk = B.front().j_median > R.front().j_median
-      ? fmt::format(" At d_k = {} a typical row's ‖J‖_F is larger without the scale ({:.2g} against {:.2g}): with 1/√d_k "
-                    "the logits have unit spread and the weight is spread over many of the {} keys (largest weight "
-                    "{:.2f}; uniform weight would give √(n − 1)/n = {:.3f}), while without it logits √d_k times wider put "
-                    "it on a few keys (largest weight {:.2f}), where ‖J‖_F is largest (0.5 for two keys sharing it "
-                    "equally); only as d_k grows further does one key take it all and ‖J‖_F fall.",
-                    c.dims.front(), B.front().j_median, R.front().j_median, c.n_keys, R.front().max_prob, uniform_j,
-                    B.front().max_prob)
-      : std::string();
+                                   ? words("c6.small_dk", {{"d_first", c.dims.front()},
+                                                           {"j_base", B.front().j_median},
+                                                           {"j_remedy", R.front().j_median},
+                                                           {"n_keys", c.n_keys},
+                                                           {"max_remedy", R.front().max_prob},
+                                                           {"uniform", uniform_j},
+                                                           {"max_base", B.front().max_prob}})
+                                   : std::string();
   // At the head sizes models use: the fall has begun but the gradient is still larger than with the scale.
   std::string model;
   double ratio_lo = INFINITY, ratio_hi = 0;
@@ -533,42 +497,71 @@ Verdict verdict_c6(const GradflowConfig& c, const Policies& policies, const Poli
       ratio_lo = std::min(ratio_lo, r), ratio_hi = std::max(ratio_hi, r);
     }
   if (std::isfinite(ratio_lo))
-    model = fmt::format(" At the sizes models use (d_k {}–{}) the fall has begun, but a typical query's gradient is "
-                        "still {:.2g}–{:.2g}× what it is with the scale.",
-                        c.model_dims[0], c.model_dims[1], ratio_lo, ratio_hi);
-  v6.plain = fmt::format(
-      "Without the scale, a typical row's ‖J‖_F falls {}× from d_k = {} to {} and the gradient reaching a typical "
-      "query falls {}× (a key's {}×); with 1/√d_k they stay within a factor {} at every size.{}{}{}",
-      util::pretty(j_fall), c.dims.front(), c.dims.back(), util::pretty(dq_fall), util::pretty(dk_fall),
-      util::pretty(remedy_spread), model, boundary, small_dk);
+    model = words("c6.model",
+                  {{"lo", c.model_dims[0]}, {"hi", c.model_dims[1]}, {"ratio_lo", ratio_lo}, {"ratio_hi", ratio_hi}});
+  words.fill(v6, "c6",
+             {{"base", base_name},
+              {"remedy", remedy_name},
+              {"j_fall", j_fall},
+              {"dq_fall", dq_fall},
+              {"dk_fall", dk_fall},
+              {"d_first", c.dims.front()},
+              {"d_last", c.dims.back()},
+              {"remedy_spread", remedy_spread},
+              {"total_change", B.back().dq / B.front().dq},
+              {"table", issue.text},
+              {"worst", issue.worst},
+              {"vanish", c.vanish_factor},
+              {"same_order", c.same_order_factor},
+              {"table_rows", c.table_rows},
+              {"table_keys", c.table_keys},
+              {"table_z", c.table_z},
+              {"table_rounding", c.table_rounding},
+              // The plain text says the factors as a reader counts them (util::pretty).
+              {"j_factor", util::pretty(j_fall)},
+              {"dq_factor", util::pretty(dq_fall)},
+              {"dk_factor", util::pretty(dk_fall)},
+              {"spread_factor", util::pretty(remedy_spread)},
+              {"model", model},
+              {"boundary", boundary},
+              {"small_dk", small_dk}});
   return v6;
 }
 
 // C7's verdicts (lab/c7_verdicts.hpp), from the ratios of the typical row.
-std::vector<Verdict> verdicts_c7(const GradflowConfig& c, const Policies& policies, const PolicySweep& sweep) {
+std::vector<Verdict> verdicts_c7(const GradflowConfig& c, const Policies& policies, const PolicySweep& sweep,
+                                 const Words& words) {
   const auto curves = ratio_curves(policies, sweep);
-  TypicalRowRatios r{c.dims, curves[0].ratio, curves[1].ratio, curves[2].ratio, {}, c.model_dims[0], c.model_dims[1],
-                     util::policy_label(policies.list[policies.base]), util::policy_label(policies.list[policies.remedy]),
+  TypicalRowRatios r{c.dims,
+                     curves[0],
+                     curves[1],
+                     curves[2],
+                     {},
+                     c.model_dims[0],
+                     c.model_dims[1],
+                     util::policy_label(policies.list[policies.base]),
+                     util::policy_label(policies.list[policies.remedy]),
                      "gradflow_ratio"};
   const auto& B = sweep.by_policy[policies.base];
   const auto& R = sweep.by_policy[policies.remedy];
   for (size_t i = 0; i < B.size(); ++i) r.total_query.push_back(B[i].dq / R[i].dq);
-  return c7_verdicts(r);
+  return c7_verdicts(r, words);
 }
 
 Result run_gradflow(const GradflowConfig& c, RunContext& ctx) {
   const Policies policies = policies_of(c);
   PolicySweep sweep = measure_policies(c, policies, ctx);
   measure_boundary(c, policies, sweep, ctx);
-  const IssueTable issue = measure_issue_table(c, ctx);
+  const Words words("gradflow");
+  const IssueTable issue = measure_issue_table(c, ctx, words);
 
   Result result;
   result.tables = {sweep.table, issue.table};
-  result.notes.push_back("gradflow.csv: policy " + util::policy_legend(policies.list));
-  result.notes.push_back("median ‖J‖_F, " + std::to_string(c.table_keys) + " keys, unscaled / 1/√d: " + issue.text);
-  result.figures = {figure_gradflow(c, policies, sweep, issue), figure_ratio(c, policies, sweep)};
-  result.verdicts = {verdict_c6(c, policies, sweep, issue)};
-  for (auto& v : verdicts_c7(c, policies, sweep)) result.verdicts.push_back(std::move(v));
+  result.notes.push_back(words("note_policies", {{"legend", util::policy_legend(policies.list)}}));
+  result.notes.push_back(words("note_table", {{"keys", c.table_keys}, {"table", issue.text}}));
+  result.figures = {figure_gradflow(c, policies, sweep, issue, words), figure_ratio(c, policies, sweep, words)};
+  result.verdicts = {verdict_c6(c, policies, sweep, issue, words)};
+  for (auto& v : verdicts_c7(c, policies, sweep, words)) result.verdicts.push_back(std::move(v));
   return result;
 }
 

@@ -7,13 +7,15 @@
 // ≥ 0, since vᵀJv = Var_s(v)), zero at a one-hot s and only there (tr J = 1 − ‖s‖²).
 // C5: the O(n) VJP s ⊙ (g − ⟨g, s⟩) against Jᵀg with J formed explicitly, and against
 // finite differences of ⟨g, softmax(x)⟩.
-#include <cmath>
 #include <fmt/format.h>
 
+#include <cmath>
+
 #include "attnlab/softmax.hpp"
+#include "lab/experiments.hpp"
 #include "lab/lab_util.hpp"
 #include "lab/symmetric_eigen.hpp"
-#include "lab/experiments.hpp"
+#include "lab/words.hpp"
 
 namespace attnlab::lab {
 namespace {
@@ -195,24 +197,15 @@ std::string logits_text(const std::vector<double>& x) {
   return xs;
 }
 
-Figure figure_heatmaps(const JacobianConfig& c, const Heatmaps& h) {
+Figure figure_heatmaps(const JacobianConfig& c, const Heatmaps& h, const Words& words) {
   Figure hf;
   hf.name = "jacobian_heatmaps";
-  hf.title = "";
-  hf.caption = fmt::format("The Jacobian J = diag(s) − s sᵀ of s = softmax(a·x) for x = ({}), one panel per scale a, "
-                           "on one colour scale. Each cell is ∂s_i/∂x_j, how much weight i moves when logit j moves. "
-                           "At a small scale J is spread over all entries; as a grows s turns one-hot and every "
-                           "entry of J collapses towards 0: no gradient passes.",
-                           logits_text(c.x));
-  hf.alt =
-      "Heatmaps of the softmax Jacobian ∂s_i/∂x_j for one logit vector at several scales (blue negative, "
-      "red positive). As the scale grows the Jacobian's entries shrink towards 0: a saturated softmax "
-      "passes almost no gradient.";
+  words.fill(hf, "heatmaps", {{"logits", logits_text(c.x)}});
   for (size_t k = 0; k < c.heatmap_scales.size(); ++k) {
     double fro = 0;
     for (double v : h.J[k]) fro += v * v;
     Panel p;
-    p.title = fmt::format("a = {:g}: ‖J‖_F = {:.3g}", c.heatmap_scales[k], std::sqrt(fro));
+    p.title = words("heatmaps.panel", {{"a", c.heatmap_scales[k]}, {"fro", std::sqrt(fro)}});
     p.x_label = "logit j";
     p.y_label = "weight i";
     Heatmap hm;
@@ -228,22 +221,11 @@ Figure figure_heatmaps(const JacobianConfig& c, const Heatmaps& h) {
   return hf;
 }
 
-Figure figure_vjp(const JacobianConfig& c, const RandomChecks& r) {
+Figure figure_vjp(const JacobianConfig& c, const RandomChecks& r, const Words& words) {
   Figure vf;
   vf.name = "jacobian_vjp";
-  vf.title = "";
-  vf.caption = fmt::format(
-      "Back-propagation through the softmax, g_x = Jᵀ g_s = s ⊙ (g_s − ⟨g_s, s⟩). Top: the "
-      "largest error of this short formula against Jᵀg formed explicitly and against finite "
-      "differences, over {} random (x, g) per scale (relative to max|g|), with the tolerances "
-      "(dashed). Bottom: the median size of g_x and of J fall as the logits a·x grow.",
-      c.trials);
-  vf.alt =
-      "Log-log plots against the logit scale a: the error of the short back-propagation formula against the "
-      "explicit Jacobian and finite differences, with the tolerances, then the median size of the gradient "
-      "and of the Jacobian. The errors stay far below the tolerances while both sizes fall as the logits "
-      "grow.";
-  Panel pe = util::panel("error of the VJP formula", "scale a of the logits a·x", "largest error / max|g|", true, true);
+  words.fill(vf, "vjp", {{"trials", c.trials}});
+  Panel pe = util::panel(words("vjp.panel_error"), "scale a of the logits a·x", "largest error / max|g|", true, true);
   auto floor_at = [](std::vector<double> v) {  // exact zeros cannot be drawn on a log axis: show them at 1e-18
     for (auto& e : v) e = std::max(e, 1e-18);
     return v;
@@ -251,12 +233,15 @@ Figure figure_vjp(const JacobianConfig& c, const RandomChecks& r) {
   pe.series.push_back(util::series("VJP vs explicit Jᵀg", Style::linespoints, c.scales, floor_at(r.table.column("vjp_vs_explicit")), "#0072B2"));
   pe.series.push_back(util::series("VJP vs finite differences", Style::linespoints, c.scales, floor_at(r.table.column("vjp_vs_fd")), "#D55E00"));
   pe.series.push_back(util::series("J vs finite differences", Style::linespoints, c.scales, floor_at(r.table.column("fd_error")), "#009E73"));
-  pe.series.push_back(util::series(fmt::format("tolerance (finite differences) {:g}", c.fd_tolerance), Style::theory, {c.scales.front(), c.scales.back()}, {c.fd_tolerance, c.fd_tolerance}, "#D55E00"));
-  pe.series.push_back(util::series(fmt::format("tolerance (exact) {:g}", c.exact_tolerance), Style::theory, {c.scales.front(), c.scales.back()}, {c.exact_tolerance, c.exact_tolerance}, "#0072B2"));
+  pe.series.push_back(util::series(words("vjp.tolerance_fd", {{"tolerance", c.fd_tolerance}}), Style::theory,
+                                   {c.scales.front(), c.scales.back()}, {c.fd_tolerance, c.fd_tolerance}, "#D55E00"));
+  pe.series.push_back(util::series(words("vjp.tolerance_exact", {{"tolerance", c.exact_tolerance}}), Style::theory,
+                                   {c.scales.front(), c.scales.back()}, {c.exact_tolerance, c.exact_tolerance},
+                                   "#0072B2"));
   pe.y_min = 1e-19;
   pe.y_max = 1e-3;
   pe.legend_position = "below";
-  Panel pg = util::panel("size of the gradient through softmax", "scale a of the logits a·x", "median", true, true);
+  Panel pg = util::panel(words("vjp.panel_size"), "scale a of the logits a·x", "median", true, true);
   pg.series.push_back(util::series("‖g_x‖ (VJP)", Style::linespoints, c.scales, r.grad_norms, "#0072B2"));
   pg.series.push_back(util::series("‖J‖_F", Style::linespoints, c.scales, r.fros, "#D55E00"));
   pg.legend_position = "below";
@@ -270,43 +255,21 @@ Figure figure_vjp(const JacobianConfig& c, const RandomChecks& r) {
 Verdict verdict_c4(const JacobianConfig& c, const RandomChecks& r, const OneHot& one_hot) {
   Verdict v4 = make_verdict("C4");
   v4.theory = 0;
-  v4.theory_text = "J = diag(s) − s sᵀ: equals the finite-difference Jacobian; symmetric, rows sum to 0, PSD, 0 at one-hot";
   v4.measured = r.fd;
-  v4.measured_text = fmt::format("max |J − J_fd| = {:.2g}; asymmetry {:.2g}; row sums {:.2g}; smallest eigenvalue "
-                                 "≥ {:.2g}; max |J| at one-hot {:.2g}; tr J at s = (½, ½) {:.3g}",
-                                 r.fd, r.sym, r.rows, -r.psd, one_hot.max_abs, one_hot.trace_two);
   v4.tolerance = c.fd_tolerance;
-  v4.unit = "largest |J − finite-difference J|";
-  v4.method = fmt::format("{} random x per scale a ∈ [{:g}, {:g}], n = {}: |J − central differences (h = {:g})| ≤ {:g}; "
-                          "|J − Jᵀ|, |row sums| and −λ_min ≤ {:g}; J = 0 at exactly one-hot s (far-apart and −inf "
-                          "logits) and tr J = 1 − ‖s‖² > 0 otherwise.",
-                          c.trials, c.scales.front(), c.scales.back(), c.n, c.fd_step, c.fd_tolerance, c.exact_tolerance);
   v4.outcome = util::outcome_of(r.fd <= c.fd_tolerance && r.sym <= c.exact_tolerance && r.rows <= c.exact_tolerance &&
                                 r.psd <= c.exact_tolerance && one_hot.max_abs == 0 && one_hot.trace_two > 0);
   v4.figure = "jacobian_heatmaps";
-  v4.plain = fmt::format("The formula matches the Jacobian computed by finite differences to {} on {} random "
-                         "inputs per scale; it is symmetric, its rows sum to 0 (to {}), it has no negative "
-                         "eigenvalue, and it is exactly zero at a one-hot softmax and only there.",
-                         util::pretty(r.fd, 1), c.trials, util::pretty(r.rows, 1));
   return v4;
 }
 
 Verdict verdict_c5(const JacobianConfig& c, const RandomChecks& r) {
   Verdict v5 = make_verdict("C5");
   v5.theory = 0;
-  v5.theory_text = "g_x = Jᵀ g_s = s ⊙ (g_s − ⟨g_s, s⟩)";
   v5.measured = r.vjp;
-  v5.measured_text = fmt::format("max |VJP − Jᵀg|/max|g| = {:.2g}; vs finite differences {:.2g}", r.vjp, r.vjp_fd);
   v5.tolerance = c.exact_tolerance;
-  v5.unit = "largest error of the short formula, relative to max|g|";
-  v5.method = fmt::format("The library's softmax_vjp against Jᵀg with J formed explicitly (≤ {:g}) and against "
-                          "central differences of ⟨g, softmax(x)⟩ (≤ {:g}), for every random (x, g).",
-                          c.exact_tolerance, c.fd_tolerance);
   v5.outcome = util::outcome_of(r.vjp <= c.exact_tolerance && r.vjp_fd <= c.fd_tolerance);
   v5.figure = "jacobian_vjp";
-  v5.plain = fmt::format("The short formula s ⊙ (g − ⟨g, s⟩) equals multiplying by the Jacobian to {} (rounding) "
-                         "and matches finite differences to {}; it costs O(n) instead of the O(n²) of forming J.",
-                         util::pretty(r.vjp, 1), util::pretty(r.vjp_fd, 1));
   return v5;
 }
 
@@ -317,8 +280,31 @@ Result run_jacobian(const JacobianConfig& c, RunContext& ctx) {
 
   Result result;
   result.tables = {heatmaps.table, random.table};
-  result.figures = {figure_heatmaps(c, heatmaps), figure_vjp(c, random)};
+  const Words words("jacobian");
+  result.figures = {figure_heatmaps(c, heatmaps, words), figure_vjp(c, random, words)};
   result.verdicts = {verdict_c4(c, random, one_hot), verdict_c5(c, random)};
+  // The run's numbers by name, for both verdicts' words; the plain texts say them as a reader counts them.
+  const WordArgs numbers{{"fd", random.fd},
+                         {"sym", random.sym},
+                         {"rows", random.rows},
+                         {"min_eigenvalue", -random.psd},
+                         {"one_hot", one_hot.max_abs},
+                         {"trace_two", one_hot.trace_two},
+                         {"vjp", random.vjp},
+                         {"vjp_fd", random.vjp_fd},
+                         {"trials", c.trials},
+                         {"a_first", c.scales.front()},
+                         {"a_last", c.scales.back()},
+                         {"n", c.n},
+                         {"fd_step", c.fd_step},
+                         {"fd_tolerance", c.fd_tolerance},
+                         {"exact_tolerance", c.exact_tolerance},
+                         {"fd_shown", util::pretty(random.fd, 1)},
+                         {"rows_shown", util::pretty(random.rows, 1)},
+                         {"vjp_shown", util::pretty(random.vjp, 1)},
+                         {"vjp_fd_shown", util::pretty(random.vjp_fd, 1)}};
+  words.fill(result.verdicts[0], "c4", numbers);
+  words.fill(result.verdicts[1], "c5", numbers);
   return result;
 }
 
