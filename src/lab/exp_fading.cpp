@@ -12,8 +12,9 @@
 //            SSMax applied to the 1/√d logits. Theory: the mean field with the planted
 //            logit's spread (util::planted_theory, lab/row_stats.hpp).
 //   random   q, k ~ N(0, I): no key is preferred (shown, not judged: fading is then right).
-#include <cmath>
 #include <fmt/format.h>
+
+#include <cmath>
 
 #include "attnlab/attention.hpp"
 #include "attnlab/scale.hpp"
@@ -21,6 +22,7 @@
 #include "lab/lab_util.hpp"
 #include "lab/parallel.hpp"
 #include "lab/row_stats.hpp"
+#include "lab/words.hpp"
 
 namespace attnlab::lab {
 namespace {
@@ -154,23 +156,19 @@ std::vector<double> max_probs(const Rows& r, size_t input, size_t policy) {
 
 // ---- figure --------------------------------------------------------------------------
 
-Figure figure_fading(const FadingConfig& c, const Exact& e, const Rows& r) {
+Figure figure_fading(const FadingConfig& c, const Exact& e, const Rows& r, const Words& words) {
   const auto policies = row_policies(c);
   Figure f;
   f.name = "fading";
-  f.caption = fmt::format(
-      "The largest softmax weight of a row against the number of keys n. Top: the paper's Figure 1, logits {:g} "
-      "everywhere and one {:g}, computed by the double-precision reference (points) on the closed forms (dashed): "
-      "softmax's falls as 1/(1 + (n − 1)e^{:g}), SSMax (logits × {:g}·ln n) stays near 1. Middle: each query is one "
-      "key plus noise (q = {:g}·k_t + noise, d_k = {}), so one key matches among n − 1 random ones; dashed: the "
-      "mean-field theory where it applies. Bottom: random queries and keys, where no key is preferred.",
-      c.low_logit, c.high_logit, c.low_logit - c.high_logit, c.ssmax_s, c.planted_signal, c.d_k);
-  f.alt =
-      "The largest softmax weight of a row against the number of keys n (log axis), for the paper's Figure "
-      "1 logits, planted rows and random rows, with plain softmax or 1/√d_k and with SSMax. Plain softmax's "
-      "largest weight fades as n grows while SSMax keeps the preferred key near 1.";
+  words.fill(f, "figure",
+             {{"low", c.low_logit},
+              {"high", c.high_logit},
+              {"exponent", c.low_logit - c.high_logit},
+              {"s", c.ssmax_s},
+              {"beta", c.planted_signal},
+              {"d_k", c.d_k}});
   const std::string ssmax_colour = util::policy_colour(policies[1]);
-  Panel p1 = util::panel("Figure 1: logits −2, one +3", "n (keys)", "largest weight", true, false);
+  Panel p1 = util::panel(words("figure.panel_exact"), "n (keys)", "largest weight", true, false);
   const auto xe = util::to_double(c.exact_ns);
   p1.series.push_back(util::series("softmax", Style::points, xe, e.softmax, util::policy_colour(ScalePolicy::none())));
   p1.series.push_back(util::series("SSMax", Style::points, xe, e.ssmax, ssmax_colour));
@@ -179,8 +177,9 @@ Figure figure_fading(const FadingConfig& c, const Exact& e, const Rows& r) {
   p1.legend_position = "below";
   const auto xs = util::to_double(c.ns);
   for (size_t input : {1, 0}) {
-    Panel p = util::panel(input ? fmt::format("planted (β = {:g})", c.planted_signal) : std::string("random (no preferred key)"),
-                          "n (keys)", "largest weight", true, false);
+    Panel p =
+        util::panel(input ? words("figure.panel_planted", {{"beta", c.planted_signal}}) : words("figure.panel_random"),
+                    "n (keys)", "largest weight", true, false);
     std::vector<Series> theory;
     for (size_t pi = 0; pi < policies.size(); ++pi) {
       const std::string col = util::policy_colour(policies[pi]);
@@ -200,7 +199,7 @@ Figure figure_fading(const FadingConfig& c, const Exact& e, const Rows& r) {
 
 // ---- verdict -------------------------------------------------------------------------
 
-Verdict verdict_c13(const FadingConfig& c, const Exact& e, const Rows& r) {
+Verdict verdict_c13(const FadingConfig& c, const Exact& e, const Rows& r, const Words& words) {
   const auto planted_sm = max_probs(r, 1, 0), planted_ss = max_probs(r, 1, 1);
   const auto random_sm = max_probs(r, 0, 0), random_ss = max_probs(r, 0, 1);
   const bool exact_ok = e.worst_error <= c.exact_tolerance;
@@ -212,65 +211,57 @@ Verdict verdict_c13(const FadingConfig& c, const Exact& e, const Rows& r) {
   const bool keeps = ss_exact_min >= c.keep_limit && ss_planted_min >= c.keep_limit;
   Verdict v = make_verdict("C13");
   v.theory = softmax_max_theory(c, static_cast<double>(c.headline_n));
-  v.theory_text = fmt::format("softmax max = 1/(1 + (n − 1)e^{{{:g}}}) = {:.4f} at n = {}; SSMax (s = {:g}) max = "
-                              "1/(1 + (n − 1)n^{{{:g}}}) → 1",
-                              c.low_logit - c.high_logit, v.theory, c.headline_n, c.ssmax_s,
-                              c.ssmax_s * (c.low_logit - c.high_logit));
   v.measured = e.headline;
-  v.measured_text = fmt::format(
-      "Figure 1 (reference, double): softmax max {:.4f} at n = {} (falls {:.3g}× from n = {} to {}); SSMax ≥ {:.4f} "
-      "at every n; worst relative error against the closed forms {:.1e}. Planted (β = {:g}, d_k = {}): 1/√d_k's "
-      "largest weight {:.3f} → {:.3f} from n = {} to {}, SSMax's ≥ {:.3f}. Random: 1/√d_k {:.3f} → {:.4f}, SSMax "
-      "{:.3f} → {:.3f}",
-      e.headline, c.headline_n, e.softmax.front() / e.softmax.back(), c.exact_ns.front(), c.exact_ns.back(), ss_exact_min,
-      e.worst_error, c.planted_signal, c.d_k, planted_sm.front(), planted_sm.back(), c.ns.front(), c.ns.back(),
-      ss_planted_min, random_sm.front(), random_sm.back(), random_ss.front(), random_ss.back());
   v.tolerance = c.exact_tolerance;
-  v.unit = "largest softmax weight on Figure 1's logits";
-  v.tolerance_unit = "largest relative error against the closed forms";
-  v.method = fmt::format(
-      "Confirmed when the reference matches both closed forms of Figure 1 within {:g} (relative) at every n, softmax's "
-      "largest weight falls by more than {:g}× over the range on Figure 1's logits and on the planted input, and "
-      "SSMax's stays ≥ {:g} at every n on both; refuted when softmax's does not fade or SSMax's does not stay; "
-      "inconclusive otherwise (the reference disagreeing with the closed forms). Random inputs are shown, not "
-      "judged: with no preferred key, fading is the right answer.",
-      c.exact_tolerance, c.fade_factor, c.keep_limit);
   if (!(fades_exact && fades_planted) || !keeps)
     v.outcome = Outcome::refuted;
   else
     v.outcome = exact_ok ? Outcome::confirmed : Outcome::inconclusive;
   v.figure = "fading";
-  v.plain = fmt::format(
-      "The paper's Figure 1 comes out exactly: with one logit at +3 among n − 1 at −2, softmax gives the preferred key "
-      "{:.3f} at n = {} (the formula: {:.3f}), while SSMax with s = {:g} keeps {} at every n. With one matching key among "
-      "random ones, 1/√d_k's weight on it falls from {:.2f} to {:.2f} as n grows from {} to {}; SSMax's stays at {:.2f} "
-      "or more{}. On random inputs, where no key deserves the weight, SSMax's largest weight goes from {:.2f} to {:.2f}{}.",
-      e.headline, c.headline_n, v.theory, c.ssmax_s, ss_exact_min >= 0.999 ? "over 0.999" : fmt::format("at least {:.3f}", ss_exact_min),
-      planted_sm.front(), planted_sm.back(), c.ns.front(), c.ns.back(), ss_planted_min,
-      ss_planted_max > 0.99 ? fmt::format(", up to {:.3f}: nearly one-hot, the saturated regime in which C3–C6 find the "
-                                          "gradient through the softmax vanishing", ss_planted_max)
-                            : std::string(),
-      random_ss.front(), random_ss.back(),
-      random_ss.back() > 2 * random_ss.front()
-          ? ": as n grows it concentrates on whichever key happens to score highest"
-          : ", while 1/√d_k's falls with 1/n: SSMax's growth in ln n offsets the growing number of keys over this range");
+  words.fill(v, "c13",
+             {{"exponent", c.low_logit - c.high_logit},
+              {"ssmax_exponent", c.ssmax_s * (c.low_logit - c.high_logit)},
+              {"theory", v.theory},
+              {"headline", e.headline},
+              {"headline_n", c.headline_n},
+              {"s", c.ssmax_s},
+              {"exact_fall", e.softmax.front() / e.softmax.back()},
+              {"exact_first", c.exact_ns.front()},
+              {"exact_last", c.exact_ns.back()},
+              {"ss_exact_min", ss_exact_min},
+              {"worst_error", e.worst_error},
+              {"beta", c.planted_signal},
+              {"d_k", c.d_k},
+              {"planted_sm_first", planted_sm.front()},
+              {"planted_sm_last", planted_sm.back()},
+              {"n_first", c.ns.front()},
+              {"n_last", c.ns.back()},
+              {"ss_planted_min", ss_planted_min},
+              {"random_sm_first", random_sm.front()},
+              {"random_sm_last", random_sm.back()},
+              {"random_ss_first", random_ss.front()},
+              {"random_ss_last", random_ss.back()},
+              {"exact_tolerance", c.exact_tolerance},
+              {"fade_factor", c.fade_factor},
+              {"keep_limit", c.keep_limit},
+              {"exact_kept", ss_exact_min >= 0.999 ? words("c13.kept_over")
+                                                   : words("c13.kept_at_least", {{"ss_exact_min", ss_exact_min}})},
+              {"one_hot", ss_planted_max > 0.99 ? words("c13.one_hot", {{"ss_planted_max", ss_planted_max}}) : ""},
+              {"random_reading",
+               words(random_ss.back() > 2 * random_ss.front() ? "c13.random_concentrates" : "c13.random_offsets")}});
   return v;
 }
 
 Result run_fading(const FadingConfig& c, RunContext& ctx) {
   const Exact exact = measure_exact(c, ctx);
   const Rows rows = measure_rows(c, ctx);
+  const Words words("fading");
   Result result;
-  result.setup = fmt::format(
-      "Figure 1: one row of n logits through the double-precision reference, with no scale (plain softmax) and with "
-      "the scalable-softmax policy at s = {:g} (the logits multiplied by {:g}·ln n). Rows: {} queries against n random "
-      "keys of size d_k = {} through the float32 engine, scaled by 1/√d_k or by SSMax ({:g}·ln(n)/√d_k); the same "
-      "keys and queries for both.",
-      c.ssmax_s, c.ssmax_s, c.queries, c.d_k, c.ssmax_s);
+  result.setup = words("setup", {{"s", c.ssmax_s}, {"queries", c.queries}, {"d_k", c.d_k}});
   result.tables = {exact.table, rows.table};
-  result.notes.push_back("fading_rows.csv: input 0 = random, 1 = planted; policy 0 = inv_sqrt_d, 1 = ssmax");
-  result.figures = {figure_fading(c, exact, rows)};
-  result.verdicts = {verdict_c13(c, exact, rows)};
+  result.notes.push_back(words("note"));
+  result.figures = {figure_fading(c, exact, rows, words)};
+  result.verdicts = {verdict_c13(c, exact, rows, words)};
   return result;
 }
 

@@ -15,15 +15,17 @@
 // equal. Per β: the entropy's rise from the smallest n to the largest, under log₅₁₂(n)/√d
 // against 1/√d. Theory (dashed): the mean-field two-population entropy
 // (util::planted_theory, lab/row_stats.hpp), drawn where it applies.
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
-#include <fmt/format.h>
 
 #include "attnlab/scale.hpp"
 #include "lab/experiments.hpp"
 #include "lab/lab_util.hpp"
 #include "lab/parallel.hpp"
 #include "lab/row_stats.hpp"
+#include "lab/words.hpp"
 
 namespace attnlab::lab {
 namespace {
@@ -132,25 +134,26 @@ size_t shown_beta(const Measured& m) {
   return best == m.per_beta.size() ? m.per_beta.size() - 1 : best;
 }
 
-Figure figure_invariance(const InvarianceConfig& c, const ScalePolicy& candidate, const Measured& m) {
+// Appends one item to a list sentence, after the separator unless it is the first.
+void append(std::string& list, const std::string& item, const std::string& separator) {
+  list += (list.empty() ? std::string() : separator) + item;
+}
+
+Figure figure_invariance(const InvarianceConfig& c, const ScalePolicy& candidate, const Measured& m,
+                         const Words& words) {
   const auto xs = util::to_double(c.ns);
   const size_t shown = shown_beta(m);
   Figure f;
   f.name = "entropy_invariance";
-  f.caption = fmt::format(
-      "Top: mean row entropy against the number of keys n (d_k = {}), under 1/√d_k (blue) and {} (purple), for random "
-      "queries (β = 0: no key stands out) and for queries that match one key (q = {:g}·k_t + noise); dashed: the "
-      "mean-field theory where it applies. Bottom: for each β, how much of 1/√d_k's rise in entropy (n = {} to {}) is "
-      "left under {}, against how concentrated the row is at n = {} (the mean largest weight, where both scales are "
-      "equal): the derivation assumes the weight sits on the largest score. Dashed: the “near constant” line at {:g}.",
-      c.d_k, util::policy_label(candidate), c.betas[shown], c.ns.front(), c.ns.back(), util::policy_label(candidate),
-      c.anchor_n, c.constant_fraction);
-  f.alt =
-      "Mean row entropy against the number of keys n under 1/√d_k and the length-aware scaling, for random "
-      "and planted queries; then, per input, how much of the entropy's rise is left against how "
-      "concentrated the row is. The length-aware scaling holds the entropy near constant only where the "
-      "weight sits on the largest score.";
-  Panel pe = util::panel("entropy against n", "n (keys)", "entropy (nats)", true, false);
+  words.fill(f, "figure",
+             {{"d_k", c.d_k},
+              {"candidate", util::policy_label(candidate)},
+              {"beta", c.betas[shown]},
+              {"n_first", c.ns.front()},
+              {"n_last", c.ns.back()},
+              {"anchor_n", c.anchor_n},
+              {"constant_fraction", c.constant_fraction}});
+  Panel pe = util::panel(words("figure.panel_entropy"), "n (keys)", "entropy (nats)", true, false);
   const std::vector<ScalePolicy> policies{ScalePolicy::inv_sqrt_d(), candidate};
   std::vector<Series> theory;
   for (size_t bi : {size_t{0}, shown}) {
@@ -168,8 +171,8 @@ Figure figure_invariance(const InvarianceConfig& c, const ScalePolicy& candidate
   pe.legend_position = "below";
   pe.y_min = 0;
   pe.y_max = 1.4 * std::log(static_cast<double>(c.ns.back()));  // room for the legend above the curves
-  Panel pr = util::panel(fmt::format("rise under {} / rise under 1/√d_k", util::policy_label(candidate)),
-                         fmt::format("mean largest weight at n = {}", c.anchor_n), "ratio of entropy rises");
+  Panel pr = util::panel(words("figure.panel_rise", {{"candidate", util::policy_label(candidate)}}),
+                         words("figure.rise_x", {{"anchor_n", c.anchor_n}}), "ratio of entropy rises");
   std::vector<double> x, y;
   for (const auto& b : m.per_beta) x.push_back(b.anchor_max_prob), y.push_back(b.ratio);
   pr.series.push_back(util::series("one β each", Style::linespoints, x, y, util::policy_colour(candidate)));
@@ -183,47 +186,43 @@ Figure figure_invariance(const InvarianceConfig& c, const ScalePolicy& candidate
   return f;
 }
 
-Verdict verdict_c14(const InvarianceConfig& c, const ScalePolicy& candidate, const Measured& m) {
+Verdict verdict_c14(const InvarianceConfig& c, const ScalePolicy& candidate, const Measured& m, const Words& words) {
   int concentrated = 0, held = 0, spread = 0, spread_flat = 0, saturated = 0;
   std::string cases, missed;  // missed: concentrated, unsaturated inputs that are not near constant
   for (size_t bi = 0; bi < m.per_beta.size(); ++bi) {
     const PerBeta& b = m.per_beta[bi];
-    const char* kind = b.kind == PerBeta::Kind::concentrated ? "concentrated" : b.kind == PerBeta::Kind::spread ? "spread" : "between";
-    cases += fmt::format("{}β = {:g} ({}, largest weight {:.2f} at n = {}): {:+.2f} vs {:+.2f} nats, ratio {:.2f}{}",
-                         cases.empty() ? "" : "; ", c.betas[bi], kind, b.anchor_max_prob, c.anchor_n, b.rise_candidate,
-                         b.rise_base, b.ratio, b.saturated ? fmt::format(", saturated ({:.3f})", b.most_concentrated) : "");
+    const char* kind = b.kind == PerBeta::Kind::concentrated ? "kind.concentrated"
+                       : b.kind == PerBeta::Kind::spread     ? "kind.spread"
+                                                             : "kind.between";
+    append(cases,
+           words("c14.case",
+                 {{"beta", c.betas[bi]},
+                  {"kind", words(kind)},
+                  {"anchor_max_prob", b.anchor_max_prob},
+                  {"anchor_n", c.anchor_n},
+                  {"rise_candidate", b.rise_candidate},
+                  {"rise_base", b.rise_base},
+                  {"ratio", b.ratio},
+                  {"saturated",
+                   b.saturated ? words("c14.case_saturated", {{"most_concentrated", b.most_concentrated}}) : ""}}),
+           words("list_semicolon"));
     if (b.saturated) {
       ++saturated;
       continue;
     }
     if (b.kind == PerBeta::Kind::concentrated) ++concentrated, held += b.flat;
     if (b.kind == PerBeta::Kind::concentrated && !b.flat)
-      missed += fmt::format("{}largest weight {:.2f}: {:.0f} % kept", missed.empty() ? "" : ", ", b.anchor_max_prob, 100 * b.ratio);
+      append(missed, words("c14.missed", {{"anchor_max_prob", b.anchor_max_prob}, {"percent", 100 * b.ratio}}),
+             words("list_comma"));
     if (b.kind == PerBeta::Kind::spread) ++spread, spread_flat += b.flat;
   }
   Verdict v = make_verdict("C14");
   v.supplementary = true;
-  v.title = "The derivation's assumption decides where the entropy stays constant";
-  v.statement = "The derivation assumes the softmax puts its weight on the largest score (Σ p_i s_i ≈ s_max): the entropy "
-                "stays near constant where that holds (one key stands out) and not where the weight is spread.";
+  v.title = words("c14.title");
+  v.statement = words("c14.statement");
   v.theory = c.constant_fraction;
-  v.theory_text = "H ≈ ln n − λ(s_max − s̄) with λ ∝ ln n: near constant where the weight sits on the largest score "
-                  "(Σ p_i s_i ≈ s_max); no such cancellation where it is spread";
   v.measured = concentrated ? static_cast<double>(held) / concentrated : NAN;
-  v.measured_text = fmt::format("{} under {} against 1/√d_k, n = {}..{}, d_k = {}: {}", "entropy rise",
-                                util::policy_label(candidate), c.ns.front(), c.ns.back(), c.d_k, cases);
   v.tolerance = c.constant_fraction;
-  v.unit = "share of concentrated inputs near constant";
-  v.theory_unit = "largest rise counted as near constant, as a fraction of 1/√d_k's rise";
-  v.tolerance_unit = "largest rise counted as near constant, as a fraction of 1/√d_k's rise";
-  v.method = fmt::format(
-      "For each β, the rows are “concentrated” (the derivation's assumption holds) when their mean largest weight at "
-      "n = {} is ≥ {:g}, “spread” (it fails) when below {:g}; rows whose mean largest weight exceeds {:g} at some n "
-      "are saturated and not counted. A case is near constant when its entropy rise is below {:g}× 1/√d_k's. "
-      "Confirmed when the most concentrated unsaturated input is concentrated and near constant while no spread "
-      "input is (the assumption decides, at its two ends); refuted when no concentrated input is near constant; "
-      "inconclusive otherwise (a spread input also near constant, or no spread input measured).",
-      c.anchor_n, c.concentrated, c.spread, c.saturation_limit, c.constant_fraction);
   const PerBeta& best = m.per_beta[shown_beta(m)];
   const bool best_holds = !best.saturated && best.kind == PerBeta::Kind::concentrated && best.flat;
   if (best_holds && spread > 0 && spread_flat == 0)
@@ -236,19 +235,35 @@ Verdict verdict_c14(const InvarianceConfig& c, const ScalePolicy& candidate, con
   const PerBeta& random = m.per_beta.front();
   const size_t shown = shown_beta(m);
   const PerBeta& focus = m.per_beta[shown];
-  v.plain = fmt::format(
-      "The derivation assumes the softmax puts its weight on the largest score. On random inputs it does not (largest "
-      "weight {:.2f} at n = {}), and {} keeps {:.0f} % of 1/√d_k's rise in entropy ({:+.1f} against {:+.1f} nats from "
-      "n = "
-      "{} to {}): this is C12's failure on random inputs. Where one key stands out (β = {:g}, largest weight {:.2f} at "
-      "n = {}) it keeps {:.0f} % ({:+.1f} against {:+.1f} nats){}. In between, the share kept falls as the weight "
-      "concentrates (bottom panel). {} of {} concentrated, unsaturated inputs stay near constant{}, {} of {} "
-      "spread ones{}.",
-      random.anchor_max_prob, c.anchor_n, util::policy_label(candidate), 100 * random.ratio, random.rise_candidate,
-      random.rise_base, c.ns.front(), c.ns.back(), c.betas[shown], focus.anchor_max_prob, c.anchor_n, 100 * focus.ratio,
-      focus.rise_candidate, focus.rise_base, focus.flat ? ": near constant, as derived" : ": not near constant", held,
-      concentrated, missed.empty() ? "" : " (not: " + missed + ")", spread_flat, spread,
-      saturated ? fmt::format("; {} more {} saturated and not counted", saturated, saturated == 1 ? "is" : "are") : "");
+  words.fill(v, "c14",
+             {{"candidate", util::policy_label(candidate)},
+              {"n_first", c.ns.front()},
+              {"n_last", c.ns.back()},
+              {"d_k", c.d_k},
+              {"cases", cases},
+              {"anchor_n", c.anchor_n},
+              {"concentrated", c.concentrated},
+              {"spread", c.spread},
+              {"saturation_limit", c.saturation_limit},
+              {"constant_fraction", c.constant_fraction},
+              {"random_max_prob", random.anchor_max_prob},
+              {"random_percent", 100 * random.ratio},
+              {"random_rise_candidate", random.rise_candidate},
+              {"random_rise_base", random.rise_base},
+              {"focus_beta", c.betas[shown]},
+              {"focus_max_prob", focus.anchor_max_prob},
+              {"focus_percent", 100 * focus.ratio},
+              {"focus_rise_candidate", focus.rise_candidate},
+              {"focus_rise_base", focus.rise_base},
+              {"focus_reading", words(focus.flat ? "c14.focus_flat" : "c14.focus_not_flat")},
+              {"held", held},
+              {"concentrated_count", concentrated},
+              {"missed", missed.empty() ? "" : words("c14.missed_list", {{"missed", missed}})},
+              {"spread_flat", spread_flat},
+              {"spread_count", spread},
+              {"saturated", saturated ? words(saturated == 1 ? "c14.saturated_one" : "c14.saturated_many",
+                                              {{"saturated", saturated}})
+                                      : ""}});
   return v;
 }
 
@@ -256,7 +271,7 @@ Verdict verdict_c14(const InvarianceConfig& c, const ScalePolicy& candidate, con
 // unsaturated input, in order of how concentrated its weight is (the largest weight at anchor_n):
 // confirmed when every one is near constant, refuted when none is, inconclusive ("depends on the
 // input") otherwise, with the outcome over each range of concentration.
-Verdict verdict_claim(const InvarianceConfig& c, const ScalePolicy& candidate, const Measured& m) {
+Verdict verdict_claim(const InvarianceConfig& c, const ScalePolicy& candidate, const Measured& m, const Words& words) {
   std::vector<size_t> order;
   for (size_t bi = 0; bi < m.per_beta.size(); ++bi)
     if (!m.per_beta[bi].saturated) order.push_back(bi);
@@ -264,13 +279,8 @@ Verdict verdict_claim(const InvarianceConfig& c, const ScalePolicy& candidate, c
             [&](size_t a, size_t b) { return m.per_beta[a].anchor_max_prob < m.per_beta[b].anchor_max_prob; });
   Verdict v = make_verdict("C14");
   v.theory = c.constant_fraction;
-  v.theory_text = fmt::format("the entropy's rise over n = {}..{} under {} is below {:g}× 1/√d_k's, for every input",
-                              c.ns.front(), c.ns.back(), util::policy_label(candidate), c.constant_fraction);
   v.tolerance = c.constant_fraction;
-  v.unit = "largest share of 1/√d_k's entropy rise kept, over the unsaturated inputs";
-  v.theory_unit = "largest rise counted as near constant, as a fraction of 1/√d_k's rise";
-  v.tolerance_unit = "largest rise counted as near constant, as a fraction of 1/√d_k's rise";
-  v.range_variable = fmt::format("largest weight at n = {}", c.anchor_n);
+  v.range_variable = words("claim.range_variable", {{"anchor_n", c.anchor_n}});
   int flat = 0;
   double worst = 0;
   for (size_t bi : order) {
@@ -278,52 +288,54 @@ Verdict verdict_claim(const InvarianceConfig& c, const ScalePolicy& candidate, c
     flat += b.flat;
     worst = std::max(worst, b.ratio);
     const Outcome o = util::outcome_of(b.flat);
-    const std::string text = fmt::format("β = {:g} (largest weight {:.2f}): {:+.2f} against {:+.2f} nats, {:.0f} % kept",
-                                         c.betas[bi], b.anchor_max_prob, b.rise_candidate, b.rise_base, 100 * b.ratio);
+    const std::string text = words("claim.range", {{"beta", c.betas[bi]},
+                                                   {"anchor_max_prob", b.anchor_max_prob},
+                                                   {"rise_candidate", b.rise_candidate},
+                                                   {"rise_base", b.rise_base},
+                                                   {"percent", 100 * b.ratio}});
     if (!v.ranges.empty() && v.ranges.back().outcome == o)
-      v.ranges.back().to = b.anchor_max_prob, v.ranges.back().text += "; " + text;
+      v.ranges.back().to = b.anchor_max_prob, append(v.ranges.back().text, text, words("list_semicolon"));
     else
       v.ranges.push_back({b.anchor_max_prob, b.anchor_max_prob, o, text});
   }
   const int counted = static_cast<int>(order.size());
   v.measured = worst;
-  v.measured_text = fmt::format("{} of {} unsaturated inputs near constant (largest share of 1/√d_k's rise kept: {:.2f}); "
-                                "{} saturated and not counted",
-                                flat, counted, worst, m.per_beta.size() - order.size());
-  v.method = fmt::format(
-      "Each input (queries q = β·k_t + noise, β from random to one key standing out) whose rows never saturate (mean "
-      "largest weight ≤ {:g} at every n) is near constant when its entropy rise over n is below {:g}× 1/√d_k's. "
-      "Confirmed when every such input is, refuted when none is, inconclusive (depends on the input) otherwise.",
-      c.saturation_limit, c.constant_fraction);
   v.outcome = counted == 0 ? Outcome::inconclusive : flat == counted ? Outcome::confirmed : flat == 0 ? Outcome::refuted
                                                                                                   : Outcome::inconclusive;
   v.figure = "entropy_invariance";
   std::string where;
   if (v.outcome == Outcome::inconclusive && v.ranges.size() >= 2)
     where = v.ranges.back().outcome == Outcome::confirmed
-                ? fmt::format(" It holds where the weight concentrates (largest weight ≥ {:.2f} at n = {}) and not where it "
-                              "is spread, because its derivation assumes the weight sits on the largest score (the check "
-                              "below).",
-                              v.ranges.back().from, c.anchor_n)
-                : std::string(" Where it holds does not follow the weight's concentration here.");
-  v.plain = fmt::format("Under {} the entropy stays near constant as n grows for {} of {} inputs that do not saturate.{}",
-                        util::policy_label(candidate), flat, counted, where);
+                ? words("claim.where_concentrated", {{"from", v.ranges.back().from}, {"anchor_n", c.anchor_n}})
+                : words("claim.where_unrelated");
+  words.fill(v, "claim",
+             {{"n_first", c.ns.front()},
+              {"n_last", c.ns.back()},
+              {"candidate", util::policy_label(candidate)},
+              {"constant_fraction", c.constant_fraction},
+              {"flat", flat},
+              {"counted", counted},
+              {"worst", worst},
+              {"saturated", m.per_beta.size() - order.size()},
+              {"saturation_limit", c.saturation_limit},
+              {"where", where}});
   return v;
 }
 
 Result run_invariance(const InvarianceConfig& c, RunContext& ctx) {
   const ScalePolicy candidate = ScalePolicy::parse(c.candidate);
   const Measured m = measure(c, candidate, ctx);
+  const Words words("invariance");
   Result r;
-  r.setup = fmt::format(
-      "{} query rows against n random keys of size d_k = {} (float32 engine), each query q = β·k_t + noise for one key "
-      "t, β from {:g} (random: no key stands out) to {:g}; the same queries and keys under 1/√d_k and {}.",
-      c.queries, c.d_k, c.betas.front(), c.betas.back(), util::policy_label(candidate));
+  r.setup = words("setup", {{"queries", c.queries},
+                            {"d_k", c.d_k},
+                            {"beta_first", c.betas.front()},
+                            {"beta_last", c.betas.back()},
+                            {"candidate", util::policy_label(candidate)}});
   r.tables = {m.rows, m.summary};
-  r.notes.push_back("invariance.csv: policy 0 = inv_sqrt_d, 1 = " + candidate.name() +
-                    "; invariance_summary.csv: assumption 1 = concentrated, 0 = spread, 0.5 = between");
-  r.figures = {figure_invariance(c, candidate, m)};
-  r.verdicts = {verdict_claim(c, candidate, m), verdict_c14(c, candidate, m)};
+  r.notes.push_back(words("note", {{"candidate_name", candidate.name()}}));
+  r.figures = {figure_invariance(c, candidate, m, words)};
+  r.verdicts = {verdict_claim(c, candidate, m, words), verdict_c14(c, candidate, m, words)};
   return r;
 }
 

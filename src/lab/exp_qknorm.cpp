@@ -16,15 +16,17 @@
 // of rates whose seed-mean final loss is within ε of that scaling's best, as the span in
 // decades of the contiguous run of rates around the best; and their LR sensitivity
 // E_lr[min(loss, chance) − best].
+#include <fmt/format.h>
+
 #include <atomic>
 #include <chrono>
 #include <cmath>
-#include <fmt/format.h>
 
 #include "attnlab/train.hpp"
 #include "lab/experiments.hpp"
 #include "lab/lab_util.hpp"
 #include "lab/parallel.hpp"
+#include "lab/words.hpp"
 
 namespace attnlab::lab {
 namespace {
@@ -183,22 +185,24 @@ Measured measure(const QkConfig& c, const Resolved& r, RunContext& ctx) {
   return m;
 }
 
-Figure figure_qknorm(const QkConfig& c, const Resolved& r, const Measured& m) {
+// "block" or "blocks", as the model has one attention block or more.
+std::string block_noun(const Resolved& r, const Words& words) {
+  return words(r.layers > 1 ? "block.many" : "block.one");
+}
+
+Figure figure_qknorm(const QkConfig& c, const Resolved& r, const Measured& m, const Words& words) {
   const train::Scaling scalings[2] = {r.base, r.cand};
   Figure f;
   f.name = "qknorm_lr_sweep";
-  f.caption = fmt::format(
-      "The learning-rate sweep: the training study's model (d_k = {}, {} block{}) on associative recall, Adam, {} "
-      "steps, {} "
-      "seeds (band: their range), under {} and {}. Top: final held-out loss against the peak learning rate (a diverged "
-      "run counts as chance, dashed). A scaling's good rates are those within {:g} nats of its best loss. Middle: the "
-      "largest |logit| on held-out data along training (mean over seeds). Bottom: the attention entropy at the end.",
-      r.d_k, r.layers, r.layers > 1 ? "s" : "", r.steps, r.seeds, scaling_label(r.base), scaling_label(r.cand),
-      c.epsilon);
-  f.alt =
-      "Against the peak learning rate (log axis), for two scalings: the final held-out loss, the largest "
-      "attention logit and the attention entropy at the end. Shows over which range of learning rates each "
-      "scaling trains well and where its logits grow and its entropy collapses.";
+  words.fill(f, "figure",
+             {{"d_k", r.d_k},
+              {"layers", r.layers},
+              {"block_noun", block_noun(r, words)},
+              {"steps", r.steps},
+              {"seeds", r.seeds},
+              {"baseline", scaling_label(r.base)},
+              {"candidate", scaling_label(r.cand)},
+              {"epsilon", c.epsilon}});
   Panel pl = util::panel("final loss", "peak learning rate", "held-out loss (nats)", true, false);
   Panel pg = util::panel("largest |logit|", "peak learning rate", "largest |logit|", true, true);
   Panel pe = util::panel("entropy at the end", "peak learning rate", "entropy (nats)", true, false);
@@ -226,62 +230,60 @@ Figure figure_qknorm(const QkConfig& c, const Resolved& r, const Measured& m) {
   return f;
 }
 
-std::string band_text(const QkConfig& c, const Band& b) {
-  if (b.empty) return "no rate";
-  return b.lo == b.hi ? fmt::format("only {:g}", c.rates[b.best])
-                      : fmt::format("{:g}–{:g} ({:.1f} decades)", c.rates[b.lo], c.rates[b.hi], b.decades);
+std::string band_text(const QkConfig& c, const Band& b, const Words& words) {
+  if (b.empty) return words("band.none");
+  return b.lo == b.hi ? words("band.one", {{"rate", c.rates[b.best]}})
+                      : words("band.range", {{"lo", c.rates[b.lo]}, {"hi", c.rates[b.hi]}, {"decades", b.decades}});
 }
 
-Verdict verdict_c17(const QkConfig& c, const Resolved& r, const Measured& m) {
+Verdict verdict_c17(const QkConfig& c, const Resolved& r, const Measured& m, const Words& words) {
   const Band &base = m.bands[0], &cand = m.bands[1];
   const auto& top_base = m.cells[0].back();
   const auto& top_cand = m.cells[1].back();
   Verdict v = make_verdict("C17");
-  v.theory_text = "with QK-norm the band of learning rates within ε of the best loss is wider, and the logits do not "
-                  "grow at high rates";
   v.theory = c.epsilon;
   v.measured = cand.decades - base.decades;
-  v.measured_text = fmt::format(
-      "{} rates {:g}–{:g}, {} seeds, {} steps, d_k = {}: rates within {:g} nats of the best loss ({:.3f}): {} {} (best {:g}, loss {:.3f}; "
-      "LR sensitivity {:.3f}), {} {} (best {:g}, loss {:.3f}; sensitivity {:.3f}). At the highest rate: largest |logit| "
-      "{:.3g} vs {:.3g} (at init {:.3g}, {:.3g}), entropy {:.3g} vs {:.3g} nats, diverged {} vs {} of {}",
-      c.rates.size(), c.rates.front(), c.rates.back(), r.seeds, r.steps, r.d_k, c.epsilon, m.overall_best, scaling_label(r.base),
-      band_text(c, base), c.rates[base.best], m.cells[0][base.best].loss, base.sensitivity, scaling_label(r.cand),
-      band_text(c, cand), c.rates[cand.best], m.cells[1][cand.best].loss, cand.sensitivity, top_base.max_logit,
-      top_cand.max_logit, m.init_logit[0], m.init_logit[1], top_base.entropy, top_cand.entropy, top_base.diverged,
-      top_cand.diverged, r.seeds);
   v.tolerance = c.epsilon;
-  v.unit = "decades of learning rate, QK-norm's band minus 1/√d_k's";
-  v.theory_unit = "nats above the best loss that a rate's band allows";
-  v.tolerance_unit = "nats above the best loss that a rate's band allows";
-  v.method = fmt::format(
-      "Per scaling, the seed-mean final held-out loss at each rate (a diverged run counts as chance, ln C); its band is "
-      "the contiguous run of rates around its best rate whose loss is within {:g} nats of the best loss of either "
-      "scaling (none if its own best is not). Confirmed when {}'s band is wider (in "
-      "decades) than {}'s; refuted when it is narrower; inconclusive when they are equal (the effect does not show at "
-      "this scale).",
-      c.epsilon, scaling_label(r.cand), scaling_label(r.base));
   v.outcome = cand.decades > base.decades + 1e-9   ? Outcome::confirmed
               : cand.decades < base.decades - 1e-9 ? Outcome::refuted
                                                    : Outcome::inconclusive;
   v.figure = "qknorm_lr_sweep";
   const bool grew = top_base.max_logit >= c.growth * m.init_logit[0];
-  v.plain = fmt::format(
-      "Over learning rates {:g} to {:g}, {} is within {:g} nats of the best loss for {}, {} for {}{}. At the highest "
-      "rate the largest logit under {} {} ({:.3g} at init, {:.3g} in training; attention entropy {:.2g} nats at the "
-      "end){}; under {} it reaches {:.3g} (entropy {:.2g}).{}",
-      c.rates.front(), c.rates.back(), scaling_label(r.cand), c.epsilon, band_text(c, cand), band_text(c, base),
-      scaling_label(r.base),
-      v.outcome == Outcome::confirmed   ? ": QK-norm widens the range of good learning rates"
-      : v.outcome == Outcome::refuted   ? ": here QK-norm narrows it"
-                                        : ": the same width, so the paper's effect does not show at this scale",
-      scaling_label(r.base), grew ? "grows" : "does not grow much", m.init_logit[0], top_base.max_logit, top_base.entropy,
-      top_base.diverged ? fmt::format(", and {} of {} runs diverged", top_base.diverged, r.seeds) : "",
-      scaling_label(r.cand), top_cand.max_logit, top_cand.entropy,
-      v.outcome == Outcome::inconclusive
-          ? " The paper's instabilities appear in larger models trained far longer; this model is one or two small "
-            "blocks trained for hundreds of steps."
-          : "");
+  words.fill(
+      v, "c17",
+      {{"rates", c.rates.size()},
+       {"rate_first", c.rates.front()},
+       {"rate_last", c.rates.back()},
+       {"seeds", r.seeds},
+       {"steps", r.steps},
+       {"d_k", r.d_k},
+       {"epsilon", c.epsilon},
+       {"overall_best", m.overall_best},
+       {"baseline", scaling_label(r.base)},
+       {"base_band", band_text(c, base, words)},
+       {"base_best", c.rates[base.best]},
+       {"base_loss", m.cells[0][base.best].loss},
+       {"base_sensitivity", base.sensitivity},
+       {"candidate", scaling_label(r.cand)},
+       {"cand_band", band_text(c, cand, words)},
+       {"cand_best", c.rates[cand.best]},
+       {"cand_loss", m.cells[1][cand.best].loss},
+       {"cand_sensitivity", cand.sensitivity},
+       {"top_base_logit", top_base.max_logit},
+       {"top_cand_logit", top_cand.max_logit},
+       {"init_base", m.init_logit[0]},
+       {"init_cand", m.init_logit[1]},
+       {"top_base_entropy", top_base.entropy},
+       {"top_cand_entropy", top_cand.entropy},
+       {"top_base_diverged", top_base.diverged},
+       {"top_cand_diverged", top_cand.diverged},
+       {"reading", words(v.outcome == Outcome::confirmed ? "c17.reading_confirmed"
+                         : v.outcome == Outcome::refuted ? "c17.reading_refuted"
+                                                         : "c17.reading_inconclusive")},
+       {"growth", words(grew ? "c17.grows" : "c17.does_not_grow")},
+       {"diverged",
+        top_base.diverged ? words("c17.diverged", {{"top_base_diverged", top_base.diverged}, {"seeds", r.seeds}}) : ""},
+       {"scale_note", v.outcome == Outcome::inconclusive ? words("c17.scale_note") : ""}});
   return v;
 }
 
@@ -291,16 +293,19 @@ Result run_qknorm(const QkConfig& c, RunContext& ctx) {
   Result result;
   result.config = {{"seeds", std::to_string(r.seeds)}, {"steps", std::to_string(r.steps)}, {"d_k", std::to_string(r.d_k)},
                    {"layers", std::to_string(r.layers)}};
-  result.setup = fmt::format(
-      "The training study's model ({} attention block{}, pre-LayerNorm, d_model = {}, d_k = {}) on associative recall, "
-      "Adam with a linear warm-up over the first tenth and cosine decay, {} steps, {} seeds per (scaling, rate), peak "
-      "rates {:g} to {:g}. qk-norm: q and k rows normalised to unit length, times a learned temperature that starts at "
-      "√d_k.",
-      r.layers, r.layers > 1 ? "s" : "", c.d_model, r.d_k, r.steps, r.seeds, c.rates.front(), c.rates.back());
+  const Words words("qknorm");
+  result.setup = words("setup", {{"layers", r.layers},
+                                 {"block_noun", block_noun(r, words)},
+                                 {"d_model", c.d_model},
+                                 {"d_k", r.d_k},
+                                 {"steps", r.steps},
+                                 {"seeds", r.seeds},
+                                 {"rate_first", c.rates.front()},
+                                 {"rate_last", c.rates.back()}});
   result.tables = {m.runs, m.curves};
-  result.notes.push_back("qknorm_runs.csv: scaling 0 = " + r.base.name() + ", 1 = " + r.cand.name());
-  result.figures = {figure_qknorm(c, r, m)};
-  result.verdicts = {verdict_c17(c, r, m)};
+  result.notes.push_back(words("note", {{"baseline_name", r.base.name()}, {"candidate_name", r.cand.name()}}));
+  result.figures = {figure_qknorm(c, r, m, words)};
+  result.verdicts = {verdict_c17(c, r, m, words)};
   return result;
 }
 

@@ -19,14 +19,16 @@
 // cap_order=before_scale applies the cap to the unit logits z and scales after it,
 // σ·c·tanh(z/c) (= the library's softcap at σ·c after the scale σ): the logits then reach
 // σ·c, beyond the cap; the breaking configuration.
-#include <cmath>
 #include <fmt/format.h>
+
+#include <cmath>
 
 #include "attnlab/attention.hpp"
 #include "attnlab/scale.hpp"
 #include "lab/experiments.hpp"
 #include "lab/lab_util.hpp"
 #include "lab/parallel.hpp"
+#include "lab/words.hpp"
 
 namespace attnlab::lab {
 namespace {
@@ -137,21 +139,16 @@ Measured measure(const SoftcapConfig& c, const std::vector<double>& sigmas, RunC
 std::string cap_label(double cap) { return cap > 0 ? fmt::format("c = {:g}", cap) : std::string("no cap"); }
 std::string cap_colour(size_t i, double cap) { return cap > 0 ? util::colour(i + 1) : std::string("#000000"); }
 
-Figure figure_softcap(const SoftcapConfig& c, const std::vector<double>& sigmas, const Measured& m) {
+// Appends one item to a list sentence, after the separator unless it is the first.
+void append(std::string& list, const std::string& item, const std::string& separator) {
+  list += (list.empty() ? std::string() : separator) + item;
+}
+
+Figure figure_softcap(const SoftcapConfig& c, const std::vector<double>& sigmas, const Measured& m,
+                      const Words& words) {
   Figure f;
   f.name = "softcap";
-  f.caption = fmt::format(
-      "Logit softcap c·tanh(s/c), applied {} the scale, on {} rows of n = {} random keys whose logits before the cap "
-      "are σ·z, z ~ N(0, 1). Top: the largest logit of any row (dashed: each cap c). Middle: the mean largest weight "
-      "(dashed: the bound 1/(1 + (n − 1)e^(−2c)), below 1 only for small c). Bottom: the gradient reaching a typical "
-      "query row, the median over rows of ‖dQ_i‖ for a fixed random dO (a curve leaves the panel below 10⁻⁸ of the "
-      "largest). Without a cap the rows go one-hot and the gradient falls away; a cap well below σ spreads the "
-      "weight over the keys with z > 0 and keeps a gradient through those near z = 0.",
-      c.cap_order == "before_scale" ? "before" : "after", c.queries, c.n);
-  f.alt =
-      "Against the logit spread σ (log axis), one line per softcap: the largest logit, the mean largest "
-      "weight and the gradient reaching a typical query row. Without a cap the rows go one-hot and the "
-      "gradient falls away; a cap well below σ bounds the logits and keeps a gradient.";
+  words.fill(f, "figure", {{"order", words("order." + c.cap_order)}, {"queries", c.queries}, {"n", c.n}});
   Panel pl = util::panel("largest logit", "σ (logit spread before the cap)", "largest logit", true, true);
   Panel pp = util::panel("largest weight", "σ (logit spread before the cap)", "mean largest weight", true, false);
   Panel pg = util::panel("gradient, typical row of Q", "σ (logit spread before the cap)", "median ‖dQ_i‖", true, true);
@@ -188,7 +185,8 @@ Figure figure_softcap(const SoftcapConfig& c, const std::vector<double>& sigmas,
 }
 
 // The main check: the cap bounds the logits and, through them, how far a row can saturate.
-Verdict verdict_bounds(const SoftcapConfig& c, const std::vector<double>& sigmas, const Measured& m) {
+Verdict verdict_bounds(const SoftcapConfig& c, const std::vector<double>& sigmas, const Measured& m,
+                       const Words& words) {
   Verdict v = make_verdict("C15");
   const bool logits_bounded = m.worst_logit_excess <= c.bound_tolerance;
   const bool probs_bounded = m.worst_prob_excess <= c.bound_tolerance;
@@ -197,24 +195,18 @@ Verdict verdict_bounds(const SoftcapConfig& c, const std::vector<double>& sigmas
     if (c.caps[ci] <= 0) continue;
     double top = -INFINITY;
     for (const auto& p : m.points[ci]) top = std::max(top, p.max_logit);
-    per_cap += fmt::format("{}c = {:g}: largest logit {:.4g}, largest weight at σ = {:g} {:.3f} (bound {:.3g})",
-                           per_cap.empty() ? "" : "; ", c.caps[ci], top, sigmas.back(), m.points[ci].back().max_prob,
-                           saturation_bound(c.caps[ci], static_cast<double>(c.n)));
+    append(per_cap,
+           words("bounds.per_cap", {{"cap", c.caps[ci]},
+                                    {"top", top},
+                                    {"sigma_last", sigmas.back()},
+                                    {"max_prob", m.points[ci].back().max_prob},
+                                    {"bound", saturation_bound(c.caps[ci], static_cast<double>(c.n))}}),
+           words("list_semicolon"));
   }
   const auto& none = m.points[static_cast<size_t>(std::find(c.caps.begin(), c.caps.end(), 0.0) - c.caps.begin())];
   v.theory = 0;
-  v.theory_text = fmt::format("every logit in (−c, c); largest weight ≤ 1/(1 + (n − 1)e^(−2c)) (n = {})", c.n);
   v.measured = std::max(m.worst_logit_excess, m.worst_prob_excess);
-  v.measured_text = fmt::format("σ = {:g}..{:g}, cap {} the scale: {}. Without a cap: largest logit {:.4g}, largest weight "
-                                "{:.3f} at σ = {:g}. Worst excess over the bounds (relative logit, absolute weight): {:.2g}, {:.2g}",
-                                sigmas.front(), sigmas.back(), c.cap_order == "before_scale" ? "before" : "after", per_cap,
-                                none.back().max_logit, none.back().max_prob, sigmas.back(), m.worst_logit_excess,
-                                m.worst_prob_excess);
   v.tolerance = c.bound_tolerance;
-  v.unit = "worst excess over the bounds: relative for logits, absolute for weights";
-  v.method = fmt::format("The largest logit of any row is read from the forward's own outputs (lse + ln max p) at every "
-                         "cap c and spread σ; confirmed when it never exceeds c and the mean largest weight never exceeds "
-                         "1/(1 + (n − 1)e^(−2c)), each within {:g}; refuted otherwise.", c.bound_tolerance);
   v.outcome = util::outcome_of(logits_bounded && probs_bounded);
   v.figure = "softcap";
   // Gemma 2's cap, if measured: it bounds the logits, not the saturation.
@@ -224,24 +216,35 @@ Verdict verdict_bounds(const SoftcapConfig& c, const std::vector<double>& sigmas
       size_t peak = 0;
       for (size_t si = 0; si < sigmas.size(); ++si)
         if (m.points[ci][si].max_prob > m.points[ci][peak].max_prob) peak = si;
-      gemma = fmt::format(
-          " At Gemma 2's c = 50 that bound is 1 − {} for n = {}: it says nothing. Rows still concentrate while σ is below "
-          "the cap (largest weight up to {:.2f} at σ = {:.3g}, uncapped {:.2f}) and spread again only once σ is far above "
-          "it, when the capped logits pile up at ±c ({:.3f} at σ = {:g}, uncapped {:.3f}).",
-          util::pretty(static_cast<double>(c.n - 1) * std::exp(-100.0)), c.n, m.points[ci][peak].max_prob, sigmas[peak],
-          none[peak].max_prob, m.points[ci].back().max_prob, sigmas.back(), none.back().max_prob);
+      gemma = words("bounds.gemma", {{"gemma_gap", util::pretty(static_cast<double>(c.n - 1) * std::exp(-100.0))},
+                                     {"n", c.n},
+                                     {"peak_prob", m.points[ci][peak].max_prob},
+                                     {"peak_sigma", sigmas[peak]},
+                                     {"peak_none_prob", none[peak].max_prob},
+                                     {"last_prob", m.points[ci].back().max_prob},
+                                     {"sigma_last", sigmas.back()},
+                                     {"none_prob", none.back().max_prob}});
     }
-  v.plain = logits_bounded && probs_bounded
-                ? "The cap holds every logit below c at every spread, and the largest weight below its bound "
-                  "1/(1 + (n − 1)e^(−2c)), which is well below 1 only for a small cap (c = 2: " +
-                      fmt::format("{:.3f}", saturation_bound(2, static_cast<double>(c.n))) + ")." + gemma
-                : fmt::format("Applied {} the scale, the cap does not bound the logits: {}.",
-                              c.cap_order == "before_scale" ? "before" : "after", per_cap);
+  const WordArgs args = {{"n", c.n},
+                         {"sigma_first", sigmas.front()},
+                         {"sigma_last", sigmas.back()},
+                         {"order", words("order." + c.cap_order)},
+                         {"per_cap", per_cap},
+                         {"none_logit", none.back().max_logit},
+                         {"none_prob", none.back().max_prob},
+                         {"logit_excess", m.worst_logit_excess},
+                         {"prob_excess", m.worst_prob_excess},
+                         {"tolerance", c.bound_tolerance},
+                         {"bound_at_2", saturation_bound(2, static_cast<double>(c.n))},
+                         {"gemma", gemma}};
+  words.fill(v, "bounds", args);
+  v.plain = words(logits_bounded && probs_bounded ? "bounds.plain_bounded" : "bounds.plain_unbounded", args);
   return v;
 }
 
 // Beside the claim: what the cap does to the gradient, at the largest σ.
-Verdict verdict_gradient(const SoftcapConfig& c, const std::vector<double>& sigmas, const Measured& m) {
+Verdict verdict_gradient(const SoftcapConfig& c, const std::vector<double>& sigmas, const Measured& m,
+                         const Words& words) {
   const size_t none = static_cast<size_t>(std::find(c.caps.begin(), c.caps.end(), 0.0) - c.caps.begin());
   size_t smallest = none;
   for (size_t ci = 0; ci < c.caps.size(); ++ci)
@@ -251,27 +254,18 @@ Verdict verdict_gradient(const SoftcapConfig& c, const std::vector<double>& sigm
   for (const auto& p : m.points[none]) uncapped_peak = std::max(uncapped_peak, p.grad_q);
   Verdict v = make_verdict("C15");
   v.supplementary = true;
-  v.title = "A cap keeps a gradient where the uncapped softmax saturates";
-  v.statement = "As the logits' spread σ grows past the cap, the capped rows stay spread and the gradient reaches Q "
-                "through the keys whose logits sit near 0, where tanh is steep; uncapped, the rows go one-hot and the "
-                "gradient falls towards 0.";
+  v.title = words("gradient.title");
+  v.statement = words("gradient.statement");
   v.theory = c.keep_factor;
-  v.theory_text = fmt::format("typical row: capped ‖dQ_i‖ ≫ uncapped at large σ (at least {:g}×)", c.keep_factor);
   v.measured = uncapped > 0 ? capped / uncapped : INFINITY;
   std::string curve;
   for (size_t si = 0; si < sigmas.size(); si += std::max<size_t>(1, sigmas.size() / 5))
-    curve += fmt::format("{}σ = {:.3g}: {:.3g} / {:.3g}", curve.empty() ? "" : ", ", sigmas[si], m.points[smallest][si].grad_q,
-                         m.points[none][si].grad_q);
-  v.measured_text = fmt::format("median over rows of ‖dQ_i‖ with c = {:g} / without a cap: {}; at σ = {:g}: {:.3g} / {:.3g} (ratio {:.3g}); the "
-                                "uncapped peak {:.3g}",
-                                c.caps[smallest], curve, sigmas.back(), capped, uncapped, v.measured, uncapped_peak);
+    append(curve,
+           words("gradient.curve_point", {{"sigma", sigmas[si]},
+                                          {"capped", m.points[smallest][si].grad_q},
+                                          {"uncapped", m.points[none][si].grad_q}}),
+           words("list_comma"));
   v.tolerance = c.keep_factor;
-  v.unit = "ratio of the typical query's gradient, capped / uncapped";
-  v.theory_unit = "smallest ratio that confirms";
-  v.tolerance_unit = "smallest ratio that confirms";
-  v.method = fmt::format("The median over query rows of ‖dQ_i‖ for one fixed random dO through the reference's backward (which differentiates through "
-                         "the tanh); confirmed when, at the largest σ, the smallest cap's gradient is at least {:g}× the "
-                         "uncapped one; refuted otherwise.", c.keep_factor);
   v.outcome = util::outcome_of(v.measured >= c.keep_factor);
   v.figure = "softcap";
   size_t peak = 0;
@@ -282,31 +276,42 @@ Verdict verdict_gradient(const SoftcapConfig& c, const std::vector<double>& sigm
   for (size_t si = 0; si < sigmas.size(); ++si)
     if (m.points[smallest][si].grad_q > m.points[smallest][capped_at].grad_q) capped_at = si;
   const double capped_peak = m.points[smallest][capped_at].grad_q;
-  v.plain = fmt::format("At the largest spread (σ = {:g}) the uncapped gradient has fallen to {} of its peak, while with "
-                        "c = {:g} it is {:.3g}, {}× the uncapped one: the cap trades a saturated softmax for a steep "
-                        "tanh near z = 0. Where the uncapped gradient peaks (σ = {:.3g}) the cap makes it {} ({:.2g}×).{}",
-                        sigmas.back(), util::pretty(uncapped / uncapped_peak), c.caps[smallest], capped,
-                        util::pretty(v.measured), sigmas[peak], at_peak < 1 ? "smaller, not larger" : "larger", at_peak,
-                        capped < capped_peak / 3
-                            ? fmt::format(" The capped gradient declines too, more slowly, once few keys have logits within "
-                                          "c of 0 (from {:.3g} at σ = {:.3g} to {:.3g}).",
-                                          capped_peak, sigmas[capped_at], capped)
-                            : std::string());
+  words.fill(v, "gradient",
+             {{"keep_factor", c.keep_factor},
+              {"cap", c.caps[smallest]},
+              {"curve", curve},
+              {"sigma_last", sigmas.back()},
+              {"capped", capped},
+              {"uncapped", uncapped},
+              {"ratio", v.measured},
+              {"uncapped_peak", uncapped_peak},
+              {"fallen_to", util::pretty(uncapped / uncapped_peak)},
+              {"ratio_pretty", util::pretty(v.measured)},
+              {"peak_sigma", sigmas[peak]},
+              {"direction", words(at_peak < 1 ? "gradient.smaller" : "gradient.larger")},
+              {"at_peak", at_peak},
+              {"declines",
+               capped < capped_peak / 3
+                   ? words("gradient.declines",
+                           {{"capped_peak", capped_peak}, {"capped_peak_sigma", sigmas[capped_at]}, {"capped", capped}})
+                   : ""}});
   return v;
 }
 
 Result run_softcap(const SoftcapConfig& c, RunContext& ctx) {
   const std::vector<double> sigmas = util::log_grid(c.sigma_min, c.sigma_max, static_cast<int>(c.sigma_points));
   const Measured m = measure(c, sigmas, ctx);
+  const Words words("softcap");
   Result r;
-  r.setup = fmt::format("{} queries against n = {} random keys, q, k, v ~ N(0, I) of size d_k = {}, the logits before the "
-                        "cap σ·q·k/√d_k for σ = {:g}..{:g}; the library's softcap option through the double-precision "
-                        "reference, forward and backward, the same rows and dO for every cap.",
-                        c.queries, c.n, c.d_k, sigmas.front(), sigmas.back());
+  r.setup = words("setup", {{"queries", c.queries},
+                            {"n", c.n},
+                            {"d_k", c.d_k},
+                            {"sigma_first", sigmas.front()},
+                            {"sigma_last", sigmas.back()}});
   r.tables = {m.table};
-  r.notes.push_back("softcap.csv: cap 0 = no cap");
-  r.figures = {figure_softcap(c, sigmas, m)};
-  r.verdicts = {verdict_bounds(c, sigmas, m), verdict_gradient(c, sigmas, m)};
+  r.notes.push_back(words("note"));
+  r.figures = {figure_softcap(c, sigmas, m, words)};
+  r.verdicts = {verdict_bounds(c, sigmas, m, words), verdict_gradient(c, sigmas, m, words)};
   return r;
 }
 
