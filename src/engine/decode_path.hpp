@@ -2,7 +2,7 @@
 // Which forward kernel an engine call runs: the one decision, made from the shapes
 // alone (engine.cpp asks it for every forward call; the public API has no say).
 //
-//   tiled  (flash_kernels.cpp): FlashAttention-2 over (batch, query head, query tile),
+//   tiled  (flash_forward_kernels.cpp): FlashAttention-2 over (batch, query head, query tile),
 //          K and V of each head packed once and shared by its query tiles. Built for
 //          Nq ≈ Nk, where each packed key is used by many query rows.
 //   decode (decode_kernels.cpp, decode_strategy.hpp): few query rows per key/value head, as

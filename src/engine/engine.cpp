@@ -1,7 +1,7 @@
 // The engine's entry points (attnlab/engine.hpp): validation shared with the
 // reference, the thread count, the diagnostics' shapes, and the choice of forward
 // kernel (decode_path.hpp); the work is done by the fused kernels in
-// flash_kernels.cpp (tiled) and decode_kernels.cpp (decode).
+// flash_forward_kernels.cpp and flash_backward_kernels.cpp (tiled) and decode_kernels.cpp (decode).
 #include "attnlab/engine.hpp"
 
 #include <unistd.h>

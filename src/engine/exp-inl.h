@@ -1,5 +1,5 @@
 // exp(x) for the softmax inside the kernels, where x = S − max ≤ 0 always.
-// Per-target code: included by flash_kernels.cpp once per SIMD target, hence
+// Per-target code: included by the kernels' TUs once per SIMD target, hence
 // the toggle guard.
 //
 // Why not hwy/contrib/math's Exp: it serves every x, so it scales by 2^q in two

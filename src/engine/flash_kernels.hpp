@@ -1,6 +1,6 @@
 #pragma once
-// Entry points of the per-target kernels (flash_kernels.cpp), dispatched at run
-// time to the best SIMD target this CPU supports.
+// Entry points of the per-target tiled kernels (flash_forward_kernels.cpp,
+// flash_backward_kernels.cpp), dispatched at run time to the best SIMD target this CPU supports.
 #include "engine/plan.hpp"
 
 namespace attnlab::engine {

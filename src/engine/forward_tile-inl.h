@@ -1,6 +1,6 @@
 // Per-target forward of one query tile (FlashAttention-2's inner loop): the online
 // softmax step between the two products, the running diagnostics, and the loop over key
-// tiles. flash_kernels.cpp explains the tiling; this file holds the tile, that TU the
+// tiles. flash_forward_kernels.cpp explains the tiling; this file holds the tile, that TU the
 // parallel loops. Included once per SIMD target (hence the toggle guard).
 #if defined(ATTNLAB_ENGINE_FORWARD_TILE_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef ATTNLAB_ENGINE_FORWARD_TILE_INL_H_

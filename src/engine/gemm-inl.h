@@ -1,7 +1,8 @@
 // Register-blocked float32 microkernel shared by the six products of
 // FlashAttention (S = Q Kᵀ, O += P V, dV += Pᵀ dO, dP = dO Vᵀ, dK += dSᵀ Q,
-// dQ = dS K). Per-target code: included by flash_kernels.cpp once per SIMD
-// target through hwy/foreach_target.h, hence the toggle guard.
+// dQ = dS K). Per-target code: included by flash_forward_kernels.cpp and
+// flash_backward_kernels.cpp once per SIMD target through hwy/foreach_target.h,
+// hence the toggle guard.
 //
 //   C[M × N] (+)= A[M × K] · B[K × N]
 //   A is read one scalar at a time (broadcast), at A[r·a_rs + k·a_ks]: any

@@ -3,7 +3,7 @@
 // dimensions, the caller's views, the tile sizes, the variants' parameters in float,
 // and per-row helpers (the row's key range, scale, ALiBi slope, sink) and per-tile
 // ones (the active rectangle of a tile pair). Built by engine.cpp, consumed by the per-target kernels in
-// flash_kernels.cpp. Nothing here allocates per element.
+// flash_*_kernels.cpp. Nothing here allocates per element.
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -25,7 +25,7 @@ namespace attnlab::engine {
 
 // Tile sizes. Br query rows × Bc keys per tile; Bc is a multiple of every
 // target's vector length (16, 8, 4 floats), kPad rounds packed row lengths to
-// a whole number of vectors on every target. See the comment in flash_kernels.cpp
+// a whole number of vectors on every target. See the comment in flash_forward_kernels.cpp
 // (why Bc = 256).
 inline constexpr int64_t kBr = 64;
 inline constexpr int64_t kBc = 256;

@@ -1,5 +1,5 @@
 // Results are bitwise identical for any thread count and from run to run,
-// including the backward whose dQ many key tiles add into (flash_kernels.cpp,
+// including the backward whose dQ many key tiles add into (flash_backward_kernels.cpp,
 // "Determinism and dQ"), with every variant: the dropout mask (Philox, keyed by the
 // element) and the sinks' gradient too.
 #include <gtest/gtest.h>

@@ -19,36 +19,35 @@
 // by repeat; the peers run in float32. K/V bytes count the type's size (a bfloat16
 // KV cache is half the bytes), and each 16-bit result carries its speed relative to
 // the float32 engine's in the same run.
+// The engine behind the peers' interface: bench_engine_peer.hpp; the timed rounds:
+// bench_timing.hpp; here, the options, the checks and the report.
+#include <fmt/format.h>
 #include <omp.h>
-#include <sys/resource.h>
 
 #include <algorithm>
-#include <chrono>
-#include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <fmt/format.h>
 #include <fstream>
-#include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <sstream>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "attnlab/atomic_files.hpp"
-#include "cli_values.hpp"
 #include "attnlab/attention.hpp"
 #include "attnlab/engine.hpp"
 #include "attnlab/error.hpp"
 #include "attnlab/statistics.hpp"
-#include "peak_flops.hpp"
+#include "bench_engine_peer.hpp"
+#include "bench_timing.hpp"
+#include "cli_values.hpp"
+#include "command.hpp"
 #include "page_kind.hpp"
+#include "peak_flops.hpp"
 #include "peak_memory.hpp"
 #include "peers/peers.hpp"
-#include "command.hpp"
 
 namespace {
 
@@ -63,127 +62,15 @@ struct BenchArgs {
   int threads = 0;
   int repeats = 5;
   int settle_ms = 150;
-  bool cold = false;  // time the first call after the pause (no untimed call of the same implementation first)
+  bool cold = false;       // time the first call after the pause (no untimed call of the same implementation first)
   bool evict_llc = false;  // read a buffer of 3× the last-level cache before each timed forward and read bound
   std::string json;
   std::vector<std::string> impls{"attnlab", "openblas", "libtorch"};
   std::vector<std::string> dtypes{"f32"};
 };
 
-// Peak resident memory: /proc/self/clear_refs "5" resets VmHWM to the current
-// RSS (Linux ≥ 4.0), so the peak of each pass can be read afterwards.
-bool reset_peak_rss() {
-  std::ofstream f("/proc/self/clear_refs");
-  if (!f) return false;
-  f << "5";
-  return static_cast<bool>(f.flush());
-}
-
-double peak_rss_mb() {
-  std::ifstream f("/proc/self/status");
-  std::string line;
-  while (std::getline(f, line))
-    if (line.rfind("VmHWM:", 0) == 0) return std::stod(line.substr(6)) / 1024.0;  // kB
-  return 0;
-}
-
-// The engine, behind the peers' interface.
-class EnginePeer final : public ab::Peer {
- public:
-  EnginePeer(const ab::PeerShape& s, int threads)
-      : s_(s), lse_({s.B, s.Hq, s.Nq, 1}) {
-    cfg_.threads = threads;
-    opt_.causal = s.causal == ab::PeerCausal::top_left       ? al::Causal::top_left
-                  : s.causal == ab::PeerCausal::bottom_right ? al::Causal::bottom_right
-                                                             : al::Causal::none;
-  }
-  std::string name() const override { return "attnlab"; }
-  void forward(const float* q, const float* k, const float* v, float* out) override {
-    q_ = {q, q_shape()};
-    k_ = {k, kv_shape()};
-    v_ = {v, kv_shape()};
-    out_ = {out, q_shape()};
-    al::attention_forward(q_, k_, v_, opt_, {{out, q_shape()}, lse_.view()}, cfg_);
-  }
-  void backward(const float* grad_out, float* dq, float* dk, float* dv) override {
-    al::attention_backward(q_, k_, v_, out_, lse_.view(), {grad_out, q_shape()}, opt_,
-                           {{dq, q_shape()}, {dk, kv_shape()}, {dv, kv_shape()}}, cfg_);
-  }
-
- private:
-  al::Shape q_shape() const { return {s_.B, s_.Hq, s_.Nq, s_.D}; }
-  al::Shape kv_shape() const { return {s_.B, s_.Hkv, s_.Nk, s_.D}; }
-  ab::PeerShape s_;
-  al::ComputeConfig cfg_;
-  al::AttentionOptions<float> opt_;
-  al::Tensor<float> lse_;
-  al::ConstView<float> q_, k_, v_, out_;
-};
-
-// The engine in a 16-bit type T (bfloat16, float16) behind the same interface: it keeps
-// its own 16-bit copies of the inputs, made on the first call (the bench passes the same
-// arrays every time), and converts its outputs to float for the bench's comparison on
-// that first call only (the warm-up), so that the timed calls are the engine's alone.
-template <class T>
-class EnginePeer16 final : public ab::Peer {
- public:
-  EnginePeer16(const ab::PeerShape& s, int threads)
-      : s_(s), q_(q_shape()), k_(kv_shape()), v_(kv_shape()), out_(q_shape()), go_(q_shape()), dq_(q_shape()),
-        dk_(kv_shape()), dv_(kv_shape()), lse_({s.B, s.Hq, s.Nq, 1}) {
-    cfg_.threads = threads;
-    opt_.causal = s.causal == ab::PeerCausal::top_left       ? al::Causal::top_left
-                  : s.causal == ab::PeerCausal::bottom_right ? al::Causal::bottom_right
-                                                             : al::Causal::none;
-  }
-  std::string name() const override { return "attnlab"; }
-  void forward(const float* q, const float* k, const float* v, float* out) override {
-    const bool first = !forward_done_;
-    if (first) convert_in(q, q_), convert_in(k, k_), convert_in(v, v_);
-    al::attention_forward(q_.view(), k_.view(), v_.view(), opt_, {out_.view(), lse_.view()}, cfg_);
-    if (first) convert_out(out_, out);
-    forward_done_ = true;
-  }
-  void backward(const float* grad_out, float* dq, float* dk, float* dv) override {
-    const bool first = !backward_done_;
-    if (first) convert_in(grad_out, go_);
-    al::attention_backward(q_.view(), k_.view(), v_.view(), out_.view(), lse_.view(), go_.view(), opt_,
-                           {dq_.view(), dk_.view(), dv_.view()}, cfg_);
-    if (first) convert_out(dq_, dq), convert_out(dk_, dk), convert_out(dv_, dv);
-    backward_done_ = true;
-  }
-
- private:
-  al::Shape q_shape() const { return {s_.B, s_.Hq, s_.Nq, s_.D}; }
-  al::Shape kv_shape() const { return {s_.B, s_.Hkv, s_.Nk, s_.D}; }
-  static void convert_in(const float* x, al::Tensor<T>& t) {
-    for (int64_t i = 0; i < t.numel(); ++i) t.data()[i] = T::from_float(x[i]);
-  }
-  static void convert_out(const al::Tensor<T>& t, float* x) {
-    for (int64_t i = 0; i < t.numel(); ++i) x[i] = t.data()[i].to_float();
-  }
-  ab::PeerShape s_;
-  al::ComputeConfig cfg_;
-  al::AttentionOptions<float> opt_;
-  al::Tensor<T> q_, k_, v_, out_, go_, dq_, dk_, dv_;
-  al::Tensor<float> lse_;
-  bool forward_done_ = false, backward_done_ = false;
-};
-
 // The element types --dtype names, and their sizes.
 int64_t dtype_bytes(const std::string& dtype) { return dtype == "f32" ? 4 : 2; }
-
-struct Sample {
-  std::vector<double> ms;      // wall-clock time of each repeat
-  std::vector<double> cpu_ms;  // CPU time of the whole process (all threads) during each repeat
-  double rss_mb = 0;
-};
-
-double process_cpu_ms() {
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  return 1e3 * (static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec)) +
-         1e-3 * static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
-}
 
 using attnlab::stats::median;
 
@@ -202,11 +89,13 @@ const char* causal_name(ab::PeerCausal c) {
 // The shape the flags describe, checked: sizes ≥ 1 (0 for --kv-heads, --seq-q and
 // --seq-k means "as --heads / --seq"), Hkv divides Hq, alignment only with --causal.
 ab::PeerShape bench_shape(const BenchArgs& a) {
-  for (const auto& [name, value] : {std::pair{"--batch", a.batch}, {"--heads", a.heads}, {"--seq", a.seq}, {"--dim", a.dim}})
+  for (const auto& [name, value] :
+       {std::pair{"--batch", a.batch}, {"--heads", a.heads}, {"--seq", a.seq}, {"--dim", a.dim}})
     if (value < 1) throw al::Error(fmt::format("bench: {} must be at least 1, got {}", name, value));
   for (const auto& [name, value] : {std::pair{"--kv-heads", a.kv_heads}, {"--seq-q", a.seq_q}, {"--seq-k", a.seq_k}})
-    if (value < 0) throw al::Error(fmt::format("bench: {} must be at least 1 (or 0: as {}), got {}", name,
-                                               name == std::string("--kv-heads") ? "--heads" : "--seq", value));
+    if (value < 0)
+      throw al::Error(fmt::format("bench: {} must be at least 1 (or 0: as {}), got {}", name,
+                                  name == std::string("--kv-heads") ? "--heads" : "--seq", value));
   ab::PeerShape s;
   s.B = a.batch;
   s.Hq = a.heads;
@@ -215,8 +104,10 @@ ab::PeerShape bench_shape(const BenchArgs& a) {
   s.Nk = a.seq_k > 0 ? a.seq_k : a.seq;
   s.D = a.dim;
   if (s.Hq % s.Hkv != 0)
-    throw al::Error(fmt::format("bench: --kv-heads {} must divide --heads {} (each key/value head serves a group of "
-                                "query heads)", s.Hkv, s.Hq));
+    throw al::Error(
+        fmt::format("bench: --kv-heads {} must divide --heads {} (each key/value head serves a group of "
+                    "query heads)",
+                    s.Hkv, s.Hq));
   if (!a.causal && !a.causal_align.empty())
     throw al::Error("bench: --causal-align given without --causal (it says how causal masking aligns; add --causal)");
   if (a.causal) {
@@ -249,30 +140,25 @@ void run_bench(const BenchArgs& a) {
   if (a.dtypes.empty()) throw al::Error("bench: --dtype needs at least one of f32, bf16, f16");
   // Each implementation with the element type it runs in: the engine once per --dtype,
   // the peers in float32.
-  struct Impl {
-    std::unique_ptr<ab::Peer> peer;
-    std::string dtype = "f32";
-    std::string key() const { return peer->name() + "/" + dtype; }
-  };
-  std::vector<Impl> impls;
+  std::vector<attnlab::cli::BenchImpl> impls;
   for (const auto& name : a.impls) {
     if (name == "attnlab") {
-      for (const auto& dt : a.dtypes) {
-        if (dt == "f32") impls.push_back({std::make_unique<EnginePeer>(shape, threads), dt});
-        if (dt == "bf16") impls.push_back({std::make_unique<EnginePeer16<al::bfloat16>>(shape, threads), dt});
-        if (dt == "f16") impls.push_back({std::make_unique<EnginePeer16<al::float16>>(shape, threads), dt});
-      }
+      for (const auto& dt : a.dtypes) impls.push_back({attnlab::cli::make_engine_peer(shape, threads, dt), dt});
     } else if (name == "openblas") {
       const double gb = 4.0 * (score_floats + static_cast<double>(shape.Nq) * static_cast<double>(shape.Nk)) / 1e9;
       if (gb > 8.0)
-        throw al::Error(fmt::format("bench: the openblas peer would materialise {:.1f} GB of N×N matrices; "
-                                    "use --impls attnlab for this size", gb));
+        throw al::Error(
+            fmt::format("bench: the openblas peer would materialise {:.1f} GB of N×N matrices; "
+                        "use --impls attnlab for this size",
+                        gb));
       impls.push_back({ab::make_openblas_peer(shape, threads)});
     } else if (name == "libtorch") {
       const double gb = 12.0 * score_floats / 1e9;
       if (gb > 8.0)
-        throw al::Error(fmt::format("bench: the libtorch peer would materialise about {:.1f} GB of N×N matrices; "
-                                    "use --impls attnlab for this size", gb));
+        throw al::Error(
+            fmt::format("bench: the libtorch peer would materialise about {:.1f} GB of N×N matrices; "
+                        "use --impls attnlab for this size",
+                        gb));
       std::string why;
       auto peer = ab::make_libtorch_peer(shape, threads, &why);
       if (!peer) throw al::Error("bench: " + why);
@@ -282,19 +168,18 @@ void run_bench(const BenchArgs& a) {
     }
   }
 
-  // Inputs: standard normal, fixed seed. q, grad_out, out, dq: [B, Hq, Nq, D]; k, v, dk, dv: [B, Hkv, Nk, D].
+  // Inputs: standard normal, fixed seed.
   const auto nq = static_cast<size_t>(shape.q_numel()), nkv = static_cast<size_t>(shape.kv_numel());
-  // Allocated as Tensor allocates (64-byte aligned), as a KV cache of attnlab, PyTorch or
-  // llama.cpp is: std::vector's 16 bytes would split every other vector load.
-  using Buffer = al::Tensor<float>::Storage;
-  Buffer q(nq), k(nkv), v(nkv), go(nq), out(nq), dq(nq), dk(nkv), dv(nkv);
+  using Buffer = attnlab::cli::BenchBuffer;
+  attnlab::cli::BenchBuffers buf{Buffer(nq), Buffer(nkv), Buffer(nkv), Buffer(nq),
+                                 Buffer(nq), Buffer(nq),  Buffer(nkv), Buffer(nkv)};
   std::mt19937_64 rng(1234);
   std::normal_distribution<float> nd(0.0f, 1.0f);
-  for (auto* t : {&q, &k, &v, &go})
+  for (auto* t : {&buf.q, &buf.k, &buf.v, &buf.go})
     for (float& x : *t) x = nd(rng);
   // Where the kernel put K and V: a cache in 2 MiB pages decodes faster than one in 4 KiB
   // pages (docs/engine.md, "What a step reaches"). The 16-bit engines' copies are allocated alike.
-  const std::string kv_pages = ab::describe_kv_pages(k.data(), v.data(), nkv * sizeof(float)),
+  const std::string kv_pages = ab::describe_kv_pages(buf.k.data(), buf.v.data(), nkv * sizeof(float)),
                     thp_mode = ab::transparent_huge_pages_mode();
 
   // The FMA peak is measured before the timings and again after them, and the
@@ -303,105 +188,16 @@ void run_bench(const BenchArgs& a) {
   // reported half the real peak (the engine then ran at "154 %" of it).
   ab::Peak peak = ab::measure_peak(threads);
   ab::Bandwidth bandwidth = ab::measure_read_bandwidth(threads);
-  const bool rss_ok = reset_peak_rss();
+  const bool rss_ok = attnlab::cli::reset_peak_rss();
   double load[3] = {0, 0, 0};
   getloadavg(load, 3);
 
-  std::map<std::pair<std::string, std::string>, Sample> samples;
-  // Each implementation's turn starts with an idle pause, so that the previous
-  // implementation's spinning worker threads have gone to sleep: OpenBLAS's workers
-  // spin (sched_yield) for about 2^28 cycles after a call, and libgomp's for a while
-  // too; perf showed 8 % of all samples in OpenBLAS's yield loop, stealing a core
-  // from whichever implementation ran next.
-  auto settle = [&] { std::this_thread::sleep_for(std::chrono::milliseconds(a.settle_ms)); };
-  // The pause also lets the cores go idle, and an idle core of this kind of machine
-  // can take milliseconds to wake: on a nested-KVM guest that halts idle vCPUs at
-  // once, an OpenMP worker joined a parallel region 1.8 ms after a 150 ms pause and
-  // 3.9 ms after a 20 ms one (1 µs after 1 ms). A loop calling attention (a decoding
-  // model, layer after layer) never pays that, so each timed call follows untimed
-  // calls of the same implementation, at least one and for at least 20 ms: one call
-  // wakes the threads, and a 20 ms spin after a 150 ms pause brought a 10 ms decode
-  // back to its back-to-back time where one call did not always (noisy runs: the
-  // machine's own speed moves too). --cold times the first call after the pause instead.
-  auto warm_up = [&](auto&& fn) {
-    if (a.cold) return;
-    const auto t0 = std::chrono::steady_clock::now();
-    do fn();
-    while (std::chrono::steady_clock::now() - t0 < std::chrono::milliseconds(20));
-  };
-  auto timed = [&](const std::string& impl, const std::string& pass, auto&& fn, bool record) {
-    reset_peak_rss();
-    const double c0 = process_cpu_ms();
-    const auto t0 = std::chrono::steady_clock::now();
-    fn();
-    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    const double cpu = process_cpu_ms() - c0;
-    if (!record) return;
-    Sample& s = samples[{impl, pass}];
-    s.ms.push_back(ms);
-    s.cpu_ms.push_back(cpu);
-    s.rss_mb = std::max(s.rss_mb, peak_rss_mb());
-  };
-  // The warm-up's results of the first implementation, and every other one's distance
-  // from them: the implementations compute the same thing (a check on the peers' shapes).
-  std::vector<float> first_out, first_grads;
-  std::map<std::pair<std::string, std::string>, double> diff;
-  auto compare = [&](const std::string& impl, const std::string& pass, std::vector<float>& first,
-                     std::initializer_list<const Buffer*> results) {
-    const bool is_first = first.empty();
-    double worst = 0;
-    size_t at = 0;
-    for (const auto* r : results)
-      for (float x : *r) {
-        if (is_first) first.push_back(x);
-        else {
-          const double d = std::abs(static_cast<double>(x) - first[at++]);
-          worst = std::isnan(d) ? std::numeric_limits<double>::infinity() : std::max(worst, d);  // NaN: no agreement
-        }
-      }
-    diff[{impl, pass}] = worst;
-  };
-  // The read bound, timed once per round before the implementations, on their K and V
-  // and under the same protocol: what reading K and V once costs in the conditions the
-  // passes run in, measured in the same minutes (this machine's bandwidth moves by
-  // 10-30 % within minutes; the probe's best pass before or after is its ceiling).
-  volatile float read_sink = 0;
-  auto read_kv = [&] { read_sink = read_sink + ab::read_once(k.data(), v.data(), nkv, threads, bandwidth.reader); };
-  // --evict-llc: a model decodes layer after layer, so each layer's K and V come from
-  // memory, while calls repeated on one cache find part of it in the last-level cache (all
-  // of it when it is smaller: a 1B model's layer holds a few MB). Reading 3× the cache's
-  // size of other data on the same threads right before each timed call (the untimed calls
-  // before it keep the cores awake, and so does this) leaves nothing of K and V there, for
-  // the read bound and every implementation alike.
-  const int64_t llc_found = al::engine::last_level_cache_bytes(), llc_bytes = llc_found > 0 ? llc_found : int64_t{32} << 20;
-  const size_t evict_floats = a.evict_llc ? static_cast<size_t>(3 * llc_bytes) / sizeof(float) : 0;
-  Buffer evict(evict_floats);
-  std::fill(evict.begin(), evict.end(), 1.0f);
-  auto evict_caches = [&] {
-    if (a.evict_llc) read_sink = read_sink + ab::read_once(evict.data(), evict.data() + evict_floats / 2, evict_floats / 2, threads);
-  };
-  for (int r = -1; r < a.repeats; ++r) {  // r = −1: warm-up, not recorded
-    settle();
-    warm_up(read_kv);
-    evict_caches();
-    timed("read", "bound", read_kv, r >= 0);
-    for (auto& impl : impls) {
-      ab::Peer& peer = *impl.peer;
-      auto forward = [&] { peer.forward(q.data(), k.data(), v.data(), out.data()); };
-      settle();
-      warm_up(forward);
-      evict_caches();
-      timed(impl.key(), "forward", forward, r >= 0);
-      if (r < 0) compare(impl.key(), "forward", first_out, {&out});
-      if (a.forward_only) continue;
-      // backward() needs the forward's state, which only one backward may use (autograd
-      // frees its graph): the timed forward is the warm call before it.
-      if (a.cold) settle();
-      timed(impl.key(), "backward", [&] { peer.backward(go.data(), dq.data(), dk.data(), dv.data()); }, r >= 0);
-      if (r < 0) compare(impl.key(), "backward", first_grads, {&dq, &dk, &dv});
-    }
-  }
-  first_out = first_grads = {};
+  auto timings = attnlab::cli::time_rounds(
+      impls, buf, {a.repeats, a.settle_ms, a.cold, a.evict_llc, a.forward_only, threads, bandwidth.reader});
+  auto& samples = timings.samples;
+  auto& diff = timings.diff;
+  const int64_t llc_bytes = timings.llc_bytes;
+  const size_t evict_floats = timings.evict_floats;
 
   {
     const ab::Peak after = ab::measure_peak(threads);
@@ -417,43 +213,49 @@ void run_bench(const BenchArgs& a) {
   // K and V bytes in float32; a 16-bit type's are half.
   const double kv_bytes = 2.0 * static_cast<double>(shape.B * shape.Hkv) * static_cast<double>(shape.keys_read()) *
                           static_cast<double>(shape.D) * sizeof(float);
-  const double read_gbps = 2.0 * static_cast<double>(nkv) * sizeof(float) / (median(samples[{"read", "bound"}].ms) * 1e-3) / 1e9;
-  fmt::print("attnlab bench: batch {} heads {}/{} (query/key-value) seq {}/{} (query/key) dim {}{} | {} threads | {} | "
-             "engine target {}\n",
-             shape.B, shape.Hq, shape.Hkv, shape.Nq, shape.Nk, shape.D,
-             shape.causal == ab::PeerCausal::none ? "" : fmt::format(" causal {}", causal_name(shape.causal)), threads,
-             cpu_name(), al::engine::target_name());
-  fmt::print("measured on {} threads (best of before and after the timings): FMA peak {:.1f} GFLOP/s wall-clock, "
-             "{:.1f} over CPU time ({}); read bandwidth {:.1f} GB/s wall-clock, {:.1f} over CPU time ({} MiB "
-             "buffer; best reader: {}; loads alone on one stream {:.1f}) | load average {:.2f} {:.2f} {:.2f} | median of {}\n",
-             threads, peak.gflops, peak.gflops_cpu, peak.target, bandwidth.gbps, bandwidth.gbps_cpu,
-             bandwidth.bytes >> 20, bandwidth.reader.name(), bandwidth.plain_gbps, load[0], load[1], load[2], a.repeats);
+  const double read_gbps =
+      2.0 * static_cast<double>(nkv) * sizeof(float) / (median(samples[{"read", "bound"}].ms) * 1e-3) / 1e9;
+  fmt::print(
+      "attnlab bench: batch {} heads {}/{} (query/key-value) seq {}/{} (query/key) dim {}{} | {} threads | {} | "
+      "engine target {}\n",
+      shape.B, shape.Hq, shape.Hkv, shape.Nq, shape.Nk, shape.D,
+      shape.causal == ab::PeerCausal::none ? "" : fmt::format(" causal {}", causal_name(shape.causal)), threads,
+      cpu_name(), al::engine::target_name());
+  fmt::print(
+      "measured on {} threads (best of before and after the timings): FMA peak {:.1f} GFLOP/s wall-clock, "
+      "{:.1f} over CPU time ({}); read bandwidth {:.1f} GB/s wall-clock, {:.1f} over CPU time ({} MiB "
+      "buffer; best reader: {}; loads alone on one stream {:.1f}) | load average {:.2f} {:.2f} {:.2f} | median of {}\n",
+      threads, peak.gflops, peak.gflops_cpu, peak.target, bandwidth.gbps, bandwidth.gbps_cpu, bandwidth.bytes >> 20,
+      bandwidth.reader.name(), bandwidth.plain_gbps, load[0], load[1], load[2], a.repeats);
   fmt::print("K and V in {} (transparent huge pages: {}; the probe's buffer in {})\n", kv_pages,
              thp_mode.empty() ? "unknown" : thp_mode, bandwidth.pages);
   if (a.evict_llc)
-    fmt::print("last-level cache evicted before each timed forward and read bound: {} MiB of other data read by the same "
-               "threads ({} MiB cache{})\n",
-               evict_floats * sizeof(float) >> 20, llc_bytes >> 20, llc_found > 0 ? "" : ", assumed");
-  fmt::print("read bound: the {:.1f} MB of K and V read once by the probe's best reader, timed before each round's "
-             "implementations after the same {} ms pause{}: {:.1f} GB/s (median)\n",
-             2.0 * static_cast<double>(nkv) * sizeof(float) / 1e6, a.settle_ms,
-             a.cold ? " (cold: the first call after it)" : " and 20 ms of untimed reads", read_gbps);
-  fmt::print("(% peak and peak_gflops: the wall-clock peak, measured under the same load as the timings; the CPU\n"
-             " columns divide by CPU time per thread instead, against the CPU-time peak and bandwidth: the rate while\n"
-             " running; KV GB/s: the {:.1f} MB of K and V that some query row sees, over the pass's time; % bw: of the\n"
-             " read bandwidth (a 16-bit dtype's K and V are half the bytes); % rd: of the read bound; vs f32: the float32\n"
-             " engine's time over this one's, same run;\n"
-             " max diff: the largest |difference| from {} {}'s result, out (forward) or dq, dk, dv (backward))\n",
-             kv_bytes / 1e6, impls.front().peer->name(), impls.front().dtype);
+    fmt::print(
+        "last-level cache evicted before each timed forward and read bound: {} MiB of other data read by the same "
+        "threads ({} MiB cache{})\n",
+        evict_floats * sizeof(float) >> 20, llc_bytes >> 20, timings.llc_found ? "" : ", assumed");
+  fmt::print(
+      "read bound: the {:.1f} MB of K and V read once by the probe's best reader, timed before each round's "
+      "implementations after the same {} ms pause{}: {:.1f} GB/s (median)\n",
+      2.0 * static_cast<double>(nkv) * sizeof(float) / 1e6, a.settle_ms,
+      a.cold ? " (cold: the first call after it)" : " and 20 ms of untimed reads", read_gbps);
+  fmt::print(
+      "(% peak and peak_gflops: the wall-clock peak, measured under the same load as the timings; the CPU\n"
+      " columns divide by CPU time per thread instead, against the CPU-time peak and bandwidth: the rate while\n"
+      " running; KV GB/s: the {:.1f} MB of K and V that some query row sees, over the pass's time; % bw: of the\n"
+      " read bandwidth (a 16-bit dtype's K and V are half the bytes); % rd: of the read bound; vs f32: the float32\n"
+      " engine's time over this one's, same run;\n"
+      " max diff: the largest |difference| from {} {}'s result, out (forward) or dq, dk, dv (backward))\n",
+      kv_bytes / 1e6, impls.front().peer->name(), impls.front().dtype);
   if (!rss_ok) fmt::print("(peak RSS is the process-wide high-water mark: /proc/self/clear_refs not writable)\n");
   fmt::print("{:<9} {:<5} {:<9} {:>11} {:>9} {:>7} {:>9} {:>7} {:>7} {:>7} {:>13} {:>9} {:>10} {:>9} {:>9} {:>9}\n",
-             "impl", "dtype", "pass", "median ms", "GFLOP/s", "% peak", "KV GB/s", "% bw", "% rd", "vs f32", "max RSS MB", "CPU GF/s",
-             "% CPU pk", "CPU GB/s", "% CPU bw", "max diff");
+             "impl", "dtype", "pass", "median ms", "GFLOP/s", "% peak", "KV GB/s", "% bw", "% rd", "vs f32",
+             "max RSS MB", "CPU GF/s", "% CPU pk", "CPU GB/s", "% CPU bw", "max diff");
   nlohmann::json results = nlohmann::json::array();
   for (const std::string pass : {"forward", "backward"}) {
     if (pass == "backward" && a.forward_only) continue;
     for (auto& impl : impls) {
-      const Sample& s = samples[{impl.key(), pass}];
+      const attnlab::cli::BenchSample& s = samples[{impl.key(), pass}];
       const double ms = median(s.ms);
       const double flops = (pass == "forward" ? 4.0 : 10.0) * pairs;
       const double gflops = flops / (ms * 1e-3) / 1e9;
@@ -467,12 +269,13 @@ void run_bench(const BenchArgs& a) {
       const auto f32 = samples.find({"attnlab/f32", pass});
       const bool engine16 = impl.peer->name() == "attnlab" && impl.dtype != "f32" && f32 != samples.end();
       const double vs_f32 = engine16 ? median(f32->second.ms) / ms : 0.0;
-      fmt::print("{:<9} {:<5} {:<9} {:>11.2f} {:>9.1f} {:>6.1f}% {:>9.1f} {:>6.1f}% {:>6.1f}% {:>7} {:>13.1f} {:>9.1f} "
-                 "{:>9.1f}% {:>9.1f} {:>8.1f}% {:>9.1e}\n",
-                 impl.peer->name(), impl.dtype, pass, ms, gflops, 100.0 * gflops / peak.gflops, kv_gbps,
-                 100.0 * kv_gbps / bandwidth.gbps, 100.0 * kv_gbps / read_gbps, engine16 ? fmt::format("{:.2f}x", vs_f32) : "", s.rss_mb,
-                 cpu_gflops, 100.0 * cpu_gflops / peak.gflops_cpu, cpu_kv_gbps,
-                 100.0 * cpu_kv_gbps / bandwidth.gbps_cpu, max_diff);
+      fmt::print(
+          "{:<9} {:<5} {:<9} {:>11.2f} {:>9.1f} {:>6.1f}% {:>9.1f} {:>6.1f}% {:>6.1f}% {:>7} {:>13.1f} {:>9.1f} "
+          "{:>9.1f}% {:>9.1f} {:>8.1f}% {:>9.1e}\n",
+          impl.peer->name(), impl.dtype, pass, ms, gflops, 100.0 * gflops / peak.gflops, kv_gbps,
+          100.0 * kv_gbps / bandwidth.gbps, 100.0 * kv_gbps / read_gbps, engine16 ? fmt::format("{:.2f}x", vs_f32) : "",
+          s.rss_mb, cpu_gflops, 100.0 * cpu_gflops / peak.gflops_cpu, cpu_kv_gbps,
+          100.0 * cpu_kv_gbps / bandwidth.gbps_cpu, max_diff);
       results.push_back({{"impl", impl.peer->name()},
                          {"dtype", impl.dtype},
                          {"speedup_vs_f32", engine16 ? nlohmann::json(vs_f32) : nlohmann::json(nullptr)},

@@ -1,72 +1,9 @@
-// The fused attention kernels, forward and backward, compiled once per SIMD
-// target (hwy/foreach_target.h) and chosen at run time (HWY_DYNAMIC_DISPATCH).
-// A forward with few query rows against many keys (decoding against a KV cache)
-// takes the decode path instead: decode_path.hpp says when, decode_strategy.hpp how.
+// The tiled backward (FlashAttention-2's, with dQ summed in a fixed order) and its
+// parallel loops, compiled once per SIMD target (hwy/foreach_target.h) and chosen at run
+// time (HWY_DYNAMIC_DISPATCH). flash_forward_kernels.cpp explains the tiling, the
+// packing and which tile pairs are computed; both use tile_ops-inl.h's pieces.
 //
 // ============================================================================
-// How the work is tiled (FlashAttention-2, Dao 2023, on a CPU)
-// ============================================================================
-//
-// Shapes: q [B, Hq, Nq, d], k [B, Hkv, Nk, d], v [B, Hkv, Nk, dv]. Query head
-// h reads key/value head hk = h / (Hq / Hkv). The Nq × Nk score matrix S is
-// never stored: it is cut into tiles of Br = 64 query rows × Bc = 256 keys
-// (plan.hpp), and only one tile of S (64 × 256 floats = 64 KB, L2-resident)
-// exists per thread at a time. Memory therefore grows as N·d, not N². A wide
-// key tile divides the per-row costs of each tile (two reductions, a rescale of
-// the row of O, the bookkeeping) over more products and lengthens the PV
-// product's inner loop (the measurements: docs/engine.md, "Constants of the
-// tiled path"; Bc = 512 or Br = 32 or 128 were no better). A tile with fewer keys (the last
-// one, or a short sequence) is packed and computed only to TileWidth(nc), its
-// length rounded up to whole vectors.
-//
-// Packing. The caller's tensors may have any non-negative strides, and the
-// products want unit-stride, vector-aligned rows, so operands are copied into
-// padded buffers first (row lengths rounded up to 16 floats, the padding
-// zero so that it adds nothing):
-//   forward:  for each key/value head, Kᵀ per key tile [d × Bc] and V rows
-//             [Nk_pad × dv_pad], packed once and shared by all query tiles
-//             (packing per tile pair would cost a transpose of Bc·d elements
-//             per Br·Bc·(d+dv) FMAs, i.e. 20-40 %). Heads are packed in batches
-//             of at most 64 MB so that memory stays linear in N and bounded.
-//   backward: each thread packs its own key tile (K rows, Kᵀ, Vᵀ) once and
-//             each query tile (Q, dO rows) per tile pair (Br·(d+dv) copies per
-//             5·Br·Bc·d FMAs: about 1 %).
-//
-// Which pairs are computed. Each row sees a key range [key_begin, key_end) (causality,
-// padding, the sliding window, packed sequences: core/visibility.hpp), and both ends
-// never decrease down the rows of a batch entry. So the key tiles a query tile sees are
-// a run [first, last], and within a pair the rows that see any of its keys, and the keys
-// they see, form a rectangle (TileRows::rect in plan.hpp). Only pairs with a non-empty
-// rectangle are computed, and only over the rectangle (its rows, and its keys from a
-// whole vector on): the band of a window, the diagonal blocks of packed sequences, the
-// lower triangle of causal attention. A pair the boolean mask hides entirely, or that
-// mask_mod's BlockMask marks empty, is skipped too; the engine counts computed pairs for
-// the tests (engine::tile_counts()).
-//
-// Forward, for each (batch, query head, query tile) — the parallel loop — and
-// then for each key tile t of its run:
-//     S   = Q_tile · Kᵀ_t                      [Br × Bc]   microkernel
-//     S   = score(scale_i · S)                 MaskRow: softcap, ALiBi, score_mod,
-//                                              additive mask, −inf where hidden
-//     m'  = max(m, rowmax S);  α = exp(m − m');  P = exp(S − m')
-//     l   = α·l + rowsum P;    O = α·O + (P ∘ Z/(1 − p)) · V_t   microkernel
-// (Z: dropout's keep bits, Philox keyed by (seed, b, h, i, j), made in registers
-// by philox-inl.h; without dropout Z/(1 − p) = 1) and at the end the sink, if any,
-// joins m and l as one more score with no value row, O /= l, L = m + log l (online
-// softmax: m and l are the running max and sum, so one pass over the keys
-// suffices). A row that never sees a finite score (nor a sink) keeps m = −inf and
-// gets O = 0, L = −inf.
-//
-// Diagnostics (optional) ride on the same pass with the same rescaling. With
-// u_j = exp(S_j − m) the row keeps, in double, lo = Σ_{j≠argmax} u_j, the
-// sums of u_j² and u_j³ over the same j, and h = Σ_j u_j (S_j − m). Then
-// l = 1 + lo, p_max = 1/l, entropy = log1p(lo) − h/l (both terms ≥ 0) and
-//   ‖J‖_F² = p*²ε² + 2p*²e₂ + e₂ − 2e₃ + e₂²,  ε = lo/l, e_k = Σ_{j≠*} p_j^k,
-// every term of which is ≥ 0 (e₂ − 2e₃ = Σ q²(1 − 2q) and q ≤ ½ for a
-// non-max element). The closed form Σp² − 2Σp³ + (Σp²)² would instead cancel
-// to 0 near one-hot, where the lab needs values like 1e-20. When the running
-// max moves, the old max element joins the "others" with weight α.
-//
 // Backward, parallel over key tiles (each thread owns dK_t and dV_t of its
 // tile, summed over all the query heads that share the key/value head):
 //     P   = exp(score(scale_i · Q Kᵀ) − L)     (recomputed; L from the forward)
@@ -106,19 +43,15 @@
 // its counter, which starts at `first`; inside the run, a pair with nothing to
 // compute still waits for its turn and passes it on.
 //
-// Precision: float32 in (bfloat16 and float16 inputs are converted to float32 where
-// they are loaded: the packing functions of tile_ops-inl.h, through plan.hpp's Operand),
-// float32 accumulation throughout (like the naive matmul + softmax + matmul it replaces;
-// 16-bit results are rounded once, by engine.cpp, from float32 buffers), exp by ExpNonPositive (exp-inl.h:
-// the softmax's arguments are ≤ 0, which allows a cheaper exp than Highway's
-// contrib/math; its measured maximum error is stated there), scale applied in float.
 // ============================================================================
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <thread>
 #include <tuple>
 #include <vector>
@@ -126,79 +59,20 @@
 #include "engine/flash_kernels.hpp"
 
 #undef HWY_TARGET_INCLUDE
-#define HWY_TARGET_INCLUDE "engine/flash_kernels.cpp"
+#define HWY_TARGET_INCLUDE "engine/flash_backward_kernels.cpp"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
-
+// Included once per target, after foreach_target.h.
 #include "hwy/aligned_allocator.h"
 #include "hwy/highway.h"
+// The per-target pieces.
 #include "engine/exp-inl.h"
 #include "engine/gemm-inl.h"
 #include "engine/philox-inl.h"
 #include "engine/tile_ops-inl.h"
-#include "engine/forward_tile-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace attnlab::engine::HWY_NAMESPACE {
 
-// The tile operations and the forward of one query tile are in tile_ops-inl.h and
-// forward_tile-inl.h; here, the parallel loops and the backward.
-
-void ForwardImpl(const Plan& p, TensorView<float> out, TensorView<float> lse, const RowDiagnostics<float>* diag) {
-  const auto& dm = p.dims;
-  // Kᵀ tiles [n_ktiles][d][Bc], the last one [d][TileWidth] (PackTransposed)
-  const int64_t kt_floats = dm.d * ((p.n_ktiles - 1) * kBc + TileWidth(dm.Nk - (p.n_ktiles - 1) * kBc));
-  constexpr int64_t kPackBudget = (int64_t{64} << 20) / static_cast<int64_t>(sizeof(float));
-  // V rows [Nk][dv_pad], packed once per head, unless one head alone would pass the budget:
-  // then each query tile copies its key tile's V rows into its scratch (a plain copy of
-  // Bc·dv per Br·Bc·(d + dv) FMAs, under 1 %). Rows padded to 16 floats make V 16× larger
-  // at dv = 1: a 64 MB V would have cost 1 GB packed.
-  const bool v_per_tile = kt_floats + dm.Nk * p.dv_pad > kPackBudget;
-  const int64_t v_floats = v_per_tile ? 0 : dm.Nk * p.dv_pad;
-  const int64_t per_head = std::max<int64_t>(kt_floats + v_floats, 1);
-  const int64_t n_kv = dm.B * dm.Hkv;
-  const int64_t heads_per_batch = std::clamp<int64_t>(kPackBudget / per_head, 1, n_kv);
-  auto packed = Scratch(heads_per_batch * per_head);
-  const int64_t group = dm.group();
-
-  // p.stop() here runs on the calling thread, outside the parallel regions: an interrupt
-  // is asked at least once per batch even if other threads take every tile.
-  for (int64_t kv0 = 0; kv0 < n_kv && !p.stop(); kv0 += heads_per_batch) {
-    const int64_t nkv = std::min(heads_per_batch, n_kv - kv0);
-    float* const base = packed.get();
-    const int64_t n_pack = nkv * p.n_ktiles;
-#pragma omp parallel for num_threads(p.threads) schedule(static)
-    for (int64_t it = 0; it < n_pack; ++it) {
-      const int64_t kvl = it / p.n_ktiles, t = it % p.n_ktiles;
-      const int64_t b = (kv0 + kvl) / dm.Hkv, hk = (kv0 + kvl) % dm.Hkv;
-      const int64_t j0 = t * kBc, nc = std::min(kBc, dm.Nk - j0);
-      float* head = base + kvl * per_head;
-      PackTransposed(p.k, b, hk, j0, nc, dm.d, head + t * dm.d * kBc);
-      if (v_per_tile) continue;
-      float* vrows = head + kt_floats + j0 * p.dv_pad;
-      PackRows(p.v, b, hk, j0, nc, dm.dv, p.dv_pad, vrows);  // O += P V reads rows < nc only
-    }
-    const int64_t n_items = nkv * group * p.n_qtiles;
-    ScratchFailure failure;
-#pragma omp parallel num_threads(p.threads)
-    {
-      std::optional<ForwardScratch> w = failure.make<ForwardScratch>(p);
-#pragma omp for schedule(dynamic, 1)
-      for (int64_t it = 0; it < n_items; ++it) {
-        if (!w || p.stop()) continue;  // no scratch, or asked to stop: the call fails after the region
-        const int64_t kvl = it / (group * p.n_qtiles), rest = it % (group * p.n_qtiles);
-        const int64_t g = rest / p.n_qtiles, qt = rest % p.n_qtiles;
-        const int64_t b = (kv0 + kvl) / dm.Hkv, hk = (kv0 + kvl) % dm.Hkv, h = hk * group + g;
-        const float* head = base + kvl * per_head;
-        ForwardQueryTile(p, b, h, qt, head, v_per_tile ? nullptr : head + kt_floats, *w, out, lse, diag);
-      }
-    }
-    failure.rethrow();
-  }
-}
-
-// ---------------------------------------------------------------------------
-// Backward
-// ---------------------------------------------------------------------------
 namespace {
 
 struct BackwardScratch {
@@ -219,11 +93,19 @@ struct BackwardScratch {
   ScratchBuffer<float> pd;        // dropout: P·Z/(1 − p) [Br × Bc]
   ScratchBuffer<uint32_t> words;  // dropout: one row's random words [Bc + kDropoutSlack]
   explicit BackwardScratch(const Plan& p)
-      : kt(Scratch(p.dims.d * kBc)), kr(Scratch(kBc * p.d_pad)), vt(Scratch(p.dims.dv * kBc)),
-        dk(Scratch(kBc * p.d_pad)), dv(Scratch(kBc * p.dv_pad)), qr(Scratch(kBr * p.d_pad)),
-        dor(Scratch(kBr * p.dv_pad)), pt(Scratch(kBr * kBc)), ds(Scratch(kBr * kBc)), dq(Scratch(kBr * p.d_pad)),
+      : kt(Scratch(p.dims.d * kBc)),
+        kr(Scratch(kBc * p.d_pad)),
+        vt(Scratch(p.dims.dv * kBc)),
+        dk(Scratch(kBc * p.d_pad)),
+        dv(Scratch(kBc * p.dv_pad)),
+        qr(Scratch(kBr * p.d_pad)),
+        dor(Scratch(kBr * p.dv_pad)),
+        pt(Scratch(kBr * kBc)),
+        ds(Scratch(kBr * kBc)),
+        dq(Scratch(kBr * p.d_pad)),
         dmod(Scratch(p.softcap != 0 || p.score_mod != nullptr ? kBr * kBc : 0)),
-        pd(Scratch(p.dropout ? kBr * kBc : 0)), words(ScratchWords(p.dropout ? kBc + kDropoutSlack : 0)) {}
+        pd(Scratch(p.dropout ? kBr * kBc : 0)),
+        words(ScratchWords(p.dropout ? kBc + kDropoutSlack : 0)) {}
 };
 
 struct BackwardArgs {
@@ -231,12 +113,12 @@ struct BackwardArgs {
   ConstView<float> lse;
   Operand grad_out;  // the element type of q, k, v
   TensorView<float> dq, dk, dv;
-  const float* D;      // [B, Hq, Nq] rowsum(dO ∘ O)
-  const float* scale;  // [B, Hq, Nq] scale_i
-  const int64_t* row_begin;  // [B, Nq] each row's key range [begin, end) (visibility.hpp)
-  const int64_t* row_end;    // [B, Nq]
-  const int64_t* tile_first;  // [B, n_qtiles] the first and last key tile a query tile sees
-  const int64_t* tile_last;   // (first > last: none)
+  const float* D;                  // [B, Hq, Nq] rowsum(dO ∘ O)
+  const float* scale;              // [B, Hq, Nq] scale_i
+  const int64_t* row_begin;        // [B, Nq] each row's key range [begin, end) (visibility.hpp)
+  const int64_t* row_end;          // [B, Nq]
+  const int64_t* tile_first;       // [B, n_qtiles] the first and last key tile a query tile sees
+  const int64_t* tile_last;        // (first > last: none)
   std::atomic<int64_t>* counters;  // [B, Hq, n_qtiles] the next key tile to add into the query tile's dQ
 };
 
@@ -267,8 +149,8 @@ void TileRowsOf(const BackwardArgs& a, int64_t b, int64_t qt, TileRows& rows) {
 // dQ, dK, dV contributions of one (query tile, key tile) pair, over its active rectangle
 // (rows r0..r1 of the query tile, keys c0..c1 of the key tile j0..j0 + nc); dQ's goes to
 // w.dq (its row 0 is the tile's row r0), dK's and dV's into the key tile's accumulators.
-void BackwardPair(const BackwardArgs& a, int64_t b, int64_t h, int64_t qt, int64_t j0, int64_t nc,
-                  const TileRows& tr, const TileRect& rect, bool mask_mod, BackwardScratch& w) {
+void BackwardPair(const BackwardArgs& a, int64_t b, int64_t h, int64_t qt, int64_t j0, int64_t nc, const TileRows& tr,
+                  const TileRect& rect, bool mask_mod, BackwardScratch& w) {
   const Plan& p = *a.p;
   const auto& dm = p.dims;
   const DF df;
@@ -288,8 +170,8 @@ void BackwardPair(const BackwardArgs& a, int64_t b, int64_t h, int64_t qt, int64
   float* dmod = w.dmod.get();
   const bool has_dmod = p.softcap != 0 || p.score_mod != nullptr;
   // S = Q Kᵀ, then P = exp(score − L_i) with hidden keys at 0.
-  Gemm(static_cast<size_t>(rows), static_cast<size_t>(width), static_cast<size_t>(dm.d), Qr, q_rs, 1,
-       w.kt.get() + col, ktw, P, kBc, false);
+  Gemm(static_cast<size_t>(rows), static_cast<size_t>(width), static_cast<size_t>(dm.d), Qr, q_rs, 1, w.kt.get() + col,
+       ktw, P, kBc, false);
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t i = i0 + r;
     float* pr = P + r * kBc;
@@ -445,16 +327,19 @@ float OutputDotGrad(ConstView<E> out, ConstView<E> grad_out, int64_t b, int64_t 
 }
 float OutputDotGrad(const Operand& out, const Operand& grad_out, int64_t b, int64_t h, int64_t i, int64_t dv) {
   switch (out.type()) {
-    case ElementType::bf16: return OutputDotGrad(out.as<bfloat16>(), grad_out.as<bfloat16>(), b, h, i, dv);
-    case ElementType::f16: return OutputDotGrad(out.as<float16>(), grad_out.as<float16>(), b, h, i, dv);
-    case ElementType::f32: break;
+    case ElementType::bf16:
+      return OutputDotGrad(out.as<bfloat16>(), grad_out.as<bfloat16>(), b, h, i, dv);
+    case ElementType::f16:
+      return OutputDotGrad(out.as<float16>(), grad_out.as<float16>(), b, h, i, dv);
+    case ElementType::f32:
+      break;
   }
   return OutputDotGrad(out.f32(), grad_out.f32(), b, h, i, dv);
 }
 
 // out and grad_out are of the element type of q, k, v (the Plan's); dq, dk, dv are float.
-void BackwardImpl(const Plan& p, Operand out, ConstView<float> lse, Operand grad_out,
-                  TensorView<float> dq, TensorView<float> dk, TensorView<float> dv, float* dsinks) {
+void BackwardImpl(const Plan& p, Operand out, ConstView<float> lse, Operand grad_out, TensorView<float> dq,
+                  TensorView<float> dk, TensorView<float> dv, float* dsinks) {
   const auto& dm = p.dims;
   const int64_t n_rows = dm.B * dm.Hq * dm.Nq;
   std::vector<float> D(static_cast<size_t>(n_rows)), scale(static_cast<size_t>(n_rows));
@@ -469,7 +354,8 @@ void BackwardImpl(const Plan& p, Operand out, ConstView<float> lse, Operand grad
     if (p.sinks) {
       const double L = lse(b, h, i, 0);
       sink_terms[static_cast<size_t>(row)] =
-          L == -INFINITY ? 0.0 : -std::exp(std::min(static_cast<double>(p.sink(h)) - L, 0.0)) * D[static_cast<size_t>(row)];
+          L == -INFINITY ? 0.0
+                         : -std::exp(std::min(static_cast<double>(p.sink(h)) - L, 0.0)) * D[static_cast<size_t>(row)];
     }
     float* dqr = dq.row(b, h, i);
     for (int64_t c = 0; c < dm.d; ++c) dqr[c * dq.stride(Axis::dim)] = 0.0f;
@@ -501,12 +387,18 @@ void BackwardImpl(const Plan& p, Operand out, ConstView<float> lse, Operand grad
     const int64_t b = c / (dm.Hq * p.n_qtiles), qt = c % p.n_qtiles;
     counters[c].store(tile_first[static_cast<size_t>(b * p.n_qtiles + qt)], std::memory_order_relaxed);
   }
-  const BackwardArgs args{&p,           lse,
-                          grad_out,     dq,
-                          dk,           dv,
-                          D.data(),     scale.data(),
-                          row_begin.data(), row_end.data(),
-                          tile_first.data(), tile_last.data(),
+  const BackwardArgs args{&p,
+                          lse,
+                          grad_out,
+                          dq,
+                          dk,
+                          dv,
+                          D.data(),
+                          scale.data(),
+                          row_begin.data(),
+                          row_end.data(),
+                          tile_first.data(),
+                          tile_last.data(),
                           counters.get()};
   if (p.stop()) return;  // asked on the calling thread (see ForwardImpl)
   // Pass 2: key tiles handed out in increasing order (see "Determinism and dQ").
@@ -530,28 +422,18 @@ void BackwardImpl(const Plan& p, Operand out, ConstView<float> lse, Operand grad
   // their key tile. Nothing else to do.
 }
 
-const char* TargetNameImpl() { return hwy::TargetName(HWY_TARGET); }
-
 }  // namespace attnlab::engine::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
 namespace attnlab::engine {
 
-HWY_EXPORT(ForwardImpl);
 HWY_EXPORT(BackwardImpl);
-HWY_EXPORT(TargetNameImpl);
-
-void flash_forward(const Plan& p, TensorView<float> out, TensorView<float> lse, const RowDiagnostics<float>* diag) {
-  HWY_DYNAMIC_DISPATCH(ForwardImpl)(p, out, lse, diag);
-}
 
 void flash_backward(const Plan& p, const Operand& out, ConstView<float> lse, const Operand& grad_out,
                     TensorView<float> dq, TensorView<float> dk, TensorView<float> dv, float* dsinks) {
   HWY_DYNAMIC_DISPATCH(BackwardImpl)(p, out, lse, grad_out, dq, dk, dv, dsinks);
 }
-
-const char* flash_target_name() { return HWY_DYNAMIC_DISPATCH(TargetNameImpl)(); }
 
 }  // namespace attnlab::engine
 #endif  // HWY_ONCE

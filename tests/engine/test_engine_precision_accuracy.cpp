@@ -1,0 +1,266 @@
+// The accuracy rule in the 16-bit regime (EnginePrecisionAccuracy): against the double
+// reference on the same 16-bit inputs, over 1000 random problems (500 per type) with
+// every option, the engine's error is at most twice that of a naive implementation in
+// the same regime (inputs of the type, float32 products and sums, outputs rounded to
+// the type, the backward's D from the rounded O), plus the float32 rule's floor, plus
+// the output's own rounding (half an ulp of the type at the largest |result|).
+// A bfloat16 cache's scores on the CPU's bfloat16 dot products are held to the same rule.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <set>
+#include <type_traits>
+#include <vector>
+
+#include "attnlab/attention.hpp"
+#include "attnlab/float16.hpp"
+#include "core/attention_results.hpp"
+#include "engine/decode_path.hpp"
+#include "engine/plan.hpp"
+#include "engine/testing/engine_probe.hpp"
+#include "engine_check.hpp"
+#include "engine_path.hpp"
+
+namespace al = attnlab;
+using al::bfloat16;
+using al::float16;
+#include "same_bits.hpp"
+
+namespace {
+
+// Significand bits of T (with the implicit one): half an ulp is 2^-bits relative.
+template <class T>
+constexpr int kSignificandBits = std::is_same_v<T, bfloat16> ? 8 : 11;
+
+template <class T>
+al::Tensor<float> rounded_to(const al::Tensor<float>& x) {
+  al::Tensor<float> y(x.shape());
+  for (int64_t i = 0; i < x.numel(); ++i) y.data()[i] = al::round_to<T>(x.data()[i]);
+  return y;
+}
+
+template <class T>
+al::Tensor<T> of_type(const al::Tensor<float>& x) {
+  al::Tensor<T> y(x.shape());
+  for (int64_t i = 0; i < x.numel(); ++i) y.data()[i] = T::from_float(x.data()[i]);
+  return y;
+}
+
+template <class T>
+al::Tensor<float> as_float(const al::Tensor<T>& x) {
+  al::Tensor<float> y(x.shape());
+  for (int64_t i = 0; i < x.numel(); ++i) y.data()[i] = x.data()[i].to_float();
+  return y;
+}
+
+// Per quantity (O, L, dQ, dK, dV, dsinks): the fraction of the tolerance used, and the errors
+// relative to the largest |reference value| (at least 0.01) of the engine in T, the naive implementation in
+// T's regime, and the float32 engine on the same inputs (the engine in T before its rounding).
+struct Used {
+  std::array<double, al::test::kQuantities> fraction{}, engine{}, naive{}, engine32{};
+  void worst_of(const Used& u) {
+    for (size_t x = 0; x < fraction.size(); ++x) {
+      fraction[x] = std::max(fraction[x], u.fraction[x]);
+      engine[x] = std::max(engine[x], u.engine[x]);
+      naive[x] = std::max(naive[x], u.naive[x]);
+      engine32[x] = std::max(engine32[x], u.engine32[x]);
+    }
+  }
+};
+
+// One problem in type T: the engine, the naive implementation in T's regime and the double
+// reference, all on the problem's inputs rounded to T. Returns the fraction of each tolerance used.
+template <class T>
+Used check_16bit_against_reference(const al::test::Problem& p0) {
+  al::test::Problem p = al::test::FloatProblem::rounded(p0);
+  for (auto* t : {&p.q, &p.k, &p.v, &p.grad_out})
+    for (double& x : t->storage()) x = al::round_to<T>(static_cast<float>(x));
+  const al::test::FloatProblem f(p);  // exactly the 16-bit values
+  const al::AttentionOptions<float> opt = f.options(p);
+
+  // Engine, in T.
+  const al::Tensor<T> q = of_type<T>(f.q), k = of_type<T>(f.k), v = of_type<T>(f.v), g = of_type<T>(f.grad_out);
+  al::Tensor<T> out({p.B, p.Hq, p.Nq, p.dv}), dq(p.q.shape()), dk(p.k.shape()), dv(p.v.shape());
+  al::Tensor<float> lse({p.B, p.Hq, p.Nq, 1}), dsinks({1, p.Hq, 1, 1});
+  const al::ComputeConfig one_thread{1};
+  al::attention_forward(q.view(), k.view(), v.view(), opt, {out.view(), lse.view()}, one_thread);
+  al::attention_backward(
+      q.view(), k.view(), v.view(), out.view(), lse.view(), g.view(), opt,
+      {dq.view(), dk.view(), dv.view(), p.sinks.empty() ? std::span<float>() : std::span<float>(dsinks.storage())},
+      one_thread);
+
+  // Naive, in T's regime: float32 on the 16-bit inputs, outputs rounded to T, and the
+  // backward's D = rowsum(dO∘O) from the rounded O (the O a caller of either holds).
+  const al::test::NaiveResult first = al::test::naive_float_attention(p, f, true);
+  const al::Tensor<float> naive_out = rounded_to<T>(first.out);
+  al::test::NaiveResult nv = al::test::naive_float_attention(p, f, true, &naive_out);
+  nv.out = naive_out;
+  nv.dq = rounded_to<T>(nv.dq), nv.dk = rounded_to<T>(nv.dk), nv.dv = rounded_to<T>(nv.dv);
+
+  // Reference, double, on the same inputs.
+  const auto rf = al::detail::allocating_forward(p.q.view(), p.k.view(), p.v.view(), p.options());
+  const auto rg =
+      al::detail::allocating_backward(p.q.view(), p.k.view(), p.v.view(), rf, p.grad_out.view(), p.options());
+  al::Tensor<double> ref_dsinks({1, p.Hq, 1, 1});
+  for (size_t h = 0; h < rg.dsinks.size(); ++h) ref_dsinks.data()[h] = rg.dsinks[h];
+  const al::Tensor<double>* const ref[al::test::kQuantities] = {&rf.out, &rf.lse, &rg.dq, &rg.dk, &rg.dv, &ref_dsinks};
+  const al::Tensor<float> eng[al::test::kQuantities] = {as_float(out), lse,          as_float(dq),
+                                                        as_float(dk),  as_float(dv), dsinks};
+  const al::Tensor<float>* nai[al::test::kQuantities] = {&nv.out, &nv.lse, &nv.dq, &nv.dk, &nv.dv, &nv.dsinks};
+  // The float32 engine on the same inputs.
+  const auto f32 = al::detail::allocating_forward(f.q.view(), f.k.view(), f.v.view(), opt, one_thread);
+  al::Tensor<float> dq32(p.q.shape()), dk32(p.k.shape()), dv32(p.v.shape()), dsinks32({1, p.Hq, 1, 1});
+  al::attention_backward(f.q.view(), f.k.view(), f.v.view(), f32.out.view(), f32.lse.view(), f.grad_out.view(), opt,
+                         {dq32.view(), dk32.view(), dv32.view(),
+                          p.sinks.empty() ? std::span<float>() : std::span<float>(dsinks32.storage())},
+                         one_thread);
+  const al::Tensor<float>* e32[al::test::kQuantities] = {&f32.out, &f32.lse, &dq32, &dk32, &dv32, &dsinks32};
+  const std::array<double, al::test::kQuantities> floor = al::test::accuracy_floors(p, rf, ref, nv);
+  Used used{};
+  for (int x = 0; x < al::test::kQuantities; ++x) {
+    const bool rounded = x != 1 && x != 5;  // lse and dsinks are float
+    double big = 0;
+    for (double y : ref[x]->storage())
+      if (std::isfinite(y)) big = std::max(big, std::abs(y));
+    const double own_rounding = rounded ? std::ldexp(big, -kSignificandBits<T>) : 0.0;
+    const double engine = al::test::max_abs_diff(al::test::to_double(eng[x]), *ref[x]);
+    const double naive = al::test::max_abs_diff(al::test::to_double(*nai[x]), *ref[x]);
+    const double tolerance = 2.0 * naive + floor[x] + own_rounding;
+    EXPECT_LE(engine, tolerance) << al::test::kQuantity[x] << ": engine error " << engine << ", naive error " << naive
+                                 << ", floor " << floor[x] << ", rounding " << own_rounding;
+    const auto u = static_cast<size_t>(x);
+    used.fraction[u] = tolerance > 0 ? engine / tolerance : 0.0;
+    // Relative to the largest |value|, or to 0.01 where that is smaller (a gradient that
+    // cancels to nearly 0 would make any rounding look huge; the inputs are of size 1).
+    const double scale = std::max(big, 0.01);
+    used.engine[u] = engine / scale;
+    used.naive[u] = naive / scale;
+    used.engine32[u] = al::test::max_abs_diff(al::test::to_double(*e32[x]), *ref[x]) / scale;
+  }
+  return used;
+}
+
+}  // namespace
+
+TEST(EnginePrecisionAccuracy, ThousandRandomProblemsWithinTwiceNaive16BitError) {
+  const char* env = std::getenv("ATTNLAB_TEST_SEED");
+  const uint64_t seed = env ? std::strtoull(env, nullptr, 10) : 20261123u;
+  // 1000 in the release suite; the sanitized suite sets ATTNLAB_TEST_PROBLEMS (CMake) to
+  // keep CI under its 30 minutes: there every problem costs ten times as much.
+  const int kProblems = std::getenv("ATTNLAB_TEST_PROBLEMS") ? std::atoi(std::getenv("ATTNLAB_TEST_PROBLEMS")) : 1000;
+  Used worst_bf16{}, worst_f16{};
+  int multi_key_tile = 0, decode = 0, variants = 0;
+  for (int n = 0; n < kProblems; ++n) {
+    std::mt19937_64 rng(seed + static_cast<uint64_t>(n));
+    al::test::ProblemLimits lim;
+    lim.dims = {16, 64, 80, 128, 256};
+    lim.p_window = 0.2, lim.p_softcap = 0.15, lim.p_alibi = 0.15, lim.p_sinks = 0.15, lim.p_packed = 0.2;
+    lim.p_dropout = 0.1, lim.p_mask_mod = 0.1, lim.p_score_mod = 0.1;
+    if (n % 40 == 7) {  // a KV cache: the decode path
+      lim.max_seq_q = 4, lim.min_seq_k = 513, lim.max_seq_k = 700;
+      lim.max_batch = 1, lim.max_kv_heads = 1, lim.max_group = 2, lim.p_dropout = 0;
+    } else if (n % 8 == 0) {  // tiles and tails: past 64 queries, 256 keys
+      lim.max_seq = 300, lim.max_batch = 1, lim.max_kv_heads = 1, lim.max_group = 2;
+    } else {
+      lim.max_seq = 20;
+    }
+    const al::test::Problem p = al::test::random_problem(rng, lim);
+    multi_key_tile += p.Nk > 256;
+    decode += p.Nk > 512 && p.Nq <= 64;
+    variants += p.window.present() || p.softcap || !p.alibi_slopes.empty() || !p.sinks.empty() ||
+                !p.cu_seqlens_q.empty() || p.dropout_p != 0 || p.mask_mod || p.score_mod;
+    const bool bf16 = n % 2 == 0;
+    SCOPED_TRACE(std::string(bf16 ? "bfloat16" : "float16") + ", seed " + std::to_string(seed + n) + ": " +
+                 p.describe());
+    const Used u = bf16 ? check_16bit_against_reference<bfloat16>(p) : check_16bit_against_reference<float16>(p);
+    (bf16 ? worst_bf16 : worst_f16).worst_of(u);
+    if (::testing::Test::HasFailure() && std::getenv("ATTNLAB_KEEP_GOING") == nullptr) break;
+  }
+  std::printf(
+      "worst over the problems, errors relative to the largest |reference value| of the problem (at least 0.01):\n"
+      "%-7s %-9s %-12s %-12s %-14s | %-9s %-12s %-12s %-14s\n",
+      "", "bf16 tol", "engine bf16", "naive bf16", "engine f32", "f16 tol", "engine f16", "naive f16", "engine f32");
+  for (size_t x = 0; x < al::test::kQuantities; ++x)
+    std::printf("%-7s %-9.3f %-12.2e %-12.2e %-14.2e | %-9.3f %-12.2e %-12.2e %-14.2e\n", al::test::kQuantity[x],
+                worst_bf16.fraction[x], worst_bf16.engine[x], worst_bf16.naive[x], worst_bf16.engine32[x],
+                worst_f16.fraction[x], worst_f16.engine[x], worst_f16.naive[x], worst_f16.engine32[x]);
+  EXPECT_GT(multi_key_tile, kProblems / 100);
+  EXPECT_GT(decode, kProblems / 50);
+  EXPECT_GT(variants, kProblems / 3);
+}
+
+// A bfloat16 cache of 3 to 8 rows per K/V head takes its scores on the CPU's bfloat16 dot
+// products where it has them (AVX512_BF16; decode_strategy.hpp, bf16_dots): float32 sums of
+// the exact products, in another order than on converted values. Over random decoding
+// problems of the fused step's shapes (1 to 8 rows, d from 32 to 256, padding, caches of
+// up to 12 chunks), within the 16-bit accuracy rule of the test above (twice the naive
+// error in bfloat16's regime); split-KV bitwise the same for 1, 2 and 3 threads. Counted:
+// the dot products run on AVX-512 where the CPU has them, and nowhere else.
+TEST(EnginePrecisionAccuracy, BFloat16ScoresOnTheCpuDotProductsWithinTheAccuracyRule) {
+  const char* env = std::getenv("ATTNLAB_TEST_SEED");
+  const uint64_t seed = (env ? std::strtoull(env, nullptr, 10) : 20261127u) + 77;
+  const bool expect_dots = al::engine::target_name().rfind("AVX3", 0) == 0 && al::engine::cpu_has_bf16_dot_products();
+  const auto& counts = al::engine::testing::tile_counts();
+  const int64_t dots_before = counts.decode_bf16_dots.load(), fused_before = counts.decode_fused.load();
+  constexpr int kProblems = 60;
+  Used worst{};
+  std::set<int64_t> rows_seen;
+  for (int n = 0; n < kProblems; ++n) {
+    std::mt19937_64 rng(seed + static_cast<uint64_t>(n));
+    al::test::ProblemLimits lim;
+    lim.dims = {32, 64, 128, 256};
+    lim.max_seq_q = 2, lim.max_group = 8, lim.max_batch = 2, lim.max_kv_heads = 2;
+    lim.min_seq_k = al::engine::kDecodeChunkMin + 1,
+    lim.max_seq_k = n % 10 == 0 ? 12 * al::engine::kDecodeChunkMin : 1500;
+    lim.p_window = lim.p_softcap = lim.p_alibi = lim.p_packed = lim.p_mask_mod = lim.p_score_mod = lim.p_dropout = 0;
+    lim.p_bool_mask = lim.p_additive_mask = 0;
+    const al::test::Problem p = al::test::random_problem(rng, lim);
+    rows_seen.insert(p.Nq * (p.Hq / p.Hkv));
+    SCOPED_TRACE("seed " + std::to_string(seed + n) + ": " + p.describe());
+    worst.worst_of(check_16bit_against_reference<bfloat16>(p));
+    if (::testing::Test::HasFailure() && std::getenv("ATTNLAB_KEEP_GOING") == nullptr) break;
+  }
+  const int64_t dot_tiles = counts.decode_bf16_dots.load() - dots_before,
+                fused = counts.decode_fused.load() - fused_before;
+  if (expect_dots)
+    EXPECT_GT(dot_tiles, fused / 4) << "of " << fused << " fused tiles";
+  else
+    EXPECT_EQ(dot_tiles, 0) << "the dot products run only on AVX-512 CPUs that have them";
+  EXPECT_GE(rows_seen.size(), 6u);
+  std::printf("tiles on the bfloat16 dot products: %lld of %lld fused\n%-7s %-9s %-12s %-12s %-14s\n",
+              static_cast<long long>(dot_tiles), static_cast<long long>(fused), "", "tol used", "engine", "naive",
+              "engine f32");
+  for (size_t x = 0; x < al::test::kQuantities; ++x)
+    std::printf("%-7s %-9.3f %-12.2e %-12.2e %-14.2e\n", al::test::kQuantity[x], worst.fraction[x], worst.engine[x],
+                worst.naive[x], worst.engine32[x]);
+
+  // Split-KV over 5 chunks with key padding, 8 rows: bitwise the same for 1, 2 and 3 threads.
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  const int64_t B = 2, Hkv = 2, Hq = 16, Nk = 5 * al::engine::kDecodeChunkMin - 3, d = 128;
+  al::Tensor<bfloat16> q({B, Hq, 1, d}), k({B, Hkv, Nk, d}), v({B, Hkv, Nk, d});
+  for (auto* t : {&q, &k, &v})
+    for (bfloat16& x : t->storage()) x = bfloat16::from_float(nd(rng));
+  al::AttentionOptions<float> opt;
+  const std::vector<int64_t> key_lengths{Nk, Nk - 700};
+  opt.key_lengths = key_lengths;
+  std::vector<al::Tensor<bfloat16>> outs;
+  std::vector<al::Tensor<float>> lses;
+  const int64_t dots_at = counts.decode_bf16_dots.load();
+  for (int threads = 1; threads <= 3; ++threads) {
+    outs.emplace_back(al::Shape{B, Hq, 1, d}), lses.emplace_back(al::Shape{B, Hq, 1, 1});
+    al::attention_forward(q.view(), k.view(), v.view(), opt, {outs.back().view(), lses.back().view()},
+                          al::ComputeConfig{threads});
+  }
+  EXPECT_EQ(counts.decode_bf16_dots.load() > dots_at, expect_dots);
+  for (int t = 1; t < 3; ++t) {
+    int64_t differ = 0;
+    for (int64_t i = 0; i < outs[0].numel(); ++i) differ += outs[t].data()[i].bits != outs[0].data()[i].bits;
+    EXPECT_EQ(differ, 0) << t + 1 << " threads, out";
+    EXPECT_TRUE(al::test::same_bits(lses[t], lses[0])) << t + 1 << " threads, lse";
+  }
+}
