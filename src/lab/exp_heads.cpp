@@ -345,8 +345,6 @@ Verdict verdict_c11(const HeadsConfig& c, const std::vector<PolicyMeasure>& meas
               {"scaled_min", scaled_min},
               {"scaled_max", scaled_max},
               {"shape", attnlab::to_string(Shape{c.batch, c.heads, c.seq, c.d_k})},
-              {"batch", c.batch},
-              {"heads", c.heads},
               {"seq", c.seq},
               {"d_k", c.d_k},
               {"exact_tolerance", c.exact_tolerance},
