@@ -7,15 +7,18 @@
 //                   Var(e) = d_a Var(v) E[tanh²(u)] → 2 E[tanh²(N(0, σ_u²))]: bounded in d_k;
 //   multiplicative: Var(e) = d_a (2 d_in/(d_in + d_a))² = d_k when d_a = d_k: std grows as √d_k.
 // The additive score's own backward (additive_attention.cpp) is gradient-checked here too.
-#include <cmath>
 #include <fmt/format.h>
+
+#include <cmath>
+#include <numeric>
 
 #include "attnlab/softmax.hpp"
 #include "lab/additive_attention.hpp"
-#include "lab/lab_util.hpp"
-#include "lab/parallel.hpp"
 #include "lab/claims_data.hpp"
 #include "lab/experiments.hpp"
+#include "lab/lab_util.hpp"
+#include "lab/parallel.hpp"
+#include "lab/words.hpp"
 
 namespace attnlab::lab {
 namespace {
@@ -106,11 +109,7 @@ double gradient_check(uint64_t seed) {
   return worst;
 }
 
-double norm(const std::vector<double>& v) {
-  double s = 0;
-  for (double x : v) s += x * x;
-  return std::sqrt(s);
-}
+double norm(const std::vector<double>& v) { return std::sqrt(std::inner_product(v.begin(), v.end(), v.begin(), 0.0)); }
 
 // ---- measure ------------------------------------------------------------------
 
@@ -225,24 +224,12 @@ Scores measure_scores(const AdditiveConfig& c, RunContext& ctx) {
 
 // ---- figures ------------------------------------------------------------------
 
-Figure figure_scores(const AdditiveConfig& c, const Table& t) {
+Figure figure_scores(const AdditiveConfig& c, const Table& t, const Words& words) {
   const auto xs = t.column("d_k");
   Figure f;
   f.name = "additive_vs_multiplicative";
-  f.title = "";
-  f.caption = fmt::format(
-      "Top: the spread (standard deviation) of each score over random (h, s) pairs, against theory (dashed). With "
-      "the weights initialised as frameworks do ({}, each matrix scaled by its size), the additive score stays "
-      "bounded and the multiplicative one grows as √d_k. With the same W₁, W₂ but v drawn from N(0, 1), the "
-      "additive score grows as √d_k too: tanh alone does not bound it. Middle: the gradient reaching h. Bottom: the "
-      "largest weight of a softmax over the keys: the multiplicative scores saturate it.",
-      c.init == "xavier" ? "Xavier" : "here: N(0, 1), not scaled");
-  f.alt =
-      "Three log-log plots against d_k: the spread of the additive and multiplicative scores, the gradient "
-      "reaching h, and the softmax's mean largest weight. The multiplicative score's spread grows as the "
-      "square root of d_k and saturates the softmax, while the additive score stays bounded only when v is "
-      "initialised small.";
-  Panel ps = util::panel("spread of the score", "d_k", "std over (h, s) pairs", true, true);
+  words.fill(f, "figure", {{"init", words(c.init == "xavier" ? "figure.init_xavier" : "figure.init_standard_normal")}});
+  Panel ps = util::panel(words("figure.panel_spread"), "d_k", "std over (h, s) pairs", true, true);
   ps.series.push_back(util::series("additive", Style::points, xs, t.column("additive_std"), util::colour(2)));
   ps.series.push_back(util::series("", Style::theory, xs, t.column("additive_theory_std"), util::colour(2)));
   ps.series.push_back(util::series("additive, v ~ N(0,1)", Style::points, xs, t.column("additive_unit_v_std"), util::colour(3)));
@@ -251,11 +238,11 @@ Figure figure_scores(const AdditiveConfig& c, const Table& t) {
   ps.series.push_back(util::series("", Style::theory, xs, t.column("multiplicative_theory_std"), util::colour(1)));
   ps.legend_position = "below";
   ps.y_max = 3000;  // room above the curves for the legend
-  Panel pg = util::panel("gradient reaching h", "d_k", "median ‖∂e/∂h‖", true, true);
+  Panel pg = util::panel(words("figure.panel_gradient"), "d_k", "median ‖∂e/∂h‖", true, true);
   pg.series.push_back(util::series("additive", Style::linespoints, xs, t.column("additive_grad_h"), util::colour(2)));
   pg.series.push_back(util::series("multiplicative", Style::linespoints, xs, t.column("multiplicative_grad_h"), util::colour(1)));
   pg.legend_position = "below";
-  Panel pm = util::panel(fmt::format("softmax over {} keys", c.keys), "d_k", "mean largest weight", true, false);
+  Panel pm = util::panel(words("figure.panel_softmax", {{"keys", c.keys}}), "d_k", "mean largest weight", true, false);
   pm.series.push_back(util::series("additive", Style::linespoints, xs, t.column("additive_max_prob"), util::colour(2)));
   pm.series.push_back(util::series("multiplicative", Style::linespoints, xs, t.column("multiplicative_max_prob"), util::colour(1)));
   pm.series.push_back(util::series(fmt::format("uniform 1/{}", c.keys), Style::theory, {xs.front(), xs.back()},
@@ -272,7 +259,13 @@ Figure figure_scores(const AdditiveConfig& c, const Table& t) {
 
 // ---- verdicts -----------------------------------------------------------------
 
-Verdict verdict_c9(const AdditiveConfig& c, const Table& t, double grad_error, double consistency) {
+// The upper half of the sizes, where the powers are fitted (the additive theory has a d_a/(d_a + 1) factor at
+// small d).
+std::vector<double> upper_half(const std::vector<double>& per_size) {
+  return {per_size.begin() + static_cast<long>(per_size.size() / 2), per_size.end()};
+}
+
+Verdict verdict_c9(const AdditiveConfig& c, const Table& t, double grad_error, double consistency, const Words& words) {
   const auto xs = t.column("d_k");
   // Agreement with theory within ratio_tolerance, or 4 standard errors when sampling noise is larger
   // (few weight draws in a quick run); worst_* are in units of that allowance.
@@ -284,13 +277,8 @@ Verdict verdict_c9(const AdditiveConfig& c, const Table& t, double grad_error, d
     worst_add_in = std::max(worst_add_in, ea / std::max(c.ratio_tolerance, 4 * t.column("additive_rel_se")[i]));
     worst_mul_in = std::max(worst_mul_in, em / std::max(c.ratio_tolerance, 4 * t.column("multiplicative_rel_se")[i]));
   }
-  // Fitted powers over the upper half of the sizes (the additive theory has a d_a/(d_a + 1) factor at small d).
-  const size_t half = xs.size() / 2;
-  const std::vector<double> xs_hi(xs.begin() + static_cast<long>(half), xs.end());
-  auto upper = [&](const std::string& col) {
-    const auto& v = t.column(col);
-    return std::vector<double>(v.begin() + static_cast<long>(half), v.end());
-  };
+  const std::vector<double> xs_hi = upper_half(xs);
+  auto upper = [&](const std::string& col) { return upper_half(t.column(col)); };
   const double add_slope = util::loglog_slope(xs_hi, upper("additive_std"));
   const double mul_slope = util::loglog_slope(xs_hi, upper("multiplicative_std"));
   const double ses = claim_threshold("C9", "slope_standard_errors");
@@ -299,71 +287,64 @@ Verdict verdict_c9(const AdditiveConfig& c, const Table& t, double grad_error, d
       std::max(c.slope_tolerance, ses * util::loglog_slope_se(xs_hi, upper("multiplicative_rel_se")));
   Verdict v = make_verdict("C9");
   v.theory = 0;
-  v.theory_text = "std of the additive score: bounded, d_k^0 (→ √(2 E tanh²(N(0,2)))); multiplicative: d_k^½";
   v.measured = add_slope;
-  v.measured_text = fmt::format("fitted power of d_k (d_k ≥ {:g}): additive {:+.3f}, multiplicative {:+.3f}; worst "
-                                "|measured/theory − 1|: additive {:.3f}, multiplicative {:.3f}; gradient check {:.2g}; fast path vs "
-                                "forward {:.2g}",
-                                xs_hi.front(), add_slope, mul_slope, worst_add, worst_mul, grad_error, consistency);
   v.tolerance = add_allow;
-  v.unit = "fitted power of d_k of the additive score's std";
-  v.tolerance_unit = "largest distance from the power 0";
-  v.method = fmt::format(
-      "The std of each score over {}×{} random (h, s) pairs per weight draw (max(2, {}/d_k) draws per d_k), against "
-      "its theory (within {:g} relative) and as a fitted power of d_k over the upper half of the sizes "
-      "(additive 0 ± {:g}, multiplicative 0.5 ± {:g}; either allowance widened to {:g} standard errors "
-      "of the fit when sampling noise is larger); the hand-written backward of both scores "
-      "against central differences (≤ {:g}).",
-      c.queries, c.keys, c.weight_samples, c.ratio_tolerance, c.slope_tolerance, c.slope_tolerance, ses,
-      c.gradcheck_tolerance);
   v.outcome = util::outcome_of(std::abs(add_slope) <= add_allow && std::abs(mul_slope - 0.5) <= mul_allow &&
                                worst_add_in <= 1 && worst_mul_in <= 1 && grad_error <= c.gradcheck_tolerance &&
                                consistency <= claim_threshold("C9", "fast_path_agreement"));
   v.figure = "additive_vs_multiplicative";
   const auto& add_std = t.column("additive_std");
   const auto& mul_std = t.column("multiplicative_std");
-  v.plain = fmt::format(
-      "With size-scaled ({}) weights, the additive score's spread is {:.2g} at d_k = {:g} and {:.2g} at {:g} "
-      "(fitted power {:+.2f}), while the multiplicative score's grows from {:.2g} to {:.2g} (power {:+.2f}). The "
-      "conclusion holds with this initialisation; the claim's reason does not: what bounds the additive score is v's "
-      "small initial size, not tanh (the second check).",
-      c.init == "xavier" ? "Xavier" : "N(0, 1)", add_std.front(), xs.front(), add_std.back(), xs.back(), add_slope,
-      mul_std.front(), mul_std.back(), mul_slope);
+  words.fill(v, "c9",
+             {{"d_fit", xs_hi.front()},
+              {"add_slope", add_slope},
+              {"mul_slope", mul_slope},
+              {"worst_add", worst_add},
+              {"worst_mul", worst_mul},
+              {"grad_error", grad_error},
+              {"consistency", consistency},
+              {"queries", c.queries},
+              {"keys", c.keys},
+              {"weight_samples", c.weight_samples},
+              {"ratio_tolerance", c.ratio_tolerance},
+              {"slope_tolerance", c.slope_tolerance},
+              {"standard_errors", ses},
+              {"gradcheck_tolerance", c.gradcheck_tolerance},
+              {"init", words(c.init == "xavier" ? "c9.init_xavier" : "c9.init_standard_normal")},
+              {"add_first", add_std.front()},
+              {"add_last", add_std.back()},
+              {"mul_first", mul_std.front()},
+              {"mul_last", mul_std.back()},
+              {"d_first", xs.front()},
+              {"d_last", xs.back()}});
   return v;
 }
 
 // C9's stated reason, checked as part of the claim: does tanh's bound alone keep the additive
 // score's spread flat? With v ~ N(0, 1) (the same W₁, W₂ and inputs), Var(e) = d_a·E[tanh²(u)]
 // grows as d_a: no. A claim whose reason fails is not confirmed by its conclusion holding.
-Verdict verdict_tanh_bound(const AdditiveConfig& c, const Table& t) {
+Verdict verdict_tanh_bound(const AdditiveConfig& c, const Table& t, const Words& words) {
   const auto xs = t.column("d_k");
-  const size_t half = xs.size() / 2;
-  const std::vector<double> xs_hi(xs.begin() + static_cast<long>(half), xs.end());
+  const std::vector<double> xs_hi = upper_half(xs);
   const auto& col = t.column("additive_unit_v_std");
-  const auto& se = t.column("additive_unit_v_rel_se");
-  const std::vector<double> hi(col.begin() + static_cast<long>(half), col.end()), se_hi(se.begin() + static_cast<long>(half), se.end());
-  const double slope = util::loglog_slope(xs_hi, hi);
-  const double allow = std::max(c.slope_tolerance, 4 * util::loglog_slope_se(xs_hi, se_hi));
+  const double slope = util::loglog_slope(xs_hi, upper_half(col));
+  const double allow =
+      std::max(c.slope_tolerance, 4 * util::loglog_slope_se(xs_hi, upper_half(t.column("additive_unit_v_rel_se"))));
   Verdict v = make_verdict("C9");
-  v.title = "tanh's bound alone keeps the additive score's spread flat (v ~ N(0, 1))";
+  v.title = words("tanh.title");
   v.theory = 0;
-  v.theory_text = "if tanh ∈ [−1, 1] were the reason, the spread would not grow with d_k whatever v's initialisation "
-                  "(fitted power 0); the variance of vᵀtanh(u) is d_a·Var(v)·E[tanh²(u)], which grows as d_a when Var(v) = 1";
   v.measured = slope;
-  v.measured_text = fmt::format("std of vᵀtanh(W₁h + W₂s) with v ~ N(0, 1): {:.3g} at d_k = {:g}, {:.3g} at {:g}; fitted "
-                                "power of d_k (d_k ≥ {:g}) {:+.3f}",
-                                col.front(), xs.front(), col.back(), xs.back(), xs_hi.front(), slope);
   v.tolerance = allow;
-  v.unit = "fitted power of d_k of the score's std";
-  v.tolerance_unit = "largest distance from the power 0";
-  v.method = fmt::format("The same weights W₁, W₂ and inputs as the main check, with v drawn from N(0, 1): confirmed if "
-                         "the fitted power of d_k over the upper half of the sizes is 0 ± {:.2g}.",
-                         allow);
   v.outcome = util::outcome_of(std::abs(slope) <= allow);
   v.figure = "additive_vs_multiplicative";
-  v.plain = fmt::format("No: with v drawn from N(0, 1) the additive score's spread grows as d_k^{:.2f}, like the dot "
-                        "product's (d_k^0.5). The bound comes from initialising v small (variance ~2/d_a), not from tanh.",
-                        slope);
+  words.fill(v, "tanh",
+             {{"std_first", col.front()},
+              {"std_last", col.back()},
+              {"d_first", xs.front()},
+              {"d_last", xs.back()},
+              {"d_fit", xs_hi.front()},
+              {"slope", slope},
+              {"allowed", allow}});
   return v;
 }
 
@@ -371,10 +352,12 @@ Result run_additive(const AdditiveConfig& c, RunContext& ctx) {
   const double grad_error = gradient_check(ctx.seed);
   const Scores scores = measure_scores(c, ctx);
 
+  const Words words("additive");
   Result result;
   result.tables = {scores.table};
-  result.figures = {figure_scores(c, scores.table)};
-  result.verdicts = {verdict_c9(c, scores.table, grad_error, scores.consistency), verdict_tanh_bound(c, scores.table)};
+  result.figures = {figure_scores(c, scores.table, words)};
+  result.verdicts = {verdict_c9(c, scores.table, grad_error, scores.consistency, words),
+                     verdict_tanh_bound(c, scores.table, words)};
   return result;
 }
 

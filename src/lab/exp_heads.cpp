@@ -5,15 +5,18 @@
 // diagnostics). Then per-head saturation with and without the scale: each head's
 // q and k are drawn with their own σ_h (heads differ in practice), so the heads
 // whose dot products are larger saturate first when the scale is missing.
-#include <cmath>
 #include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
 
 #include "attnlab/attention.hpp"
 #include "attnlab/reference.hpp"
-#include "core/attention_results.hpp"
 #include "attnlab/softmax.hpp"
-#include "lab/lab_util.hpp"
+#include "core/attention_results.hpp"
 #include "lab/experiments.hpp"
+#include "lab/lab_util.hpp"
+#include "lab/words.hpp"
 
 namespace attnlab::lab {
 namespace {
@@ -253,26 +256,21 @@ PolicyMeasure measure_policy(const HeadsConfig& c, const Inputs& in, const Views
 // ---- figures ------------------------------------------------------------------
 
 // measured[0] without the scale, measured[1] with 1/√d_k.
-Figure figure_heads(const HeadsConfig& c, const std::vector<PolicyMeasure>& measured) {
-  const int64_t B = c.batch, H = c.heads, S = c.seq, D = c.d_k;
+Figure figure_heads(const HeadsConfig& c, const std::vector<PolicyMeasure>& measured, const Words& words) {
+  const int64_t H = c.heads, S = c.seq;
   Figure f;
   f.name = "heads";
-  f.title = "";
-  f.caption = fmt::format(
-      "Article 001's BERT shapes: batch {}, {} heads, {} positions, d_k = {}. Each head's queries "
-      "and keys have their own spread σ_h, from {:g} (head 1) to {:g} (head {}). First two panels: the share of "
-      "saturated rows (largest weight above 0.99) and the mean entropy per head. Without the scale "
-      "many rows of every head are saturated, more in heads with larger σ_h; with 1/√d_k none are. "
-      "Then: the attention weights of head {} (batch 0), one row per query, both ways.",
-      B, H, S, D, c.sigma_min, c.sigma_max, H, H);
-  f.alt =
-      "Per head of a BERT-shaped layer: the share of saturated rows and the mean row entropy, without a "
-      "scale and with 1/√d_k, then heatmaps of one head's attention weights both ways. Without the scale "
-      "many rows of every head are saturated (near one-hot heatmap rows); with 1/√d_k none are.";
+  words.fill(f, "figure",
+             {{"batch", c.batch},
+              {"heads", H},
+              {"seq", S},
+              {"d_k", c.d_k},
+              {"sigma_min", c.sigma_min},
+              {"sigma_max", c.sigma_max}});
   std::vector<double> hx;
   for (int64_t h = 0; h < H; ++h) hx.push_back(static_cast<double>(h + 1));
   const std::string head_label = fmt::format("head (σ of q, k from {:g} to {:g})", c.sigma_min, c.sigma_max);
-  Panel ps = util::panel("saturated rows per head", head_label, "fraction of rows", false, false);
+  Panel ps = util::panel(words("figure.panel_saturated"), head_label, "fraction of rows", false, false);
   ps.series.push_back(util::series("no scale", Style::linespoints, hx, measured[0].saturated, util::colour(1)));
   ps.series.push_back(util::series("1/√d_k", Style::linespoints, hx, measured[1].saturated, util::colour(0)));
   ps.y_min = -0.02;
@@ -281,7 +279,7 @@ Figure figure_heads(const HeadsConfig& c, const std::vector<PolicyMeasure>& meas
   ps.x_max = static_cast<double>(H) + 0.5;
   ps.x_tics = hx;
   ps.legend_position = "below";
-  Panel pe = util::panel("mean row entropy per head", head_label, "entropy (nats)", false, false);
+  Panel pe = util::panel(words("figure.panel_entropy"), head_label, "entropy (nats)", false, false);
   pe.series.push_back(util::series("no scale", Style::linespoints, hx, measured[0].entropy, util::colour(1)));
   pe.series.push_back(util::series("1/√d_k", Style::linespoints, hx, measured[1].entropy, util::colour(0)));
   pe.series.push_back(util::series(fmt::format("uniform: ln {}", S), Style::theory, {0.5, static_cast<double>(H) + 0.5},
@@ -295,7 +293,7 @@ Figure figure_heads(const HeadsConfig& c, const std::vector<PolicyMeasure>& meas
   f.panels = {ps, pe};
   for (size_t pi = 0; pi < 2; ++pi) {
     Panel hp;
-    hp.title = fmt::format("P of head {}, {}", H, pi == 0 ? "no scale" : "1/√d_k");
+    hp.title = words(pi == 0 ? "figure.panel_p_none" : "figure.panel_p_scaled", {{"heads", H}});
     hp.x_label = "key j";
     hp.y_label = "query i";
     Heatmap hm;
@@ -313,7 +311,13 @@ Figure figure_heads(const HeadsConfig& c, const std::vector<PolicyMeasure>& meas
 
 // ---- verdicts -----------------------------------------------------------------
 
-Verdict verdict_c11(const HeadsConfig& c, const std::vector<PolicyMeasure>& measured) {
+// The smallest and largest share of saturated rows over the heads, in percent.
+std::pair<double, double> saturated_percent(const PolicyMeasure& m) {
+  const auto [lo, hi] = std::minmax_element(m.saturated.begin(), m.saturated.end());
+  return {100 * *lo, 100 * *hi};
+}
+
+Verdict verdict_c11(const HeadsConfig& c, const std::vector<PolicyMeasure>& measured, const Words& words) {
   double worst_exact = 0, worst_engine = 0, worst_engine_p = 0, worst_engine_grad = 0;
   for (const auto& m : measured) {
     worst_exact = std::max(worst_exact, m.exact);
@@ -321,42 +325,36 @@ Verdict verdict_c11(const HeadsConfig& c, const std::vector<PolicyMeasure>& meas
     worst_engine_grad = std::max(worst_engine_grad, m.engine.grad);
     worst_engine_p = std::max(worst_engine_p, m.engine.rows);
   }
-  const auto& sat = measured;
-  const Shape shape{c.batch, c.heads, c.seq, c.d_k};
+  const auto [none_min, none_max] = saturated_percent(measured[0]);
+  const auto [scaled_min, scaled_max] = saturated_percent(measured[1]);
   Verdict vd = make_verdict("C11");
   vd.theory = 0;
-  vd.theory_text = "one batched call on [B, H, S, d_k] = the same attention head by head; scores [B, H, S, S]";
   vd.measured = worst_exact;
-  vd.measured_text = fmt::format("layout {}: max |batched − per head| over out, L, dQ, dK, dV = {:.2g}; float engine "
-                                 "vs reference {:.2g} (out, relative), {:.2g} (dQ, dK, dV, relative), {:.2g} (max p, entropy); no scale saturates "
-                                 "{:.0f}–{:.0f} % of rows per head, 1/√d_k {:.0f}–{:.0f} %",
-                                 c.layout, worst_exact, worst_engine, worst_engine_grad, worst_engine_p,
-                                 100 * *std::min_element(sat[0].saturated.begin(), sat[0].saturated.end()),
-                                 100 * *std::max_element(sat[0].saturated.begin(), sat[0].saturated.end()),
-                                 100 * *std::min_element(sat[1].saturated.begin(), sat[1].saturated.end()),
-                                 100 * *std::max_element(sat[1].saturated.begin(), sat[1].saturated.end()));
   vd.tolerance = c.exact_tolerance;
-  vd.unit = "largest absolute difference, batched − head by head";
-  vd.method = fmt::format("Q, K, V of shape {} through the double reference in one call (forward and backward) and "
-                          "head by head on [1, 1, {}, {}] slices: the largest difference must be ≤ {:g}; the float "
-                          "engine's output, gradients and row diagnostics (batched) must agree with the reference "
-                          "within {:g} (float rounding of {}-term sums, relative to the largest entry).",
-                          attnlab::to_string(shape), c.seq, c.d_k, c.exact_tolerance, c.engine_tolerance,
-                          std::max(c.seq, c.d_k));
   vd.outcome = util::outcome_of(worst_exact <= c.exact_tolerance && worst_engine <= c.engine_tolerance &&
                                 worst_engine_grad <= c.engine_tolerance && worst_engine_p <= c.engine_tolerance);
   vd.figure = "heads";
-  const double scaled_max = *std::max_element(sat[1].saturated.begin(), sat[1].saturated.end());
-  vd.plain = fmt::format("Q, K, V of shape [{}, {}, {}, {}] in one batched call give {} the outputs and gradients of "
-                         "the same attention computed head by head; the fast float32 engine agrees with the exact "
-                         "reference to {} (relative). Without the scale {:.0f}–{:.0f} % of each head's rows are "
-                         "saturated at this d_k; with it, {}.",
-                         c.batch, c.heads, c.seq, c.d_k,
-                         worst_exact == 0 ? std::string("exactly") : "to " + util::pretty(worst_exact, 1) + ",",
-                         util::pretty(std::max(worst_engine, worst_engine_grad), 1),
-                         100 * *std::min_element(sat[0].saturated.begin(), sat[0].saturated.end()),
-                         100 * *std::max_element(sat[0].saturated.begin(), sat[0].saturated.end()),
-                         scaled_max == 0 ? std::string("none") : fmt::format("at most {:.0f} %", 100 * scaled_max));
+  words.fill(vd, "c11",
+             {{"layout", c.layout},
+              {"exact", worst_exact},
+              {"engine_out", worst_engine},
+              {"engine_grad", worst_engine_grad},
+              {"engine_rows", worst_engine_p},
+              {"none_min", none_min},
+              {"none_max", none_max},
+              {"scaled_min", scaled_min},
+              {"scaled_max", scaled_max},
+              {"shape", attnlab::to_string(Shape{c.batch, c.heads, c.seq, c.d_k})},
+              {"seq", c.seq},
+              {"d_k", c.d_k},
+              {"exact_tolerance", c.exact_tolerance},
+              {"engine_tolerance", c.engine_tolerance},
+              {"terms", std::max(c.seq, c.d_k)},
+              {"exactness", worst_exact == 0 ? words("c11.exactly")
+                                             : words("c11.to_within", {{"difference", util::pretty(worst_exact, 1)}})},
+              {"engine", util::pretty(std::max(worst_engine, worst_engine_grad), 1)},
+              {"scaled",
+               scaled_max == 0 ? words("c11.scaled_none") : words("c11.scaled_at_most", {{"percent", scaled_max}})}});
   return vd;
 }
 
@@ -371,11 +369,12 @@ Result run_heads(const HeadsConfig& c, RunContext& ctx) {
                            attnlab::to_string(views.q.shape())));
     measured.push_back(measure_policy(c, in, views, policies[pi], static_cast<double>(pi), table));
   }
+  const Words words("heads");
   Result result;
   result.tables = {table};
-  result.notes.push_back("heads.csv: policy 0 = none, 1 = inv_sqrt_d");
-  result.figures = {figure_heads(c, measured)};
-  result.verdicts = {verdict_c11(c, measured)};
+  result.notes.push_back(words("note"));
+  result.figures = {figure_heads(c, measured, words)};
+  result.verdicts = {verdict_c11(c, measured, words)};
   return result;
 }
 

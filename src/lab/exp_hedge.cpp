@@ -18,6 +18,7 @@
 #include "lab/experiments.hpp"
 #include "lab/lab_util.hpp"
 #include "lab/study_across.hpp"
+#include "lab/words.hpp"
 
 namespace attnlab::lab {
 namespace {
@@ -155,24 +156,23 @@ Measured measure(const HedgeConfig& c, const Resolved& r, RunContext& ctx) {
   return m;
 }
 
-Figure figure_hedge(const HedgeConfig& c, const Resolved& r, const Measured& m) {
+// The rates tried, as the words list them.
+std::string rates_text(const Resolved& r) { return fmt::format("{}", fmt::join(r.rates, ", ")); }
+
+Figure figure_hedge(const HedgeConfig& c, const Resolved& r, const Measured& m, const Words& words) {
   Figure f;
   f.name = "hedge";
   const int64_t censored = r.steps + std::max<int64_t>(1, r.steps / 15);
-  f.caption = fmt::format(
-      "Additive attention against the dot product without and with 1/√d_k, in the training study's model, Adam, {} "
-      "steps for all, each score and d_k at its best learning rate of {{{}}}, {} seeds. Top: median steps to {:.0f} % "
-      "held-out accuracy (band: lowest to highest seed; a seed that never reached it is drawn at {}, beyond the "
-      "budget). "
-      "Bottom: held-out accuracy along training at d_k = {} (line: median over seeds; band: lowest to highest).",
-      r.steps, fmt::join(r.rates, ", "), r.seeds, 100 * c.threshold, censored, r.dims.back());
-  f.alt =
-      "Median training steps to the accuracy threshold against d_k for additive attention and the dot "
-      "product without and with 1/√d_k, then held-out accuracy along training at the largest d_k. Shows "
-      "whether additive attention learns faster than the unscaled dot product at large d_k and whether the "
-      "scale closes the gap.";
-  Panel ps = util::panel("steps to reach 90 %", "d_k", "steps", true, false);
-  Panel pc = util::panel(fmt::format("d_k = {}", r.dims.back()), "step", "held-out accuracy", false, false);
+  words.fill(f, "figure",
+             {{"steps", r.steps},
+              {"rates", rates_text(r)},
+              {"seeds", r.seeds},
+              {"percent", 100 * c.threshold},
+              {"censored", censored},
+              {"d_k", r.dims.back()}});
+  Panel ps = util::panel(words("figure.panel_steps"), "d_k", "steps", true, false);
+  Panel pc =
+      util::panel(words("figure.panel_curves", {{"d_k", r.dims.back()}}), "step", "held-out accuracy", false, false);
   const auto xs = util::to_double(r.dims);
   for (size_t si = 0; si < 3; ++si) {
     std::vector<double> med, lo, hi;
@@ -222,40 +222,36 @@ bool worse(const train::CellSummary& a, const train::CellSummary& b, double slow
          a.mean_final_accuracy <= b.mean_final_accuracy - 0.1;
 }
 
-std::string cell_text(const train::CellSummary& c, int64_t steps) {
-  return fmt::format("{}/{} seeds, median {} steps, accuracy {:.2f} (rate {:g})", c.reached, c.runs,
-                     c.median_censored ? fmt::format(">{}", steps) : fmt::format("{:g}", c.median_steps),
-                     c.mean_final_accuracy, c.lr);
+// A cell's median steps to the threshold; `over_key` words a median beyond the budget.
+std::string median_text(const train::CellSummary& c, int64_t steps, const char* over_key, const Words& words) {
+  return c.median_censored ? words(over_key, {{"steps", steps}}) : words("median", {{"median", c.median_steps}});
 }
 
-Verdict verdict_beats_unscaled(const HedgeConfig& c, const Resolved& r, const Measured& m) {
+std::string cell_text(const train::CellSummary& c, int64_t steps, const Words& words) {
+  return words("cell", {{"reached", c.reached},
+                        {"runs", c.runs},
+                        {"median", median_text(c, steps, "cell.median_over", words)},
+                        {"accuracy", c.mean_final_accuracy},
+                        {"lr", c.lr}});
+}
+
+Verdict verdict_beats_unscaled(const HedgeConfig& c, const Resolved& r, const Measured& m, const Words& words) {
   const auto& add = m.best_cells[0];
   const auto& none = m.best_cells[1];
   const size_t last = r.dims.size() - 1;
   const bool additive_learns = 3 * add[last].reached >= 2 * add[last].runs;
   Verdict v = make_verdict("C20");
-  v.theory_text = "at the largest d_k the unscaled dot product learns worse than additive attention";
   v.theory = c.slower;
   v.measured = none[last].median_steps / add[last].median_steps;
-  v.measured_text = fmt::format("at d_k = {}: additive {}; unscaled {}", r.dims.back(), cell_text(add[last], r.steps),
-                                cell_text(none[last], r.steps));
   v.tolerance = c.slower;
-  v.unit = fmt::format("ratio of median steps to {:.0f} %, unscaled / additive", 100 * c.threshold);
-  v.theory_unit = "ratio of median steps from which the dot product counts as slower";
-  v.tolerance_unit = "ratio of median steps from which the dot product counts as slower";
-  v.method = fmt::format(
-      "Each score and d_k at its best rate (rates {{{}}}; {}). At the largest d_k: confirmed when the unscaled dot product "
-      "learns worse than additive attention (fewer seeds reach {:.0f} %, or ≥ {:g}× the median steps, or a mean final "
-      "accuracy 0.1 lower); refuted when it learns as well; inconclusive when additive attention itself fails in more "
-      "than a third of the seeds. The same comparison at every d_k is listed by range.",
-      fmt::join(r.rates, ", "), c.full ? "chosen on 3 other seeds" : "chosen on the seeds reported", 100 * c.threshold, c.slower);
   v.outcome = !additive_learns ? Outcome::inconclusive : util::outcome_of(worse(none[last], add[last], c.slower));
   v.figure = "hedge";
   v.range_variable = "d_k";
   for (size_t di = 0; di < r.dims.size(); ++di) {
     const Outcome o = util::outcome_of(worse(none[di], add[di], c.slower));
-    const std::string text = fmt::format("d_k {}: additive {}; unscaled {}", r.dims[di], cell_text(add[di], r.steps),
-                                         cell_text(none[di], r.steps));
+    const std::string text = words("c20.range", {{"d_k", r.dims[di]},
+                                                 {"additive", cell_text(add[di], r.steps, words)},
+                                                 {"unscaled", cell_text(none[di], r.steps, words)}});
     const double x = static_cast<double>(r.dims[di]);
     if (!v.ranges.empty() && v.ranges.back().outcome == o)
       v.ranges.back().to = x, v.ranges.back().text += "; " + text;
@@ -264,50 +260,51 @@ Verdict verdict_beats_unscaled(const HedgeConfig& c, const Resolved& r, const Me
   }
   std::string small;
   if (r.dims.size() > 1)
-    small = fmt::format(" At d_k = {} the two {}.", r.dims.front(),
-                        worse(none.front(), add.front(), c.slower) ? "already differ: the unscaled dot product is slower"
-                                                                    : "perform similarly, as the paper says");
-  v.plain = fmt::format(
-      "With the same budget and each at its best learning rate, at d_k = {} additive attention reaches {:.0f} % in {} of "
-      "{} seeds (median {} steps) and the unscaled dot product in {} (median {}).{} {}",
-      r.dims.back(), 100 * c.threshold, add[last].reached, add[last].runs,
-      add[last].median_censored ? fmt::format("more than {}", r.steps) : fmt::format("{:g}", add[last].median_steps),
-      none[last].reached, none[last].median_censored ? fmt::format("more than {}", r.steps) : fmt::format("{:g}", none[last].median_steps),
-      small,
-      v.outcome == Outcome::confirmed ? "Britz et al.'s observation, which Vaswani et al. cite, holds in this model."
-      : v.outcome == Outcome::refuted ? "Here the unscaled dot product learns as well as additive attention."
-                                      : "Additive attention itself does not learn reliably here, so the comparison is open.");
+    small = words(worse(none.front(), add.front(), c.slower) ? "c20.small_differ" : "c20.small_similar",
+                  {{"d_k", r.dims.front()}});
+  const char* conclusion = v.outcome == Outcome::confirmed ? "c20.confirmed"
+                           : v.outcome == Outcome::refuted ? "c20.refuted"
+                                                           : "c20.inconclusive";
+  words.fill(v, "c20",
+             {{"d_k", r.dims.back()},
+              {"additive", cell_text(add[last], r.steps, words)},
+              {"unscaled", cell_text(none[last], r.steps, words)},
+              {"percent", 100 * c.threshold},
+              {"rates", rates_text(r)},
+              {"chosen", words(c.full ? "c20.chosen_full" : "c20.chosen_quick")},
+              {"slower", c.slower},
+              {"add_reached", add[last].reached},
+              {"add_runs", add[last].runs},
+              {"add_median", median_text(add[last], r.steps, "median.more_than", words)},
+              {"none_reached", none[last].reached},
+              {"none_median", median_text(none[last], r.steps, "median.more_than", words)},
+              {"small", small},
+              {"conclusion", words(conclusion)}});
   return v;
 }
 
-Verdict verdict_scale_closes(const HedgeConfig& c, const Resolved& r, const Measured& m) {
+Verdict verdict_scale_closes(const HedgeConfig& c, const Resolved& r, const Measured& m, const Words& words) {
   const auto& add = m.best_cells[0].back();
   const auto& scaled = m.best_cells[2].back();
   Verdict v = make_verdict("C20");
-  v.title = "With 1/√d_k the dot product learns at least as well as additive attention";
-  v.theory_text = "at the largest d_k, 1/√d_k does not learn worse than additive attention";
+  v.title = words("scale.title");
   v.theory = c.slower;
   v.measured = scaled.median_steps / add.median_steps;
-  v.measured_text = fmt::format("at d_k = {}: 1/√d_k {}; additive {}", r.dims.back(), cell_text(scaled, r.steps),
-                                cell_text(add, r.steps));
   v.tolerance = c.slower;
-  v.unit = fmt::format("ratio of median steps to {:.0f} %, 1/√d_k / additive", 100 * c.threshold);
-  v.theory_unit = "ratio of median steps from which the dot product counts as slower";
-  v.tolerance_unit = "ratio of median steps from which the dot product counts as slower";
-  v.method = fmt::format("At the largest d_k, each at its best rate: refuted when 1/√d_k learns worse than additive "
-                         "attention (fewer seeds reach {:.0f} %, or ≥ {:g}× the median steps, or 0.1 lower accuracy); "
-                         "confirmed otherwise.",
-                         100 * c.threshold, c.slower);
   v.outcome = util::outcome_of(!worse(scaled, add, c.slower));
   v.figure = "hedge";
-  v.plain = fmt::format("At d_k = {} the scaled dot product reaches {:.0f} % in {} of {} seeds (median {} steps), against "
-                        "additive attention's {} (median {}): {}",
-                        r.dims.back(), 100 * c.threshold, scaled.reached, scaled.runs,
-                        scaled.median_censored ? fmt::format("more than {}", r.steps) : fmt::format("{:g}", scaled.median_steps),
-                        add.reached, add.median_censored ? fmt::format("more than {}", r.steps) : fmt::format("{:g}", add.median_steps),
-                        v.outcome == Outcome::confirmed
-                            ? "dividing by √d_k recovers what the unscaled dot product loses, at the cost of nothing."
-                            : "here additive attention keeps an advantage the scale does not close.");
+  words.fill(v, "scale",
+             {{"d_k", r.dims.back()},
+              {"scaled", cell_text(scaled, r.steps, words)},
+              {"additive", cell_text(add, r.steps, words)},
+              {"percent", 100 * c.threshold},
+              {"slower", c.slower},
+              {"scaled_reached", scaled.reached},
+              {"scaled_runs", scaled.runs},
+              {"scaled_median", median_text(scaled, r.steps, "median.more_than", words)},
+              {"add_reached", add.reached},
+              {"add_median", median_text(add, r.steps, "median.more_than", words)},
+              {"conclusion", words(v.outcome == Outcome::confirmed ? "scale.confirmed" : "scale.not_confirmed")}});
   return v;
 }
 
@@ -315,19 +312,20 @@ Result run_hedge(const HedgeConfig& c, RunContext& ctx) {
   const Resolved r = resolve(c);
   const Measured m = measure(c, r, ctx);
   Result res;
-  res.setup = fmt::format(
-      "The training study's model (one attention block, pre-LayerNorm, d_model = {}, W_q, W_k ~ N(0, 1/d_model)) on "
-      "associative recall with three scores: additive aᵀ tanh(q_i + k_j) (a ~ N(0, 1/d_k), no scale), q·k and "
-      "q·k/√d_k; d_k = {}. Adam, warm-up over the first {} steps then cosine decay, {} steps for every score; each score "
-      "and d_k at every peak rate of {{{}}} and reported at its best, {}; {} seeds.",
-      c.d_model, fmt::join(r.dims, ", "), std::max<int64_t>(1, r.steps / 15), r.steps, fmt::join(r.rates, ", "),
-      c.full ? "the rate chosen on 3 other seeds" : "the rate chosen on the seeds reported", r.seeds);
+  const Words words("hedge");
+  res.setup = words("setup", {{"d_model", c.d_model},
+                              {"dims", fmt::format("{}", fmt::join(r.dims, ", "))},
+                              {"warmup", std::max<int64_t>(1, r.steps / 15)},
+                              {"steps", r.steps},
+                              {"rates", rates_text(r)},
+                              {"chosen", words(c.full ? "setup.chosen_full" : "setup.chosen_quick")},
+                              {"seeds", r.seeds}});
   res.config = {{"dims", fmt::format("{}", fmt::join(r.dims, ","))}, {"rates", fmt::format("{}", fmt::join(r.rates, ","))},
                 {"seeds", std::to_string(r.seeds)}, {"steps", std::to_string(r.steps)}};
   res.tables = {m.best, m.cells};
-  res.notes.push_back("hedge_*.csv: score 0 = additive, 1 = unscaled dot product, 2 = 1/√d_k");
-  res.figures = {figure_hedge(c, r, m)};
-  res.verdicts = {verdict_beats_unscaled(c, r, m), verdict_scale_closes(c, r, m)};
+  res.notes.push_back(words("note"));
+  res.figures = {figure_hedge(c, r, m, words)};
+  res.verdicts = {verdict_beats_unscaled(c, r, m, words), verdict_scale_closes(c, r, m, words)};
   return res;
 }
 

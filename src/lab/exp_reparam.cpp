@@ -13,15 +13,17 @@
 // step of SGD changes the logits √d_k times as much, and a step of Adam (which normalises the
 // gradient's size away) d_k^(1/4) times as much, as the same step on the scaled model. The
 // first Adam step measures that (train::trace_logits, the logits' change after each step).
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
-#include <fmt/format.h>
 
 #include "attnlab/train.hpp"
 #include "lab/claims_data.hpp"
 #include "lab/experiments.hpp"
 #include "lab/lab_util.hpp"
 #include "lab/parallel.hpp"
+#include "lab/words.hpp"
 
 namespace attnlab::lab {
 namespace {
@@ -180,24 +182,20 @@ Measured measure(const ReparamConfig& c, const Resolved& r, RunContext& ctx) {
   return m;
 }
 
-Figure figure_reparam(const ReparamConfig& c, const Resolved& r, const Measured& m) {
+const char* optimizer_name(const ReparamConfig& c) { return c.optimizer == "sgd" ? "SGD" : "Adam"; }
+
+Figure figure_reparam(const ReparamConfig& c, const Resolved& r, const Measured& m, const Words& words) {
   Figure f;
   f.name = "reparam_curves";
-  f.caption = fmt::format(
-      "The training study's model at d_k = {}, {} at learning rate {:g} for all three, {} seeds each. Top: held-out "
-      "accuracy along training (line: median over seeds; band: lowest to highest seed); dashed: {:.0f} %. Bottom: how "
-      "far "
-      "the first {} steps move the attention logits (seed 1). “Smaller W_q, W_k”: drawn d_k^(−1/4) as large as usual, "
-      "so that the unscaled model starts from exactly the scaled model's logits; each step still moves its logits "
-      "more.",
-      c.d_k, c.optimizer == "sgd" ? "SGD" : "Adam", c.lr, r.seeds, 100 * c.threshold, c.trace_steps);
-  f.alt =
-      "Held-out accuracy against the training step for scaled attention, unscaled attention, and unscaled "
-      "attention with W_q and W_k initialised d_k^(−1/4) smaller, then how far the first steps move the "
-      "logits. Shows whether the smaller initialisation makes unscaled attention learn like scaled "
-      "attention.";
-  Panel pa = util::panel("held-out accuracy", "step", "accuracy", false, false);
-  Panel pt = util::panel("the logits' change in the first steps", "step", "RMS of S_t − S_0", false, true);
+  words.fill(f, "figure",
+             {{"d_k", c.d_k},
+              {"optimizer", optimizer_name(c)},
+              {"lr", c.lr},
+              {"seeds", r.seeds},
+              {"percent", 100 * c.threshold},
+              {"trace_steps", c.trace_steps}});
+  Panel pa = util::panel(words("figure.panel_accuracy"), "step", "accuracy", false, false);
+  Panel pt = util::panel(words("figure.panel_change"), "step", "RMS of S_t − S_0", false, true);
   for (size_t a = 0; a < 3; ++a) {
     const ArmSummary& s = m.arms[a];
     pa.series.push_back(util::band("", s.x, s.acc_lo, s.acc_hi, kArmColours[a]));
@@ -221,15 +219,15 @@ Figure figure_reparam(const ReparamConfig& c, const Resolved& r, const Measured&
   return f;
 }
 
-std::string steps_text(const ArmSummary& s, int64_t seeds, int64_t steps) {
-  if (2 * s.reached < seeds) return fmt::format("{} of {} seeds reach it within {} steps", s.reached, seeds, steps);
-  if (s.reached == seeds) return fmt::format("median {:g} steps ({:g}–{:g}, all {} seeds)", s.median, s.lo, s.hi, seeds);
-  return fmt::format("median {:g} steps ({} of {} seeds within {} steps, the fastest in {:g})", s.median, s.reached, seeds,
-                     steps, s.lo);
+std::string steps_text(const ArmSummary& s, int64_t seeds, int64_t steps, const Words& words) {
+  const char* key = 2 * s.reached < seeds ? "steps.few" : s.reached == seeds ? "steps.all" : "steps.most";
+  return words(
+      key,
+      {{"reached", s.reached}, {"seeds", seeds}, {"steps", steps}, {"median", s.median}, {"lo", s.lo}, {"hi", s.hi}});
 }
 
 // The main check: the stand-in arm learns like the scaled one, the plain unscaled one does not.
-Verdict verdict_c19(const ReparamConfig& c, const Resolved& r, const Measured& m) {
+Verdict verdict_c19(const ReparamConfig& c, const Resolved& r, const Measured& m, const Words& words) {
   const ArmSummary &scaled = m.arms[0], &plain = m.arms[1], &stand_in = m.arms[2];
   // "Within the seeds' spread": inside the scaled arm's lowest..highest, widened by one evaluation interval.
   const double lo = scaled.lo - static_cast<double>(r.eval_every), hi = scaled.hi + static_cast<double>(r.eval_every);
@@ -239,43 +237,28 @@ Verdict verdict_c19(const ReparamConfig& c, const Resolved& r, const Measured& m
   const bool like = stand_in.median >= lo && stand_in.median <= hi;
   const bool unlike = plain.median > hi || plain.reached < scaled.reached;
   Verdict v = make_verdict("C19");
-  v.theory_text = "unscaled with W_q, W_k d_k^(−1/4) smaller: the same logits at initialisation as 1/√d_k, and steps to "
-                  "90 % within the scaled runs' spread; unscaled with the usual init: outside it";
   v.theory = scaled.median;
   v.measured = stand_in.median;
-  v.measured_text = fmt::format("steps to {:.0f} % held-out accuracy at d_k = {}: 1/√d_k {}; no scale {}; no scale with the "
-                                "smaller init {}",
-                                100 * c.threshold, c.d_k, steps_text(scaled, r.seeds, r.steps),
-                                steps_text(plain, r.seeds, r.steps), steps_text(stand_in, r.seeds, r.steps));
   v.tolerance = static_cast<double>(r.eval_every);
-  v.unit = fmt::format("median steps to {:.0f} %, no scale with the smaller init", 100 * c.threshold);
-  v.theory_unit = fmt::format("median steps to {:.0f} %, 1/√d_k", 100 * c.threshold);
-  v.tolerance_unit = "steps: one evaluation interval";
-  v.method = fmt::format(
-      "Steps to {:.0f} % per seed, a run that never reaches it counted beyond the budget. Confirmed when the unscaled "
-      "arm with the smaller init has its median within the scaled runs' lowest..highest (± one evaluation, {} steps), "
-      "while the unscaled arm with the usual init lies outside (a larger median, or fewer seeds reaching it); refuted when the smaller init does not and the "
-      "plain unscaled arm does differ; inconclusive when the plain unscaled arm learns like the scaled one (nothing to "
-      "recover at this d_k) or 1/√d_k itself fails in most seeds.",
-      100 * c.threshold, r.eval_every);
   v.outcome = !scaled_learns || !unlike ? Outcome::inconclusive : like ? Outcome::confirmed : Outcome::refuted;
   v.figure = "reparam_curves";
-  v.plain = fmt::format(
-      "At d_k = {} with {} at {:g}, 1/√d_k reaches {:.0f} % held-out accuracy in a median {:g} steps; without the scale, "
-      "{}; without the scale but with W_q and W_k drawn d_k^(−1/4) = {:.2g}× as large, {}. {}",
-      c.d_k, c.optimizer == "sgd" ? "SGD" : "Adam", c.lr, 100 * c.threshold, scaled.median,
-      steps_text(plain, r.seeds, r.steps), std::pow(static_cast<double>(c.d_k), -0.25),
-      steps_text(stand_in, r.seeds, r.steps),
-      v.outcome == Outcome::confirmed
-          ? "The scale does its work through the logits' size at initialisation, and an init can do the same: 1/√d_k is "
-            "a choice of parametrisation. μP's 1/d_k (C16) is the same argument taken one step further, choosing the "
-            "factor so that the optimiser's updates, not only the initial logits, keep their size across widths."
-          : "Here the smaller init does not stand in for the scale.");
+  words.fill(v, "c19",
+             {{"percent", 100 * c.threshold},
+              {"d_k", c.d_k},
+              {"scaled", steps_text(scaled, r.seeds, r.steps, words)},
+              {"plain", steps_text(plain, r.seeds, r.steps, words)},
+              {"stand_in", steps_text(stand_in, r.seeds, r.steps, words)},
+              {"eval_every", r.eval_every},
+              {"optimizer", optimizer_name(c)},
+              {"lr", c.lr},
+              {"scaled_median", scaled.median},
+              {"factor", std::pow(static_cast<double>(c.d_k), -0.25)},
+              {"conclusion", words(v.outcome == Outcome::confirmed ? "c19.confirmed" : "c19.not_confirmed")}});
   return v;
 }
 
 // Beside it: the algebra. Exact at initialisation; the first Adam step differs by d_k^(1/4).
-Verdict verdict_algebra(const ReparamConfig& c, const Resolved& r, const Measured& m) {
+Verdict verdict_algebra(const ReparamConfig& c, const Resolved& r, const Measured& m, const Words& words) {
   const double rms0 = m.traces[0].rms.empty() ? NAN : m.traces[0].rms[0];
   const double rms0_q = m.traces[2].rms.empty() ? NAN : m.traces[2].rms[0];
   const double step1 = m.traces[0].change.size() > 1 ? m.traces[0].change[1] : NAN;
@@ -290,38 +273,29 @@ Verdict verdict_algebra(const ReparamConfig& c, const Resolved& r, const Measure
   const bool update_ratio = std::abs(ratio / expected - 1) <= ratio_allowed;
   Verdict v = make_verdict("C19");
   v.supplementary = true;
-  v.title = "Equal at initialisation, not under the optimiser";
-  v.statement = fmt::format(
-      "With the same draws, W_q, W_k × d_k^(−1/4) without the scale give exactly the logits of 1/√d_k at initialisation; "
-      "the gradient on W_q is d_k^(1/4) times larger while W_q is d_k^(1/4) smaller, so the first {} step moves the "
-      "logits {} times as much.",
-      adam ? "Adam" : "SGD", adam ? "d_k^(1/4)" : "√d_k");
+  v.title = words("algebra.title");
+  v.statement = words("algebra.statement", {{"optimizer", adam ? "Adam" : "SGD"},
+                                            {"factor", words(adam ? "algebra.factor_adam" : "algebra.factor_sgd")}});
   v.theory = expected;
-  v.theory_text = fmt::format("same logits, loss and entropy at step 0 (float rounding: ≤ 10⁻⁴ relative); logits' change "
-                              "after the first step × {:.3g} ({})",
-                              expected, adam ? "d_k^(1/4): Adam's step has the learning rate's size whatever the gradient's"
-                                             : "√d_k: SGD's step carries the gradient's d_k^(1/4) too");
   v.measured = ratio;
-  v.measured_text = fmt::format("step 0: RMS logit {:.6g} and {:.6g}, largest relative difference of loss, entropy and RMS "
-                                "logit {:.2g}; change after step 1: {:.3g} and {:.3g}, ratio {:.3g}",
-                                rms0, rms0_q, init_gap, step1, step1_q, ratio);
   v.tolerance = ratio_allowed;
-  v.unit = "ratio of the first step's logit change, smaller init / 1/√d_k";
-  v.tolerance_unit = "largest relative deviation from the predicted ratio";
-  v.method = fmt::format(
-      "Seed 1's logits traced through the first steps at a constant learning rate. Confirmed when the step-0 loss, "
-      "entropy and RMS logit agree within {} (relative) and the first step's logit change differs by the predicted "
-      "factor within {:g} %; refuted otherwise.",
-      util::pretty(init_allowed), 100 * ratio_allowed);
   v.outcome = util::outcome_of(exact_at_init && update_ratio);
   v.figure = "reparam_curves";
-  v.plain = fmt::format(
-      "The two start as the same function (step-0 loss, entropy and logits agree {}), but the first {} step moves "
-      "the unscaled model's logits {:.3g}× as far as the scaled model's ({:.3g} predicted): the equivalence holds at "
-      "initialisation only, and {}.",
-      init_gap == 0 ? std::string("exactly") : fmt::format("to {:.1g}", init_gap), adam ? "Adam" : "SGD", ratio, expected,
-      adam ? "with Adam it amounts to a d_k^(1/4) larger learning rate for W_q and W_k"
-           : "with SGD to a √d_k larger learning rate for W_q and W_k");
+  words.fill(
+      v, "algebra",
+      {{"expected", expected},
+       {"reason", words(adam ? "algebra.reason_adam" : "algebra.reason_sgd")},
+       {"rms0", rms0},
+       {"rms0_small", rms0_q},
+       {"init_gap", init_gap},
+       {"step1", step1},
+       {"step1_small", step1_q},
+       {"ratio", ratio},
+       {"init_allowed", util::pretty(init_allowed)},
+       {"ratio_percent", 100 * ratio_allowed},
+       {"agreement", init_gap == 0 ? words("algebra.exactly") : words("algebra.to_within", {{"init_gap", init_gap}})},
+       {"optimizer", adam ? "Adam" : "SGD"},
+       {"consequence", words(adam ? "algebra.consequence_adam" : "algebra.consequence_sgd")}});
   return v;
 }
 
@@ -329,20 +303,25 @@ Result run_reparam(const ReparamConfig& c, RunContext& ctx) {
   const Resolved r = resolve(c);
   const Measured m = measure(c, r, ctx);
   Result res;
-  res.setup = fmt::format(
-      "The training study's model (one attention block, pre-LayerNorm, d_model = {}, d_k = {}) on associative recall. "
-      "Three arms on the same seeds (so the same normal draws): 1/√d_k with W_q, W_k ~ N(0, 1/d_model); no scale with "
-      "the same init; no scale with W_q, W_k drawn {} ({}). {} at peak rate {:g} with warm-up over the first {} steps and "
-      "cosine decay, {} steps, {} seeds per arm; held-out accuracy on {} examples every {} steps.",
-      c.d_model, c.d_k, r.small_init == train::InitMode::quarter ? "d_k^(−1/4) smaller" : c.small_init,
-      train::to_string(r.small_init), c.optimizer == "sgd" ? "SGD with momentum" : "Adam", c.lr,
-      std::max<int64_t>(1, r.steps / 15), r.steps, r.seeds, c.eval_examples, r.eval_every);
+  const Words words("reparam");
+  res.setup =
+      words("setup", {{"d_model", c.d_model},
+                      {"d_k", c.d_k},
+                      {"small_init", r.small_init == train::InitMode::quarter ? words("setup.quarter") : c.small_init},
+                      {"small_init_name", train::to_string(r.small_init)},
+                      {"optimizer_long", c.optimizer == "sgd" ? "SGD with momentum" : "Adam"},
+                      {"lr", c.lr},
+                      {"warmup", std::max<int64_t>(1, r.steps / 15)},
+                      {"steps", r.steps},
+                      {"seeds", r.seeds},
+                      {"eval_examples", c.eval_examples},
+                      {"eval_every", r.eval_every}});
   res.config = {{"seeds", std::to_string(r.seeds)}, {"steps", std::to_string(r.steps)},
                 {"eval_every", std::to_string(r.eval_every)}};
   res.tables = {m.runs, m.curves, m.trace};
-  res.notes.push_back("reparam_*.csv: arm 0 = 1/√d_k, 1 = no scale, 2 = no scale with the smaller init");
-  res.figures = {figure_reparam(c, r, m)};
-  res.verdicts = {verdict_c19(c, r, m), verdict_algebra(c, r, m)};
+  res.notes.push_back(words("note"));
+  res.figures = {figure_reparam(c, r, m, words)};
+  res.verdicts = {verdict_c19(c, r, m, words), verdict_algebra(c, r, m, words)};
   return res;
 }
 
