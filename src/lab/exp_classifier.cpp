@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <numeric>
 
 #include "attnlab/softmax.hpp"
 #include "lab/experiments.hpp"
@@ -54,11 +55,7 @@ std::vector<double> logit_gradient(const std::vector<double>& z, int64_t target,
   return g;
 }
 
-double norm(const std::vector<double>& v) {
-  double s = 0;
-  for (double x : v) s += x * x;
-  return std::sqrt(s);
-}
+double norm(const std::vector<double>& v) { return std::sqrt(std::inner_product(v.begin(), v.end(), v.begin(), 0.0)); }
 
 // ---- measure ------------------------------------------------------------------
 
