@@ -389,13 +389,20 @@ Figure figure_seed004(const VarianceConfig& c, const Seed004& s4, const Table& h
 
 // ---- verdicts -----------------------------------------------------------------
 
+// C1 and C2 both predict 1 (a power of d_k, a standard deviation) and pass or fail outright.
+Verdict judged(const char* claim, double measured, double tolerance, bool agrees, const char* figure) {
+  Verdict v = make_verdict(claim);
+  v.theory = 1.0;
+  v.measured = measured;
+  v.tolerance = tolerance;
+  v.outcome = util::outcome_of(agrees);
+  v.figure = figure;
+  return v;
+}
+
 Verdict verdict_c1(const VarianceConfig& c, const VarianceSweep& sweep, const PowerFits& fits, const Words& words) {
-  Verdict c1 = make_verdict("C1");
-  c1.theory = 1.0;
-  c1.measured = fits.worst_slope;
-  c1.tolerance = fits.slope_allowance;
-  c1.outcome = util::outcome_of(fits.slopes_ok && sweep.worst_z <= c.z_max);
-  c1.figure = "variance_vs_dk";
+  Verdict c1 = judged("C1", fits.worst_slope, fits.slope_allowance, fits.slopes_ok && sweep.worst_z <= c.z_max,
+                      "variance_vs_dk");
   words.fill(c1, "c1",
              {{"worst_slope", fits.worst_slope},
               {"slope_ref", fits.slope_ref},
@@ -410,13 +417,9 @@ Verdict verdict_c1(const VarianceConfig& c, const VarianceSweep& sweep, const Po
 }
 
 Verdict verdict_c2(const VarianceConfig& c, const Seed004& s4, const PowerFits& fits, const Words& words) {
-  Verdict c2 = make_verdict("C2");
-  c2.theory = 1.0;
-  c2.measured = s4.std;
-  c2.tolerance = c.seed004_tolerance;
-  c2.outcome = util::outcome_of(std::abs(s4.mean) <= c.seed004_tolerance && std::abs(s4.std - 1) <= c.seed004_tolerance &&
-                                fits.scaled_slopes_ok);
-  c2.figure = "seed004_histogram";
+  const bool agrees =
+      std::abs(s4.mean) <= c.seed004_tolerance && std::abs(s4.std - 1) <= c.seed004_tolerance && fits.scaled_slopes_ok;
+  Verdict c2 = judged("C2", s4.std, c.seed004_tolerance, agrees, "seed004_histogram");
   words.fill(c2, "c2",
              {{"n", c.seed004_n},
               {"d", c.seed004_d},
