@@ -7,12 +7,15 @@
 // Attention's softmax passes back J g instead, which goes to 0 either way.
 // loss = softmax_mse (squared error on the probabilities, gradient J(p − y)·2) is the
 // configuration where the claim must fail: a confident wrong prediction gets no gradient.
-#include <cmath>
 #include <fmt/format.h>
 
+#include <cmath>
+#include <numeric>
+
 #include "attnlab/softmax.hpp"
-#include "lab/lab_util.hpp"
 #include "lab/experiments.hpp"
+#include "lab/lab_util.hpp"
+#include "lab/words.hpp"
 
 namespace attnlab::lab {
 namespace {
@@ -52,11 +55,7 @@ std::vector<double> logit_gradient(const std::vector<double>& z, int64_t target,
   return g;
 }
 
-double norm(const std::vector<double>& v) {
-  double s = 0;
-  for (double x : v) s += x * x;
-  return std::sqrt(s);
-}
+double norm(const std::vector<double>& v) { return std::sqrt(std::inner_product(v.begin(), v.end(), v.begin(), 0.0)); }
 
 // ---- measure ------------------------------------------------------------------
 
@@ -110,25 +109,16 @@ Table measure_gradients(const ClassifierConfig& c, const std::vector<Trial>& tri
 
 // ---- figures ------------------------------------------------------------------
 
-Figure figure_gradients(const ClassifierConfig& c, const Table& t) {
+Figure figure_gradients(const ClassifierConfig& c, const Table& t, const Words& words) {
   const auto& grid = t.column("a");
   Figure f;
   f.name = "classifier_gradient";
-  f.title = c.loss == "cross_entropy" ? "Softmax + cross-entropy: the gradient at the logits is p − y"
-                                      : "Softmax + squared error on p: the gradient at the logits is J·2(p − y)";
-  f.caption = fmt::format(
-      "Logits a·u for {} random u over {} classes (median and 5–95 % band). A confident wrong "
-      "prediction keeps a gradient of size √2 (dashed); a confident right one needs none. "
-      "Attention's softmax passes back J g (unit g), which vanishes either way. Bottom: the same "
-      "on a log axis.",
-      c.trials, c.classes);
-  f.alt =
-      "Gradient norm at the logits against the logit scale a (confidence), on a linear and a log axis. A "
-      "confidently wrong classifier keeps a gradient near √2 and a right one goes to 0, while attention's "
-      "softmax passes back a gradient that vanishes in both cases.";
+  f.title = words("figure.title." + c.loss);
+  words.fill(f, "figure", {{"trials", c.trials}, {"classes", c.classes}});
   const std::string lname = c.loss == "cross_entropy" ? "‖p − y‖" : "‖J·2(p − y)‖";
   for (int log_y = 0; log_y < 2; ++log_y) {
-    Panel p = util::panel(log_y ? "log scale" : "linear scale", "logit scale a (confidence)", "gradient norm at the logits", true, log_y == 1);
+    Panel p = util::panel(words(log_y ? "figure.panel_log" : "figure.panel_linear"), "logit scale a (confidence)",
+                          "gradient norm at the logits", true, log_y == 1);
     p.series.push_back(util::band("", grid, t.column("wrong_p05"), t.column("wrong_p95"), util::colour(1)));
     p.series.push_back(util::series("classifier, wrong: " + lname, Style::linespoints, grid, t.column("wrong_median"), util::colour(1)));
     p.series.push_back(util::band("", grid, t.column("right_p05"), t.column("right_p95"), util::colour(0)));
@@ -153,50 +143,40 @@ Figure figure_gradients(const ClassifierConfig& c, const Table& t) {
 
 // ---- verdicts -----------------------------------------------------------------
 
-Verdict verdict_c10(const ClassifierConfig& c, const Table& t) {
+Verdict verdict_c10(const ClassifierConfig& c, const Table& t, const Words& words) {
   const double wrong_end = t.column("wrong_median").back(), right_end = t.column("right_median").back();
   const double att_end = t.column("attention_p95").back();
   const double wrong_low = t.column("wrong_p05").back();
   Verdict v = make_verdict("C10");
   v.theory = std::sqrt(2.0);
-  v.theory_text = "confident and wrong: ‖p − y‖ → √2 ≈ 1.41421; right: → 0; attention's ‖J g‖ → 0 either way";
   v.measured = wrong_end;
-  v.measured_text = fmt::format("at a = {:g}: wrong {:.6f} (5 %: {:.6f}), right {:.2g}, attention (95 %) {:.2g}; loss {}",
-                                c.a_max, wrong_end, wrong_low, right_end, att_end, c.loss);
   v.tolerance = c.tolerance;
-  v.unit = "‖p − y‖ of confident wrong predictions at the largest scale";
-  v.tolerance_unit = "largest distance from √2";
-  v.method = fmt::format("At the largest scale a = {:g}: the median gradient norm of confident wrong predictions must "
-                         "be within {:g} of √2 (and its 5 % quantile too), that of right ones ≤ {:g}, and 95 % of "
-                         "attention's ‖J g‖ ≤ {:g}.",
-                         c.a_max, c.tolerance, c.tolerance, c.tolerance);
   v.outcome = util::outcome_of(std::abs(wrong_end - std::sqrt(2.0)) <= c.tolerance &&
                                std::abs(wrong_low - std::sqrt(2.0)) <= c.tolerance && right_end <= c.tolerance &&
                                att_end <= c.tolerance);
   v.figure = "classifier_gradient";
-  v.plain = fmt::format("With {}, a confidently wrong prediction keeps a gradient of {:.6f} at the logits (√2 = "
-                        "1.414214), a confidently right one {}; attention's softmax, which passes back J·g, gives "
-                        "at most {} at the same confidence. {}",
-                        c.loss == "cross_entropy" ? "cross-entropy" : "a squared error on the probabilities", wrong_end,
-                        util::pretty(right_end, 1), util::pretty(att_end, 1),
-                        c.loss == "cross_entropy"
-                            ? "Its loss cancels the Jacobian, so a saturated classifier softmax does not starve the "
-                              "gradient the way a saturated attention softmax does. That is all this measures: it does "
-                              "not show that the final logits need no control. Gemma 2 caps them at 30 (soft-capping, as "
-                              "in C15) and Wortsman et al. add a z-loss against the output logits' divergence: large "
-                              "output logits are a problem of their own, of stability rather than of a vanishing "
-                              "gradient."
-                                                  : "This loss back-propagates through the Jacobian, so a confident "
-                                                    "wrong prediction gets no gradient either.");
+  words.fill(v, "c10",
+             {{"a_max", c.a_max},
+              {"wrong", wrong_end},
+              {"wrong_low", wrong_low},
+              {"right", right_end},
+              {"attention", att_end},
+              {"loss", c.loss},
+              {"tolerance", c.tolerance},
+              {"loss_words", words("c10.loss." + c.loss)},
+              {"right_pretty", util::pretty(right_end, 1)},
+              {"attention_pretty", util::pretty(att_end, 1)},
+              {"conclusion", words("c10.conclusion." + c.loss)}});
   return v;
 }
 
 Result run_classifier(const ClassifierConfig& c, RunContext& ctx) {
   const std::vector<Trial> trials = make_trials(c, ctx.seed);
+  const Words words("classifier");
   Result result;
   result.tables = {measure_gradients(c, trials, ctx)};
-  result.figures = {figure_gradients(c, result.tables[0])};
-  result.verdicts = {verdict_c10(c, result.tables[0])};
+  result.figures = {figure_gradients(c, result.tables[0], words)};
+  result.verdicts = {verdict_c10(c, result.tables[0], words)};
   return result;
 }
 

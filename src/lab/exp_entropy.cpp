@@ -6,16 +6,18 @@
 // (lab/row_stats.hpp).
 // Theory, random: the logits of a row are ≈ N(0, τ²) with τ = scale·√d, and for
 // τ² < 2 ln n the entropy is ≈ ln n − τ²/2 (the mean of e^{x} over n Gaussians).
-#include <cmath>
 #include <fmt/format.h>
+
+#include <cmath>
 
 #include "attnlab/attention.hpp"
 #include "attnlab/scale.hpp"
 #include "attnlab/softmax.hpp"
+#include "lab/experiments.hpp"
 #include "lab/lab_util.hpp"
 #include "lab/parallel.hpp"
 #include "lab/row_stats.hpp"
-#include "lab/experiments.hpp"
+#include "lab/words.hpp"
 
 namespace attnlab::lab {
 namespace {
@@ -98,6 +100,14 @@ Policies policies_of(const EntropyConfig& c) {
   return p;
 }
 
+// The texts item(0..count−1) joined by the words' list separator.
+template <class Item>
+std::string joined(const Words& words, size_t count, Item item) {
+  std::string out;
+  for (size_t i = 0; i < count; ++i) out += (i ? words("list_separator") : std::string()) + item(i);
+  return out;
+}
+
 // ---- measure ------------------------------------------------------------------
 
 struct EntropyRows {
@@ -137,8 +147,7 @@ struct AlphaStar {
   Table table{"alpha_star", {"n", "alpha_star", "alpha_star_p25", "alpha_star_p75", "theory_084_sqrt_ln_n",
                              "mean_field_alpha_star", "first_local_maximum", "draws"}};
   std::vector<double> median, p25, p75, first_local;  // per n
-  double worst = 0;    // largest relative deviation from the theory for n ≥ alpha_min_n
-  std::string text;    // "n: measured (theory), ..."
+  double worst = 0;  // largest relative deviation from the theory for n ≥ alpha_min_n
 };
 
 // Per n, the α maximising α(1 − Σp²) for random logits, over many draws.
@@ -188,36 +197,25 @@ AlphaStar measure_alpha_star(const EntropyConfig& c, RunContext& ctx) {
     a.table.add_row({n, a.median[i], a.p25[i], a.p75[i], theory, large_n(n), a.first_local[i],
                      static_cast<double>(std::max<int64_t>(32, c.alpha_samples / c.ns[i]))});
     if (c.ns[i] >= c.alpha_min_n) a.worst = std::max(a.worst, std::abs(a.median[i] / theory - 1));
-    a.text += fmt::format("{}{}: {:.3f} ({:.3f})", i ? ", " : "", c.ns[i], a.median[i], theory);
   }
   return a;
 }
 
 // ---- figures ------------------------------------------------------------------
 
-Figure figure_entropy(const EntropyConfig& c, const Policies& policies, const EntropyRows& rows) {
+Figure figure_entropy(const EntropyConfig& c, const Policies& policies, const EntropyRows& rows, const Words& words) {
   const auto xs = util::to_double(c.ns);
   const double d = static_cast<double>(c.d_k);
   Figure f;
   f.name = "entropy_vs_n";
   f.title = "";
-  f.caption = fmt::format(
-      "Attention entropy and largest weight against the number of keys n, d_k = {}, {} query rows per "
-      "n. First two panels: random queries and keys; last two: each query is one key plus noise (q = {:g}·k_t + "
-      "noise), so one key "
-      "matches among n − 1 distractors. Black dashed: ln n, the entropy of uniform weights; coloured dashed (entropy "
-      "panels): the Gaussian theory ln n − τ²/2 where it applies (τ² < ½ ln n, τ = scale·√d_k). Under 1/√d_k the "
-      "entropy climbs with n and a planted query loses its key. A flat entropy near 0 with the largest weight near "
-      "1 is a saturated softmax, not the claim.",
-      c.d_k, c.queries, c.planted_signal);
-  f.alt =
-      "Mean row entropy and mean largest weight against the number of keys n (log axis), for random and for "
-      "planted queries, one line per scaling. Under 1/√d_k the entropy climbs towards ln n as n grows and a "
-      "planted query loses its key; the length-aware scalings hold the entropy flatter.";
+  words.fill(f, "entropy", {{"d_k", c.d_k}, {"queries", c.queries}, {"beta", c.planted_signal}});
   for (int scenario = 0; scenario < 2; ++scenario) {
-    const std::string sname = scenario ? fmt::format("planted (β = {:g})", c.planted_signal) : "random";
-    Panel pe = util::panel(sname + ": mean row entropy", "n (keys)", "entropy (nats)", true, false);
-    Panel pm = util::panel(sname + ": mean largest probability", "n (keys)", "max p", true, false);
+    const std::string input =
+        scenario ? words("entropy.input_planted", {{"beta", c.planted_signal}}) : words("input.random");
+    Panel pe =
+        util::panel(words("entropy.panel_entropy", {{"input", input}}), "n (keys)", "entropy (nats)", true, false);
+    Panel pm = util::panel(words("entropy.panel_max_prob", {{"input", input}}), "n (keys)", "max p", true, false);
     std::vector<double> ln_n;
     for (double n : xs) ln_n.push_back(std::log(n));
     pe.series.push_back(util::series("ln n (uniform)", Style::theory, xs, ln_n, "#000000"));
@@ -253,25 +251,13 @@ Figure figure_entropy(const EntropyConfig& c, const Policies& policies, const En
   return f;
 }
 
-Figure figure_alpha_star(const EntropyConfig& c, const AlphaStar& a) {
+Figure figure_alpha_star(const EntropyConfig& c, const AlphaStar& a, const Words& words) {
   const auto xs = util::to_double(c.ns);
   Figure af;
   af.name = "alpha_star";
   af.title = "";
-  af.caption =
-      "The temperature α that maximises the softmax's gradient α(1 − Σp²), p = softmax(αz), for random "
-      "logits z ~ N(0, I_n), found by grid and golden-section search per draw of z (median; band: "
-      "quartiles), beside the formula "
-      "α* ≈ 0.84·√(ln n) and the mean-field maximiser of α(1 − exp(α²)/n) that this formula approximates (the "
-      "lab's own derivation: Σp² ≈ e^{α²}/n for Gaussian logits, so α* solves α² + ln(1 + 2α²) = ln n, whose "
-      "ratio to √(ln n) is 0.79 at n = 256 and 0.85 at n = 16384). "
-      "The global maximum sits where the two largest logits split the mass (α ≈ 1/gap); the first local "
-      "maximum, while many keys share it, is the regime the mean-field theory describes.";
-  af.alt =
-      "The temperature α* that maximises the softmax gradient against the number of keys n, measured over "
-      "random logits (median with quartile band) beside the formula 0.84·√(ln n) and the mean-field "
-      "maximiser. Shows how far the measured maximiser lies from the formula.";
-  Panel pa = util::panel("α* against n", "n", "α*", true, true);
+  words.fill(af, "alpha_star");
+  Panel pa = util::panel(words("alpha_star.panel"), "n", "α*", true, true);
   pa.series.push_back(util::band("measured: quartiles over draws", xs, a.p25, a.p75, util::colour(5)));
   pa.series.push_back(util::series("measured α* (median over draws)", Style::linespoints, xs, a.median, util::colour(1)));
   pa.series.push_back(util::series("measured: first local maximum (median)", Style::linespoints, xs, a.first_local, util::colour(2)));
@@ -288,7 +274,7 @@ Figure figure_alpha_star(const EntropyConfig& c, const AlphaStar& a) {
 
 // ---- verdicts -----------------------------------------------------------------
 
-Verdict verdict_c12(const EntropyConfig& c, const Policies& policies, const EntropyRows& rows) {
+Verdict verdict_c12(const EntropyConfig& c, const Policies& policies, const EntropyRows& rows, const Words& words) {
   auto rise = [&](int scenario, size_t pi) {
     const auto& r = rows.stats[static_cast<size_t>(scenario)][pi];
     return r.back().entropy - r.front().entropy;
@@ -304,43 +290,34 @@ Verdict verdict_c12(const EntropyConfig& c, const Policies& policies, const Entr
   for (int scenario = 0; scenario < 2; ++scenario) {
     const double base_rise = rise(scenario, policies.base);
     grows = grows && base_rise > c.growth_threshold;
-    const char* input = scenario ? "planted" : "random";
-    text += fmt::format("{}{}: 1/√d rises {:.2f} nats", scenario ? "; " : "", input, base_rise);
+    const std::string input = words(scenario ? "input.planted" : "input.random");
+    if (scenario) text += words("c12.measured_separator");
+    text += words("c12.measured_input", {{"input", input}, {"rise", base_rise}});
     for (size_t pi = 0; pi < policies.list.size(); ++pi) {
       if (pi == policies.base || !policies.list[pi].depends_on_n()) continue;
       const double r = rise(scenario, pi), top = most_concentrated(scenario, pi);
       const bool flat = std::abs(r) < c.constant_fraction * base_rise, saturated = top > c.saturation_limit;
+      const std::string label = util::policy_label(policies.list[pi]);
       ++tested;
       if (flat && !saturated) {
         ++held;
-        held_cases += fmt::format("{}{} on {} inputs", held_cases.empty() ? "" : " and ", util::policy_label(policies.list[pi]),
-                                  input);
+        if (!held_cases.empty()) held_cases += words("c12.held_separator");
+        held_cases += words("c12.held_case", {{"label", label}, {"input", input}});
       }
       if (flat && saturated) ++flat_but_saturated;
-      const std::string label = util::policy_label(policies.list[pi]);
-      text += fmt::format(", {} {:+.2f} (largest p up to {:.2f}{})", label, r, top, flat && saturated ? ": saturated" : "");
-      plain_cases += fmt::format("{}{} on {} inputs: {:+.1f} nats{}", plain_cases.empty() ? "" : "; ", label, input, r,
-                                 !flat ? " (not flat)" : saturated ? fmt::format(", flat but saturated (largest weight {:.2f})", top)
-                                                                   : fmt::format(" (flat, and not saturated: largest weight at most {:.2f})", top));
+      const WordArgs args = {{"label", label}, {"input", input}, {"rise", r}, {"top", top}};
+      text += words(flat && saturated ? "c12.measured_case_saturated" : "c12.measured_case", args);
+      if (!plain_cases.empty()) plain_cases += words("c12.plain_separator");
+      plain_cases += words(!flat       ? "c12.plain_case.not_flat"
+                           : saturated ? "c12.plain_case.saturated"
+                                       : "c12.plain_case.held",
+                           args);
     }
   }
   Verdict v = make_verdict("C12");
   v.theory = c.constant_fraction;
-  v.theory_text = "1/√d: entropy grows with n (≈ ln n − ½ for random inputs); log n-aware scales: near constant, "
-                  "with the rows not saturated";
   v.measured = tested ? static_cast<double>(held) / tested : NAN;
-  v.measured_text = fmt::format("n = {}..{}: {}. Near constant and not saturated in {} of {} (policy, input) cases",
-                                c.ns.front(), c.ns.back(), text, held, tested);
   v.tolerance = c.constant_fraction;
-  v.unit = "share of (scale, input) cases near constant and not saturated";
-  v.theory_unit = "largest rise counted as near constant, as a fraction of 1/√d_k's rise";
-  v.tolerance_unit = "largest rise counted as near constant, as a fraction of 1/√d_k's rise";
-  v.method = fmt::format("Mean row entropy (engine diagnostics) from n = {} to {}, for random and planted inputs. "
-                         "A log n-aware case holds when its rise is below {:g}× 1/√d's and its mean largest "
-                         "probability stays ≤ {:g} at every n (an entropy held flat near 0 by saturated rows is not "
-                         "the claim). Confirmed when 1/√d's entropy rises by more than {:g} nat(s) in both inputs and "
-                         "every case holds; refuted when 1/√d's does not rise or no case holds; inconclusive otherwise.",
-                         c.ns.front(), c.ns.back(), c.constant_fraction, c.saturation_limit, c.growth_threshold);
   if (grows && tested > 0 && held == tested)
     v.outcome = Outcome::confirmed;
   else if (!grows || held == 0)
@@ -348,55 +325,58 @@ Verdict verdict_c12(const EntropyConfig& c, const Policies& policies, const Entr
   else
     v.outcome = Outcome::inconclusive;
   v.figure = "entropy_vs_n";
-  v.plain = fmt::format("With 1/√d_k the attention's entropy grows with the number of keys n, by {:.1f} nats on random "
-                        "inputs from n = {} to {}, as the claim says. The log n-aware scales: {}. {} of {} cases keep "
-                        "the entropy flat without saturating{}.",
-                        rise(0, policies.base), c.ns.front(), c.ns.back(), plain_cases, held, tested,
-                        flat_but_saturated ? fmt::format("; {} more {} flat only because the rows are saturated, the "
-                                                         "regime C3–C6 warn against", flat_but_saturated,
-                                                         flat_but_saturated == 1 ? "is" : "are")
-                                           : std::string());
-  if (held > 0)
-    v.plain += fmt::format(" So the entropy view is borne out, away from saturation, for {}, and not for the other cases.",
-                           held_cases);
+  const std::string saturated_more =
+      flat_but_saturated == 0 ? std::string()
+                              : words(flat_but_saturated == 1 ? "c12.saturated_more.one" : "c12.saturated_more.many",
+                                      {{"count", flat_but_saturated}});
+  words.fill(v, "c12",
+             {{"n_first", c.ns.front()},
+              {"n_last", c.ns.back()},
+              {"text", text},
+              {"held", held},
+              {"tested", tested},
+              {"constant_fraction", c.constant_fraction},
+              {"saturation_limit", c.saturation_limit},
+              {"growth_threshold", c.growth_threshold},
+              {"base_rise", rise(0, policies.base)},
+              {"cases", plain_cases},
+              {"saturated_more", saturated_more}});
+  if (held > 0) v.plain += words("c12.plain_held", {{"cases", held_cases}});
   for (const auto& p : policies.list)
-    if (p.kind() == ScalePolicy::Kind::entropy_invariant)
-      v.plain += " Why log₅₁₂(n)/√d_k holds the entropy on some inputs and not on others is C14's subject: its "
-                 "derivation assumes the softmax's weight sits on the largest score, which random rows do not do.";
+    if (p.kind() == ScalePolicy::Kind::entropy_invariant) v.plain += words("c12.plain_entropy_invariant");
   return v;
 }
 
 // A check beside C12 (not counted in its verdict): α* ≈ 0.84·√(ln n).
-Verdict verdict_alpha_star(const EntropyConfig& c, const AlphaStar& a) {
+Verdict verdict_alpha_star(const EntropyConfig& c, const AlphaStar& a, const Words& words) {
   Verdict va = make_verdict("C12");
-  va.title = "α* ≈ 0.84·√(ln n) maximises the softmax gradient (the lab's mean-field approximation)";
+  va.title = words("alpha.title");
   va.supplementary = true;
-  va.statement =
-      "The temperature α that maximises ½‖αJ‖₁ = α(1 − Σp²) for p = softmax(αz), z ~ N(0, I_n), grows as "
-      "0.84·√(ln n): a scale that grows with log n keeps the gradient at its largest. The formula is the lab's "
-      "own: for Gaussian logits Σp² ≈ e^{α²}/n, so α* maximises α(1 − e^{α²}/n), i.e. solves "
-      "α² + ln(1 + 2α²) = ln n; 0.84 rounds that solution's ratio to √(ln n) for n in the thousands.";
-  va.theory_text = fmt::format("α* ≈ {:g}·√(ln n)", c.alpha_coefficient);
+  va.statement = words("alpha.statement");
   va.theory = c.alpha_coefficient * std::sqrt(std::log(static_cast<double>(c.ns.back())));
   va.measured = a.median.back();
-  std::string mf_text;
-  for (size_t i = 0; i < c.ns.size(); ++i)
-    mf_text += fmt::format("{}{}: {:.3f}/{:.3f}", i ? ", " : "", c.ns[i], a.table.column("mean_field_alpha_star")[i], a.first_local[i]);
-  va.measured_text = "α* (theory) by n: " + a.text +
-                     fmt::format("; worst relative deviation for n ≥ {}: {:.3f}. Mean-field maximiser / measured first local maximum: ",
-                                 c.alpha_min_n, a.worst) + mf_text;
   va.tolerance = c.alpha_tolerance;
-  va.unit = "α* at the largest n (dimensionless temperature)";
-  va.tolerance_unit = "largest relative deviation from the formula";
-  va.method = fmt::format("Golden-section search of α(1 − Σp²) on each of max(32, {}/n) draws of z per n, median over draws; "
-                          "confirmed when α* is within {:g} (relative) of {:g}·√(ln n) for every n ≥ {}.",
-                          c.alpha_samples, c.alpha_tolerance, c.alpha_coefficient, c.alpha_min_n);
   va.outcome = util::outcome_of(a.worst <= c.alpha_tolerance);
-  va.plain = fmt::format("The formula gives α* = {:.2g} at n = {}; the temperature that maximises the gradient of a "
-                         "single random row is {:.2g} (median over draws). The formula matches the mean-field "
-                         "approximation it comes from, not the optimum of an actual row, whose largest gradient comes "
-                         "when its two largest logits split the weight.",
-                         va.theory, c.ns.back(), va.measured);
+  const auto& theory = a.table.column("theory_084_sqrt_ln_n");
+  const auto& mean_field = a.table.column("mean_field_alpha_star");
+  const std::string by_n = joined(words, c.ns.size(), [&](size_t i) {
+    return words("alpha.measured_item", {{"n", c.ns[i]}, {"measured", a.median[i]}, {"theory", theory[i]}});
+  });
+  const std::string mean_field_by_n = joined(words, c.ns.size(), [&](size_t i) {
+    return words("alpha.mean_field_item",
+                 {{"n", c.ns[i]}, {"mean_field", mean_field[i]}, {"first_local", a.first_local[i]}});
+  });
+  words.fill(va, "alpha",
+             {{"coefficient", c.alpha_coefficient},
+              {"by_n", by_n},
+              {"min_n", c.alpha_min_n},
+              {"worst", a.worst},
+              {"mean_field_by_n", mean_field_by_n},
+              {"samples", c.alpha_samples},
+              {"tolerance", c.alpha_tolerance},
+              {"theory", va.theory},
+              {"n_last", c.ns.back()},
+              {"measured", va.measured}});
   va.figure = "alpha_star";
   return va;
 }
@@ -408,9 +388,10 @@ Result run_entropy(const EntropyConfig& c, RunContext& ctx) {
 
   Result result;
   result.tables = {rows.table, alpha.table};
-  result.notes.push_back("entropy.csv: scenario 0 = random, 1 = planted; policy " + util::policy_legend(policies.list));
-  result.figures = {figure_entropy(c, policies, rows), figure_alpha_star(c, alpha)};
-  result.verdicts = {verdict_c12(c, policies, rows), verdict_alpha_star(c, alpha)};
+  const Words words("entropy");
+  result.notes.push_back(words("note", {{"legend", util::policy_legend(policies.list)}}));
+  result.figures = {figure_entropy(c, policies, rows, words), figure_alpha_star(c, alpha, words)};
+  result.verdicts = {verdict_c12(c, policies, rows, words), verdict_alpha_star(c, alpha, words)};
   return result;
 }
 

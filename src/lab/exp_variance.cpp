@@ -6,12 +6,14 @@
 // is summarised three ways [seed 001]: over the whole matrix, per row (variance
 // over keys, averaged over rows) and per column. Theory: mean 0, variance d_k σ⁴
 // (each term q_i k_i has variance σ⁴ and the d_k terms are independent).
-#include <cmath>
 #include <fmt/format.h>
 
+#include <cmath>
+
+#include "lab/experiments.hpp"
 #include "lab/lab_util.hpp"
 #include "lab/parallel.hpp"
-#include "lab/experiments.hpp"
+#include "lab/words.hpp"
 
 namespace attnlab::lab {
 namespace {
@@ -299,25 +301,17 @@ Table seed004_table(const VarianceConfig& c, const Seed004& s4) {
 
 // ---- figures ------------------------------------------------------------------
 
-Figure figure_variance(const VarianceConfig& c, const std::vector<Curve>& curves) {
+Figure figure_variance(const VarianceConfig& c, const std::vector<Curve>& curves, const Words& words) {
   Figure fig;
   fig.name = "variance_vs_dk";
   fig.title = "";
-  fig.caption =
-      "The variance of the scores q·k against d_k, measured (points) and theory (dashed), for components "
-      "of q and k with standard deviation σ. Top: without a scale it grows as d_k σ⁴ (slope 1 on these "
-      "log–log axes). Middle: divided by √d_k it stays at σ⁴. Bottom: measured / theory for every "
-      "distribution (normal, uniform), σ and way of summarising the score matrix (all of it, per row, per "
-      "column); 1 is exact agreement, grey the spread sampling alone gives.";
-  fig.alt =
-      "Variance of the dot product q·k against d_k on log-log axes, without a scale and divided by √d_k, "
-      "then measured over theory. Without the scale the variance grows as d_k σ⁴ (slope 1); divided by √d_k "
-      "it stays at σ⁴, and the ratio to theory stays near 1.";
-  Panel left = util::panel("no scale: Var(q·k)", "d_k", "variance", true, true);
-  Panel mid = util::panel(c.scale_exponent == 0.5 ? std::string("divided by √d_k")
-                                                  : fmt::format("divided by d_k^{}", c.scale_exponent),
-                          "d_k", "variance", true, true);
-  Panel right = util::panel("measured / theory", "d_k", "ratio", true, false);
+  words.fill(fig, "variance");
+  Panel left = util::panel(words("variance.panel_unscaled"), "d_k", "variance", true, true);
+  Panel mid =
+      util::panel(c.scale_exponent == 0.5 ? words("variance.panel_scaled_sqrt")
+                                          : words("variance.panel_scaled_power", {{"exponent", c.scale_exponent}}),
+                  "d_k", "variance", true, true);
+  Panel right = util::panel(words("variance.panel_ratio"), "d_k", "ratio", true, false);
   left.legend_position = "below";
   mid.legend_position = "below";
   right.legend_position = "below";
@@ -362,24 +356,21 @@ Figure figure_variance(const VarianceConfig& c, const std::vector<Curve>& curves
   return fig;
 }
 
-Figure figure_seed004(const VarianceConfig& c, const Seed004& s4, const Table& hist) {
+Figure figure_seed004(const VarianceConfig& c, const Seed004& s4, const Table& hist, const Words& words) {
   Figure hf;
   hf.name = "seed004_histogram";
   hf.title = "";
-  hf.caption = fmt::format(
-      "Article 004's experiment: Q of {0}×{1} and K of {1}×{0} drawn from N(0, 1), all {0}² entries of Q K as a "
-      "histogram (density), on the same horizontal axis without the scale (top) and divided by √{1} (bottom), beside "
-      "the normal densities theory predicts: N(0, {1}) and N(0, 1).",
-      c.seed004_n, c.seed004_d);
-  hf.alt =
-      "Histograms of the dot-product scores without a scale and divided by √d_k, each with its predicted "
-      "normal density dashed. The unscaled scores spread with standard deviation √d_k; the scaled ones "
-      "follow N(0, 1).";
-  Panel h1 = util::panel(fmt::format("no scale: mean {:.3f}, standard deviation {:.3f}", s4.mean * std::sqrt(static_cast<double>(c.seed004_d)), s4.raw_std),
-                         "score", "density");
+  const WordArgs args = {{"n", c.seed004_n},
+                         {"d", c.seed004_d},
+                         {"mean", s4.mean},
+                         {"std", s4.std},
+                         {"raw_mean", s4.mean * std::sqrt(static_cast<double>(c.seed004_d))},
+                         {"raw_std", s4.raw_std}};
+  words.fill(hf, "seed004", args);
+  Panel h1 = util::panel(words("seed004.panel_unscaled", args), "score", "density");
   h1.series.push_back(util::series("measured histogram", Style::bars, hist.column("x_unscaled"), hist.column("density_unscaled"), "#56B4E9"));
   h1.series.push_back(util::series(fmt::format("N(0, {}) density", c.seed004_d), Style::theory, hist.column("x_unscaled"), hist.column("normal_0_d"), "#D55E00"));
-  Panel h2 = util::panel(fmt::format("divided by √{}: mean {:.4f}, standard deviation {:.4f}", c.seed004_d, s4.mean, s4.std), "score", "density");
+  Panel h2 = util::panel(words("seed004.panel_scaled", args), "score", "density");
   h2.series.push_back(util::series("measured histogram", Style::bars, hist.column("x_scaled"), hist.column("density_scaled"), "#56B4E9"));
   h2.series.push_back(util::series("N(0, 1) density", Style::theory, hist.column("x_scaled"), hist.column("normal_0_1"), "#D55E00"));
   const double ymax = 1.15 * normal_pdf(0, 1.0);
@@ -398,53 +389,48 @@ Figure figure_seed004(const VarianceConfig& c, const Seed004& s4, const Table& h
 
 // ---- verdicts -----------------------------------------------------------------
 
-Verdict verdict_c1(const VarianceConfig& c, const VarianceSweep& sweep, const PowerFits& fits) {
-  Verdict c1 = make_verdict("C1");
-  c1.theory = 1.0;
-  c1.theory_text = "Var(q·k) = d_k σ⁴: power of d_k = 1, mean 0";
-  c1.measured = fits.worst_slope;
-  c1.measured_text = fmt::format("fitted power {:.4f} (gaussian σ=1: {:.4f}); worst |z| {:.2f} over {} settings ({})",
-                                 fits.worst_slope, fits.slope_ref, sweep.worst_z, sweep.settings, sweep.worst_where);
-  c1.method = fmt::format("For every distribution, σ and d_k, the mean and the variance of Q Kᵀ (whole matrix, per row, "
-                          "per column; averaged over {} replicates of {}×{}) are compared with 0 and d_k σ⁴ in standard "
-                          "errors from theory (Var/(d_k σ⁴)² = (4 + 2κ)/(N d_k) + O(1/N²), κ the excess kurtosis; "
-                          "|z| ≤ {}), and the power of d_k fitted on log–log axes must be 1 ± {}.",
-                          c.replicates, c.seq, c.seq, c.z_max, c.slope_tolerance);
-  c1.tolerance = fits.slope_allowance;
-  c1.unit = "fitted power of d_k of Var(q·k)";
-  c1.tolerance_unit = "largest distance from the power 1";
-  c1.outcome = util::outcome_of(fits.slopes_ok && sweep.worst_z <= c.z_max);
-  c1.figure = "variance_vs_dk";
-  c1.plain = fmt::format("The variance of q·k grows in proportion to d_k: the fitted power of d_k is {:.3f} (theory: "
-                         "1), and every measured mean and variance, over {} settings of distribution, σ, d_k and "
-                         "summary, is within {:.1f} standard errors of theory.",
-                         fits.slope_ref, sweep.settings, sweep.worst_z);
+// C1 and C2 both predict 1 (a power of d_k, a standard deviation) and pass or fail outright.
+Verdict judged(const char* claim, double measured, double tolerance, bool agrees, const char* figure) {
+  Verdict v = make_verdict(claim);
+  v.theory = 1.0;
+  v.measured = measured;
+  v.tolerance = tolerance;
+  v.outcome = util::outcome_of(agrees);
+  v.figure = figure;
+  return v;
+}
+
+Verdict verdict_c1(const VarianceConfig& c, const VarianceSweep& sweep, const PowerFits& fits, const Words& words) {
+  Verdict c1 = judged("C1", fits.worst_slope, fits.slope_allowance, fits.slopes_ok && sweep.worst_z <= c.z_max,
+                      "variance_vs_dk");
+  words.fill(c1, "c1",
+             {{"worst_slope", fits.worst_slope},
+              {"slope_ref", fits.slope_ref},
+              {"worst_z", sweep.worst_z},
+              {"settings", sweep.settings},
+              {"worst_where", sweep.worst_where},
+              {"replicates", c.replicates},
+              {"seq", c.seq},
+              {"z_max", c.z_max},
+              {"slope_tolerance", c.slope_tolerance}});
   return c1;
 }
 
-Verdict verdict_c2(const VarianceConfig& c, const Seed004& s4, const PowerFits& fits) {
-  Verdict c2 = make_verdict("C2");
-  c2.theory = 1.0;
-  c2.theory_text = "std of QKᵀ/√d = 1, mean 0; Var(q·k/√d_k) = σ⁴ (power of d_k = 0)";
-  c2.measured = s4.std;
-  c2.measured_text = fmt::format("article 004's experiment: mean {:.5f}, std {:.5f}; fitted power of d_k after the scale {:+.4f}",
-                                 s4.mean, s4.std, fits.worst_scaled_slope);
-  c2.tolerance = c.seed004_tolerance;
-  c2.unit = "standard deviation of QKᵀ/√d in article 004's experiment";
-  c2.tolerance_unit = "largest |mean| and |std − 1| allowed";
-  c2.method = fmt::format("Article 004's experiment run as written: |mean| and |std − 1| of all {}² entries of QKᵀ/√{} "
-                          "must be ≤ {}; and the power of d_k in Var(q·k/d_k^{}) fitted over every distribution and σ "
-                          "must be 0 ± {} (or ± 4 standard errors of the fit, if larger).",
-                          c.seed004_n, c.seed004_d, c.seed004_tolerance, c.scale_exponent, c.slope_tolerance);
-  c2.outcome = util::outcome_of(std::abs(s4.mean) <= c.seed004_tolerance && std::abs(s4.std - 1) <= c.seed004_tolerance &&
-                                fits.scaled_slopes_ok);
-  c2.figure = "seed004_histogram";
-  c2.plain = fmt::format("Article 004's experiment, run as written ({}² scores of dimension {}): divided by √{}, the "
-                         "scores have mean {} and standard deviation {:.4f}, against 0 and 1; without the scale "
-                         "the standard deviation is {:.2f}. Across all sizes the variance after the scale no longer "
-                         "grows with d_k (fitted power {:+.3f}).",
-                         c.seed004_n, c.seed004_d, c.seed004_d, util::pretty(s4.mean, 1), s4.std, s4.raw_std,
-                         fits.worst_scaled_slope);
+Verdict verdict_c2(const VarianceConfig& c, const Seed004& s4, const PowerFits& fits, const Words& words) {
+  const bool agrees =
+      std::abs(s4.mean) <= c.seed004_tolerance && std::abs(s4.std - 1) <= c.seed004_tolerance && fits.scaled_slopes_ok;
+  Verdict c2 = judged("C2", s4.std, c.seed004_tolerance, agrees, "seed004_histogram");
+  words.fill(c2, "c2",
+             {{"n", c.seed004_n},
+              {"d", c.seed004_d},
+              {"mean", s4.mean},
+              {"mean_pretty", util::pretty(s4.mean, 1)},
+              {"std", s4.std},
+              {"raw_std", s4.raw_std},
+              {"scaled_slope", fits.worst_scaled_slope},
+              {"seed004_tolerance", c.seed004_tolerance},
+              {"scale_exponent", c.scale_exponent},
+              {"slope_tolerance", c.slope_tolerance}});
   return c2;
 }
 
@@ -457,12 +443,15 @@ Result run_variance(const VarianceConfig& c, RunContext& ctx) {
   const Table hist = seed004_table(c, s4);
 
   result.tables = {sweep.table, hist};
-  result.notes.push_back("variance_by_dim.csv: distribution 0 = " + c.distributions.front() +
-                         (c.distributions.size() > 1 ? ", 1 = " + c.distributions[1] : std::string()));
-  result.notes.push_back(fmt::format("seed 004: QKᵀ/√{} over {}² entries: mean {:.5f}, std {:.5f} (unscaled std {:.4f})",
-                                     c.seed004_d, c.seed004_n, s4.mean, s4.std, s4.raw_std));
-  result.figures = {figure_variance(c, sweep.curves), figure_seed004(c, s4, hist)};
-  result.verdicts = {verdict_c1(c, sweep, fits), verdict_c2(c, s4, fits)};
+  const Words words("variance");
+  const std::string second =
+      c.distributions.size() > 1 ? words("note.second_distribution", {{"name", c.distributions[1]}}) : std::string();
+  result.notes.push_back(words("note.distributions", {{"first", c.distributions.front()}, {"second", second}}));
+  result.notes.push_back(
+      words("note.seed004",
+            {{"d", c.seed004_d}, {"n", c.seed004_n}, {"mean", s4.mean}, {"std", s4.std}, {"raw_std", s4.raw_std}}));
+  result.figures = {figure_variance(c, sweep.curves, words), figure_seed004(c, s4, hist, words)};
+  result.verdicts = {verdict_c1(c, sweep, fits, words), verdict_c2(c, s4, fits, words)};
   return result;
 }
 
