@@ -129,7 +129,6 @@ Figure figure_bars(const SaturationConfig& c, const Bars& bars, const Words& wor
   bf.name = "saturation_bars";
   bf.title = "";
   words.fill(bf, "bars", {{"logits", logits_text(c.x)}});
-  const int cols = 3;
   for (size_t k = 0; k < c.bar_scales.size(); ++k) {
     const std::vector<double>& s = bars.s[k];
     const Point& p = bars.points[k];

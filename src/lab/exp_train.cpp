@@ -205,7 +205,6 @@ Figure learning_curves(const StudyResult& s, const Group& g, const Words& words)
               {"init", to_string(g.init)},
               {"optimizer", optimizer_name(g.opt, words)},
               {"seeds", s.config.seeds}});
-  const int n = static_cast<int>(s.config.d_ks.size());
   for (size_t di = 0; di < s.config.d_ks.size(); ++di) {
     const int64_t d = s.config.d_ks[di];
     Panel p = util::panel(words("curves.panel", {{"d_k", d}}), "step", "held-out accuracy");
