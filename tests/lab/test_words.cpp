@@ -67,4 +67,16 @@ TEST(Words, RefusesWhatIsNotThere) {
   EXPECT_NE(missing.find("mup 'figure.panel_last'"), std::string::npos) << missing;
 }
 
+// Every experiment of the lab writes its sentences from its own words file (the tests' own
+// toy experiments, named test_*, write theirs in code).
+TEST(Words, EveryExperimentHasItsWords) {
+  int checked = 0;
+  for (const lab::Experiment* e : lab::experiments()) {
+    if (e->name.starts_with("test_")) continue;
+    EXPECT_NO_THROW(lab::Words{e->name}) << e->name;
+    ++checked;
+  }
+  EXPECT_GE(checked, 17);
+}
+
 }  // namespace
