@@ -1,11 +1,11 @@
 // Experiment `train` (C8): the training study of attnlab/train.hpp registered
 // with the lab. `attnlab run train` runs the quick sweep (the report's default),
 // `attnlab run train --full` the whole sweep of issue 5. Any sweep parameter left
-// empty (or 0) takes the chosen preset's value.
+// empty (or 0) takes the chosen preset's value. The figures are drawn in
+// lab/train_figures.cpp; the configuration, tables, notes and verdicts are here.
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cmath>
 #include <map>
 
 #include "attnlab/attention.hpp"
@@ -14,6 +14,7 @@
 #include "lab/experiments.hpp"
 #include "lab/lab_util.hpp"
 #include "lab/study_across.hpp"
+#include "lab/train_figures.hpp"
 #include "lab/words.hpp"
 
 namespace attnlab::lab {
@@ -144,156 +145,6 @@ double code(const Scaling& s) {
   return kNaN;
 }
 
-std::string policy_label(const Scaling& s) {
-  return s.qk_norm ? "qk-norm + learned temperature" : util::policy_label(s.policy);
-}
-std::string policy_colour(const Scaling& s) { return s.qk_norm ? "#000000" : util::policy_colour(s.policy); }
-
-struct Group {  // one (task, init, optimiser)
-  TaskKind task;
-  InitMode init;
-  OptimizerKind opt;
-  std::string tag() const { return fmt::format("{}_{}_{}", to_string(task), to_string(init), to_string(opt)); }
-};
-
-// "Adam" or "SGD", as the figures name the optimiser.
-std::string optimizer_name(OptimizerKind o, const Words& words) {
-  return words(o == OptimizerKind::adam ? "optimizer.adam" : "optimizer.sgd");
-}
-
-std::vector<const RunResult*> runs_of(const StudyResult& s, const Group& g, int64_t d_k, const Scaling& scale) {
-  std::vector<const RunResult*> out;
-  for (const auto& r : s.runs)
-    if (r.config.task.kind == g.task && r.config.model.init == g.init && r.config.optimizer == g.opt &&
-        r.config.model.d_k == d_k && r.config.model.scale == scale)
-      out.push_back(&r);
-  return out;
-}
-
-// Mean and min..max over seeds of one curve field, on the evaluation steps of the
-// first run (runs that diverged stop early: their missing points are left out).
-struct Aggregate {
-  std::vector<double> step, mean, lo, hi;
-};
-template <class F>
-Aggregate aggregate(const std::vector<const RunResult*>& runs, F field) {
-  Aggregate a;
-  size_t longest = 0;
-  for (const auto* r : runs) longest = std::max(longest, r->curve.size());
-  for (size_t i = 0; i < longest; ++i) {
-    std::vector<double> v;
-    double step = 0;
-    for (const auto* r : runs)
-      if (i < r->curve.size() && std::isfinite(field(r->curve[i]))) {
-        v.push_back(field(r->curve[i]));
-        step = static_cast<double>(r->curve[i].step);
-      }
-    if (v.empty()) continue;
-    a.step.push_back(step);
-    a.mean.push_back(util::mean(v));
-    a.lo.push_back(*std::min_element(v.begin(), v.end()));
-    a.hi.push_back(*std::max_element(v.begin(), v.end()));
-  }
-  return a;
-}
-
-Figure learning_curves(const StudyResult& s, const Group& g, const Words& words) {
-  Figure f;
-  f.name = "train_curves_" + g.tag();
-  words.fill(f, "curves",
-             {{"task", to_string(g.task)},
-              {"init", to_string(g.init)},
-              {"optimizer", optimizer_name(g.opt, words)},
-              {"seeds", s.config.seeds}});
-  for (size_t di = 0; di < s.config.d_ks.size(); ++di) {
-    const int64_t d = s.config.d_ks[di];
-    Panel p = util::panel(words("curves.panel", {{"d_k", d}}), "step", "held-out accuracy");
-    p.y_min = 0;
-    p.y_max = 1.05;
-    p.legend_position = "below";
-    for (size_t si = 0; si < s.config.scales.size(); ++si) {
-      const Scaling& sc = s.config.scales[si];
-      const Aggregate a = aggregate(runs_of(s, g, d, sc), [](const CurvePoint& c) { return c.eval_accuracy; });
-      p.series.push_back(util::band("", a.step, a.lo, a.hi, policy_colour(sc)));
-      p.series.push_back(util::series(policy_label(sc), Style::lines, a.step, a.mean, policy_colour(sc)));
-    }
-    f.panels.push_back(std::move(p));
-  }
-  util::stack_panels(f);
-  return f;
-}
-
-Figure steps_figure(const StudyResult& s, const std::vector<Group>& groups, const std::vector<CellSummary>& cells,
-                    const Words& words) {
-  Figure f;
-  f.name = "train_steps_to_threshold";
-  const double censor = static_cast<double>(s.config.base.steps + s.config.base.eval_every);
-  words.fill(f, "steps",
-             {{"threshold", 100 * s.config.base.threshold}, {"steps", s.config.base.steps}, {"censor", censor}});
-  const std::vector<double> xs = util::to_double(s.config.d_ks);
-  for (size_t gi = 0; gi < groups.size(); ++gi) {
-    const Group& g = groups[gi];
-    Panel p = util::panel(
-        words("group", {{"task", to_string(g.task)}, {"init", to_string(g.init)}, {"optimizer", to_string(g.opt)}}),
-        "d_k", "steps to threshold", true, false);
-    p.x_tics = xs;
-    p.y_min = 0;
-    p.y_max = censor * 1.08;
-    p.legend_position = "below";
-    for (size_t si = 0; si < s.config.scales.size(); ++si) {
-      const Scaling& sc = s.config.scales[si];
-      std::vector<double> med, lo, hi;
-      for (int64_t d : s.config.d_ks) {
-        double m = kNaN;
-        for (const auto& c : cells)
-          if (c.task == g.task && c.init == g.init && c.optimizer == g.opt && c.d_k == d && c.scale == sc)
-            m = c.median_steps;
-        std::vector<double> v;
-        for (const auto* r : runs_of(s, g, d, sc))
-          v.push_back(r->steps_to_threshold >= 0 ? static_cast<double>(r->steps_to_threshold) : censor);
-        med.push_back(m);
-        lo.push_back(v.empty() ? kNaN : *std::min_element(v.begin(), v.end()));
-        hi.push_back(v.empty() ? kNaN : *std::max_element(v.begin(), v.end()));
-      }
-      p.series.push_back(util::band("", xs, lo, hi, policy_colour(sc)));
-      p.series.push_back(util::series(policy_label(sc), Style::linespoints, xs, med, policy_colour(sc)));
-    }
-    p.series.push_back(util::series("budget (never reached)", Style::theory, {xs.front(), xs.back()}, {censor, censor},
-                                    "#777777"));
-    f.panels.push_back(std::move(p));
-  }
-  util::stack_panels(f);
-  return f;
-}
-
-// Attention entropy and mean ‖J‖_F along training at the largest d_k: the mechanism.
-Figure diagnostics_figure(const StudyResult& s, TaskKind task, InitMode init, const Words& words) {
-  const int64_t d_max = *std::max_element(s.config.d_ks.begin(), s.config.d_ks.end());
-  Figure f;
-  f.name = fmt::format("train_attention_{}_{}", to_string(task), to_string(init));
-  words.fill(f, "attention", {{"d_k", d_max}, {"task", to_string(task)}, {"init", to_string(init)}});
-  for (size_t oi = 0; oi < s.config.optimizers.size(); ++oi) {
-    const Group g{task, init, s.config.optimizers[oi]};
-    for (int which = 0; which < 2; ++which) {
-      Panel p = util::panel(
-          words(which == 0 ? "attention.panel_entropy" : "attention.panel_jacobian", {{"optimizer", to_string(g.opt)}}),
-          "step", which == 0 ? "entropy (nats)" : "||J||_F");
-      p.y_min = 0;
-      p.legend_position = "below";
-      for (size_t si = 0; si < s.config.scales.size(); ++si) {
-        const Scaling& sc = s.config.scales[si];
-        const Aggregate a = aggregate(runs_of(s, g, d_max, sc), [which](const CurvePoint& c) {
-          return which == 0 ? c.entropy : c.jacobian_fro;
-        });
-        p.series.push_back(util::series(policy_label(sc), Style::lines, a.step, a.mean, policy_colour(sc)));
-      }
-      f.panels.push_back(std::move(p));
-    }
-  }
-  util::stack_panels(f);
-  return f;
-}
-
 double code(Diagnosis d) { return static_cast<double>(d); }
 
 // The 1/√d_k cell beside `cell` (same task, init, optimiser, d_k), or nullptr.
@@ -379,51 +230,6 @@ std::vector<std::string> steps_table_text(const StudyResult& s, const std::vecto
   return lines;
 }
 
-// The mechanism beside the outcome, against d_k, one row per optimiser: how concentrated the
-// attention is at initialisation, how large the gradient reaching W_q and W_k is in the first
-// steps, and how far each policy got (C8's own figure).
-Figure mechanism_figure(const StudyResult& s, const std::vector<CellSummary>& cells, TaskKind task, InitMode init,
-                        const Words& words) {
-  Figure f;
-  f.name = fmt::format("train_mechanism_{}_{}", to_string(task), to_string(init));
-  f.title = "";
-  words.fill(f, "mechanism", {{"seeds", s.config.seeds}, {"eval_every", s.config.base.eval_every}});
-  const std::vector<double> xs = util::to_double(s.config.d_ks);
-  for (size_t oi = 0; oi < s.config.optimizers.size(); ++oi) {
-    const OptimizerKind opt = s.config.optimizers[oi];
-    Panel pm = util::panel(words("mechanism.panel_max_p", {{"optimizer", optimizer_name(opt, words)}}), "d_k",
-                           "mean max p", true, false);
-    Panel pg = util::panel("gradient on W_q, W_k", "d_k", "||dL/dW||", true, true);
-    Panel pa = util::panel("final accuracy", "d_k", "held-out accuracy", true, false);
-    for (size_t si = 0; si < s.config.scales.size(); ++si) {
-      const Scaling& sc = s.config.scales[si];
-      std::vector<double> mp, grad, acc;
-      for (int64_t d : s.config.d_ks) {
-        double m = kNaN, g = kNaN, a = kNaN;
-        for (const auto& c : cells)
-          if (c.task == task && c.init == init && c.optimizer == opt && c.d_k == d && c.scale == sc)
-            m = c.mean_max_prob_start, g = c.mean_grad_qk_first, a = c.mean_final_accuracy;
-        mp.push_back(m), grad.push_back(g), acc.push_back(a);
-      }
-      const std::string label = policy_label(sc);
-      pm.series.push_back(util::series(label, Style::linespoints, xs, mp, policy_colour(sc)));
-      pg.series.push_back(util::series(label, Style::linespoints, xs, grad, policy_colour(sc)));
-      pa.series.push_back(util::series(label, Style::linespoints, xs, acc, policy_colour(sc)));
-    }
-    for (auto* p : {&pm, &pg, &pa}) {
-      p->x_tics = xs;
-      p->legend_position = "below";
-    }
-    pm.y_min = 0, pm.y_max = 1.05;
-    pa.y_min = 0, pa.y_max = 1.05;
-    f.panels.push_back(std::move(pm));
-    f.panels.push_back(std::move(pg));
-    f.panels.push_back(std::move(pa));
-  }
-  util::stack_panels(f);
-  return f;
-}
-
 std::string join(const std::vector<std::string>& v) {
   std::string out;
   for (const auto& x : v) out += (out.empty() ? "" : ",") + x;
@@ -453,7 +259,6 @@ Config settings_of(const StudyConfig& s, const std::string& rates, const Words& 
   return c;
 }
 
-// The task, the model and the training, in plain words.
 // How many of the study's cells have a tuned rate (the others run at the default).
 size_t tuned_cells(const StudyConfig& s) {
   size_t n = 0;
@@ -480,6 +285,7 @@ std::string rate_words(const StudyConfig& s, const std::string& rates, int64_t t
                {{"tuned", tuned}, {"cells", cells}});
 }
 
+// The task, the model and the training, in plain words.
 std::string setup_text(const StudyConfig& s, const std::string& rates, int64_t tuning_seeds, const Words& words) {
   const bool small = std::find(s.inits.begin(), s.inits.end(), InitMode::small) != s.inits.end();
   return words("setup", {{"d_model", s.base.model.d_model},
@@ -518,16 +324,16 @@ Result run_train(const TrainExperimentConfig& c, RunContext& ctx) {
 
   r.tables = {cells_table("train_cells", cells), runs_table(study), curves_table(study)};
   if (!tuning_cells.empty()) r.tables.push_back(cells_table("train_tuning", tuning_cells));
-  std::vector<Group> groups;
+  std::vector<train_figures::Group> groups;
   for (const auto& t : config.tasks)
     for (InitMode i : config.inits)
       for (OptimizerKind o : config.optimizers) groups.push_back({t.kind, i, o});
   for (const auto& t : config.tasks)
-    for (InitMode i : config.inits) r.figures.push_back(mechanism_figure(study, cells, t.kind, i, words));
-  for (const auto& g : groups) r.figures.push_back(learning_curves(study, g, words));
-  r.figures.push_back(steps_figure(study, groups, cells, words));
+    for (InitMode i : config.inits) r.figures.push_back(train_figures::mechanism(study, cells, t.kind, i, words));
+  for (const auto& g : groups) r.figures.push_back(train_figures::learning_curves(study, g, words));
+  r.figures.push_back(train_figures::steps_to_threshold(study, groups, cells, words));
   for (const auto& t : config.tasks)
-    for (InitMode i : config.inits) r.figures.push_back(diagnostics_figure(study, t.kind, i, words));
+    for (InitMode i : config.inits) r.figures.push_back(train_figures::attention_diagnostics(study, t.kind, i, words));
 
   r.notes.push_back(words("note.codes"));
   if (std::any_of(config.scales.begin(), config.scales.end(), [](const Scaling& sc) { return code(sc) > 3; }))
