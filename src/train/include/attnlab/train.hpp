@@ -232,7 +232,7 @@ std::vector<RunConfig> expand(const StudyConfig& config);
 // the summed dimension. `progress` is called after each run, from the thread that
 // trained it, one call at a time.
 // `only` (sweep indices; nullptr: all): train only those runs, the others left empty (a
-// share of the sweep for one of several processes, src/lab/exp_train.cpp).
+// share of the sweep for one of several processes, src/lab/study_across.cpp).
 StudyResult run_study(const StudyConfig& config,
                       const std::function<void(const StudyProgress&)>& progress = {},
                       const std::vector<int64_t>* only = nullptr);
