@@ -1,7 +1,7 @@
 // Decoding against the KV cache, every figure of docs/python.md's "Decoding" table from one
 // command: B = 1, one query row, Nk positions, d = 128, Hkv = 8 and Hq = 8 or 32, for each
 // cache type
-//   paged       kv_cache_attention over 32-position blocks (the fused step, blocks in place)
+//   paged       kv_cache_attention over the cache's blocks (128 positions; the fused step, in place)
 //   contiguous  the same kernel over one block holding the whole sequence (block_tokens = Nk)
 //   gathered    the path the fused step replaced: gather() to float32, then the engine
 //   engine      the contiguous engine on K/V tensors (float32 and float16 only)
@@ -12,7 +12,7 @@
 // paged over contiguous, 32/8 over 8/8).
 //
 //   attnlab_bench_kv_cache [--threads 2] [--rounds 15] [--nk 32768] [--types float32,float16,int8,int4]
-//                          [--no-gathered]
+//                          [--no-gathered] [--block-tokens N (default: the cache's)]
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -35,7 +35,7 @@ namespace {
 
 struct Args {
   int threads = 2, rounds = 15;
-  int64_t nk = 32768, d = 128, hkv = 8;
+  int64_t nk = 32768, d = 128, hkv = 8, block_tokens = al::KVCacheConfig{}.block_tokens;
   std::vector<std::string> types = {"float32", "float16", "int8", "int4"};
   bool gathered = true;
 };
@@ -51,6 +51,8 @@ Args parse(int argc, char** argv) {
     if (f == "--threads") a.threads = std::stoi(value());
     else if (f == "--rounds") a.rounds = std::stoi(value());
     else if (f == "--nk") a.nk = std::stoll(value());
+    else if (f == "--block-tokens")
+      a.block_tokens = std::stoll(value());
     else if (f == "--no-gathered") a.gathered = false;
     else if (f == "--types") {
       a.types.clear();
@@ -63,7 +65,8 @@ Args parse(int argc, char** argv) {
       }
     } else throw al::Error("attnlab_bench_kv_cache: unknown argument " + f);
   }
-  if (a.threads < 1 || a.rounds < 1 || a.nk < 1) throw al::Error("attnlab_bench_kv_cache: values must be positive");
+  if (a.threads < 1 || a.rounds < 1 || a.nk < 1 || a.block_tokens < 1)
+    throw al::Error("attnlab_bench_kv_cache: values must be positive");
   return a;
 }
 
@@ -113,7 +116,7 @@ int main(int argc, char** argv) try {
     for (bool paged : {true, false}) {
       al::KVCacheConfig c;
       c.kv_heads = hkv, c.head_dim = d, c.max_tokens = nk, c.key_type = t, c.value_type = t;
-      c.block_tokens = paged ? 32 : nk;
+      c.block_tokens = paged ? a.block_tokens : nk;
       if (t == al::CacheType::fp8_e4m3) c.key_scales = {0.02f}, c.value_scales = {0.02f};
       caches.push_back(std::make_unique<al::KVCache>(c));
       al::KVCache& cache = *caches.back();

@@ -20,8 +20,8 @@ int main() {
   };
 
   const int64_t a = cache.add_sequence();
-  cache.append(0, a, rows(100), rows(100));  // the prompt
-  const int64_t b = cache.fork(a, 100);      // a second continuation of it: no copy
+  cache.append(0, a, rows(300), rows(300));  // the prompt: 2 full blocks of 128 positions and a part
+  const int64_t b = cache.fork(a, 300);      // a second continuation of it: no copy
   attnlab::AttentionOptions<float> options;
   options.causal = attnlab::Causal::bottom_right;
   const int64_t seqs[] = {a, b};

@@ -104,14 +104,14 @@ void bind_kv_cache(py::module_& m) {
                       R"doc(A paged KV cache for decoding, quantized on write (docs/python.md, "Decoding").
 
 KVCache(layers, kv_heads, head_dim, max_tokens, key_type="float32", value_type="float32",
-        value_dim=None, block_tokens=32, key_scales=[], value_scales=[])
+        value_dim=None, block_tokens=128, key_scales=[], value_scales=[])
 
 Types: "float32", "bfloat16", "float16", "int8" and "int4" (a scale per 32 channels of
 each token and head), "fp8_e4m3" (key_scales/value_scales: one per K/V head, or one for
 all, fixed here; a value beyond 448·scale is a ValueError). The pool of max_tokens positions
 (all layers) is allocated here and never grows.)doc")
       .def(py::init(&make_cache), "layers"_a, "kv_heads"_a, "head_dim"_a, "max_tokens"_a, "key_type"_a = "float32",
-           "value_type"_a = "float32", "value_dim"_a = py::none(), "block_tokens"_a = 32,
+           "value_type"_a = "float32", "value_dim"_a = py::none(), "block_tokens"_a = 128,
            "key_scales"_a = std::vector<float>{}, "value_scales"_a = std::vector<float>{})
       .def("add_sequence", &KVCache::add_sequence, "A new empty sequence; returns its id.")
       .def("fork", &KVCache::fork, "seq"_a, "tokens"_a,

@@ -108,7 +108,7 @@ def test_torch_block_with_and_without_the_cache(torch):
     x = torch.randn(2, 10, 48)
     with torch.no_grad():
         full = block(x)
-        cache = at.KVCache(layers=1, kv_heads=2, head_dim=8, max_tokens=64)
+        cache = at.KVCache(layers=1, kv_heads=2, head_dim=8, max_tokens=256)  # a block (128 positions) each
         seqs = [cache.add_sequence(), cache.add_sequence()]
         parts = [block(x[:, :6], cache, seqs)] + [block(x[:, t:t + 1], cache, seqs) for t in range(6, 10)]
     assert torch.allclose(torch.cat(parts, dim=1), full, atol=1e-5, rtol=1e-5)
