@@ -8,6 +8,8 @@
 // and the fraction of saturated rows (max p > 0.99).
 // A second measurement reproduces the issue's table: median ‖J‖_F of rows with
 // `table_keys` keys, unscaled and with 1/√d, with a sampling error from row groups.
+// The configuration and the measured types are in lab/gradflow.hpp; C6's verdict is in
+// c6_verdict.cpp and C7's in c7_verdicts.cpp, so that this file holds the measurements and figures.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -19,8 +21,8 @@
 #include "attnlab/softmax.hpp"
 #include "core/attention_results.hpp"
 #include "lab/c7_verdicts.hpp"
-#include "lab/claims_data.hpp"
 #include "lab/experiments.hpp"
+#include "lab/gradflow.hpp"
 #include "lab/lab_util.hpp"
 #include "lab/parallel.hpp"
 #include "lab/words.hpp"
@@ -28,73 +30,11 @@
 namespace attnlab::lab {
 namespace {
 
-struct GradflowConfig {
-  std::vector<int64_t> dims{16, 32, 64, 128, 256, 512, 1024, 2048, 4096};
-  std::vector<std::string> policies{"none", "inv_sqrt_d", "inv_d", "entropy_invariant"};
-  int64_t n_keys = 128;
-  int64_t trials = 2;
-  std::string upstream = "unit_dp";   // dO ~ N(0, 1/d_v) so that dP = dO·v ~ N(0, 1) at every d; or "unit": dO ~ N(0, 1)
-  std::string baseline = "none";       // the policy C6/C7 compare against the remedy
-  std::string remedy = "inv_sqrt_d";
-  double same_order_factor = 4.0;      // "stays of the same order": max/min of ‖dQ‖, ‖dK‖ over d_k within this factor
-  double vanish_factor = 10.0;         // "falls towards 0": without the scale the typical row falls by more than an order of magnitude
-  std::vector<int64_t> model_dims{64, 256};  // the head sizes models use (BERT 64, most LLMs 128, some 256): marked in C7's figure
-  // Where the typical query's gradient starts to fall without the scale (C6's boundary): more trials of the
-  // baseline at d_k up to boundary_max_dim, where one trial is cheap and the steps are small.
-  int64_t boundary_trials = 32;
-  int64_t boundary_max_dim = 512;
-  // The issue's table of median ‖J‖_F for 64 keys.
-  int64_t table_keys = 64;
-  std::vector<int64_t> table_dims{16, 64, 256, 1024};
-  std::vector<double> table_unscaled{0.335, 0.22, 0.028, 1.8e-4};
-  double table_scaled = 0.18;
-  int64_t table_rows = 8192;
-  int64_t table_groups = 16;
-  double table_z = 4.0;                // agreement: |log(measured/expected)| ≤ table_z·SE + table_rounding
-  double table_rounding = 0.05;        // the issue's numbers carry 2–3 significant digits ("≈ 0.18")
-  void bind(Params& p) {
-    using namespace rules;
-    p.add("dims", dims, "head dims d_k", at_least_items(2) & each(positive()));
-    p.add("policies", policies, "scale policies (ScalePolicy::parse names: none, inv_sqrt_d, inv_d, entropy_invariant, ssmax, or a number)", each(util::scale_policy_rule()));
-    p.add("n_keys", n_keys, "queries and keys per problem (seq)", at_least(2));
-    p.add("trials", trials, "independent problems per (policy, d_k)", positive());
-    p.add("upstream", upstream, "upstream gradient dO: unit_dp (N(0, 1/d_v), so dO·v ~ N(0,1) for every d) or unit (N(0, 1))", one_of({"unit_dp", "unit"}));
-    p.add("baseline", baseline, "policy judged as 'without the scale'");
-    p.add("remedy", remedy, "policy judged as 'with the scale' (set inv_d to apply 1/√d twice: C6 must then fail)");
-    p.add("same_order_factor", same_order_factor, "with the remedy, max/min of ‖dQ‖ and ‖dK‖ over d_k must stay below this");
-    p.add("vanish_factor", vanish_factor, "without the scale, ‖J‖ and ‖dQ‖ must fall by more than this from the smallest to the largest d_k");
-    p.add("model_dims", model_dims, "smallest and largest head size models use (marked in the figures, named in the verdicts)", each(positive()) & increasing());
-    p.add("boundary_trials", boundary_trials, "trials of the baseline for C6's boundary (each step's change ± 2 standard errors)", positive());
-    p.add("boundary_max_dim", boundary_max_dim, "largest d_k measured with boundary_trials (beyond it: the main trials)");
-    p.add("table_keys", table_keys, "keys per row for the reproduced ‖J‖_F table");
-    p.add("table_dims", table_dims, "d_k of the reproduced table", non_empty() & each(positive()));
-    p.add("table_unscaled", table_unscaled, "expected median ‖J‖_F without scale (the issue's table)");
-    p.add("table_scaled", table_scaled, "expected median ‖J‖_F with 1/√d (the issue's table)");
-    p.add("table_rows", table_rows, "query rows sampled per table entry", positive());
-    p.add("table_groups", table_groups, "row groups whose medians give the sampling error", at_least(2));
-    p.add("table_z", table_z, "agreement in standard errors of log(median)");
-    p.add("table_rounding", table_rounding, "extra allowance in log for the rounding of the issue's numbers");
-    p.check({"table_unscaled", "table_dims"}, "as many values as table_dims",
-            [this] { return table_unscaled.size() == table_dims.size(); });
-    p.check({"model_dims"}, "two head sizes, smallest then largest", [this] { return model_dims.size() == 2; });
-    const auto among_policies = [this](const std::string& name) {
-      return std::find(policies.begin(), policies.end(), name) != policies.end();
-    };
-    p.check({"baseline", "policies"}, "baseline is one of the policies", [this, among_policies] { return among_policies(baseline); });
-    p.check({"remedy", "policies"}, "remedy is one of the policies", [this, among_policies] { return among_policies(remedy); });
-  }
-};
-
 double fro(const Tensor<double>& t) {
   double s = 0;
   for (double x : t.storage()) s += x * x;
   return std::sqrt(s);
 }
-
-struct Measure {
-  double dq = 0, dk = 0, ds = 0, j_mean = 0, j_median = 0, saturated = 0, max_prob = 0;
-  double dq_row = 0, dk_row = 0;  // medians over rows of ‖dQ_i‖, ‖dK_j‖: the typical query and key
-};
 
 // Median over rows i of ‖t[0, 0, i, :]‖.
 double median_row_norm(const Tensor<double>& t) {
@@ -182,12 +122,6 @@ TableEntry jacobian_median(const ScalePolicy& policy, int64_t keys, int64_t d, i
   return {util::median(all), std::sqrt(util::variance(logs) / static_cast<double>(groups))};
 }
 
-// The policies to compare; C6 and C7 set `baseline` (no scale) against `remedy` (1/√d).
-struct Policies {
-  std::vector<ScalePolicy> list;
-  size_t base = 0, remedy = 0;
-};
-
 Policies policies_of(const GradflowConfig& c) {
   Policies p;
   p.list = util::parse_policies("policies", c.policies);
@@ -200,13 +134,6 @@ Policies policies_of(const GradflowConfig& c) {
 }
 
 // ---- measure ------------------------------------------------------------------
-
-struct PolicySweep {
-  Table table{"gradflow", {"policy", "d_k", "scale", "norm_dQ", "norm_dK", "norm_dS", "mean_J_fro", "median_J_fro",
-                           "saturated_fraction", "mean_max_prob", "median_row_dQ", "median_row_dK"}};
-  std::vector<std::vector<Measure>> by_policy;  // [policy][d_k], averaged over trials
-  std::vector<std::vector<double>> base_dq_trials;  // [d_k][trial] the baseline's typical query gradient (C6's boundary)
-};
 
 // Every policy at every d_k, on the same random problems (a paired comparison).
 PolicySweep measure_policies(const GradflowConfig& c, const Policies& policies, RunContext& ctx) {
@@ -258,14 +185,6 @@ void measure_boundary(const GradflowConfig& c, const Policies& policies, PolicyS
   }
   sweep.base_dq_trials.insert(sweep.base_dq_trials.begin(), small.begin(), small.end());
 }
-
-// The issue's table of median ‖J‖_F, measured beside the values it quotes.
-struct IssueTable {
-  Table table{"jacobian_median_table", {"d_k", "unscaled_median", "unscaled_log_se", "unscaled_expected",
-                                        "scaled_median", "scaled_log_se", "scaled_expected"}};
-  double worst = 0;  // largest |log ratio| / allowance
-  std::string text;
-};
 
 IssueTable measure_issue_table(const GradflowConfig& c, RunContext& ctx, const Words& words) {
   ctx.report(fmt::format("median ‖J‖_F table: {} keys, {} rows per entry", c.table_keys, c.table_rows));
@@ -399,134 +318,6 @@ Figure figure_gradflow(const GradflowConfig& c, const Policies& policies, const 
 }
 
 // ---- verdicts -----------------------------------------------------------------
-
-Verdict verdict_c6(const GradflowConfig& c, const Policies& policies, const PolicySweep& sweep, const IssueTable& issue,
-                   const Words& words) {
-  const auto& B = sweep.by_policy[policies.base];
-  const auto& R = sweep.by_policy[policies.remedy];
-  const std::string base_name = util::policy_label(policies.list[policies.base]),
-                    remedy_name = util::policy_label(policies.list[policies.remedy]);
-  // The typical row (median over rows): the seeds' argument is about each softmax row saturating.
-  const double j_fall = B.front().j_median / B.back().j_median;
-  const double dq_fall = B.front().dq_row / B.back().dq_row, dk_fall = B.front().dk_row / B.back().dk_row;
-  auto spread = [](const std::vector<Measure>& v, double Measure::*field) {
-    double lo = INFINITY, hi = 0;
-    for (const auto& m : v) lo = std::min(lo, m.*field), hi = std::max(hi, m.*field);
-    return hi / lo;
-  };
-  const double remedy_spread = std::max(spread(R, &Measure::dq_row), spread(R, &Measure::dk_row));
-  const bool vanishes = j_fall > c.vanish_factor && dq_fall > c.vanish_factor && dk_fall > c.vanish_factor;
-  const bool same_order = remedy_spread < c.same_order_factor;
-  const bool table_ok = issue.worst <= 1.0;
-  Verdict v6 = make_verdict("C6");
-  v6.theory = c.same_order_factor;
-  v6.measured = remedy_spread;
-  v6.tolerance = c.same_order_factor;
-  v6.outcome = util::outcome_of(vanishes && same_order && table_ok);
-  v6.figure = "gradflow";
-  // Where along d_k does the typical query's gradient shrink without the scale? Step by step, the mean
-  // change of log ‖dQ_i‖ over paired trials ± 2 standard errors: a step within noise is called neither way.
-  v6.range_variable = "d_k";
-  for (size_t i = 0; i + 1 < c.dims.size(); ++i) {
-    const auto& a = sweep.base_dq_trials[i];
-    const auto& b = sweep.base_dq_trials[i + 1];
-    std::vector<double> logs;
-    for (size_t t = 0; t < std::min(a.size(), b.size()); ++t) logs.push_back(std::log(b[t] / a[t]));
-    const double mean = util::mean(logs);
-    // Beyond boundary_max_dim only the sweep's few trials exist; the changes there are orders of magnitude, read by sign.
-    const bool few = static_cast<int64_t>(logs.size()) < c.boundary_trials;
-    const double se2 = !few && logs.size() > 1 ? claim_threshold("C6", "step_standard_errors") *
-                                                     std::sqrt(util::variance(logs) / static_cast<double>(logs.size()))
-                                               : NAN;
-    const Outcome o = !std::isfinite(se2) ? (mean < 0 ? Outcome::confirmed : Outcome::refuted)
-                      : mean + se2 < 0   ? Outcome::confirmed
-                      : mean - se2 > 0   ? Outcome::refuted
-                                         : Outcome::inconclusive;
-    const std::string text = words(
-        "c6.range", {{"from", c.dims[i]},
-                     {"to", c.dims[i + 1]},
-                     {"factor", std::exp(mean)},
-                     {"mean", mean},
-                     {"error", std::isfinite(se2) ? words("c6.range_error", {{"se", se2}}) : words("c6.range_by_sign")},
-                     {"trials", logs.size()},
-                     {"remedy_from", R[i].dq_row},
-                     {"remedy_to", R[i + 1].dq_row},
-                     {"j_from", B[i].j_median},
-                     {"j_to", B[i + 1].j_median}});
-    if (!v6.ranges.empty() && v6.ranges.back().outcome == o) {
-      v6.ranges.back().to = static_cast<double>(c.dims[i + 1]);
-      v6.ranges.back().text += "; " + text;
-    } else {
-      v6.ranges.push_back({static_cast<double>(c.dims[i]), static_cast<double>(c.dims[i + 1]), o, text});
-    }
-  }
-  std::string boundary;
-  if (!v6.ranges.empty() && v6.ranges.back().outcome == Outcome::confirmed) {
-    std::string before;
-    for (size_t k = 0; k + 1 < v6.ranges.size(); ++k) {
-      const auto& g = v6.ranges[k];
-      const char* change = g.outcome == Outcome::refuted     ? "c6.rises"
-                           : g.outcome == Outcome::confirmed ? "c6.falls"
-                                                             : "c6.within_spread";
-      before += words(before.empty() ? "c6.before_first" : "c6.before_next",
-                      {{"change", words(change)}, {"from", g.from}, {"to", g.to}});
-    }
-    boundary = words("c6.boundary", {{"trials", c.boundary_trials},
-                                     {"max_dim", c.boundary_max_dim},
-                                     {"from", v6.ranges.back().from},
-                                     {"before", before}});
-  }
-  // Why ‖J‖ without the scale is larger at small d_k: ‖J‖_F is small both for spread weights (uniform over n keys:
-  // √(n − 1)/n) and for one-hot ones (0), and largest when a few keys share the weight (0.5 for two halves).
-  const double uniform_j = std::sqrt(static_cast<double>(c.n_keys - 1)) / static_cast<double>(c.n_keys);
-  const std::string small_dk = B.front().j_median > R.front().j_median
-                                   ? words("c6.small_dk", {{"d_first", c.dims.front()},
-                                                           {"j_base", B.front().j_median},
-                                                           {"j_remedy", R.front().j_median},
-                                                           {"n_keys", c.n_keys},
-                                                           {"max_remedy", R.front().max_prob},
-                                                           {"uniform", uniform_j},
-                                                           {"max_base", B.front().max_prob}})
-                                   : std::string();
-  // At the head sizes models use: the fall has begun but the gradient is still larger than with the scale.
-  std::string model;
-  double ratio_lo = INFINITY, ratio_hi = 0;
-  for (size_t i = 0; i < c.dims.size(); ++i)
-    if (c.dims[i] >= c.model_dims[0] && c.dims[i] <= c.model_dims[1]) {
-      const double r = B[i].dq_row / R[i].dq_row;
-      ratio_lo = std::min(ratio_lo, r), ratio_hi = std::max(ratio_hi, r);
-    }
-  if (std::isfinite(ratio_lo))
-    model = words("c6.model",
-                  {{"lo", c.model_dims[0]}, {"hi", c.model_dims[1]}, {"ratio_lo", ratio_lo}, {"ratio_hi", ratio_hi}});
-  words.fill(v6, "c6",
-             {{"base", base_name},
-              {"remedy", remedy_name},
-              {"j_fall", j_fall},
-              {"dq_fall", dq_fall},
-              {"dk_fall", dk_fall},
-              {"d_first", c.dims.front()},
-              {"d_last", c.dims.back()},
-              {"remedy_spread", remedy_spread},
-              {"total_change", B.back().dq / B.front().dq},
-              {"table", issue.text},
-              {"worst", issue.worst},
-              {"vanish", c.vanish_factor},
-              {"same_order", c.same_order_factor},
-              {"table_rows", c.table_rows},
-              {"table_keys", c.table_keys},
-              {"table_z", c.table_z},
-              {"table_rounding", c.table_rounding},
-              // The plain text says the factors as a reader counts them (util::pretty).
-              {"j_factor", util::pretty(j_fall)},
-              {"dq_factor", util::pretty(dq_fall)},
-              {"dk_factor", util::pretty(dk_fall)},
-              {"spread_factor", util::pretty(remedy_spread)},
-              {"model", model},
-              {"boundary", boundary},
-              {"small_dk", small_dk}});
-  return v6;
-}
 
 // C7's verdicts (lab/c7_verdicts.hpp), from the ratios of the typical row.
 std::vector<Verdict> verdicts_c7(const GradflowConfig& c, const Policies& policies, const PolicySweep& sweep,
