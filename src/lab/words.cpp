@@ -43,8 +43,6 @@ const std::map<std::string, json, std::less<>>& all_words() {
   return files;
 }
 
-const json& entries(const void* p) { return *static_cast<const json*>(p); }
-
 }  // namespace
 
 Words::Words(std::string_view experiment) : experiment_(experiment) {
@@ -54,10 +52,10 @@ Words::Words(std::string_view experiment) : experiment_(experiment) {
   entries_ = &it->second;
 }
 
-bool Words::has(std::string_view key) const { return entries(entries_).contains(key); }
+bool Words::has(std::string_view key) const { return entries_->contains(key); }
 
 std::string Words::operator()(std::string_view key, WordArgs args) const {
-  const json& file = entries(entries_);
+  const json& file = *entries_;
   const auto it = file.find(key);
   if (it == file.end()) throw Error(fmt::format("lab words: {} has no text '{}'", experiment_, key));
   std::string pattern;

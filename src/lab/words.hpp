@@ -7,6 +7,7 @@
 // Private to the lab.
 #include <cstdint>
 #include <initializer_list>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -52,7 +53,7 @@ class Words {
 
  private:
   std::string experiment_;
-  const void* entries_;  // the file's parsed JSON object
+  const nlohmann::json* entries_;  // the file's parsed JSON object
 };
 
 }  // namespace attnlab::lab
