@@ -95,6 +95,10 @@ class ATTNLAB_API KVCache {
   // Appends n positions of one layer: k [1, kv_heads, n, head_dim], v [1, kv_heads, n, value_dim]
   // (any strides). All checks (shapes, values, free blocks) come before any write.
   void append(int64_t layer, int64_t seq, ConstView<float> k, ConstView<float> v);
+  // The same for several sequences at once, n positions each: k [seqs.size(), kv_heads, n,
+  // head_dim], v [seqs.size(), kv_heads, n, value_dim]. All of them or none: every check
+  // (shapes, values, the blocks of all of them, a sequence listed twice) comes first.
+  void append(int64_t layer, std::span<const int64_t> seqs, ConstView<float> k, ConstView<float> v);
 
   // The first `length(seq, layer)` positions dequantized, contiguous: k [1, kv_heads, len,
   // head_dim], v [1, kv_heads, len, value_dim] (any strides).

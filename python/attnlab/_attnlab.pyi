@@ -1,6 +1,6 @@
 """Type stubs for the compiled extension attnlab._attnlab (see its docstrings)."""
 
-from typing import Any, Literal, Sequence
+from typing import Any, Literal, Sequence, overload
 
 import numpy as np
 import numpy.typing as npt
@@ -98,7 +98,10 @@ class KVCache:
     @property
     def sequences(self) -> list[int]: ...
     def length(self, seq: int, layer: int = 0) -> int: ...
+    @overload
     def append(self, layer: int, seq: int, k: ArrayLike, v: ArrayLike) -> None: ...
+    @overload
+    def append(self, layer: int, seqs: Sequence[int], k: ArrayLike, v: ArrayLike) -> None: ...
     def gather(self, layer: int, seq: int) -> tuple[FloatArray, FloatArray]: ...
     def attention(self, layer: int, seqs: Sequence[int], q: ArrayLike, query_lengths: Sequence[int] | None = None,
                   causal: str = "bottom_right", scale: float | None = None,

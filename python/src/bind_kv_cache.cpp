@@ -44,6 +44,12 @@ void append(KVCache& cache, int64_t layer, int64_t seq, const FloatArray& k, con
   cache.append(layer, seq, rows_view(k, "k"), rows_view(v, "v"));
 }
 
+// n positions for each of `seqs` (k [len(seqs), kv_heads, n, head_dim]): all of them or none.
+void append_batch(KVCache& cache, int64_t layer, const std::vector<int64_t>& seqs, const FloatArray& k,
+                  const FloatArray& v) {
+  cache.append(layer, seqs, rows_view(k, "k"), rows_view(v, "v"));
+}
+
 py::tuple gather(const KVCache& cache, int64_t layer, int64_t seq) {
   const KVCacheConfig& c = cache.config();
   const int64_t len = cache.length(seq, layer);
@@ -120,7 +126,11 @@ all, fixed here; a value beyond 448·scale is a ValueError). The pool of max_tok
       .def_property_readonly("sequences", &KVCache::sequences)
       .def("length", &KVCache::length, "seq"_a, "layer"_a = 0, "Positions held by `seq` in `layer`.")
       .def("append", &append, "layer"_a, "seq"_a, "k"_a, "v"_a,
-           "Appends k [kv_heads, n, head_dim] and v [kv_heads, n, value_dim] to a sequence's layer.")
+           "Appends k [kv_heads, n, head_dim] and v [kv_heads, n, value_dim] (or [1, kv_heads, n, dim]) to a "
+           "sequence's layer.")
+      .def("append", &append_batch, "layer"_a, "seqs"_a, "k"_a, "v"_a,
+           "Appends n positions to each of the sequences `seqs`, k [len(seqs), kv_heads, n, head_dim] and v "
+           "[len(seqs), kv_heads, n, value_dim]: to all of them or, on any error, to none.")
       .def("gather", &gather, "layer"_a, "seq"_a,
            "The sequence's K and V of a layer, dequantized: float32 [kv_heads, length, dim] arrays.")
       .def("attention", &attention, "layer"_a, "seqs"_a, "q"_a, "query_lengths"_a = py::none(),

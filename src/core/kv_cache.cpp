@@ -2,6 +2,7 @@
 #include "attnlab/kv_cache.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cmath>
@@ -153,10 +154,13 @@ int64_t KVCache::add_sequence() {
 int64_t KVCache::fork(int64_t seq, int64_t tokens) {
   State& s = *state_;
   const State::Sequence& src = s.find(seq, "fork");
-  const int64_t shortest = *std::min_element(src.length.begin(), src.length.end());
-  if (tokens < 0 || tokens > shortest)
-    throw Error(fmt::format("kv_cache fork: {} positions of sequence {}, which holds {} in every layer", tokens, seq,
-                            shortest));
+  if (tokens < 0) throw Error(fmt::format("kv_cache fork: tokens = {} is negative", tokens));
+  // Every layer must hold the shared positions: a fork's block table serves all layers.
+  const auto shortest = std::min_element(src.length.begin(), src.length.end());
+  if (tokens > *shortest)
+    throw Error(fmt::format("kv_cache fork: {} positions of sequence {}, but its layer {} holds only {} (layers hold "
+                            "{}); append the positions to every layer before forking",
+                            tokens, seq, shortest - src.length.begin(), *shortest, fmt::join(src.length, ", ")));
   const int64_t blocks = (tokens + s.config.block_tokens - 1) / s.config.block_tokens;
   State::Sequence copy;
   copy.blocks.assign(src.blocks.begin(), src.blocks.begin() + blocks);
@@ -184,79 +188,106 @@ int64_t KVCache::length(int64_t seq, int64_t layer) const {
 }
 
 void KVCache::append(int64_t layer, int64_t seq, ConstView<float> k, ConstView<float> v) {
+  append(layer, std::span<const int64_t>(&seq, 1), k, v);
+}
+
+void KVCache::append(int64_t layer, std::span<const int64_t> seqs, ConstView<float> k, ConstView<float> v) {
   State& s = *state_;
   const KVCacheConfig& c = s.config;
   s.check_layer(layer, "append");
-  State::Sequence& sq = s.find(seq, "append");
+  const auto count = static_cast<int64_t>(seqs.size());
+  std::vector<State::Sequence*> rows;
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    if (std::find(seqs.begin(), seqs.begin() + static_cast<std::ptrdiff_t>(i), seqs[i]) !=
+        seqs.begin() + static_cast<std::ptrdiff_t>(i))
+      throw Error(fmt::format("kv_cache append: sequence {} is listed twice; a batch appends to each sequence once",
+                              seqs[i]));
+    rows.push_back(&s.find(seqs[i], "append"));
+  }
   const int64_t n = k.seq();
-  const Shape kwant{1, c.kv_heads, n, c.head_dim}, vwant{1, c.kv_heads, n, c.value_dim};
+  const Shape kwant{count, c.kv_heads, n, c.head_dim}, vwant{count, c.kv_heads, n, c.value_dim};
   if (k.shape() != kwant || v.shape() != vwant || !k.present() || !v.present())
     throw Error(
-        fmt::format("kv_cache append: k {} and v {} should be {} and {} ([1, kv_heads, n, head_dim], "
-                    "[1, kv_heads, n, value_dim])",
+        fmt::format("kv_cache append: k {} and v {} should be {} and {} ([sequences, kv_heads, n, head_dim], "
+                    "[sequences, kv_heads, n, value_dim])",
                     to_string(k.shape()), to_string(v.shape()), to_string(kwant), to_string(vwant)));
-  const int64_t start = sq.length[static_cast<size_t>(layer)];
-  // Encode first: a bad value leaves the cache as it was.
-  std::vector<std::byte> encoded(static_cast<size_t>(c.kv_heads * n * (s.key_row + s.value_row)));
-  for (int kind = 0; kind < 2; ++kind) {
-    const ConstView<float>& x = kind == 0 ? k : v;
-    const CacheType type = kind == 0 ? c.key_type : c.value_type;
-    const int64_t rb = kind == 0 ? s.key_row : s.value_row, dim = kind == 0 ? c.head_dim : c.value_dim;
-    std::byte* base = encoded.data() + (kind == 0 ? 0 : c.kv_heads * n * s.key_row);
-    for (int64_t h = 0; h < c.kv_heads; ++h)
-      for (int64_t t = 0; t < n; ++t) {
-        const float* row = x.row(0, h, t);
-        for (int64_t j = 0; j < dim; ++j)
-          if (!std::isfinite(row[j * x.strides()[3]]))
-            throw Error(
-                fmt::format("kv_cache append: {}[head {}, token {}, channel {}] is {} (layer {}, sequence {}, "
-                            "position {})",
-                            kind == 0 ? "k" : "v", h, t, j, row[j * x.strides()[3]], layer, seq, start + t));
-        const float scale = (kind == 0 ? s.key_scales : s.value_scales)[static_cast<size_t>(h)];
-        const int64_t bad = detail::encode_row(type, row, x.strides()[3], dim, scale, base + (h * n + t) * rb);
-        if (bad >= 0)
-          throw Error(fmt::format(
-              "kv_cache append: {}[head {}, token {}, channel {}] = {} does not fit {} (|x| ≤ {}{}; "
-              "layer {}, sequence {}, position {})",
-              kind == 0 ? "k" : "v", h, t, bad, row[bad * x.strides()[3]], to_string(type), detail::type_max(type),
-              type == CacheType::fp8_e4m3 ? fmt::format("·scale {}: raise the head's scale", scale) : "", layer, seq,
-              start + t));
-      }
-  }
-  // Blocks: the new ones, and a copy of each shared block this append writes into.
-  const int64_t T = c.block_tokens, end = start + n;
-  const int64_t first = start / T, last = (end + T - 1) / T;  // blocks [first, last) are written
-  int64_t needed = std::max<int64_t>(0, last - static_cast<int64_t>(sq.blocks.size()));
-  for (int64_t b = first; b < std::min<int64_t>(last, static_cast<int64_t>(sq.blocks.size())); ++b)
-    if (s.refcount[static_cast<size_t>(sq.blocks[static_cast<size_t>(b)])] > 1) ++needed;
-  if (needed > static_cast<int64_t>(s.free_list.size()))
-    throw Error(
-        fmt::format("kv_cache append: pool exhausted: {} positions for sequence {} need {} more blocks of {} "
-                    "positions, {} of {} are free ({} bytes each)",
-                    n, seq, needed, T, s.free_list.size(), s.total_blocks, s.block_bytes()));
-  for (int64_t b = first; b < last; ++b) {
-    if (b >= static_cast<int64_t>(sq.blocks.size())) {
-      sq.blocks.push_back(s.take());
-    } else if (int32_t& old = sq.blocks[static_cast<size_t>(b)]; s.refcount[static_cast<size_t>(old)] > 1) {
-      const int32_t fresh = s.take();  // copy-on-write, every layer at once: the table is shared by all
-      std::memcpy(s.key_row_ptr(fresh, 0, 0, 0), s.key_row_ptr(old, 0, 0, 0), static_cast<size_t>(s.block_bytes()));
-      s.release(old);
-      old = fresh;
+  // Encode every sequence's rows first: a bad value leaves the cache as it was.
+  const int64_t seq_bytes = c.kv_heads * n * (s.key_row + s.value_row);
+  std::vector<std::byte> encoded(static_cast<size_t>(count * seq_bytes));
+  for (int64_t i = 0; i < count; ++i) {
+    const int64_t start = rows[static_cast<size_t>(i)]->length[static_cast<size_t>(layer)];
+    for (int kind = 0; kind < 2; ++kind) {
+      const ConstView<float>& x = kind == 0 ? k : v;
+      const CacheType type = kind == 0 ? c.key_type : c.value_type;
+      const int64_t rb = kind == 0 ? s.key_row : s.value_row, dim = kind == 0 ? c.head_dim : c.value_dim;
+      std::byte* base = encoded.data() + i * seq_bytes + (kind == 0 ? 0 : c.kv_heads * n * s.key_row);
+      for (int64_t h = 0; h < c.kv_heads; ++h)
+        for (int64_t t = 0; t < n; ++t) {
+          const float* row = x.row(i, h, t);
+          for (int64_t j = 0; j < dim; ++j)
+            if (!std::isfinite(row[j * x.strides()[3]]))
+              throw Error(
+                  fmt::format("kv_cache append: {}[head {}, token {}, channel {}] is {} (layer {}, sequence {}, "
+                              "position {})",
+                              kind == 0 ? "k" : "v", h, t, j, row[j * x.strides()[3]], layer, seqs[i], start + t));
+          const float scale = (kind == 0 ? s.key_scales : s.value_scales)[static_cast<size_t>(h)];
+          const int64_t bad = detail::encode_row(type, row, x.strides()[3], dim, scale, base + (h * n + t) * rb);
+          if (bad >= 0)
+            throw Error(fmt::format(
+                "kv_cache append: {}[head {}, token {}, channel {}] = {} does not fit {} (|x| ≤ {}{}; "
+                "layer {}, sequence {}, position {})",
+                kind == 0 ? "k" : "v", h, t, bad, row[bad * x.strides()[3]], to_string(type), detail::type_max(type),
+                type == CacheType::fp8_e4m3 ? fmt::format("·scale {}: raise the head's scale", scale) : "", layer,
+                seqs[i], start + t));
+        }
     }
   }
-  for (int kind = 0; kind < 2; ++kind) {
-    const int64_t rb = kind == 0 ? s.key_row : s.value_row;
-    const std::byte* base = encoded.data() + (kind == 0 ? 0 : c.kv_heads * n * s.key_row);
-    for (int64_t h = 0; h < c.kv_heads; ++h)
-      for (int64_t t = 0; t < n; ++t) {
-        const int64_t pos = start + t;
-        const int32_t block = sq.blocks[static_cast<size_t>(pos / T)];
-        std::byte* dst =
-            kind == 0 ? s.key_row_ptr(block, layer, h, pos % T) : s.value_row_ptr(block, layer, h, pos % T);
-        std::memcpy(dst, base + (h * n + t) * rb, static_cast<size_t>(rb));
-      }
+  // Blocks, for all the sequences together: the new ones, and a copy of each shared block
+  // written into. A block shared by r tables and written by w ≤ r of these sequences is
+  // copied w times, or w − 1 when all r write (the last writer then holds it alone).
+  const int64_t T = c.block_tokens;
+  int64_t needed = 0;
+  std::map<int32_t, int64_t> writers;  // shared block -> sequences of this call writing into it
+  for (const State::Sequence* sq : rows) {
+    const int64_t start = sq->length[static_cast<size_t>(layer)], first = start / T, last = (start + n + T - 1) / T;
+    needed += std::max<int64_t>(0, last - static_cast<int64_t>(sq->blocks.size()));
+    for (int64_t b = first; b < std::min<int64_t>(last, static_cast<int64_t>(sq->blocks.size())); ++b)
+      if (const int32_t id = sq->blocks[static_cast<size_t>(b)]; s.refcount[static_cast<size_t>(id)] > 1) ++writers[id];
   }
-  sq.length[static_cast<size_t>(layer)] = end;
+  for (const auto& [id, w] : writers) needed += w - (w == s.refcount[static_cast<size_t>(id)] ? 1 : 0);
+  if (needed > static_cast<int64_t>(s.free_list.size()))
+    throw Error(fmt::format(
+        "kv_cache append: pool exhausted: {} positions for {} {} need {} more blocks of {} positions, {} of {} are "
+        "free ({} bytes each); nothing was appended",
+        n, count == 1 ? "sequence" : "each of sequences", fmt::join(seqs, ", "), needed, T, s.free_list.size(),
+        s.total_blocks, s.block_bytes()));
+  for (int64_t i = 0; i < count; ++i) {
+    State::Sequence& sq = *rows[static_cast<size_t>(i)];
+    const int64_t start = sq.length[static_cast<size_t>(layer)], end = start + n;
+    for (int64_t b = start / T; b < (end + T - 1) / T; ++b) {
+      if (b >= static_cast<int64_t>(sq.blocks.size())) {
+        sq.blocks.push_back(s.take());
+      } else if (int32_t& old = sq.blocks[static_cast<size_t>(b)]; s.refcount[static_cast<size_t>(old)] > 1) {
+        const int32_t fresh = s.take();  // copy-on-write, every layer at once: the table is shared by all
+        std::memcpy(s.key_row_ptr(fresh, 0, 0, 0), s.key_row_ptr(old, 0, 0, 0), static_cast<size_t>(s.block_bytes()));
+        s.release(old);
+        old = fresh;
+      }
+    }
+    for (int kind = 0; kind < 2; ++kind) {
+      const int64_t rb = kind == 0 ? s.key_row : s.value_row;
+      const std::byte* base = encoded.data() + i * seq_bytes + (kind == 0 ? 0 : c.kv_heads * n * s.key_row);
+      for (int64_t h = 0; h < c.kv_heads; ++h)
+        for (int64_t t = 0; t < n; ++t) {
+          const int64_t pos = start + t;
+          const int32_t block = sq.blocks[static_cast<size_t>(pos / T)];
+          std::byte* dst =
+              kind == 0 ? s.key_row_ptr(block, layer, h, pos % T) : s.value_row_ptr(block, layer, h, pos % T);
+          std::memcpy(dst, base + (h * n + t) * rb, static_cast<size_t>(rb));
+        }
+    }
+    sq.length[static_cast<size_t>(layer)] = end;
+  }
 }
 
 void KVCache::gather(int64_t layer, int64_t seq, TensorView<float> k, TensorView<float> v) const {

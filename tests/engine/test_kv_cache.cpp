@@ -249,7 +249,8 @@ TEST(KVCache, ErrorsNameTheProblemAndChangeNothing) {
   m = message_of([&] { cache.append(0, s, wrong, wrong); });
   EXPECT_NE(m.find("should be [1, 2, 1, 80]"), std::string::npos) << m;
   m = message_of([&] { cache.fork(s, 21); });
-  EXPECT_NE(m.find("holds 0 in every layer"), std::string::npos) << m;  // layer 1 is empty
+  EXPECT_NE(m.find("but its layer 1 holds only 0 (layers hold 20, 0)"), std::string::npos) << m;
+  EXPECT_NE(m.find("append the positions to every layer before forking"), std::string::npos) << m;
   m = message_of([] { al::parse_cache_type("q8_0"); });
   EXPECT_NE(m.find("unknown element type 'q8_0'"), std::string::npos) << m;
   al::KVCacheConfig bad = config(CacheType::float32, CacheType::float32);
@@ -266,4 +267,52 @@ TEST(KVCache, ErrorsNameTheProblemAndChangeNothing) {
   EXPECT_NE(m.find("raise the head's scale"), std::string::npos) << m;
   kk(0, 0, 0, 0) = 200.0f, kk(0, 1, 0, 0) = 100.0f;
   small.append(0, t, kk, kk);
+}
+
+// A batch's append: every sequence's rows or none, with the blocks of all of them counted
+// together (a block shared by forks and written by all of them is copied once fewer).
+TEST(KVCache, BatchAppendIsAllOrNothing) {
+  std::mt19937_64 rng(6);
+  al::KVCache cache(config(CacheType::float32, CacheType::float32, 32, 64));  // 4 blocks of 16
+  const int64_t a = cache.add_sequence(), b = cache.add_sequence();
+  const int64_t seqs[] = {a, b};
+  const auto ka = random_rows(rng, 2, 16, 32), kb = random_rows(rng, 2, 20, 32);
+  cache.append(0, a, ka, ka);  // 1 block
+  cache.append(0, b, kb, kb);  // 2 blocks: 1 of the 4 is free
+  al::Tensor<float> more({2, 2, 14, 32});
+  std::normal_distribution<float> normal;
+  for (float& x : more.storage()) x = normal(rng);
+  // a alone would fit (one more block); a and b need two: neither is appended.
+  std::string m = message_of([&] { cache.append(0, seqs, more, more); });
+  EXPECT_NE(m.find("need 2 more blocks"), std::string::npos) << m;
+  EXPECT_NE(m.find("nothing was appended"), std::string::npos) << m;
+  EXPECT_EQ(cache.length(a, 0), 16);
+  EXPECT_EQ(cache.length(b, 0), 20);
+  EXPECT_EQ(cache.memory().used_blocks, 3);
+  const int64_t twice[] = {a, a};
+  m = message_of([&] { cache.append(0, twice, more, more); });
+  EXPECT_NE(m.find("sequence 0 is listed twice"), std::string::npos) << m;
+  more(1, 0, 3, 5) = NAN;
+  m = message_of([&] { cache.append(1, seqs, more, more); });  // layer 1 has room; b's row 3 is NaN
+  EXPECT_NE(m.find("sequence 1, position 3"), std::string::npos) << m;
+  EXPECT_EQ(cache.length(a, 1), 0);
+  more(1, 0, 3, 5) = 0.0f;
+  cache.append(1, seqs, more, more);  // the blocks hold every layer: no new block
+  al::Tensor<float> gk({1, 2, 14, 32}), gv({1, 2, 14, 32});
+  cache.gather(1, b, gk, gv);
+  EXPECT_EQ(std::memcmp(gk.data(), more.data() + 2 * 14 * 32, 2 * 14 * 32 * 4), 0);  // b's rows are more[1]
+
+  // Three forks of a 10-position prefix share its block; all three write into it: 2 copies.
+  al::KVCache pool(config(CacheType::float32, CacheType::float32, 32, 48));  // 3 blocks
+  const int64_t root = pool.add_sequence();
+  al::Tensor<float> prefix({1, 2, 10, 32}, 1.0f);
+  pool.append(0, root, prefix, prefix);
+  pool.append(1, root, prefix, prefix);
+  const int64_t f1 = pool.fork(root, 10), f2 = pool.fork(root, 10);
+  const int64_t all[] = {root, f1, f2};
+  al::Tensor<float> step({3, 2, 1, 32}, 2.0f);
+  pool.append(0, all, step, step);
+  EXPECT_EQ(pool.memory().used_blocks, 3);
+  EXPECT_EQ(pool.memory().shared_blocks, 0);
+  for (int64_t s : all) EXPECT_EQ(pool.length(s, 0), 11);
 }
