@@ -45,11 +45,12 @@ class TorchCache:
             self.lengths[layer, seq] = 0
         return seq
 
-    def append(self, layer, seq, k, v):  # k, v [Hkv, T, d]
-        n, t = self.lengths[layer, seq], k.shape[1]
-        self.k[layer, seq][:, n:n + t] = k
-        self.v[layer, seq][:, n:n + t] = v
-        self.lengths[layer, seq] = n + t
+    def append(self, layer, seqs, k, v):  # k, v [len(seqs), Hkv, T, d]
+        for seq, kb, vb in zip(seqs, k, v):
+            n, t = self.lengths[layer, seq], kb.shape[1]
+            self.k[layer, seq][:, n:n + t] = kb
+            self.v[layer, seq][:, n:n + t] = vb
+            self.lengths[layer, seq] = n + t
 
     def attention(self, layer, seqs, q):  # q [B, Hq, T, d]
         outs = []

@@ -45,8 +45,9 @@ from ._function import JIT_TRACE, Options, attend, key_lengths_array
 from ._ring import ring_attention
 from ._shapes import pad_to_rank, sdpa_operands
 from ._tensors import check_float, check_tensor, options_dtype
+from .rope import apply_rope
 
-__all__ = ["CausalSelfAttention", "KVCache", "attention", "ring_attention", "scaled_dot_product_attention"]
+__all__ = ["CausalSelfAttention", "KVCache", "apply_rope", "attention", "ring_attention", "scaled_dot_product_attention"]
 
 
 def _check_inputs(query, key, value, attn_mask) -> None:

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import torch
 
+from ._function import JIT_TRACE
+
 
 def _numpy(t: torch.Tensor):
     return t.detach().to(torch.float32).contiguous().numpy()
@@ -44,6 +46,8 @@ def ring_attention(comm, query: torch.Tensor, key: torch.Tensor, value: torch.Te
                    sinks: torch.Tensor | None = None, window: tuple[int, int] | None = None,
                    alibi_slopes=None, threads: int | None = None) -> torch.Tensor:
     """This rank's shard of attention over the sequence sharded across comm's ranks, differentiable."""
+    if torch.jit.is_tracing():  # the ring's exchange is invisible to the tracer: it would freeze the output
+        raise RuntimeError(JIT_TRACE)
     for name, t in (("query", query), ("key", key), ("value", value)):
         if t.dim() != 4 or t.device.type != "cpu":
             raise ValueError(f"ring_attention: {name} must be a 4-D CPU tensor [B, H, n, E], got {tuple(t.shape)} "
