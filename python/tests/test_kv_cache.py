@@ -2,6 +2,7 @@
 example (the same tokens with and without the cache)."""
 
 import pathlib
+import re
 import runpy
 import sys
 
@@ -118,10 +119,30 @@ def test_torch_block_with_and_without_the_cache(torch):
     assert x.grad is not None
 
 
-@pytest.mark.parametrize("kind", ["float32", "int8"])
-def test_generation_example_gives_the_same_tokens(torch, kind, capsys, monkeypatch):
-    monkeypatch.setattr(sys, "argv", [str(EXAMPLE), "--steps", "24", "--cache-type", kind])
+def run_generation_example(kind, capsys, monkeypatch, *extra):
+    monkeypatch.setattr(sys, "argv", [str(EXAMPLE), "--steps", "24", *extra] + (["--cache-type", kind] if kind else []))
     with pytest.raises(SystemExit) as done:
         runpy.run_path(str(EXAMPLE), run_name="__main__")
-    assert done.value.code == 0
-    assert "tokens identical with and without the cache" in capsys.readouterr().out
+    return done.value.code, capsys.readouterr().out
+
+
+def test_generation_example_gives_the_same_tokens(torch, capsys, monkeypatch):
+    code, out = run_generation_example("float32", capsys, monkeypatch)
+    assert code == 0 and "tokens identical with and without the cache" in out
+
+
+@pytest.mark.parametrize("kind", ["int8", "int4"])
+def test_generation_example_compares_a_lossy_cache_by_a_tolerance(torch, kind, capsys, monkeypatch):
+    code, out = run_generation_example(kind, capsys, monkeypatch)
+    assert code == 0, out
+    assert re.search(rf"cache {kind} \(lossy\): logits [0-9.e-]+ from the float32 cache's on its tokens, within "
+                     r"the tolerance [0-9.e-]+; its own greedy tokens agree with float32's at \d+ of 48 steps", out), out
+
+
+def test_generation_example_lists_the_cache_types(torch, capsys, monkeypatch):
+    code, out = run_generation_example(None, capsys, monkeypatch, "--help")
+    assert code == 0
+    for kind in ("float32", "bfloat16", "float16", "int8", "int4", "fp8_e4m3"):
+        assert kind in out
+    code, _ = run_generation_example("q4_0", capsys, monkeypatch)
+    assert code == 2  # argparse: invalid choice
