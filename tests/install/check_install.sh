@@ -26,6 +26,14 @@ for quick in consumer_engine consumer_kv_cache consumer_paged_kv_cache; do
   echo "$out"
   grep -Eq "^out -?[0-9.]+  lse [0-9.]+" <<< "$out" || { echo "$quick failed" >&2; exit 1; }
 done
+# README's compile line for an install, run as given with PREFIX set.
+line=$("$source_dir/tests/install/readme_compile_lines.sh" "$source_dir" | grep -F -- '-I "$PREFIX/include"')
+mkdir "$work/repo"
+ln -s "$source_dir/examples" "$work/repo/examples"
+echo "$line"
+(cd "$work/repo" && PREFIX="$work/prefix" && eval "$line $cxx_flags") || { echo "README's install compile line failed" >&2; exit 1; }
+out=$(env -u LD_LIBRARY_PATH "$work/repo/engine_attention")
+grep -Eq "^out -?[0-9.]+  lse [0-9.]+  dk" <<< "$out" || { echo "README's install compile line: wrong output" >&2; exit 1; }
 test -x "$work/prefix/bin/attnlab"
 # The installed library is the attention library only (issue 13): it exports nothing of the
 # lab, the training study, .npy I/O or the report, and links neither OpenBLAS, JSON, fmt nor
