@@ -1,7 +1,14 @@
 #!/bin/sh
-# Attention on .npy files. Run from the repository after `make`; writes into the current directory.
+# Attention on .npy files, written into the current directory (run it from anywhere). The
+# attnlab binary: $ATTNLAB if set, else the build tree beside this script (../build/attnlab,
+# after `make`), else `attnlab` on PATH (`make install`).
 set -eu
-attnlab=${ATTNLAB:-build/attnlab}
+build=$(dirname "$0")/../build/attnlab
+if [ -n "${ATTNLAB:-}" ]; then attnlab=$ATTNLAB
+elif [ -x "$build" ]; then attnlab=$build
+elif command -v attnlab >/dev/null; then attnlab=attnlab
+else echo "npy_attention.sh: no attnlab at $build (run make) nor on PATH; set ATTNLAB=/path/to/attnlab" >&2; exit 127
+fi
 
 /usr/bin/python3 - <<'PY'
 import numpy as np

@@ -77,7 +77,13 @@ TEST(Robustness, EveryHostileInputHasADefinedOutcomeAndTheDocSaysSo) {
         "dropout_p, softcap, scale; NaN fails every range; python/tests/test_arguments.py); attnlab.torch\n"
         "resolves negative views, and refuses torch.jit.trace (the trace would keep the output as a\n"
         "constant), keyword options it does not take, and ALiBi slopes or a softcap that require a gradient\n"
-        "(none is computed for them; python/tests/test_torch_arguments.py).\n\n"
+        "(none is computed for them; python/tests/test_torch_arguments.py). Its KV cache and\n"
+        "CausalSelfAttention refuse under torch.jit.trace too (a trace would freeze the output and never\n"
+        "append), refuse to run where autograd would need a gradient through the cache (none is computed),\n"
+        "take float tensors only (an int64 q is a TypeError, not a truncated result), and refuse a\n"
+        "sequence listed twice in a batch; a batch's append reaches every sequence or none (KVCache::append\n"
+        "of several sequences checks all of them, the blocks they need together, first;\n"
+        "python/tests/test_torch_kv_cache.py).\n\n"
         "| input class | example | what attnlab does |\n|---|---|---|\n";
   for (const auto& c : attnlab::robustness::api_cases()) {
     const std::string outcome = c.run();

@@ -37,4 +37,9 @@ Command run_command();
 // Adds every subcommand to app (in name order).
 void build_app(CLI::App& app);
 
+// When argv names, where a subcommand is required, a word that is none of them: "unknown
+// command 'atention' (did you mean 'attention'? ...)", the closest by edit distance. Empty
+// otherwise (CLI11's own message then stands).
+std::string unknown_command_message(const CLI::App& app, int argc, const char* const* argv);
+
 }  // namespace attnlab::cli

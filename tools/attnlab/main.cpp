@@ -19,6 +19,10 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
+    if (const std::string unknown = attnlab::cli::unknown_command_message(app, argc, argv); !unknown.empty()) {
+      fmt::print(stderr, "attnlab: error: {}\n", unknown);
+      return 2;
+    }
     return app.exit(e);
   } catch (const attnlab::Error& e) {
     fmt::print(stderr, "attnlab: error: {}\n", e.what());
