@@ -28,6 +28,9 @@ float mask's gradient together with a scale policy that differs from row to row,
 dropout, sinks or the other variants, a gradient for ALiBi slopes or a softcap, and
 torch.jit.trace (the trace would keep the output as a constant).
 
+`KVCache` and `CausalSelfAttention` (kv_cache.py) decode against attnlab's paged cache, for
+inference; `apply_rope` (rope.py) applies rotary position embeddings as Llama does.
+
 Importing attnlab never imports torch: this module is loaded only by `import attnlab.torch`.
 """
 
