@@ -56,6 +56,22 @@ TEST(LmGradcheck, Mlp) {
   }
 }
 
+// The float MLP's GELU (erf from Abramowitz & Stegun 7.1.26, |error| ≤ 1.5e−7) against the exact
+// u Φ(u) in double, over the range activations take.
+TEST(LmMlp, FloatGeluWithinFloatRoundingOfErf) {
+  Mlp<float> mlp("mlp", 1, 4);
+  mlp.w_fc.value = {1, 0, 0, 0};
+  mlp.w_proj.value = {1, 0, 0, 0};
+  std::vector<float> m, y;
+  for (double u = -9; u <= 9; u += 0.001) m.push_back(static_cast<float>(u));
+  y.resize(m.size());
+  mlp.forward(m.data(), y.data(), static_cast<int64_t>(m.size()));
+  for (size_t i = 0; i < m.size(); ++i) {
+    const double u = m[i], exact = 0.5 * u * (1 + std::erf(u / std::sqrt(2.0)));
+    ASSERT_NEAR(y[i], exact, 2e-7 * (1 + std::abs(u))) << u;
+  }
+}
+
 GptConfig tiny_config(const Scaling& scale) {
   GptConfig c;
   c.vocab = 7;
