@@ -101,7 +101,7 @@ int main(int argc, char** argv) {
   std::vector<int64_t> dims{16, 64, 256};
   int rounds = 5, steps = 10;
   GptConfig c;
-  c.vocab = 65;  // the King James Version's alphabet
+  c.vocab = 63;  // the King James Version's alphabet
   int64_t B = 16;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string key = argv[i], value = argv[i + 1];

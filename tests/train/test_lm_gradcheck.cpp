@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <ostream>
 #include <random>
 #include <vector>
 
@@ -14,6 +15,11 @@
 #include "train/causal_attention.hpp"
 #include "train/gpt.hpp"
 #include "train/gpt_mlp.hpp"
+
+namespace attnlab::train {
+// gtest prints a Scaling parameter by its name (not its bytes).
+inline void PrintTo(const Scaling& s, std::ostream* os) { *os << s.name(); }
+}  // namespace attnlab::train
 
 namespace attnlab::train::lm {
 namespace {
