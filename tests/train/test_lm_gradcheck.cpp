@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <ostream>
 #include <random>
 #include <vector>
@@ -167,6 +168,21 @@ std::string scaling_name(const ::testing::TestParamInfo<Scaling>& info) {
 
 INSTANTIATE_TEST_SUITE_P(Scalings, CausalAttentionGradcheck, ::testing::ValuesIn(scalings()), scaling_name);
 INSTANTIATE_TEST_SUITE_P(Scalings, GptGradcheck, ::testing::ValuesIn(scalings()), scaling_name);
+
+// A diverged model gives a NaN loss, which the run reports as divergence, not an error: an
+// overflowing qk-norm temperature (no scale policy holds exp(τ) = ∞) and infinite weights.
+TEST(GptDiverged, NaNLossNotAnError) {
+  const GptConfig c = tiny_config(Scaling::qk_norm_temperature());
+  Gpt<float> model(c);
+  model.init(1);
+  const LmBatch batch = test::random_batch(c, 2, 3);
+  EXPECT_TRUE(std::isfinite(model.forward(batch)));
+  model.blocks[1].attn.log_temp.value[0] = 1000.0f;
+  EXPECT_TRUE(std::isnan(model.forward(batch)));
+  model.init(1);
+  for (float& w : model.tok_emb.value) w = std::numeric_limits<float>::infinity();
+  EXPECT_TRUE(std::isnan(model.forward(batch)));
+}
 
 // GPT-2's and the unit initialisation: standard deviations as documented, the same draws for
 // every weight but W_q, W_k, and the same weights in float and double.
