@@ -220,6 +220,23 @@ TEST(GptInit, Gpt2AndUnit) {
       ASSERT_EQ(pf[k]->value[i], static_cast<float>(pd[k]->value[i])) << pd[k]->name;
 }
 
+// AdamW decays the matrices (W_q, W_k, W_v, W_o, W_fc, W_proj and the tied E), not the
+// positions, the LayerNorms or qk-norm's temperature.
+TEST(GptInit, DecayedParameters) {
+  Gpt<float> model(tiny_config(Scaling::qk_norm_temperature()));
+  const auto params = model.params();
+  const auto decayed = model.decayed();
+  ASSERT_EQ(params.size(), decayed.size());
+  std::string names;
+  for (size_t i = 0; i < params.size(); ++i)
+    if (decayed[i]) names += params[i]->name + " ";
+  EXPECT_EQ(names,
+            "tok_emb block1.attn.w_q block1.attn.w_k block1.attn.w_v block1.attn.w_o block1.mlp.w_fc "
+            "block1.mlp.w_proj block2.attn.w_q block2.attn.w_k block2.attn.w_v block2.attn.w_o block2.mlp.w_fc "
+            "block2.mlp.w_proj ");
+  EXPECT_EQ(params.size(), 2u + 2 * (2 + 5 + 2 + 2) + 2);  // E, P; per block LN₁, attention with τ, LN₂, MLP; LN_f
+}
+
 // The float model (attention on the engine, the code the study trains) against the double
 // one (the reference) on the same weights and batch, at the study's initialisations: the loss
 // within 1e−5 relative, each parameter's gradient within 1e−3 of its norm (float32 rounding
