@@ -54,7 +54,9 @@ KVCache make_cache(const py::object& layers, const py::object& kv_heads, const p
 
 void append(KVCache& cache, const py::object& layer_obj, const py::object& seq_obj, const FloatArray& k,
             const FloatArray& v) {
-  cache.append(layer_arg(layer_obj), seq_arg(seq_obj), rows_view(k, "k"), rows_view(v, "v"));
+  const int64_t layer = layer_arg(layer_obj), seq = seq_arg(seq_obj);
+  const ConstView<float> kv = rows_view(k, "k"), vv = rows_view(v, "v");  // k's error first: the order the caller wrote
+  cache.append(layer, seq, kv, vv);
 }
 
 py::tuple gather(const KVCache& cache, const py::object& layer_obj, const py::object& seq_obj) {

@@ -139,6 +139,8 @@ def test_integer_arguments_are_named_with_their_range(rng):
         cache.attention(1, seqs[:1], q, threads=2**40)
     with pytest.raises(ValueError, match=r"layer: -1 is outside"):
         cache.length(seqs[0], -1)
+    with pytest.raises(ValueError, match=r"^k: 2 dimensions"):  # k first, as written
+        cache.append(1, seqs[0], np.ones((2, 32), np.float32), np.ones((2, 32), np.float32))
 
 
 def test_torch_block_with_and_without_the_cache(torch):
