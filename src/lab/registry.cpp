@@ -24,9 +24,13 @@ std::vector<Experiment>& registry() {
 // a size past what a vector holds) as an OutOfMemory error naming what can be changed: the
 // parameters the run was given, and the limits it met (the address space `ulimit -v`
 // allows, the memory the system has available).
-OutOfMemory out_of_memory(const std::string& name, const Config& config, const char* what) {
+std::string parameters_given(const Config& config) {
   std::string given;
   for (const auto& [key, value] : config) given += fmt::format("{}{}={}", given.empty() ? "" : ", ", key, value);
+  return given.empty() ? "its default parameters" : "the parameters " + given;
+}
+
+OutOfMemory out_of_memory(const std::string& name, const Config& config, const char* what) {
   std::string limits;
   rlimit as{};
   if (::getrlimit(RLIMIT_AS, &as) == 0 && as.rlim_cur != RLIM_INFINITY)
@@ -38,8 +42,7 @@ OutOfMemory out_of_memory(const std::string& name, const Config& config, const c
   if (key == "MemAvailable:") limits += fmt::format("the system has {:.3g} GiB available; ", static_cast<double>(kib) / (1 << 20));
   return OutOfMemory(fmt::format("{}: out of memory ({}) with {}; {}lower the sizes (`attnlab run {} --help` lists "
                                  "the parameters)",
-                                 name, what, given.empty() ? "its default parameters" : "the parameters " + given,
-                                 limits, name));
+                                 name, what, parameters_given(config), limits, name));
 }
 
 }  // namespace
@@ -84,8 +87,8 @@ Result run(const std::string& name, const Config& config, uint64_t seed,
     r = e->run(config, ctx);
   } catch (const Interrupted&) {
     throw;
-  } catch (const OutOfMemory& err) {  // stays one (Python: MemoryError)
-    throw OutOfMemory(fmt::format("{}: {}", name, err.what()));
+  } catch (const OutOfMemory& err) {  // stays one (Python: MemoryError); it names its size, the parameters are added
+    throw OutOfMemory(fmt::format("{}: {} (with {})", name, err.what(), parameters_given(config)));
   } catch (const Error& err) {
     throw Error(fmt::format("{}: {}", name, err.what()));
   } catch (const std::bad_alloc&) {
