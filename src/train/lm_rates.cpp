@@ -1,0 +1,31 @@
+// Learning rates of the language-model study: the defaults, the tuning sweep's grid and study,
+// and the rates the tuning chose (docs/lm.md, "Learning rates"), which the reduced study reuses.
+#include "attnlab/lm_study.hpp"
+
+namespace attnlab::train::lm {
+
+double default_lm_lr(LmOptimizer optimizer) { return optimizer == LmOptimizer::adamw ? 3e-3 : 0.1; }
+
+std::vector<double> lm_tuning_grid(LmOptimizer optimizer) {
+  // A factor of about 3 apart around nanoGPT's character-level rate (1e-3 at 6 layers, 384 wide;
+  // smaller models take larger rates). SGD's gradients are not normalised: its grid sits higher.
+  if (optimizer == LmOptimizer::adamw) return {3e-4, 1e-3, 3e-3, 1e-2};
+  return {0.03, 0.1, 0.3};
+}
+
+LmStudyConfig lm_tuning_study(const LmStudyConfig& config, int64_t seeds, uint64_t first_seed) {
+  LmStudyConfig t = config;
+  t.seeds = seeds;
+  t.first_seed = first_seed;
+  t.tuned.clear();
+  t.adamw_lrs = lm_tuning_grid(LmOptimizer::adamw);
+  t.sgd_lrs = lm_tuning_grid(LmOptimizer::sgd);
+  return t;
+}
+
+const std::vector<LmTunedRate>& lm_cached_rates() {
+  static const std::vector<LmTunedRate> rates{};
+  return rates;
+}
+
+}  // namespace attnlab::train::lm
