@@ -46,13 +46,13 @@ struct LmExperimentConfig {
           each(one_of({"gpt2", "unit"})));
     p.add("optimizers", optimizers, "adamw, sgd (reduced: adamw; full: both)", each(one_of({"adamw", "sgd"})));
     p.add("seeds", seeds, "evaluation seeds per cell (default 3)", at_least(0));
-    p.add("steps", steps, "optimiser steps per run (default 200)", at_least(0));
+    p.add("steps", steps, "optimiser steps per run (default 300)", at_least(0));
     p.add("batch", batch, "windows per step (default 16)", at_least(0));
     p.add("context", context, "window length T in characters (default 64)", at_least(0));
     p.add("d_model", d_model, "model width D (default 64)", at_least(0));
     p.add("layers", layers, "blocks L (default 4)", at_least(0));
     p.add("heads", heads, "heads H; d_model must be a multiple (default 4)", at_least(0));
-    p.add("eval_every", eval_every, "steps between validation losses (default 20)", at_least(0));
+    p.add("eval_every", eval_every, "steps between validation losses (default 25)", at_least(0));
     p.add("eval_windows", eval_windows, "validation windows (default 64)", at_least(0));
     p.add("threads", threads, "runs trained at once (default 2)", at_least(0));
     p.add("rates", rates, "learning rates: tuned (a sweep on other seeds first; full's default), cached (the rates "
@@ -297,7 +297,7 @@ std::string setup_text(const LmStudyConfig& s, const LmExperimentConfig& c, cons
   return words("setup", {{"layers", m.n_layers},
                          {"heads", m.n_heads},
                          {"d_model", m.d_model},
-                         {"corpus", corpus.name},
+                         {"corpus", c.corpus.empty() ? words("setup.kjv") : corpus.name},
                          {"train_chars", corpus.train.size()},
                          {"validation_chars", corpus.validation.size()},
                          {"vocab", corpus.vocab()},
@@ -379,7 +379,10 @@ Result run_lm(const LmExperimentConfig& c, RunContext& ctx) {
   const std::vector<LmCell> cells = summarise(study, bigram);
   const Words words("lm");
 
-  r.tables = {cells_table("lm_cells", cells, true)};
+  Table text("lm_corpus", {"train_chars", "validation_chars", "vocab", "bigram_bpc", "unigram_bpc"});
+  text.add_row({static_cast<double>(corpus.train.size()), static_cast<double>(corpus.validation.size()),
+                static_cast<double>(corpus.vocab()), bigram, unigram_bpc(corpus)});
+  r.tables = {cells_table("lm_cells", cells, true), std::move(text)};
   for (auto& t : run_tables(study, cells, bigram)) r.tables.push_back(std::move(t));
   if (!tuning_cells.empty()) r.tables.push_back(cells_table("lm_tuning", tuning_cells, false));
   r.figures = lm_figures::all(study, cells, bigram, words);

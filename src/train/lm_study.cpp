@@ -92,10 +92,10 @@ LmStudyConfig full_lm_study() {
   s.base.model.d_model = 64;
   s.base.model.n_layers = 4;
   s.base.model.n_heads = 4;
-  s.base.steps = 200;
-  s.base.warmup = 20;
+  s.base.steps = 300;
+  s.base.warmup = 30;
   s.base.batch = 16;
-  s.base.eval_every = 20;
+  s.base.eval_every = 25;
   s.base.eval_windows = 64;
   s.threads = 2;
   return s;
