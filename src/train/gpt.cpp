@@ -149,6 +149,10 @@ double Gpt<T>::forward(const LmBatch& batch, std::vector<AttentionSummary>* summ
     T* h = h_[0].data() + r * D;
     for (int64_t c = 0; c < D; ++c) h[c] = e[c] + p[c];
   }
+  // A diverged model: qk-norm's temperature exp(τ) overflowed (no scale policy can hold it).
+  for (auto& b : blocks)
+    if (config_.scale.qk_norm && !std::isfinite(std::exp(static_cast<double>(b.attn.log_temp.value[0]))))
+      return std::numeric_limits<double>::quiet_NaN();
   if (summary != nullptr) summary->resize(static_cast<size_t>(L));
   for (size_t l = 0; l < blocks.size(); ++l) {
     auto& b = blocks[l];

@@ -40,7 +40,8 @@ class Gpt {
   // The weights of LmInit from the seed: the same seed gives the same weights in float and
   // double, and gpt2 and unit the same weights but W_q, W_k (one stream of draws).
   void init(uint64_t seed);
-  // Mean cross-entropy (nats) of the batch, NaN if a logit is not finite (a diverged model);
+  // Mean cross-entropy (nats) of the batch, NaN if a logit or qk-norm's temperature is not
+  // finite (a diverged model);
   // keeps what backward() needs. With `summary`, one
   // entry per layer: the attention's mean entropy and largest weight.
   double forward(const LmBatch& batch, std::vector<AttentionSummary>* summary = nullptr);

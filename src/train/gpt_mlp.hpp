@@ -27,7 +27,8 @@ class Mlp {
  private:
   int64_t D_ = 0, F_ = 0, M_ = 0;
   const T* m_ = nullptr;
-  std::vector<T> u_, g_;  // [M, F]
+  std::vector<T> u_, g_;  // [M, F] pre-activation and GELU
+  std::vector<T> slope_;  // [M, F] GELU'(u)
   std::vector<T> dg_;     // [M, F] backward scratch
 };
 

@@ -230,8 +230,13 @@ TEST(LmRun, BitwiseReproducibleAndThreadIndependent) {
   c.eval_every = 6;
   c.model.scale = Scaling::qk_norm_temperature();
   const LmRunResult a = train_lm_run(c, f.corpus);
-  LmRunResult b;
-  std::thread([&] { b = train_lm_run(c, f.corpus); }).join();
+  // The same run twice at once on two other threads, as the study spreads runs over cores.
+  LmRunResult b, b2;
+  std::thread t1([&] { b = train_lm_run(c, f.corpus); }), t2([&] { b2 = train_lm_run(c, f.corpus); });
+  t1.join();
+  t2.join();
+  ASSERT_EQ(b2.curve.size(), a.curve.size());
+  EXPECT_EQ(b2.curve.back().val_bpc, a.curve.back().val_bpc);
   ASSERT_EQ(a.curve.size(), b.curve.size());
   for (size_t i = 0; i < a.curve.size(); ++i) {
     EXPECT_EQ(a.curve[i].val_bpc, b.curve[i].val_bpc);

@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
+#include <ostream>
 #include <random>
 #include <vector>
 
@@ -14,6 +16,11 @@
 #include "train/causal_attention.hpp"
 #include "train/gpt.hpp"
 #include "train/gpt_mlp.hpp"
+
+namespace attnlab::train {
+// gtest prints a Scaling parameter by its name (not its bytes).
+inline void PrintTo(const Scaling& s, std::ostream* os) { *os << s.name(); }
+}  // namespace attnlab::train
 
 namespace attnlab::train::lm {
 namespace {
@@ -53,6 +60,22 @@ TEST(LmGradcheck, Mlp) {
   for (auto* p : mlp.params()) {
     const auto analytic = p->grad;
     check_gradient(p->name, p->value, analytic, loss, 40);
+  }
+}
+
+// The float MLP's GELU (erf from Abramowitz & Stegun 7.1.26, |error| ≤ 1.5e−7) against the exact
+// u Φ(u) in double, over the range activations take.
+TEST(LmMlp, FloatGeluWithinFloatRoundingOfErf) {
+  Mlp<float> mlp("mlp", 1, 4);
+  mlp.w_fc.value = {1, 0, 0, 0};
+  mlp.w_proj.value = {1, 0, 0, 0};
+  std::vector<float> m, y;
+  for (double u = -9; u <= 9; u += 0.001) m.push_back(static_cast<float>(u));
+  y.resize(m.size());
+  mlp.forward(m.data(), y.data(), static_cast<int64_t>(m.size()));
+  for (size_t i = 0; i < m.size(); ++i) {
+    const double u = m[i], exact = 0.5 * u * (1 + std::erf(u / std::sqrt(2.0)));
+    ASSERT_NEAR(y[i], exact, 2e-7 * (1 + std::abs(u))) << u;
   }
 }
 
@@ -146,6 +169,21 @@ std::string scaling_name(const ::testing::TestParamInfo<Scaling>& info) {
 INSTANTIATE_TEST_SUITE_P(Scalings, CausalAttentionGradcheck, ::testing::ValuesIn(scalings()), scaling_name);
 INSTANTIATE_TEST_SUITE_P(Scalings, GptGradcheck, ::testing::ValuesIn(scalings()), scaling_name);
 
+// A diverged model gives a NaN loss, which the run reports as divergence, not an error: an
+// overflowing qk-norm temperature (no scale policy holds exp(τ) = ∞) and infinite weights.
+TEST(GptDiverged, NaNLossNotAnError) {
+  const GptConfig c = tiny_config(Scaling::qk_norm_temperature());
+  Gpt<float> model(c);
+  model.init(1);
+  const LmBatch batch = test::random_batch(c, 2, 3);
+  EXPECT_TRUE(std::isfinite(model.forward(batch)));
+  model.blocks[1].attn.log_temp.value[0] = 1000.0f;
+  EXPECT_TRUE(std::isnan(model.forward(batch)));
+  model.init(1);
+  for (float& w : model.tok_emb.value) w = std::numeric_limits<float>::infinity();
+  EXPECT_TRUE(std::isnan(model.forward(batch)));
+}
+
 // GPT-2's and the unit initialisation: standard deviations as documented, the same draws for
 // every weight but W_q, W_k, and the same weights in float and double.
 TEST(GptInit, Gpt2AndUnit) {
@@ -180,6 +218,23 @@ TEST(GptInit, Gpt2AndUnit) {
   for (size_t k = 0; k < pd.size(); ++k)
     for (size_t i = 0; i < pd[k]->value.size(); ++i)
       ASSERT_EQ(pf[k]->value[i], static_cast<float>(pd[k]->value[i])) << pd[k]->name;
+}
+
+// AdamW decays the matrices (W_q, W_k, W_v, W_o, W_fc, W_proj and the tied E), not the
+// positions, the LayerNorms or qk-norm's temperature.
+TEST(GptInit, DecayedParameters) {
+  Gpt<float> model(tiny_config(Scaling::qk_norm_temperature()));
+  const auto params = model.params();
+  const auto decayed = model.decayed();
+  ASSERT_EQ(params.size(), decayed.size());
+  std::string names;
+  for (size_t i = 0; i < params.size(); ++i)
+    if (decayed[i]) names += params[i]->name + " ";
+  EXPECT_EQ(names,
+            "tok_emb block1.attn.w_q block1.attn.w_k block1.attn.w_v block1.attn.w_o block1.mlp.w_fc "
+            "block1.mlp.w_proj block2.attn.w_q block2.attn.w_k block2.attn.w_v block2.attn.w_o block2.mlp.w_fc "
+            "block2.mlp.w_proj ");
+  EXPECT_EQ(params.size(), 2u + 2 * (2 + 5 + 2 + 2) + 2);  // E, P; per block LN₁, attention with τ, LN₂, MLP; LN_f
 }
 
 // The float model (attention on the engine, the code the study trains) against the double
