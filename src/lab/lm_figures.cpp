@@ -71,14 +71,18 @@ Figure curves(const LmStudyResult& s, size_t gi, int64_t d_k, double bigram, con
               {"seeds", s.config.seeds},
               {"bigram", bigram}});
   Panel p = util::panel("", "step", "validation bits per character");
-  p.y_min = std::max(0.0, bigram - 2.5);
-  p.y_max = bigram + 1.5;
+  // From just under the lowest loss reached (or the baseline) to 1.5 bits above the baseline:
+  // the start, near log₂ of the alphabet, is cut off so that the differences at the end show.
+  double lowest = bigram - 0.3;
   p.legend_position = "below";
   for (const Arm& arm : g.arms) {
     const Aggregate a = aggregate(runs_of(s, gi, d_k, arm), [](const LmCurvePoint& c) { return c.val_bpc; });
+    for (double y : a.lo) lowest = std::min(lowest, y - 0.1);
     p.series.push_back(util::band("", a.step, a.lo, a.hi, arm_colour(arm)));
     p.series.push_back(util::series(arm.label(), Style::lines, a.step, a.median, arm_colour(arm)));
   }
+  p.y_min = std::max(0.0, lowest);
+  p.y_max = bigram + 1.5;
   p.series.push_back(
       util::series("bigram baseline", Style::theory, {0.0, static_cast<double>(b.steps)}, {bigram, bigram}, "#777777"));
   f.panels.push_back(std::move(p));

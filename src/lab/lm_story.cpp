@@ -62,11 +62,12 @@ Figure main_figure(const Table& curves, const std::vector<Group>& groups, double
   f.width = 440;
   for (const Group& g : groups) {
     Panel p = util::panel(g.init == 0 ? "GPT-2's init" : "unit-variance q, k", "step", "validation bits/char");
-    p.y_min = std::max(0.0, bigram - 2);
+    double lowest = bigram - 0.3;  // the axis from just under the lowest loss reached, as lm_figures.cpp
     p.y_max = bigram + 1.5;
     p.legend_position = g.index == groups.front().index ? "top right" : "off";
     for (double arm : {kUnscaled, kScaled}) {
       const Band b = band_of(curves, g, d_k, arm);
+      for (double y : b.lo) lowest = std::min(lowest, y - 0.1);
       const ScalePolicy policy = arm == kScaled ? ScalePolicy::inv_sqrt_d() : ScalePolicy::none();
       p.series.push_back(util::band("", b.step, b.lo, b.hi, util::policy_colour(policy)));
       p.series.push_back(util::series(arm == kScaled ? "1/√d_k" : "no scale", Style::lines, b.step, b.median,
@@ -74,6 +75,7 @@ Figure main_figure(const Table& curves, const std::vector<Group>& groups, double
     }
     const double steps = std::stod(r.config.at("steps"));
     p.series.push_back(util::series("bigram", Style::theory, {0, steps}, {bigram, bigram}, "#777777"));
+    p.y_min = std::max(0.0, lowest);
     f.panels.push_back(std::move(p));
   }
   f.layout_rows = static_cast<int>(f.panels.size());
