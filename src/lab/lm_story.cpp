@@ -76,6 +76,7 @@ Figure main_figure(const Table& curves, const std::vector<Group>& groups, double
     const double steps = std::stod(r.config.at("steps"));
     p.series.push_back(util::series("bigram", Style::theory, {0, steps}, {bigram, bigram}, "#777777"));
     p.y_min = std::max(0.0, lowest);
+    for (double y = std::ceil(*p.y_min * 2) / 2; y <= *p.y_max; y += 0.5) p.y_tics.push_back(y);  // legible at 412 px
     f.panels.push_back(std::move(p));
   }
   f.layout_rows = static_cast<int>(f.panels.size());
