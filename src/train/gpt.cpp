@@ -61,6 +61,7 @@ Gpt<T>::Gpt(const GptConfig& config)
       config_(config) {
   blocks.reserve(static_cast<size_t>(config.n_layers));  // the layers keep pointers into their own members
   for (int64_t l = 0; l < config.n_layers; ++l) blocks.emplace_back("block" + std::to_string(l + 1), config);
+  params_ = list_params();
 }
 
 template <class T>
@@ -89,7 +90,7 @@ void Gpt<T>::init(uint64_t seed) {
 }
 
 template <class T>
-std::vector<Param<T>*> Gpt<T>::params() {
+std::vector<Param<T>*> Gpt<T>::list_params() {
   std::vector<Param<T>*> p{&tok_emb, &pos_emb};
   for (auto& b : blocks) {
     p.push_back(&b.ln1.gamma);
@@ -105,15 +106,15 @@ std::vector<Param<T>*> Gpt<T>::params() {
 }
 
 template <class T>
-std::vector<bool> Gpt<T>::decayed() {
+std::vector<bool> Gpt<T>::decayed() const {
   std::vector<bool> d;
-  for (auto* p : params()) d.push_back(p->rows > 1 && p != &pos_emb);
+  for (auto* p : params_) d.push_back(p->rows > 1 && p != &pos_emb);
   return d;
 }
 
 template <class T>
 void Gpt<T>::zero_grad() {
-  for (auto* p : params()) p->zero_grad();
+  for (auto* p : params_) p->zero_grad();
 }
 
 template <class T>

@@ -36,6 +36,8 @@ template <class T>
 class Gpt {
  public:
   explicit Gpt(const GptConfig& config);  // throws attnlab::Error naming a bad field
+  Gpt(const Gpt&) = delete;  // params() points into this object
+  Gpt& operator=(const Gpt&) = delete;
 
   // The weights of LmInit from the seed: the same seed gives the same weights in float and
   // double, and gpt2 and unit the same weights but W_q, W_k (one stream of draws).
@@ -48,10 +50,11 @@ class Gpt {
   // Gradients of the last forward's loss, accumulated into every Param's grad.
   void backward();
   void zero_grad();
-  std::vector<Param<T>*> params();
+  // Every learnable tensor, in a fixed order (listed once: a step allocates nothing).
+  const std::vector<Param<T>*>& params() const { return params_; }
   // Whether AdamW decays params()[i]: the matrices (W_q, W_k, W_v, W_o, W_fc, W_proj and the
   // tied embedding E), not the positions, LayerNorms or qk-norm's temperature.
-  std::vector<bool> decayed();
+  std::vector<bool> decayed() const;
   const GptConfig& config() const { return config_; }
 
   Param<T> tok_emb;  // E [V, D], also the output layer (logits = LN_f(h) Eᵀ)
@@ -60,7 +63,10 @@ class Gpt {
   LayerNorm<T> ln_f;
 
  private:
+  std::vector<Param<T>*> list_params();
+
   GptConfig config_;
+  std::vector<Param<T>*> params_;
   int64_t B_ = 0, N_ = 0;
   std::vector<int32_t> tokens_, targets_;     // [B·N]
   std::vector<std::vector<T>> h_;             // h_[l] [B·N, D]: input of block l; h_[L] the last output

@@ -122,6 +122,7 @@ LmRunResult train_lm_run(const LmRunConfig& config, const Corpus& corpus) {
     LmCurvePoint p;
     p.step = step;
     p.train_bpc = loss_count > 0 ? loss_sum / static_cast<double>(loss_count) / std::numbers::ln2 : kNaN;
+    summary.clear();  // a diverged model returns before filling it: no stale values then
     p.val_bpc = model.forward(eval, &summary) / std::numbers::ln2;
     for (const auto& s : summary) {
       p.entropy.push_back(s.entropy);

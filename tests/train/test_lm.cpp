@@ -223,6 +223,16 @@ TEST(LmRun, LearnsTheTextAndRecordsEveryEvaluation) {
   EXPECT_EQ(r.loss_spikes, 0);
 }
 
+TEST(LmRun, SgdLearnsToo) {
+  Fixture f;
+  LmRunConfig c = tiny_run(f.corpus);
+  c.optimizer = LmOptimizer::sgd;
+  c.lr = 0.3;
+  const LmRunResult r = train_lm_run(c, f.corpus);
+  ASSERT_FALSE(r.diverged);
+  EXPECT_LT(r.final_val_bpc, r.curve.front().val_bpc - 0.5);
+}
+
 TEST(LmRun, BitwiseReproducibleAndThreadIndependent) {
   Fixture f;
   LmRunConfig c = tiny_run(f.corpus);

@@ -14,7 +14,8 @@
 //
 // d_k (the width of q and k per head) is a parameter of its own, so d_k grows while
 // D and d_v stay. Everything here returns plain data; the lab's experiment `lm`
-// (src/lab/exp_lm.cpp) turns it into tables, figures and the verdict.
+// (src/lab/exp_lm.cpp) turns it into tables, figures and the verdict. The model, corpus, run
+// and their tests: docs/lm-model.md.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -57,7 +58,7 @@ struct GptConfig {
   int64_t n_layers = 4;       // L
   int64_t n_heads = 4;        // H; D must be a multiple of H
   int64_t d_k = 16;           // width of q and k per head
-  Scaling scale = ScalePolicy::inv_sqrt_d();  // a policy (fixed(α/√d_k) for α/√d_k), or qk-norm
+  Scaling scale = ScalePolicy::inv_sqrt_d();  // a policy (fixed(α/√d_k) for α/√d_k), or qk-norm; not additive
   LmInit init = LmInit::gpt2;
 };
 void validate(const GptConfig& config);  // throws attnlab::Error naming the bad field
@@ -71,7 +72,7 @@ struct LmRunConfig {
   LmOptimizer optimizer = LmOptimizer::adamw;
   double lr = 1e-3;             // peak learning rate: linear warm-up, cosine decay to 10 %
   double weight_decay = 0.1;    // AdamW only, decoupled, on the matrices: W_q, W_k, W_v, W_o, W_fc,
-                                // W_proj and the tied E; not the positions P, the LayerNorms, qk-norm's s
+                                // W_proj and the tied E; not the positions P, the LayerNorms, qk-norm's log-temperature
   double grad_clip = 1.0;       // global norm over every gradient (PyTorch's clip_grad_norm_); 0 = none
   int64_t steps = 400, warmup = 40, batch = 16;
   int64_t eval_every = 50;      // validation loss on a fixed set of windows (the same for every run:
