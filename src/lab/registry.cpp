@@ -17,7 +17,7 @@ namespace {
 // The lab's own experiments, listed explicitly, then any a program registered
 // (the tests add toy ones). Built on first use.
 std::vector<Experiment>& registry() {
-  static std::vector<Experiment> experiments{additive_experiment(), classifier_experiment(), collapse_experiment(), entropy_experiment(), fading_experiment(), gradflow_experiment(), heads_experiment(), hedge_experiment(), invariance_experiment(), jacobian_experiment(), mup_experiment(), qknorm_experiment(), reparam_experiment(), saturation_experiment(), softcap_experiment(), train_experiment(), variance_experiment()};
+  static std::vector<Experiment> experiments{additive_experiment(), classifier_experiment(), collapse_experiment(), entropy_experiment(), fading_experiment(), gradflow_experiment(), heads_experiment(), hedge_experiment(), invariance_experiment(), jacobian_experiment(), lm_experiment(), mup_experiment(), qknorm_experiment(), reparam_experiment(), saturation_experiment(), softcap_experiment(), train_experiment(), variance_experiment()};
   return experiments;
 }
 // An allocation the experiment made without naming it (std::bad_alloc; std::length_error for
