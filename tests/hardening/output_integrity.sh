@@ -60,7 +60,7 @@ trap 'umount "$dir/fs" 2> /dev/null || true' EXIT
 out=$("$cli" run saturation --quick --out fs/R 2>&1) || true
 [[ "$out" == *"was not written whole"* || "$out" == *"is the file system full?"* || "$out" == *"No space left"* ]] ||
   fail "full file system: said '$out'"
-if ls -A fs | grep -qE '^\.R\.(tmp|old)-'; then fail "full file system: a hidden directory was left"; fi
+if ls -A fs | grep -E '^\.R\.(tmp|old)-' > /dev/null; then fail "full file system: a hidden directory was left"; fi
 umount fs
 mount -t tmpfs -o size=2m tmpfs fs
 "$cli" run saturation --quick --out fs/R > /dev/null 2>&1 || fail "a run with room failed"
