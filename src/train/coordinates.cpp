@@ -17,7 +17,7 @@ LogitTrace trace_logits(const RunConfig& config, int64_t steps) {
   const double lr = config.lr > 0 ? config.lr : default_lr(config.optimizer);
   Model<float> model(config.model, config.task);
   model.init(mix(config.seed));
-  Optimizer opt(config.optimizer, model.params());
+  Optimizer opt(config.optimizer, model.params(), config.qk_lr_scale);
   const Batch probe = make_batch(config.task, config.eval_examples, kEvalSeed);
   LogitTrace trace;
   std::vector<double> initial;  // S_0 [probe rows · keys]

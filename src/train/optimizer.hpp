@@ -11,8 +11,9 @@ namespace attnlab::train {
 
 class Optimizer {
  public:
-  Optimizer(OptimizerKind kind, const std::vector<Param<float>*>& params);
-  // One update of every parameter from its grad, with learning rate lr.
+  // qk_lr_scale multiplies the rate of the query and key projections (parameters named "….w_q", "….w_k").
+  Optimizer(OptimizerKind kind, const std::vector<Param<float>*>& params, double qk_lr_scale = 1);
+  // One update of every parameter from its grad, with learning rate lr (times its own factor).
   void step(double lr);
 
   static constexpr double kBeta1 = 0.9, kBeta2 = 0.999, kEps = 1e-8, kMomentum = 0.9;
@@ -21,6 +22,7 @@ class Optimizer {
   OptimizerKind kind_;
   std::vector<Param<float>*> params_;
   std::vector<std::vector<float>> m_, v_;  // per parameter, same size as its value
+  std::vector<double> lr_factor_;          // per parameter
   int64_t t_ = 0;
 };
 
