@@ -13,12 +13,12 @@ using namespace attnlab::train;
 
 std::string Group::tag() const { return fmt::format("{}_{}_{}", to_string(task), to_string(init), to_string(opt)); }
 
-namespace {
-
 std::string policy_label(const Scaling& s) {
   return s.qk_norm ? "qk-norm + learned temperature" : util::policy_label(s.policy);
 }
 std::string policy_colour(const Scaling& s) { return s.qk_norm ? "#000000" : util::policy_colour(s.policy); }
+
+namespace {
 
 // "Adam" or "SGD", as the figures name the optimiser.
 std::string optimizer_name(OptimizerKind o, const Words& words) {

@@ -12,6 +12,10 @@
 
 namespace attnlab::lab::train_figures {
 
+// A scaling as the training figures name and colour it (qk-norm black, the policies their own colours).
+std::string policy_label(const train::Scaling& s);
+std::string policy_colour(const train::Scaling& s);
+
 struct Group {  // one (task, init, optimiser)
   train::TaskKind task;
   train::InitMode init;

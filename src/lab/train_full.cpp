@@ -7,6 +7,7 @@
 #include <string>
 
 #include "lab/lab_util.hpp"
+#include "lab/train_figures.hpp"
 
 extern "C" {
 extern const char attnlab_train_full_begin[], attnlab_train_full_end[];
@@ -80,8 +81,6 @@ std::vector<int64_t> dims_of(const std::vector<CellSummary>& cells) {
   return d;
 }
 
-std::string label(const Scaling& s) { return s.qk_norm ? "qk-norm + learned temperature" : util::policy_label(s.policy); }
-std::string colour(const Scaling& s) { return s.qk_norm ? "#000000" : util::policy_colour(s.policy); }
 const char* optimizer_key(OptimizerKind o) { return o == OptimizerKind::adam ? "optimizer.adam" : "optimizer.sgd"; }
 
 }  // namespace
@@ -113,7 +112,8 @@ std::vector<Figure> figures(const Words& words) {
           y.push_back(c ? static_cast<double>(c->reached) : NAN);
           if (c) runs = std::max(runs, c->runs);
         }
-        p.series.push_back(util::series(label(sc), Style::linespoints, xs, y, colour(sc)));
+        p.series.push_back(util::series(train_figures::policy_label(sc), Style::linespoints, xs, y,
+                                        train_figures::policy_colour(sc)));
       }
       p.x_tics = xs;
       p.y_min = -0.2;
