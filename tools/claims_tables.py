@@ -54,9 +54,11 @@ def source_rows(sources):
 
 
 def claim_rows(claims):
-    out = ["| id | claim | measurable prediction |", "|----|-------|-----------------------|"]
+    """One row per claim; its main check is the check whose contradiction refutes it (the report's rule)."""
+    out = ["| id | claim | main check | measurable prediction |", "|----|-------|-----|-----------------------|"]
     for c in claims:
-        out.append(row(c["id"], c["title"] + " [" + ", ".join(c.get("sources", [])) + "]", c["prediction"]))
+        out.append(row(c["id"], c["title"] + " [" + ", ".join(c.get("sources", [])) + "]", "`" + c["main_check"] + "`",
+                       c["prediction"]))
     return out
 
 

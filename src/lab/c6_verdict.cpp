@@ -1,5 +1,6 @@
-// C6's verdict (lab/gradflow.hpp) from the `gradflow` experiment's sweep, boundary trials and table:
-// judged on the typical row, with where along d_k the unscaled gradient starts to fall.
+// C6's verdicts (lab/gradflow.hpp) from the `gradflow` experiment's sweep, boundary trials and table:
+// judged on the whole gradient reaching Q and K, and beside it on the typical row, with where along d_k
+// the unscaled typical gradient starts to fall.
 #include <algorithm>
 #include <cmath>
 
@@ -9,8 +10,101 @@
 
 namespace attnlab::lab {
 
-Verdict verdict_c6(const GradflowConfig& c, const Policies& policies, const PolicySweep& sweep, const IssueTable& issue,
-                   const Words& words) {
+namespace {
+
+// Largest over smallest of one quantity over d_k.
+double spread(const std::vector<Measure>& v, double Measure::*field) {
+  double lo = INFINITY, hi = 0;
+  for (const auto& m : v) lo = std::min(lo, m.*field), hi = std::max(hi, m.*field);
+  return hi / lo;
+}
+
+// The smallest and largest ratio without/with the scale of one quantity over the d_k in [from, to].
+std::pair<double, double> ratio_span(const GradflowConfig& c, const std::vector<Measure>& B, const std::vector<Measure>& R,
+                                     double Measure::*field, int64_t from, int64_t to) {
+  double lo = INFINITY, hi = 0;
+  for (size_t i = 0; i < c.dims.size(); ++i)
+    if (c.dims[i] >= from && c.dims[i] <= to) {
+      const double r = B[i].*field / R[i].*field;
+      lo = std::min(lo, r), hi = std::max(hi, r);
+    }
+  return {lo, hi};
+}
+
+// The largest d_k at which the quantity without the scale is still larger than with it (0: none).
+int64_t last_larger(const GradflowConfig& c, const std::vector<Measure>& B, const std::vector<Measure>& R,
+                    double Measure::*field) {
+  int64_t last = 0;
+  for (size_t i = 0; i < c.dims.size(); ++i)
+    if (B[i].*field > R[i].*field) last = c.dims[i];
+  return last;
+}
+
+// The main check: the whole gradient reaching Q and K. Per d_k, it holds where both totals without the scale
+// have fallen below the scaled ones and fails where either is still larger.
+Verdict verdict_total(const GradflowConfig& c, const Policies& policies, const PolicySweep& sweep, const IssueTable& issue,
+                      const Words& words) {
+  const auto& B = sweep.by_policy[policies.base];
+  const auto& R = sweep.by_policy[policies.remedy];
+  const double dq_fall = B.front().dq / B.back().dq, dk_fall = B.front().dk / B.back().dk;
+  const double remedy_spread = std::max(spread(R, &Measure::dq), spread(R, &Measure::dk));
+  const bool vanishes = dq_fall > c.vanish_factor && dk_fall > c.vanish_factor;
+  Verdict v = make_verdict("C6");
+  v.theory = c.vanish_factor;
+  v.measured = std::min(dq_fall, dk_fall);
+  v.tolerance = c.vanish_factor;
+  v.outcome = !vanishes                                                             ? Outcome::refuted
+              : remedy_spread < c.same_order_factor && issue.worst <= 1.0 ? Outcome::confirmed
+                                                                          : Outcome::inconclusive;
+  v.figure = "gradflow";
+  v.range_variable = "d_k";
+  for (size_t i = 0; i < c.dims.size(); ++i) {
+    const double rq = B[i].dq / R[i].dq, rk = B[i].dk / R[i].dk;
+    const Outcome o = rq < 1 && rk < 1 ? Outcome::confirmed : Outcome::refuted;
+    const std::string text = words("c6.total_range", {{"d_k", c.dims[i]}, {"q", rq}, {"k", rk}});
+    const double x = static_cast<double>(c.dims[i]);
+    if (!v.ranges.empty() && v.ranges.back().outcome == o)
+      v.ranges.back().to = x, v.ranges.back().text += "; " + text;
+    else
+      v.ranges.push_back({x, x, o, text});
+  }
+  const auto [q_lo, q_hi] = ratio_span(c, B, R, &Measure::dq, c.dims.front(), c.dims.back());
+  const auto [k_lo, k_hi] = ratio_span(c, B, R, &Measure::dk, c.dims.front(), c.dims.back());
+  const auto [row_lo, row_hi] = ratio_span(c, B, R, &Measure::dq_row, c.model_dims[0], c.model_dims[1]);
+  words.fill(v, "c6",
+             {{"base", util::policy_label(policies.list[policies.base])},
+              {"remedy", util::policy_label(policies.list[policies.remedy])},
+              {"d_first", c.dims.front()},
+              {"d_last", c.dims.back()},
+              {"dq_fall", dq_fall},
+              {"dk_fall", dk_fall},
+              {"dq_change", util::pretty(B.back().dq / B.front().dq)},
+              {"dk_change", util::pretty(B.back().dk / B.front().dk)},
+              {"remedy_spread", remedy_spread},
+              {"vanish", c.vanish_factor},
+              {"same_order", c.same_order_factor},
+              {"table", issue.text},
+              {"worst", issue.worst},
+              {"table_rows", c.table_rows},
+              {"table_keys", c.table_keys},
+              {"table_z", c.table_z},
+              {"table_rounding", c.table_rounding},
+              {"q_lo", q_lo},
+              {"q_hi", q_hi},
+              {"k_lo", k_lo},
+              {"k_hi", k_hi},
+              {"lo", c.model_dims[0]},
+              {"hi", c.model_dims[1]},
+              {"row_lo", row_lo},
+              {"row_hi", row_hi},
+              {"key_larger_to", last_larger(c, B, R, &Measure::dk_row)},
+              {"query_larger_to", last_larger(c, B, R, &Measure::dq_row)}});
+  return v;
+}
+
+// Beside it: the typical row (median over rows), with where along d_k its query gradient starts to fall.
+Verdict verdict_typical_row(const GradflowConfig& c, const Policies& policies, const PolicySweep& sweep,
+                            const IssueTable& issue, const Words& words) {
   const auto& B = sweep.by_policy[policies.base];
   const auto& R = sweep.by_policy[policies.remedy];
   const std::string base_name = util::policy_label(policies.list[policies.base]),
@@ -18,16 +112,14 @@ Verdict verdict_c6(const GradflowConfig& c, const Policies& policies, const Poli
   // The typical row (median over rows): the seeds' argument is about each softmax row saturating.
   const double j_fall = B.front().j_median / B.back().j_median;
   const double dq_fall = B.front().dq_row / B.back().dq_row, dk_fall = B.front().dk_row / B.back().dk_row;
-  auto spread = [](const std::vector<Measure>& v, double Measure::*field) {
-    double lo = INFINITY, hi = 0;
-    for (const auto& m : v) lo = std::min(lo, m.*field), hi = std::max(hi, m.*field);
-    return hi / lo;
-  };
   const double remedy_spread = std::max(spread(R, &Measure::dq_row), spread(R, &Measure::dk_row));
   const bool vanishes = j_fall > c.vanish_factor && dq_fall > c.vanish_factor && dk_fall > c.vanish_factor;
   const bool same_order = remedy_spread < c.same_order_factor;
   const bool table_ok = issue.worst <= 1.0;
   Verdict v6 = make_verdict("C6");
+  v6.check = "typical_row";
+  v6.title = words("c6.row.title");
+  v6.statement = words("c6.row.statement");
   v6.theory = c.same_order_factor;
   v6.measured = remedy_spread;
   v6.tolerance = c.same_order_factor;
@@ -109,7 +201,7 @@ Verdict verdict_c6(const GradflowConfig& c, const Policies& policies, const Poli
   if (std::isfinite(ratio_lo))
     model = words("c6.model",
                   {{"lo", c.model_dims[0]}, {"hi", c.model_dims[1]}, {"ratio_lo", ratio_lo}, {"ratio_hi", ratio_hi}});
-  words.fill(v6, "c6",
+  words.fill(v6, "c6.row",
              {{"base", base_name},
               {"remedy", remedy_name},
               {"j_fall", j_fall},
@@ -136,6 +228,13 @@ Verdict verdict_c6(const GradflowConfig& c, const Policies& policies, const Poli
               {"boundary", boundary},
               {"small_dk", small_dk}});
   return v6;
+}
+
+}  // namespace
+
+std::vector<Verdict> verdicts_c6(const GradflowConfig& c, const Policies& policies, const PolicySweep& sweep,
+                                 const IssueTable& issue, const Words& words) {
+  return {verdict_total(c, policies, sweep, issue, words), verdict_typical_row(c, policies, sweep, issue, words)};
 }
 
 }  // namespace attnlab::lab

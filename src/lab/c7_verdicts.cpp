@@ -85,7 +85,7 @@ std::vector<Verdict> c7_verdicts(const TypicalRowRatios& c, const Words& words) 
   for (size_t k = 1; k < 3; ++k) {
     Verdict& v = out[k];
     const std::string prefix = k == 1 ? "c7.query" : "c7.key";
-    v.supplementary = true;
+    v.check = k == 1 ? "query_gradient" : "key_gradient";
     v.title = words(prefix + ".title");
     v.statement = words(prefix + ".statement");
     const WordArgs args{{"ratios", ratio_list(c, *curves[k], words)}, {"where", where_smaller(c, v, words)}};

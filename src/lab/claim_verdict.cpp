@@ -2,24 +2,27 @@
 
 namespace attnlab::lab {
 
-Outcome claim_verdict(const std::vector<Verdict>& checks) {
+Outcome claim_verdict(const std::vector<Verdict>& checks, const std::string& main_check) {
   if (checks.empty()) return Outcome::pending;
-  bool any_main = false;
-  for (const auto& v : checks) any_main = any_main || !v.supplementary;
-  int refuted = 0, confirmed = 0, open = 0;  // among the main checks
-  bool beside_refuted = false;               // a supplementary check failed
+  int main = 0, refuted = 0, confirmed = 0;  // among the main checks
+  bool side_refuted = false;
   for (const auto& v : checks) {
-    if (any_main && v.supplementary) {
-      beside_refuted = beside_refuted || v.outcome == Outcome::refuted;
+    if (v.check != main_check) {
+      side_refuted = side_refuted || v.outcome == Outcome::refuted;
       continue;
     }
+    ++main;
     refuted += v.outcome == Outcome::refuted;
     confirmed += v.outcome == Outcome::confirmed;
-    open += v.outcome == Outcome::inconclusive || v.outcome == Outcome::pending;
   }
-  if (refuted > 0) return confirmed > 0 ? Outcome::inconclusive : Outcome::refuted;
-  if (open > 0 || beside_refuted) return Outcome::inconclusive;
+  if (refuted > 0) return Outcome::refuted;
+  if (main == 0 || confirmed < main || side_refuted) return Outcome::inconclusive;
   return Outcome::confirmed;
+}
+
+Outcome claim_verdict(const std::vector<Verdict>& checks) {
+  if (checks.empty()) return Outcome::pending;
+  return claim_verdict(checks, claim(checks.front().claim).main_check);
 }
 
 }  // namespace attnlab::lab

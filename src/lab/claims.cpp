@@ -63,6 +63,7 @@ ClaimInfo parse_claim(const json& c, size_t index, const std::vector<SourceInfo>
     throw Error("claims.json: " + at + " names an unknown source '" + seed + "'");
   };
   ClaimInfo info{id, text(c, "title", true, at), text(c, "statement", true, at), {}, {}};
+  info.main_check = text(c, "main_check", true, at);
   for (const auto& seed : list(c, "sources", at)) {
     if (!seed.is_string()) throw Error("claims.json: " + at + ": a source id is not a string");
     known(seed.get<std::string>());

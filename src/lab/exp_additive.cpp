@@ -331,6 +331,7 @@ Verdict verdict_tanh_bound(const AdditiveConfig& c, const Table& t, const Words&
   const double allow =
       std::max(c.slope_tolerance, 4 * util::loglog_slope_se(xs_hi, upper_half(t.column("additive_unit_v_rel_se"))));
   Verdict v = make_verdict("C9");
+  v.check = "tanh_bound";
   v.title = words("tanh.title");
   v.theory = 0;
   v.measured = slope;

@@ -229,6 +229,7 @@ Verdict verdict_precedes(const CollapseConfig& c, const Counts& k, const Words& 
 // spiking ones, the association runs the other way (refuted).
 Verdict verdict_association(const CollapseConfig& c, const Counts& k, const Words& words) {
   Verdict v = make_verdict("C18");
+  v.check = "association";
   v.title = words("association.title");
   v.statement = words("association.statement");
   const double at_most = claim_threshold("C18", "stable_collapsed_share");

@@ -351,7 +351,7 @@ Result run_gradflow(const GradflowConfig& c, RunContext& ctx) {
   result.notes.push_back(words("note_policies", {{"legend", util::policy_legend(policies.list)}}));
   result.notes.push_back(words("note_table", {{"keys", c.table_keys}, {"table", issue.text}}));
   result.figures = {figure_gradflow(c, policies, sweep, issue, words), figure_ratio(c, policies, sweep, words)};
-  result.verdicts = {verdict_c6(c, policies, sweep, issue, words)};
+  result.verdicts = verdicts_c6(c, policies, sweep, issue, words);
   for (auto& v : verdicts_c7(c, policies, sweep, words)) result.verdicts.push_back(std::move(v));
   return result;
 }

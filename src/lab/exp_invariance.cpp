@@ -217,7 +217,7 @@ Verdict verdict_c14(const InvarianceConfig& c, const ScalePolicy& candidate, con
     if (b.kind == PerBeta::Kind::spread) ++spread, spread_flat += b.flat;
   }
   Verdict v = make_verdict("C14");
-  v.supplementary = true;
+  v.check = "assumption";
   v.title = words("c14.title");
   v.statement = words("c14.statement");
   v.theory = c.constant_fraction;

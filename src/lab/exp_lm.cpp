@@ -81,8 +81,8 @@ std::vector<Arm> parse_arms(const std::vector<std::string>& names, const std::ve
   return out;
 }
 
-// The groups from the parameters: AdamW on every init with `arms` (C8's main checks), SGD on
-// the first init with `sgd_arms` (beside them).
+// The groups from the parameters: AdamW on every init with `arms`, SGD on the first init with
+// `sgd_arms` (which check is C8's main one is claims.json's main_check).
 std::vector<LmGroup> groups_of(const LmExperimentConfig& c, const LmStudyConfig& preset) {
   std::vector<LmInit> inits;
   std::vector<Arm> adamw_arms, sgd_arms;
@@ -104,8 +104,8 @@ std::vector<LmGroup> groups_of(const LmExperimentConfig& c, const LmStudyConfig&
   sgd_arms = parse_arms(c.sgd_arms, sgd_arms.empty() ? std::vector<Arm>{Arm::inv_sqrt_d(), Arm::none()} : sgd_arms);
   std::vector<LmGroup> groups;
   if (adamw)
-    for (LmInit i : inits) groups.push_back({i, LmOptimizer::adamw, adamw_arms, true});
-  if (sgd) groups.push_back({inits.front(), LmOptimizer::sgd, sgd_arms, !adamw});
+    for (LmInit i : inits) groups.push_back({i, LmOptimizer::adamw, adamw_arms});
+  if (sgd) groups.push_back({inits.front(), LmOptimizer::sgd, sgd_arms});
   if (groups.empty()) throw Error("optimizers: at least one of adamw, sgd");
   return groups;
 }

@@ -202,14 +202,19 @@ Figure figure_qknorm(const QkConfig& c, const Resolved& r, const Measured& m, co
               {"seeds", r.seeds},
               {"baseline", scaling_label(r.base)},
               {"candidate", scaling_label(r.cand)},
-              {"epsilon", c.epsilon}});
-  Panel pl = util::panel("final loss", "peak learning rate", "held-out loss (nats)", true, false);
+              {"epsilon", c.epsilon},
+              {"floor", c.epsilon / 100}});
+  // The criterion is a distance to the best loss (ε nats): drawn as that distance on a log axis, where ε and the
+  // losses near it are apart, rather than as the loss itself on a linear axis, where ε is a hair's breadth.
+  Panel pl = util::panel("final loss above the best", "peak learning rate", "loss − best loss (nats)", true, true);
+  const double floor = c.epsilon / 100;  // the best cell itself (0 above the best) is drawn at this floor
   Panel pg = util::panel("largest |logit|", "peak learning rate", "largest |logit|", true, true);
   Panel pe = util::panel("entropy at the end", "peak learning rate", "entropy (nats)", true, false);
   for (size_t si = 0; si < 2; ++si) {
     std::vector<double> loss, lo, hi, logit, entropy;
     for (const auto& cell : m.cells[si]) {
-      loss.push_back(cell.loss), lo.push_back(cell.loss_min), hi.push_back(cell.loss_max);
+      auto above = [&](double x) { return std::max(x - m.overall_best, floor); };
+      loss.push_back(above(cell.loss)), lo.push_back(above(cell.loss_min)), hi.push_back(above(cell.loss_max));
       logit.push_back(cell.max_logit), entropy.push_back(cell.entropy);
     }
     const std::string col = scaling_colour(scalings[si]), label = scaling_label(scalings[si]);
@@ -218,12 +223,15 @@ Figure figure_qknorm(const QkConfig& c, const Resolved& r, const Measured& m, co
     pg.series.push_back(util::series(label, Style::linespoints, c.rates, logit, col));
     pe.series.push_back(util::series(label, Style::linespoints, c.rates, entropy, col));
   }
-  pl.series.push_back(util::series("chance", Style::theory, {c.rates.front(), c.rates.back()}, {m.chance, m.chance}, "#000000"));
+  pl.series.push_back(util::series(fmt::format("ε = {:g} nats: good rates lie below", c.epsilon), Style::theory,
+                                   {c.rates.front(), c.rates.back()}, {c.epsilon, c.epsilon}, "#000000"));
+  pl.series.push_back(util::series("chance (a diverged run)", Style::theory, {c.rates.front(), c.rates.back()},
+                                   {m.chance - m.overall_best, m.chance - m.overall_best}, "#777777"));
   pl.legend_position = "below";
-  pl.y_max = 1.6 * m.chance;  // room for the legend above the curves
+  pl.y_min = floor / 2;
+  pl.y_max = 2 * (m.chance - m.overall_best);
   pg.legend_position = "below";
   pe.legend_position = "below";
-  pl.y_min = 0;
   pe.y_min = 0;
   f.panels = {pl, pg, pe};
   util::stack_panels(f);

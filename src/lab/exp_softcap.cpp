@@ -253,7 +253,7 @@ Verdict verdict_gradient(const SoftcapConfig& c, const std::vector<double>& sigm
   double uncapped_peak = 0;
   for (const auto& p : m.points[none]) uncapped_peak = std::max(uncapped_peak, p.grad_q);
   Verdict v = make_verdict("C15");
-  v.supplementary = true;
+  v.check = "gradient";
   v.title = words("gradient.title");
   v.statement = words("gradient.statement");
   v.theory = c.keep_factor;

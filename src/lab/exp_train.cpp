@@ -15,6 +15,7 @@
 #include "lab/lab_util.hpp"
 #include "lab/study_across.hpp"
 #include "lab/train_figures.hpp"
+#include "lab/train_full.hpp"
 #include "lab/words.hpp"
 
 namespace attnlab::lab {
@@ -133,7 +134,7 @@ double code(OptimizerKind o) { return o == OptimizerKind::adam ? 0 : 1; }
 // policies follow (the notes say which is which).
 double code(const Scaling& s) {
   if (s.qk_norm) return 3;
-  if (s.additive) return 7;
+  if (s.additive) return s.additive_unit_a ? 8 : 7;
   switch (s.policy.kind()) {
     case ScalePolicy::Kind::none: return 0;
     case ScalePolicy::Kind::inv_sqrt_d: return 1;
@@ -328,8 +329,7 @@ Result run_train(const TrainExperimentConfig& c, RunContext& ctx) {
   for (const auto& t : config.tasks)
     for (InitMode i : config.inits)
       for (OptimizerKind o : config.optimizers) groups.push_back({t.kind, i, o});
-  for (const auto& t : config.tasks)
-    for (InitMode i : config.inits) r.figures.push_back(train_figures::mechanism(study, cells, t.kind, i, words));
+  for (const auto& g : groups) r.figures.push_back(train_figures::mechanism(study, cells, g.task, g.init, g.opt, words));
   for (const auto& g : groups) r.figures.push_back(train_figures::learning_curves(study, g, words));
   r.figures.push_back(train_figures::steps_to_threshold(study, groups, cells, words));
   for (const auto& t : config.tasks)
@@ -346,17 +346,23 @@ Result run_train(const TrainExperimentConfig& c, RunContext& ctx) {
   r.config = settings_of(config, rates, words);
   r.setup = setup_text(config, rates, c.tuning_seeds, words);
 
-  // C8's verdicts: one per optimiser and setting, each shown by its mechanism figure. All stand
-  // beside C8's main evidence, the language models of experiment lm: this toy model is the
-  // mechanism's clean case, not the test of the claim on the models people train.
-  for (lab::Verdict& v : verdicts(study)) {
-    v.supplementary = true;
-    v.figure = r.figures.front().name;
-    for (const auto& t : config.tasks)
-      for (InitMode i : config.inits)
-        if (v.title.find(fmt::format("{} task, {} init", to_string(t.kind), to_string(i))) != std::string::npos)
-          v.figure = fmt::format("train_mechanism_{}_{}", to_string(t.kind), to_string(i));
+  // C8's verdicts: one per optimiser and setting, each shown by its setting's mechanism figure.
+  // All are side checks (claims.json's main_check is the language models' of experiment lm): this
+  // toy model is the mechanism's clean case, not the test of the claim on the models people train. train::verdicts gives them in the groups' order (task, init, optimiser).
+  auto found = verdicts(study);
+  for (size_t k = 0; k < found.size(); ++k) {
+    lab::Verdict& v = found[k];
+    if (k < groups.size() && v.check.rfind(to_string(groups[k].opt), 0) == 0)
+      v.figure = train_figures::mechanism_name(groups[k].task, groups[k].init, groups[k].opt);
+    else
+      v.figure = r.figures.front().name;
     r.verdicts.push_back(std::move(v));
+  }
+  // Beside the study, unless this run is the full sweep itself: the full sweep's cached results (800 steps,
+  // small init) and what they refute, with their figures.
+  if (!c.full) {
+    for (auto& f : train_full::figures(words)) r.figures.push_back(std::move(f));
+    r.verdicts.push_back(train_full::verdict(cells, words));
   }
   return r;
 }

@@ -113,9 +113,12 @@ struct IssueTable {
   std::string text;
 };
 
-// C6: without the scale the typical row's gradient falls towards 0 as d_k grows, with it it stays of the
-// same order, and the table matches the issue's values (c6_verdict.cpp).
-Verdict verdict_c6(const GradflowConfig& c, const Policies& policies, const PolicySweep& sweep, const IssueTable& issue,
-                   const Words& words);
+// C6 (c6_verdict.cpp). The main check, on the whole gradient reaching Q and K (‖dQ‖_F, ‖dK‖_F: what
+// W_q's and W_k's gradients are made of): without the scale it falls towards 0 as d_k grows, with it it
+// stays of the same order, and the ‖J‖_F table matches the issue's values; its ranges say at which d_k
+// the unscaled total is smaller than the scaled one. Beside it ("typical_row"): the same on the typical
+// row (median over rows), with where along d_k it starts to fall.
+std::vector<Verdict> verdicts_c6(const GradflowConfig& c, const Policies& policies, const PolicySweep& sweep,
+                                 const IssueTable& issue, const Words& words);
 
 }  // namespace attnlab::lab

@@ -281,6 +281,52 @@ inline void stack_panels(Figure& f, double plot_px = 290) {
   f.height = static_cast<int>(std::ceil((f.title.empty() ? 0 : 40) + panel_px * f.layout_rows));
 }
 
+// The tallest a figure may be: a screen (the viewport of a 1920 × 1080 display; figures are shown at
+// their own width, 640 px, so their height is shown as it is).
+inline constexpr int kScreenPx = 1000;
+
+// A stacked figure cut into parts of at most `per` panels, so that none is taller than a screen:
+// the first keeps its name; part k (from 2) is named <name>_<k> and its caption says it continues
+// the one above. The report shows every part wherever the first is shown.
+inline std::vector<Figure> split_stack(const Figure& f, size_t per) {
+  std::vector<Figure> parts;
+  for (size_t start = 0; start < f.panels.size(); start += per) {
+    Figure part = f;
+    part.panels.assign(f.panels.begin() + static_cast<std::ptrdiff_t>(start),
+                       f.panels.begin() + static_cast<std::ptrdiff_t>(std::min(f.panels.size(), start + per)));
+    if (start > 0) {
+      part.name = f.name + "_" + std::to_string(parts.size() + 1);
+      part.title = "";
+      part.caption = "Continued from the figure above.";
+      part.alt = "Continued: " + f.alt;
+    }
+    // Each part keeps a legend: a stack whose later panels leave theirs to the first gives its first panel's.
+    const bool any_legend = std::any_of(part.panels.begin(), part.panels.end(),
+                                        [](const Panel& p) { return p.legend_position != "off"; });
+    if (!any_legend) part.panels.front().legend_position = f.panels.front().legend_position;
+    stack_panels(part);
+    parts.push_back(std::move(part));
+  }
+  return parts;
+}
+
+// The figures with every stack taller than a screen cut into parts that fit (split_stack): the one
+// place that decides it, applied by run() to every experiment's figures.
+inline std::vector<Figure> fit_to_screen(std::vector<Figure> figures) {
+  std::vector<Figure> out;
+  for (auto& f : figures) {
+    if (f.height <= kScreenPx || f.panels.size() < 2 || f.layout_cols != 1) {
+      out.push_back(std::move(f));
+      continue;
+    }
+    const double title_px = f.title.empty() ? 0 : 40;
+    const double panel_px = (f.height - title_px) / std::max(1, f.layout_rows);
+    const auto per = static_cast<size_t>(std::max(1.0, std::floor((kScreenPx - title_px) / panel_px)));
+    for (auto& part : split_stack(f, per)) out.push_back(std::move(part));
+  }
+  return out;
+}
+
 // Shades x in [x_lo, x_hi] behind a panel's curves (e.g. the head sizes models use), as a
 // band that spans the panel's y range: the range set on the panel, else its data's, padded.
 // Call it after the panel's series are added.

@@ -48,6 +48,7 @@ nlohmann::json verdict_json(const Verdict& v) {
           {"method", v.method},
           {"figure", v.figure.empty() ? nlohmann::json(nullptr) : nlohmann::json("figures/" + v.figure + ".png")},
           {"experiment", v.experiment},
+          {"check", v.check},
           {"supplementary", v.supplementary},
           {"plain", v.plain},
           {"range_variable", v.range_variable},

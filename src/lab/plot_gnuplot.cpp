@@ -14,6 +14,7 @@
 
 #include "attnlab/lab.hpp"
 #include "lab/json_io.hpp"
+#include "lab/palette.hpp"
 
 extern char** environ;
 
@@ -102,7 +103,8 @@ void write_panel(std::ostream& g, const Panel& p, int panel_index, double panel_
       if (h.color_limit > 0) m = h.color_limit;
       if (m == 0) m = 1;
       g << "set cbrange [" << num(-m) << ":" << num(m) << "]\n";
-      g << "set palette defined (0 \"#2166ac\", 0.5 \"#f7f7f7\", 1 \"#b2182b\")\n";
+      g << "set palette defined (0 \"" << palette::kNegative << "\", 0.5 \"" << palette::kZero << "\", 1 \""
+        << palette::kPositive << "\")\n";
     } else {
       if (h.color_limit > 0) lo = 0, hi = h.color_limit;
       if (!(hi > lo)) hi = lo + 1;

@@ -11,6 +11,7 @@
 #include "attnlab/lab.hpp"
 #include "lab/experiments.hpp"
 #include "lab/interrupt.hpp"
+#include "lab/lab_util.hpp"
 
 namespace attnlab::lab {
 namespace {
@@ -99,7 +100,11 @@ Result run(const std::string& name, const Config& config, uint64_t seed,
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   r.experiment = name;
   r.seed = seed;
-  for (auto& v : r.verdicts) v.experiment = name;
+  r.figures = util::fit_to_screen(std::move(r.figures));  // no figure taller than a screen
+  for (auto& v : r.verdicts) {
+    v.experiment = name;
+    v.supplementary = v.check != claim(v.claim).main_check;  // claims.json decides which check is main
+  }
   return r;
 }
 

@@ -17,6 +17,7 @@
 #include "lab/claim_verdict.hpp"
 #include "lab/report/assets.hpp"
 #include "lab/report/view.hpp"
+#include "lab/palette.hpp"
 
 namespace attnlab::lab::page {
 
@@ -91,6 +92,8 @@ std::string build_page(const ReportOptions& o, const std::vector<Result>& result
                  {"rerun", fmt::format("attnlab report --seed {}{}", o.seed, o.quick ? " --quick" : "")}};
   view["assets"] = {
       {"css", assets::kReportCss.file}, {"plotly", assets::kPlotly.file}, {"lab_js", assets::kLabJs.file}};
+  view["palette"] = {
+      {"negative", palette::kNegative}, {"zero", palette::kZero}, {"positive", palette::kPositive}};
   view["claims"] = claims_view(o, results, claims);
   view["sources"] = sources_view();
   view["data"] = data_view(o, results);

@@ -112,6 +112,7 @@ json verdict_bytes_json(const Verdict& v) {
          {"outcome", static_cast<int>(v.outcome)},
          {"figure", v.figure},
          {"experiment", v.experiment},
+         {"check", v.check},
          {"supplementary", v.supplementary},
          {"plain", v.plain},
          {"range_variable", v.range_variable},
@@ -138,6 +139,7 @@ Verdict verdict_from(const json& j) {
   v.outcome = static_cast<Outcome>(j.at("outcome").get<int>());
   v.figure = j.at("figure");
   v.experiment = j.at("experiment");
+  v.check = j.at("check");
   v.supplementary = j.at("supplementary");
   v.plain = j.at("plain");
   v.range_variable = j.at("range_variable");

@@ -13,16 +13,30 @@ using namespace attnlab::train;
 
 std::string Group::tag() const { return fmt::format("{}_{}_{}", to_string(task), to_string(init), to_string(opt)); }
 
-namespace {
-
 std::string policy_label(const Scaling& s) {
   return s.qk_norm ? "qk-norm + learned temperature" : util::policy_label(s.policy);
 }
 std::string policy_colour(const Scaling& s) { return s.qk_norm ? "#000000" : util::policy_colour(s.policy); }
 
+namespace {
+
 // "Adam" or "SGD", as the figures name the optimiser.
 std::string optimizer_name(OptimizerKind o, const Words& words) {
   return words(o == OptimizerKind::adam ? "optimizer.adam" : "optimizer.sgd");
+}
+
+// A learning figure's budget for its caption: optimiser, steps, batch, schedule, rates and seeds.
+std::string budget_words(const StudyResult& s, OptimizerKind opt, const Words& words) {
+  const RunConfig& b = s.config.base;
+  const double fixed = opt == OptimizerKind::adam ? s.config.adam_lr : s.config.sgd_lr;
+  const std::string rate = !s.config.tuned.empty() ? words("budget.rate_per_cell")
+                                                   : words("budget.rate_fixed", {{"lr", fixed > 0 ? fixed : default_lr(opt)}});
+  return words("budget", {{"optimizer", optimizer_name(opt, words)},
+                          {"steps", b.steps},
+                          {"batch", b.batch},
+                          {"warmup", b.warmup},
+                          {"rate", rate},
+                          {"seeds", s.config.seeds}});
 }
 
 std::vector<const RunResult*> runs_of(const StudyResult& s, const Group& g, int64_t d_k, const Scaling& scale) {
@@ -70,6 +84,7 @@ Figure learning_curves(const StudyResult& s, const Group& g, const Words& words)
              {{"task", to_string(g.task)},
               {"init", to_string(g.init)},
               {"optimizer", optimizer_name(g.opt, words)},
+              {"budget", budget_words(s, g.opt, words)},
               {"seeds", s.config.seeds}});
   for (size_t di = 0; di < s.config.d_ks.size(); ++di) {
     const int64_t d = s.config.d_ks[di];
@@ -94,8 +109,16 @@ Figure steps_to_threshold(const StudyResult& s, const std::vector<Group>& groups
   Figure f;
   f.name = "train_steps_to_threshold";
   const double censor = static_cast<double>(s.config.base.steps + s.config.base.eval_every);
+  std::string budgets;
+  for (OptimizerKind opt : s.config.optimizers) {
+    if (!budgets.empty()) budgets += "; ";
+    budgets += budget_words(s, opt, words);
+  }
   words.fill(f, "steps",
-             {{"threshold", 100 * s.config.base.threshold}, {"steps", s.config.base.steps}, {"censor", censor}});
+             {{"threshold", 100 * s.config.base.threshold},
+              {"steps", s.config.base.steps},
+              {"censor", censor},
+              {"budget", budgets}});
   const std::vector<double> xs = util::to_double(s.config.d_ks);
   for (size_t gi = 0; gi < groups.size(); ++gi) {
     const Group& g = groups[gi];
@@ -136,7 +159,12 @@ Figure attention_diagnostics(const StudyResult& s, TaskKind task, InitMode init,
   const int64_t d_max = *std::max_element(s.config.d_ks.begin(), s.config.d_ks.end());
   Figure f;
   f.name = fmt::format("train_attention_{}_{}", to_string(task), to_string(init));
-  words.fill(f, "attention", {{"d_k", d_max}, {"task", to_string(task)}, {"init", to_string(init)}});
+  std::string budgets;
+  for (OptimizerKind opt : s.config.optimizers) {
+    if (!budgets.empty()) budgets += "; ";
+    budgets += budget_words(s, opt, words);
+  }
+  words.fill(f, "attention", {{"d_k", d_max}, {"task", to_string(task)}, {"init", to_string(init)}, {"budget", budgets}});
   for (size_t oi = 0; oi < s.config.optimizers.size(); ++oi) {
     const Group g{task, init, s.config.optimizers[oi]};
     for (int which = 0; which < 2; ++which) {
@@ -158,15 +186,21 @@ Figure attention_diagnostics(const StudyResult& s, TaskKind task, InitMode init,
   return f;
 }
 
+std::string mechanism_name(TaskKind task, InitMode init, OptimizerKind opt) {
+  return fmt::format("train_mechanism_{}_{}_{}", to_string(task), to_string(init), to_string(opt));
+}
+
 Figure mechanism(const StudyResult& s, const std::vector<CellSummary>& cells, TaskKind task, InitMode init,
-                 const Words& words) {
+                 OptimizerKind opt, const Words& words) {
   Figure f;
-  f.name = fmt::format("train_mechanism_{}_{}", to_string(task), to_string(init));
+  f.name = mechanism_name(task, init, opt);
   f.title = "";
-  words.fill(f, "mechanism", {{"seeds", s.config.seeds}, {"eval_every", s.config.base.eval_every}});
+  words.fill(f, "mechanism",
+             {{"seeds", s.config.seeds},
+              {"eval_every", s.config.base.eval_every},
+              {"budget", budget_words(s, opt, words)}});
   const std::vector<double> xs = util::to_double(s.config.d_ks);
-  for (size_t oi = 0; oi < s.config.optimizers.size(); ++oi) {
-    const OptimizerKind opt = s.config.optimizers[oi];
+  {
     Panel pm = util::panel(words("mechanism.panel_max_p", {{"optimizer", optimizer_name(opt, words)}}), "d_k",
                            "mean max p", true, false);
     Panel pg = util::panel("gradient on W_q, W_k", "d_k", "||dL/dW||", true, true);
@@ -186,9 +220,10 @@ Figure mechanism(const StudyResult& s, const std::vector<CellSummary>& cells, Ta
       pg.series.push_back(util::series(label, Style::linespoints, xs, grad, policy_colour(sc)));
       pa.series.push_back(util::series(label, Style::linespoints, xs, acc, policy_colour(sc)));
     }
+    // One legend, under the first panel: the three share their lines, and the figure stays a screen tall.
     for (auto* p : {&pm, &pg, &pa}) {
       p->x_tics = xs;
-      p->legend_position = "below";
+      p->legend_position = p == &pm ? "below" : "off";
     }
     pm.y_min = 0, pm.y_max = 1.05;
     pa.y_min = 0, pa.y_max = 1.05;

@@ -12,6 +12,10 @@
 
 namespace attnlab::lab::train_figures {
 
+// A scaling as the training figures name and colour it (qk-norm black, the policies their own colours).
+std::string policy_label(const train::Scaling& s);
+std::string policy_colour(const train::Scaling& s);
+
 struct Group {  // one (task, init, optimiser)
   train::TaskKind task;
   train::InitMode init;
@@ -30,10 +34,12 @@ Figure steps_to_threshold(const train::StudyResult& s, const std::vector<Group>&
 Figure attention_diagnostics(const train::StudyResult& s, train::TaskKind task, train::InitMode init,
                              const Words& words);
 
-// The mechanism beside the outcome, against d_k, one row per optimiser: how concentrated the
+// The mechanism beside the outcome, against d_k, for one optimiser: how concentrated the
 // attention is at initialisation, how large the gradient reaching W_q and W_k is in the first
-// steps, and how far each policy got (C8's own figure).
+// steps, and how far each policy got (C8's own figure, one per optimiser so that each stays a
+// screen tall). mechanism_name: its name, for the verdict that points to it.
+std::string mechanism_name(train::TaskKind task, train::InitMode init, train::OptimizerKind opt);
 Figure mechanism(const train::StudyResult& s, const std::vector<train::CellSummary>& cells, train::TaskKind task,
-                 train::InitMode init, const Words& words);
+                 train::InitMode init, train::OptimizerKind opt, const Words& words);
 
 }  // namespace attnlab::lab::train_figures

@@ -76,9 +76,10 @@ void AttentionLayer<T>::init(std::mt19937_64& rng) {
   w_k.fill_normal(rng, qk_std);
   w_v.fill_normal(rng, std::sqrt(1.0 / D));
   w_o.fill_normal(rng, std::sqrt(1.0 / D));
-  // aᵀ tanh(·) with a ~ N(0, 1/d_k): the score's spread stays below 1 at every d_k. Drawn
-  // only under additive, so that the other scalings' weights do not move.
-  if (config_.scale.additive) w_a.fill_normal(rng, std::sqrt(1.0 / dk));
+  // aᵀ tanh(·) with a ~ N(0, 1/d_k): the score's spread stays below 1 at every d_k (a 1/√d_k built into
+  // the init); additive_unit_a draws a ~ N(0, 1), whose score spreads as √d_k. Drawn only under
+  // additive, so that the other scalings' weights do not move.
+  if (config_.scale.additive) w_a.fill_normal(rng, config_.scale.additive_unit_a ? 1.0 : std::sqrt(1.0 / dk));
   log_temp.fill(static_cast<T>(qk_norm_initial_log_temperature(dk_)));
 }
 

@@ -17,7 +17,9 @@ LogitTrace trace_logits(const RunConfig& config, int64_t steps) {
   const double lr = config.lr > 0 ? config.lr : default_lr(config.optimizer);
   Model<float> model(config.model, config.task);
   model.init(mix(config.seed));
-  Optimizer opt(config.optimizer, model.params());
+  OptimizerSettings settings;
+  settings.qk_lr_scale = config.qk_lr_scale;
+  Optimizer opt(config.optimizer, model.params(), settings);
   const Batch probe = make_batch(config.task, config.eval_examples, kEvalSeed);
   LogitTrace trace;
   std::vector<double> initial;  // S_0 [probe rows · keys]

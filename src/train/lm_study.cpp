@@ -76,9 +76,9 @@ namespace {
 std::vector<LmGroup> full_groups() {
   const std::vector<Arm> all{Arm::inv_sqrt_d(), Arm::none(), Arm::inv_d(), Arm::alpha_sqrt(2), Arm::alpha_sqrt(4),
                              Arm::qk_norm()};
-  return {{LmInit::gpt2, LmOptimizer::adamw, all, true},
-          {LmInit::unit, LmOptimizer::adamw, all, true},
-          {LmInit::gpt2, LmOptimizer::sgd, {Arm::inv_sqrt_d(), Arm::none()}, false}};
+  return {{LmInit::gpt2, LmOptimizer::adamw, all},
+          {LmInit::unit, LmOptimizer::adamw, all},
+          {LmInit::gpt2, LmOptimizer::sgd, {Arm::inv_sqrt_d(), Arm::none()}}};
 }
 
 }  // namespace
@@ -103,8 +103,8 @@ LmStudyConfig full_lm_study() {
 
 LmStudyConfig reduced_lm_study() {
   LmStudyConfig s = full_lm_study();
-  s.groups = {{LmInit::gpt2, LmOptimizer::adamw, {Arm::inv_sqrt_d(), Arm::none()}, true},
-              {LmInit::unit, LmOptimizer::adamw, {Arm::inv_sqrt_d(), Arm::none()}, true}};
+  s.groups = {{LmInit::gpt2, LmOptimizer::adamw, {Arm::inv_sqrt_d(), Arm::none()}},
+              {LmInit::unit, LmOptimizer::adamw, {Arm::inv_sqrt_d(), Arm::none()}}};
   s.d_ks = {64};
   s.tuned = lm_cached_rates();
   return s;

@@ -123,7 +123,9 @@ std::vector<lab::Verdict> verdicts(const LmStudyResult& study, double bigram) {
     const LmGroup& g = c.groups[gi];
     const auto& m = c.base.model;
     lab::Verdict v = lab::make_verdict("C8");
-    v.supplementary = !g.main;
+    // "lm_<init>" for AdamW (claims.json's main_check names the unit init's: the articles' premise of
+    // q and k with unit-variance components), "lm_sgd_<init>" beside them.
+    v.check = fmt::format("lm_{}{}", g.optimizer == LmOptimizer::sgd ? "sgd_" : "", to_string(g.init));
     const std::string optimizer = words(g.optimizer == LmOptimizer::adamw ? "optimizer.adamw" : "optimizer.sgd");
     v.title += words("c8.title", {{"init", to_string(g.init)}, {"optimizer", optimizer}});
     words.fill(v, "c8",

@@ -11,7 +11,12 @@ Optimizer::Optimizer(OptimizerKind kind, const std::vector<Param<float>*>& param
     : kind_(kind), settings_(settings), params_(params), decay_(decay) {
   if (decay_.empty()) decay_.assign(params_.size(), false);
   if (decay_.size() != params_.size()) throw Error("optimizer: one weight-decay flag per parameter is needed");
+  auto ends_with = [](const std::string& s, const char* tail) {
+    const std::string t(tail);
+    return s.size() >= t.size() && s.compare(s.size() - t.size(), t.size(), t) == 0;
+  };
   for (auto* p : params_) {
+    lr_factor_.push_back(ends_with(p->name, ".w_q") || ends_with(p->name, ".w_k") ? settings_.qk_lr_scale : 1.0);
     m_.emplace_back(p->value.size(), 0.0f);
     if (kind_ == OptimizerKind::adam) v_.emplace_back(p->value.size(), 0.0f);
   }
@@ -25,9 +30,10 @@ void Optimizer::step(double lr) {
       auto& w = params_[k]->value;
       const auto& g = params_[k]->grad;
       auto& m = m_[k];
+      const auto rate = static_cast<float>(lr * lr_factor_[k]);
       for (size_t i = 0; i < w.size(); ++i) {
         m[i] = static_cast<float>(s.momentum) * m[i] + g[i];
-        w[i] -= static_cast<float>(lr) * m[i];
+        w[i] -= rate * m[i];
       }
     }
     return;
@@ -39,8 +45,9 @@ void Optimizer::step(double lr) {
     const auto& g = params_[k]->grad;
     auto& m = m_[k];
     auto& v = v_[k];
+    const double rate = lr * lr_factor_[k];
     if (decay_[k] && s.weight_decay > 0) {
-      const auto shrink = static_cast<float>(1.0 - lr * s.weight_decay);
+      const auto shrink = static_cast<float>(1.0 - rate * s.weight_decay);
       for (float& x : w) x *= shrink;
     }
     for (size_t i = 0; i < w.size(); ++i) {
@@ -48,7 +55,7 @@ void Optimizer::step(double lr) {
       m[i] = static_cast<float>(s.beta1 * m[i] + (1 - s.beta1) * g[i]);
       v[i] = static_cast<float>(s.beta2 * v[i] + (1 - s.beta2) * static_cast<double>(g[i]) * g[i]);
       const double mhat = m[i] / c1, vhat = v[i] / c2;
-      w[i] -= static_cast<float>(lr * mhat / (std::sqrt(vhat) + s.eps));
+      w[i] -= static_cast<float>(rate * mhat / (std::sqrt(vhat) + s.eps));
     }
   }
 }

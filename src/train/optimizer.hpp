@@ -15,6 +15,7 @@ namespace attnlab::train {
 struct OptimizerSettings {
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8, momentum = 0.9;
   double weight_decay = 0;  // λ, Adam only, on the parameters whose `decay` entry is true
+  double qk_lr_scale = 1;   // multiplies the rate of the query and key projections (parameters named "….w_q", "….w_k")
 };
 
 class Optimizer {
@@ -22,7 +23,7 @@ class Optimizer {
   // `decay[i]` says whether params[i] is decayed (empty: none is).
   Optimizer(OptimizerKind kind, const std::vector<Param<float>*>& params, const OptimizerSettings& settings = {},
             const std::vector<bool>& decay = {});
-  // One update of every parameter from its grad, with learning rate lr.
+  // One update of every parameter from its grad, with learning rate lr (times its own factor).
   void step(double lr);
 
  private:
@@ -31,6 +32,7 @@ class Optimizer {
   std::vector<Param<float>*> params_;
   std::vector<bool> decay_;
   std::vector<std::vector<float>> m_, v_;  // per parameter, same size as its value
+  std::vector<double> lr_factor_;          // per parameter
   int64_t t_ = 0;
 };
 

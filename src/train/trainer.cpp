@@ -24,6 +24,7 @@ void check_run_config(const RunConfig& c) {
   need(c.eval_every >= 1, "eval_every must be ≥ 1, got " + std::to_string(c.eval_every));
   need(c.eval_examples >= 1 && c.eval_examples <= 1 << 20, "eval_examples must be in [1, 2^20]");
   need(std::isfinite(c.lr) && c.lr >= 0, "lr must be finite and ≥ 0 (0 = default)");
+  need(std::isfinite(c.qk_lr_scale) && c.qk_lr_scale > 0, "qk_lr_scale must be finite and > 0");
   need(c.threshold > 0 && c.threshold <= 1, "threshold must be in (0, 1]");
 }
 
@@ -65,7 +66,9 @@ RunResult train_run(const RunConfig& config) {
   const double peak = config.lr > 0 ? config.lr : default_lr(config.optimizer);
   Model<float> model(config.model, config.task);
   model.init(mix(config.seed));
-  Optimizer opt(config.optimizer, model.params());
+  OptimizerSettings settings;
+  settings.qk_lr_scale = config.qk_lr_scale;
+  Optimizer opt(config.optimizer, model.params(), settings);
   const Batch eval = make_batch(config.task, config.eval_examples, kEvalSeed);
 
   double loss_sum = 0, grad_qk = kNaN;

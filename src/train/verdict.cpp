@@ -77,17 +77,27 @@ struct Decision {
   std::string summary;
 };
 
-Decision decide(const Rule& rule, const lab::Words& words, Facts f) {
-  const CellSummary &none = *f.none, &sqrt = *f.sqrt;
-  f.numbers = say(words, "c8.numbers", f, rule);
+// The rule's outcome, and which of its cases decided it.
+enum class Case { baseline_failed, slower, as_fast, within_margin };
+Case rule_case(const Rule& rule, const CellSummary& none, const CellSummary& sqrt) {
   // The baseline must learn, else nothing can be said.
-  if (sqrt.reached < rule.baseline_reached_share * sqrt.runs)
-    return {lab::Outcome::inconclusive, say(words, "c8.baseline_failed", f, rule)};
+  if (sqrt.reached < rule.baseline_reached_share * sqrt.runs) return Case::baseline_failed;
   if (none.reached < sqrt.reached || none.median_steps >= rule.slower_steps_ratio * sqrt.median_steps ||
       none.mean_final_accuracy < sqrt.mean_final_accuracy - rule.final_accuracy_margin)
-    return {lab::Outcome::confirmed, say(words, "c8.slower", f, rule)};
+    return Case::slower;
   if (none.reached == none.runs && none.median_steps <= rule.as_fast_steps_ratio * sqrt.median_steps)
-    return {lab::Outcome::refuted, say(words, "c8.as_fast", f, rule)};
+    return Case::as_fast;
+  return Case::within_margin;
+}
+
+Decision decide(const Rule& rule, const lab::Words& words, Facts f) {
+  f.numbers = say(words, "c8.numbers", f, rule);
+  switch (rule_case(rule, *f.none, *f.sqrt)) {
+    case Case::baseline_failed: return {lab::Outcome::inconclusive, say(words, "c8.baseline_failed", f, rule)};
+    case Case::slower: return {lab::Outcome::confirmed, say(words, "c8.slower", f, rule)};
+    case Case::as_fast: return {lab::Outcome::refuted, say(words, "c8.as_fast", f, rule)};
+    case Case::within_margin: break;
+  }
   return {lab::Outcome::inconclusive, say(words, "c8.within_margin", f, rule)};
 }
 
@@ -138,7 +148,9 @@ std::vector<lab::Verdict> verdicts(const StudyResult& study) {
         const bool headline = task.kind == config.tasks.front().kind && init == config.inits.front();
         const std::string optimizer = words(opt == OptimizerKind::adam ? "c8.optimizer_adam" : "c8.optimizer_sgd");
         lab::Verdict v = lab::make_verdict("C8");
-        v.supplementary = !headline;
+        // The check's name: the optimiser for the headline setting, with the task and init for the
+        // others (all side checks of C8: claims.json's main_check is the language models').
+        v.check = headline ? to_string(opt) : fmt::format("{}_{}_{}", to_string(opt), to_string(task.kind), to_string(init));
         v.title += words("c8.title", {{"optimizer", optimizer},
                                       {"setting", headline ? std::string()
                                                            : words("c8.title_setting", {{"task", to_string(task.kind)},
@@ -198,6 +210,14 @@ std::vector<lab::Verdict> verdicts(const StudyResult& study) {
         out.push_back(std::move(v));
       }
   return out;
+}
+
+lab::Outcome c8_outcome(const CellSummary& none, const CellSummary& sqrt) {
+  switch (rule_case(Rule{}, none, sqrt)) {
+    case Case::slower: return lab::Outcome::confirmed;
+    case Case::as_fast: return lab::Outcome::refuted;
+    default: return lab::Outcome::inconclusive;
+  }
 }
 
 }  // namespace attnlab::train

@@ -274,15 +274,14 @@ def page_shape(driver, checks, url, width, height, verdicts_by_claim):
         if len(shown) != 2:
             wrong.append(f"{claim}: {len(shown)} badges")
         # The legend's invariants (the rule itself is claim_verdict's, src/lab/claim_verdict.hpp):
-        # "holds" with no failed check and every main check held; "does not hold" with a failed
-        # main check and none held. Main checks: the non-supplementary ones (all when none is).
-        main = [o for o, supplementary in outcomes if not supplementary] or [o for o, _ in outcomes]
+        # "holds" with no failed check and every main check held; "does not hold" exactly when
+        # the main check (claims.json's main_check; the non-supplementary one) failed.
+        main = [o for o, supplementary in outcomes if not supplementary]
         for badge in shown:
             ok = (badge == "pending") == (not outcomes)
             ok = ok and not (badge == "confirmed" and (any(o == "refuted" for o, _ in outcomes) or
-                                                      any(o != "confirmed" for o in main)))
-            ok = ok and not (badge == "refuted" and (not any(o == "refuted" for o in main) or
-                                                    any(o == "confirmed" for o in main)))
+                                                      not main or any(o != "confirmed" for o in main)))
+            ok = ok and (badge == "refuted") == any(o == "refuted" for o in main)
             if not ok:
                 wrong.append(f"{claim}: badge {badge}, checks {outcomes}")
     checks.expect(not wrong, f"{width} x {height}: every verdict badge agrees with its checks in report.json "

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "attnlab/lab.hpp"
+#include "lab/claim_verdict.hpp"
 
 namespace lab = attnlab::lab;
 
@@ -95,10 +96,11 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"saturation", {{"C3", O::confirmed}}, "C3", {{"x", "1,4,4"}}, "a tied argmax (no one-hot limit)"},
         Case{"jacobian", {{"C4", O::confirmed}, {"C5", O::confirmed}}, "C4", {{"formula", "diag"}}, "J = diag(s)"},
         // C7 is judged over the range measured: from d_k 16 to 4096 the softmax Jacobian without the scale is
-        // larger up to 64–128 and smaller beyond, so the verdict depends on d_k (inconclusive).
-        Case{"gradflow", {{"C6", O::confirmed}, {"C7", O::inconclusive}}, "C6", {{"remedy", "inv_d"}}, "1/d (1/√d applied twice)"},
+        // larger up to 64–128 and smaller beyond, so the verdict depends on d_k (inconclusive). C6 is judged on
+        // the whole gradient reaching Q and K, which does not vanish without the scale (C6IsJudgedOnTheWholeGradient).
+        Case{"gradflow", {{"C6", O::refuted}, {"C7", O::inconclusive}}, "C6", {{"remedy", "inv_d"}}, "1/d (1/√d applied twice)"},
         // A sweep that stops at d_k = 32 must not confirm "vanishing": there the Jacobian is larger without the scale.
-        Case{"gradflow", {{"C6", O::confirmed}}, "C7", {{"dims", "16,32"}}, "a sweep stopping at d_k = 32"},
+        Case{"gradflow", {{"C6", O::refuted}}, "C7", {{"dims", "16,32"}}, "a sweep stopping at d_k = 32"},
         Case{"classifier", {{"C10", O::confirmed}}, "C10", {{"loss", "softmax_mse"}}, "squared error on p"},
         Case{"heads", {{"C11", O::confirmed}}, "C11", {{"layout", "bshd_misread"}}, "[B,S,H,D] memory read as [B,H,S,D]"},
         Case{"additive", {{"C9", O::confirmed}}, "C9", {{"init", "standard_normal"}}, "weights without fan scaling"},
@@ -118,10 +120,9 @@ INSTANTIATE_TEST_SUITE_P(
         // C18's outcome varies with the seeds (docs/lab.md), so only its refutation is pinned: a collapse threshold
         // no run reaches cannot come before any spike.
         Case{"collapse", {}, "C18", {{"collapse", "1e-6"}}, "a collapse threshold no run reaches"},
-        // The stand-in arm given the usual init is just the unscaled model: it cannot learn like 1/√d_k.
-        Case{"reparam", {{"C19", O::confirmed}}, "C19", {{"small_init", "unit"}}, "the stand-in arm with the usual init"},
         // The "unscaled" arm given the scale: it learns as well as additive attention.
-        Case{"hedge", {{"C20", O::confirmed}}, "C20", {{"scores", "additive,inv_sqrt_d,inv_sqrt_d"}}, "the unscaled arm scaled"}),
+        Case{"hedge", {{"C20", O::confirmed}}, "C20", {{"scores", "additive,additive_unit,inv_sqrt_d,inv_sqrt_d"}},
+             "the unscaled arm scaled"}),
     [](const ::testing::TestParamInfo<Case>& info) { return std::string(info.param.experiment) + std::to_string(info.index); });
 
 // C7's verdict carries its outcome per range of d_k, and says in words which quantity turns where.
@@ -154,7 +155,7 @@ TEST(Experiments, C9ShowsBothInitialisationsOfV) {
   ASSERT_EQ(r.verdicts.size(), 2u);
   EXPECT_EQ(outcome(r, "C9"), O::confirmed);
   const lab::Verdict& tanh_alone = r.verdicts[1];
-  EXPECT_FALSE(tanh_alone.supplementary);
+  EXPECT_TRUE(tanh_alone.supplementary);  // a side check (claims.json: C9's main check is its conclusion)
   EXPECT_EQ(tanh_alone.outcome, O::refuted) << tanh_alone.measured_text;
   EXPECT_NEAR(tanh_alone.measured, 0.5, 0.15);  // the fitted power of d_k with v ~ N(0, 1)
   EXPECT_FALSE(r.tables[0].column("additive_unit_v_std").empty());
@@ -263,7 +264,7 @@ TEST(Experiments, C18StableRunsCollapseTooOnRecall) {
   };
   const auto r = lab::run("collapse", {}, 0);
   const lab::Verdict v = association(r);
-  EXPECT_FALSE(v.supplementary);
+  EXPECT_TRUE(v.supplementary);  // a side check: C18's main check is "collapse comes first"
   EXPECT_EQ(v.outcome, O::inconclusive) << v.measured_text;
   EXPECT_NE(v.plain.find("one-hot attention"), std::string::npos) << v.plain;
 }
@@ -345,18 +346,13 @@ TEST(Experiments, SameNumbersForAnyThreadCount) {
 // ---- verdicts that must say no more than the data (issue 45) ---------------------------
 
 namespace {
-// A claim's overall outcome from its main (non-supplementary) checks: refuted if any is,
-// else inconclusive if any is, else confirmed.
+// A claim's overall outcome from its checks (the report's rule, lab/claim_verdict.hpp).
 lab::Outcome overall(const lab::Result& r, const std::string& claim) {
-  bool any = false, inconclusive = false;
-  for (const auto& v : r.verdicts) {
-    if (v.claim != claim || v.supplementary) continue;
-    any = true;
-    if (v.outcome == lab::Outcome::refuted) return lab::Outcome::refuted;
-    inconclusive = inconclusive || v.outcome != lab::Outcome::confirmed;
-  }
-  if (!any) throw std::runtime_error("no verdict on " + claim);
-  return inconclusive ? lab::Outcome::inconclusive : lab::Outcome::confirmed;
+  std::vector<lab::Verdict> checks;
+  for (const auto& v : r.verdicts)
+    if (v.claim == claim) checks.push_back(v);
+  if (checks.empty()) throw std::runtime_error("no verdict on " + claim);
+  return lab::claim_verdict(checks);
 }
 
 const lab::Verdict& main_check(const lab::Result& r, const std::string& claim) {
@@ -400,12 +396,41 @@ TEST(Experiments, C7ReportsJacobianQueryAndKeySeparately) {
   for (const auto* v : c7) EXPECT_EQ(v->range_variable, "d_k");
 }
 
+// C6 is judged on ‖dQ‖_F and ‖dK‖_F, the gradient the weights receive: without the scale it does not vanish
+// (it is larger than with the scale at every d_k), so the claim does not hold, whatever the typical row says.
+// Beside it the typical row's gradient does vanish, and turns on 1/d (the scale applied twice).
+TEST(Experiments, C6IsJudgedOnTheWholeGradient) {
+  const auto r = run_quick("gradflow");
+  const lab::Verdict& total = main_check(r, "C6");
+  EXPECT_EQ(total.outcome, O::refuted) << describe(r);
+  EXPECT_NE(total.plain.find("‖dQ‖_F"), std::string::npos) << total.plain;
+  ASSERT_FALSE(total.ranges.empty());
+  for (const auto& range : total.ranges) EXPECT_EQ(range.outcome, O::refuted) << range.text;
+  EXPECT_EQ(overall(r, "C6"), O::refuted);
+  auto row_check = [](const lab::Result& res) -> const lab::Verdict* {
+    for (const auto& v : res.verdicts)
+      if (v.claim == "C6" && v.check == "typical_row") return &v;
+    return nullptr;
+  };
+  ASSERT_NE(row_check(r), nullptr);
+  EXPECT_TRUE(row_check(r)->supplementary);
+  EXPECT_EQ(row_check(r)->outcome, O::confirmed) << describe(r);
+  const auto twice = run_quick("gradflow", {{"remedy", "inv_d"}});
+  ASSERT_NE(row_check(twice), nullptr);
+  EXPECT_EQ(row_check(twice)->outcome, O::refuted) << describe(twice);
+}
+
 // C6 states where, along d_k, the typical query's gradient starts to fall, with the trial-to-trial
 // uncertainty of each step; another seed's boundary is the same or the neighbouring d_k (a step whose
 // change is within 2 standard errors is called neither way, so the boundary is known to one step).
 TEST(Experiments, C6StatesItsBoundaryWithUncertainty) {
-  auto boundary = [](const lab::Result& r) {
-    const auto& v = main_check(r, "C6");
+  auto row = [](const lab::Result& r) -> const lab::Verdict& {
+    for (const auto& v : r.verdicts)
+      if (v.claim == "C6" && v.check == "typical_row") return v;
+    throw std::runtime_error("no typical-row check of C6");
+  };
+  auto boundary = [&](const lab::Result& r) {
+    const auto& v = row(r);
     for (const auto& range : v.ranges) EXPECT_NE(range.text.find("±"), std::string::npos) << range.text;
     return v.ranges.empty() ? -1.0 : v.ranges.back().from;
   };
@@ -420,7 +445,47 @@ TEST(Experiments, C6StatesItsBoundaryWithUncertainty) {
   const double b2 = boundary(other_seed);
   EXPECT_GT(b1, 16);
   EXPECT_LE(std::max(b1, b2) / std::min(b1, b2), 2.0) << describe(r2) << describe(other_seed);
-  EXPECT_NE(main_check(r2, "C6").plain.find("trials"), std::string::npos) << main_check(r2, "C6").plain;
+  EXPECT_NE(row(r2).plain.find("trials"), std::string::npos) << row(r2).plain;
+}
+
+// C19 under C8's seed rule: at the same learning rate the smaller init reaches 90 % in fewer seeds than 1/√d_k
+// (2 of 3 against 3 of 3 in seed 0's quick run, its median within the scaled runs' spread), which counts as
+// worse: the claim does not hold. With W_q's and W_k's
+// rate matched (× d_k^(−1/4) under Adam) the stand-in is the scaled model reparametrised: its first step moves the
+// logits as far and it learns like it; given the usual init instead (the breaking configuration) it cannot.
+TEST(Experiments, C19IsJudgedByC8sSeedRuleBesideAMatchedRate) {
+  auto check = [](const lab::Result& r, const std::string& name) -> const lab::Verdict& {
+    for (const auto& v : r.verdicts)
+      if (v.claim == "C19" && v.check == name) return v;
+    throw std::runtime_error("no C19 check " + name);
+  };
+  const auto r = lab::run("reparam", lab::find_experiment("reparam")->quick, 0);
+  EXPECT_NE(check(r, "statement").measured_text.find("2 of 3 seeds"), std::string::npos) << describe(r);
+  EXPECT_EQ(check(r, "statement").outcome, O::refuted) << describe(r);
+  EXPECT_EQ(overall(r, "C19"), O::refuted);
+  const auto& matched = check(r, "matched_rate");
+  EXPECT_TRUE(matched.supplementary);
+  EXPECT_EQ(matched.outcome, O::confirmed) << describe(r);
+  EXPECT_NEAR(matched.measured, matched.theory, 1e-9) << "the matched arm follows the scaled one step for step";
+  const auto broken = run_quick("reparam", {{"small_init", "unit"}});
+  EXPECT_EQ(check(broken, "matched_rate").outcome, O::refuted) << describe(broken);
+}
+
+// C20's side checks: Vaswani's "similar for small d_k" at the smallest d_k, additive attention without the
+// 1/√d_k hidden in its init (a ~ N(0, 1)), and the scale closing the gap; the rates are chosen on held-out
+// tuning seeds (cached from --full by default, tuned in the run with rate_choice=tuned), never the reported ones.
+TEST(Experiments, C20ChecksTheHiddenScaleAndSmallDkOnHeldOutRates) {
+  const auto r = run_quick("hedge");
+  std::vector<std::string> checks;
+  for (const auto& v : r.verdicts) checks.push_back(v.check);
+  EXPECT_EQ(checks, (std::vector<std::string>{"statement", "small_similar", "hidden_scale", "scale_closes"}));
+  EXPECT_EQ(r.config.at("rate_choice"), "cached");
+  const auto tuned = run_quick("hedge", {{"rate_choice", "tuned"}, {"rates", "3e-3,1e-2"}, {"dims", "16,64"}, {"steps", "60"}});
+  EXPECT_EQ(tuned.config.at("rate_choice"), "tuned");
+  bool tuning_table = false;
+  for (const auto& t : tuned.tables) tuning_table = tuning_table || t.name == "hedge_tuning";
+  EXPECT_TRUE(tuning_table);
+  EXPECT_NE(tuned.setup.find("held-out tuning seeds"), std::string::npos) << tuned.setup;
 }
 
 // C18: when every run collapses, stable ones included, collapse cannot single out unstable training:
@@ -433,15 +498,15 @@ TEST(Experiments, C18NotConfirmedWhenEveryRunCollapses) {
   EXPECT_NE(overall(r, "C18"), O::confirmed) << describe(r);
 }
 
-// C9's stated reason is tanh's bound: the check of it is a check of the claim, and it fails
-// (with v ~ N(0, 1) the spread grows as √d_k), so C9 cannot be confirmed.
-TEST(Experiments, C9TanhBoundIsAMainCheck) {
+// C9's stated reason is tanh's bound: the check of it sits beside the claim's conclusion, and it fails
+// (with v ~ N(0, 1) the spread grows as √d_k), so C9 cannot be confirmed: it is mixed.
+TEST(Experiments, C9TanhBoundFailingMakesItMixed) {
   const auto r = run_quick("additive");
   bool tanh_check = false;
   for (const auto& v : r.verdicts)
-    if (v.claim == "C9" && !v.supplementary && v.outcome == O::refuted) tanh_check = std::abs(v.measured - 0.5) < 0.15;
+    if (v.claim == "C9" && v.check == "tanh_bound" && v.outcome == O::refuted) tanh_check = std::abs(v.measured - 0.5) < 0.15;
   EXPECT_TRUE(tanh_check) << describe(r);
-  EXPECT_NE(overall(r, "C9"), O::confirmed);
+  EXPECT_EQ(overall(r, "C9"), O::inconclusive);
 }
 
 // C10 measured the gradient at the logits, not whether the final logits need controlling.

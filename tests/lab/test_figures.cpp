@@ -9,6 +9,7 @@
 #include <regex>
 
 #include "attnlab/lab.hpp"
+#include "lab/lab_util.hpp"
 
 namespace lab = attnlab::lab;
 namespace fs = std::filesystem;
@@ -46,13 +47,20 @@ TEST_P(FigureCase, ReadableOnAPhone) {
     EXPECT_NE(f.alt, f.caption);
     // One idea per row: a phone shows the figure's columns side by side at 380 px.
     EXPECT_EQ(f.layout_cols, 1);
+    // No figure taller than a screen (a stacked figure is cut into parts: util::split_stack).
+    EXPECT_LE(f.height, lab::util::kScreenPx) << f.panels.size() << " panels";
+    // A panel's legend sits outside its plot, or is off where another panel of the figure shows it.
+    bool any_legend = false, any_named = false;
     for (const lab::Panel& p : f.panels) {
       int named = 0;
       for (const auto& s : p.series) named += s.label.empty() ? 0 : 1;
-      if (named > 1 && !p.heatmap)
+      any_named = any_named || (named > 1 && !p.heatmap);
+      any_legend = any_legend || p.legend_position != "off";
+      if (named > 1 && !p.heatmap && p.legend_position != "off")
         EXPECT_TRUE(outside_plot(p.legend_position))
             << "panel '" << p.title << "' has " << named << " named series and legend '" << p.legend_position << "'";
     }
+    if (any_named) EXPECT_TRUE(any_legend) << "no panel shows the legend";
     if (!lab::plotting_available()) continue;
     // Every font size gnuplot is told, at the figure's width shown 380 px wide.
     const fs::path png = dir / (f.name + ".png");

@@ -6,10 +6,13 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "attnlab/lab.hpp"
+#include "lab/palette.hpp"
+#include "lab/report/assets.hpp"
 #include "lab/report/view.hpp"  // the page's badge and templates (src/lab/report)
 
 namespace lab = attnlab::lab;
@@ -101,27 +104,61 @@ TEST(Report, WritesEveryPartWithPendingClaims) {
   fs::remove_all(out.parent_path());
 }
 
-// The page's badge follows its legend from the checks alone: a failed check, counted in the
-// verdict or set beside it, never sits under "holds".
+// The page's badge follows its legend from the checks alone: a failed check, main or beside,
+// never sits under "holds", and a failed main check is "does not hold" whatever the others say.
 TEST(Report, BadgeFollowsItsChecks) {
-  auto check = [](lab::Outcome outcome, bool supplementary) {
+  auto check = [](lab::Outcome outcome, bool side) {
     lab::Verdict v = lab::make_verdict("C1");
     v.outcome = outcome;
-    v.supplementary = supplementary;
+    if (side) v.check = "beside";
+    v.supplementary = side;
     return v;
   };
   using lab::Outcome;
   // The badge's class is claim_verdict's (tested case by case in test_claim_verdict.cpp): a
-  // failed check, even a supplementary one, never sits under "holds".
+  // failed check, even a side one, never sits under "holds".
   EXPECT_EQ(lab::page::badge_view({})["class"], "pending");
   EXPECT_EQ(lab::page::badge_view({check(Outcome::confirmed, false), check(Outcome::confirmed, true)})["class"],
             "confirmed");
-  EXPECT_EQ(lab::page::badge_view({check(Outcome::confirmed, false), check(Outcome::refuted, false)})["class"],
-            "inconclusive");
+  const auto refuted = lab::page::badge_view({check(Outcome::refuted, false), check(Outcome::confirmed, true)});
+  EXPECT_EQ(refuted["class"], "refuted");
+  EXPECT_EQ(refuted["words"], "Does not hold");
   EXPECT_EQ(lab::page::badge_view({check(Outcome::refuted, false), check(Outcome::refuted, true)})["class"], "refuted");
   const auto mixed = lab::page::badge_view({check(Outcome::confirmed, false), check(Outcome::refuted, true)});
   EXPECT_EQ(mixed["class"], "inconclusive");
   EXPECT_EQ(mixed["words"], "Mixed");
+}
+
+// One colour convention for signed values: the static heatmaps (gnuplot) and the interactive one (plotly, lab.js)
+// both draw a positive value red and a negative one blue, from lab/palette.hpp. (plotly's 'RdBu' runs the other
+// way: with it the interactive heatmap drew positive values blue.)
+TEST(Report, SignedValuesHaveOneColourEverywhere) {
+  namespace palette = lab::palette;
+  const std::string js(lab::assets::kLabJs.bytes.begin(), lab::assets::kLabJs.bytes.end());
+  EXPECT_EQ(js.find("RdBu"), std::string::npos);
+  EXPECT_EQ(js.find("reversescale"), std::string::npos);
+  EXPECT_NE(js.find("[1, colours.positive]"), std::string::npos);
+  const std::string html = lab::page::render(
+      "try", {{"palette", {{"negative", palette::kNegative}, {"zero", palette::kZero}, {"positive", palette::kPositive}}}});
+  EXPECT_NE(html.find(std::string("data-positive=\"") + palette::kPositive + "\""), std::string::npos);
+  EXPECT_NE(html.find(std::string("data-negative=\"") + palette::kNegative + "\""), std::string::npos);
+  if (!lab::plotting_available()) GTEST_SKIP() << "gnuplot not available";
+  lab::Figure f;
+  f.name = "signed";
+  lab::Panel p;
+  lab::Heatmap h;
+  h.rows = h.cols = 2;
+  h.values = {-1, 0.5, 0.5, 1};
+  p.heatmap = h;
+  f.panels = {p};
+  const auto dir = fs::temp_directory_path() / ("attnlab-palette-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  lab::render_figure(f, dir / "signed.png");
+  std::ifstream in(dir / "signed.gp");
+  const std::string gp((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(gp.find(std::string("0 \"") + palette::kNegative + "\""), std::string::npos) << gp;
+  EXPECT_NE(gp.find(std::string("1 \"") + palette::kPositive + "\""), std::string::npos) << gp;
+  fs::remove_all(dir);
 }
 
 // The templates escape every field: the view holds plain text, the markup is in the templates.

@@ -30,13 +30,16 @@ TEST(LmExperiment, QuickRunGivesTablesFiguresAndOneC8VerdictPerInit) {
   for (const auto& f : r.figures) figures.push_back(f.name);
   for (const auto& v : r.verdicts) {
     EXPECT_EQ(v.claim, "C8");
-    EXPECT_FALSE(v.supplementary);  // the language models are C8's main evidence
+    // The language models are C8's evidence; the unit init's (the articles' premise) is the main check.
+    EXPECT_EQ(v.supplementary, v.check != "lm_unit") << v.check;
     EXPECT_NE(std::find(figures.begin(), figures.end(), v.figure), figures.end()) << v.figure;
     EXPECT_EQ(v.ranges.size() >= 1, true);
     EXPECT_NE(v.method.find("20 steps"), std::string::npos) << v.method;
   }
   EXPECT_NE(r.verdicts[0].title.find("gpt2 init"), std::string::npos) << r.verdicts[0].title;
   EXPECT_NE(r.verdicts[1].title.find("unit init"), std::string::npos) << r.verdicts[1].title;
+  EXPECT_EQ(r.verdicts[0].check, "lm_gpt2");
+  EXPECT_EQ(r.verdicts[1].check, "lm_unit");
   const Table& cells = table(r, "lm_cells");
   EXPECT_EQ(cells.rows(), 2u * 2 * 2);  // groups × d_k (8, 32) × arms
   EXPECT_EQ(table(r, "lm_runs").rows(), 2u * 2 * 2 * 3);  // × 3 seeds

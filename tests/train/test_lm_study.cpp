@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "attnlab/error.hpp"
+#include "attnlab/lab.hpp"
 #include "attnlab/lm_study.hpp"
 
 namespace attnlab::train::lm {
@@ -59,7 +60,7 @@ LmTrainer scripted(const Script& script) {
 
 LmStudyConfig two_arms(int64_t seeds = 3) {
   LmStudyConfig c;
-  c.groups = {{LmInit::unit, LmOptimizer::adamw, {Arm::inv_sqrt_d(), Arm::none()}, true}};
+  c.groups = {{LmInit::unit, LmOptimizer::adamw, {Arm::inv_sqrt_d(), Arm::none()}}};
   c.d_ks = {16, 256};
   c.seeds = seeds;
   c.base.steps = 300;
@@ -91,7 +92,7 @@ TEST(LmStudy, ArmsNameThemselvesAndScaleAtEachDk) {
 
 TEST(LmStudy, SweepOrderRatesAndCosts) {
   LmStudyConfig c = two_arms(2);
-  c.groups.push_back({LmInit::gpt2, LmOptimizer::sgd, {Arm::none()}, false});
+  c.groups.push_back({LmInit::gpt2, LmOptimizer::sgd, {Arm::none()}});
   const auto runs = expand(c);
   const auto where = places(c);
   ASSERT_EQ(runs.size(), (2 * 2 + 2) * 2u);  // (AdamW: 2 d_k × 2 arms; SGD: 2 d_k × 1 arm) × 2 seeds
@@ -258,11 +259,13 @@ TEST(LmVerdict, TooFewSeedsAndAWorseLossWithinTheSeedsSpreadAreInconclusive) {
 
 TEST(LmVerdict, SgdBesideTheMainChecks) {
   LmStudyConfig c = two_arms();
-  c.groups.push_back({LmInit::gpt2, LmOptimizer::sgd, {Arm::inv_sqrt_d(), Arm::none()}, false});
+  c.groups.push_back({LmInit::gpt2, LmOptimizer::sgd, {Arm::inv_sqrt_d(), Arm::none()}});
   const auto v = judge(c, [](const LmRunConfig& r) { return Behaviour{2.0 + jitter(r), 100}; });
   ASSERT_EQ(v.size(), 2u);
-  EXPECT_FALSE(v[0].supplementary);
-  EXPECT_TRUE(v[1].supplementary);
+  // Each group's check is named by its optimiser and init; claims.json makes AdamW on the unit init C8's main one.
+  EXPECT_EQ(v[0].check, "lm_unit");
+  EXPECT_EQ(v[1].check, "lm_sgd_gpt2");
+  EXPECT_EQ(lab::claim("C8").main_check, v[0].check);
   EXPECT_NE(v[1].title.find("SGD"), std::string::npos) << v[1].title;
 }
 

@@ -20,6 +20,22 @@ TEST(Optimizer, AdamFirstStepMovesEachWeightByLrTimesSign) {
   EXPECT_EQ(p.value[2], 1.0f);
 }
 
+// C19's matched arm: qk_lr_scale multiplies the rate of the query and key projections only.
+TEST(Optimizer, QkLrScaleMultipliesOnlyTheQueryAndKeyRates) {
+  for (OptimizerKind kind : {OptimizerKind::adam, OptimizerKind::sgd}) {
+    Param<float> q("layer0.w_q", 1, 1), k("layer0.w_k", 1, 1), v("layer0.w_v", 1, 1);
+    for (auto* p : {&q, &k, &v}) p->value = {1}, p->grad = {0.5f};
+    OptimizerSettings settings;
+    settings.qk_lr_scale = 0.25;
+    Optimizer opt(kind, {&q, &k, &v}, settings);
+    opt.step(0.01);
+    const double moved_v = 1 - v.value[0];
+    EXPECT_GT(moved_v, 0);
+    EXPECT_NEAR(1 - q.value[0], 0.25 * moved_v, 1e-7) << to_string(kind);
+    EXPECT_NEAR(1 - k.value[0], 0.25 * moved_v, 1e-7) << to_string(kind);
+  }
+}
+
 TEST(Optimizer, AdamEpsilonStopsVanishingGradients) {
   // A gradient far below ε barely moves the weight: Adam cannot rescue it.
   Param<float> p("p", 1, 1);

@@ -22,12 +22,14 @@ TEST(TrainExperiment, IsRegisteredForC8) {
 
 TEST(TrainExperiment, GivesOneC8VerdictPerOptimiserWithTablesAndFigures) {
   const Result r = run("train", tiny());
-  ASSERT_EQ(r.verdicts.size(), 2u);
+  ASSERT_EQ(r.verdicts.size(), 3u);  // Adam, SGD, then the cached full sweep's
   for (const auto& v : r.verdicts) {
     EXPECT_EQ(v.claim, "C8");
-    EXPECT_EQ(v.figure, "train_mechanism_recall_unit");  // C8's own figure: outcome and mechanism against d_k
     EXPECT_FALSE(v.method.empty());
   }
+  // C8's own figures, one per optimiser so that each stays a screen tall: outcome and mechanism against d_k.
+  EXPECT_EQ(r.verdicts[0].figure, "train_mechanism_recall_unit_adam");
+  EXPECT_EQ(r.verdicts[1].figure, "train_mechanism_recall_unit_sgd");
   EXPECT_NE(r.verdicts[0].title.find("Adam"), std::string::npos);
   EXPECT_NE(r.verdicts[1].title.find("SGD"), std::string::npos);
   ASSERT_EQ(r.tables.size(), 3u);
@@ -35,9 +37,11 @@ TEST(TrainExperiment, GivesOneC8VerdictPerOptimiserWithTablesAndFigures) {
   EXPECT_EQ(r.tables[0].rows(), 2u * 4);       // optimisers × policies at one d_k
   EXPECT_EQ(r.tables[1].rows(), 2u * 4 * 2);   // × seeds
   EXPECT_EQ(r.tables[2].rows(), 2u * 4 * 2 * 3);  // × evaluation points (0, 5, 10)
-  // Mechanism, learning curves per optimiser, steps to threshold, attention diagnostics.
-  EXPECT_EQ(r.figures.size(), 5u);
-  EXPECT_EQ(r.figures.front().name, "train_mechanism_recall_unit");
+  // Mechanism (in two parts, a screen each) and learning curves per optimiser, steps to threshold, attention
+  // diagnostics (two parts), the cached full sweep's two.
+  EXPECT_EQ(r.figures.size(), 11u);
+  EXPECT_EQ(r.figures.front().name, "train_mechanism_recall_unit_adam");
+  for (const auto& f : r.figures) EXPECT_LE(f.height, 1000) << f.name << ": taller than a screen";
   // The settings shown are the ones used: presets resolved, nothing printed as 0.
   EXPECT_EQ(r.config.at("steps"), "10");
   EXPECT_EQ(r.config.at("d_model"), "32");
@@ -77,13 +81,33 @@ TEST(TrainExperiment, ToyVerdictsStandBesideTheLanguageModels) {
   c["tasks"] = "recall,copy";
   c["seeds"] = "1";
   const Result r = run("train", c);
-  ASSERT_EQ(r.verdicts.size(), 4u);
+  // Per optimiser of each setting, then the cached full sweep's. All are side checks: C8's main check
+  // is the language models' (claims.json), this toy model the mechanism's clean case.
+  ASSERT_EQ(r.verdicts.size(), 5u);
   int copy = 0;
   for (const auto& v : r.verdicts) {
     EXPECT_TRUE(v.supplementary) << v.title;
     copy += v.title.find("copy task") != std::string::npos;
+    if (v.check.find("copy") != std::string::npos) EXPECT_NE(v.title.find("copy task"), std::string::npos) << v.title;
   }
   EXPECT_EQ(copy, 2);
+  EXPECT_EQ(r.verdicts.back().check, "full_sweep");
+  EXPECT_NE(r.verdicts.back().title.find("attnlab run train --full"), std::string::npos) << r.verdicts.back().title;
+}
+
+// The full sweep's cached cells are on the page with what they refute: at 800 steps unscaled attention at
+// d_k = 256 slows rather than stops, and with small init SGD's verdict at d_k = 1024 is refuted.
+TEST(TrainExperiment, TheCachedFullSweepSaysWhatItRefutes) {
+  const Result r = run("train", tiny());
+  const auto& v = r.verdicts.back();
+  ASSERT_EQ(v.check, "full_sweep");
+  EXPECT_EQ(v.outcome, attnlab::lab::Outcome::refuted) << v.plain;
+  EXPECT_NE(v.plain.find("small init, SGD: refuted"), std::string::npos) << v.plain;
+  EXPECT_NE(v.plain.find("it slows, it does not stop"), std::string::npos) << v.plain;
+  EXPECT_NE(v.plain.find("clean case"), std::string::npos) << v.plain;
+  int cached_figures = 0;
+  for (const auto& f : r.figures) cached_figures += f.name.rfind("train_full_", 0) == 0;
+  EXPECT_EQ(cached_figures, 2);
 }
 
 // The verdict is computed, not written down: the same short Adam study at d_k = 256
@@ -100,11 +124,11 @@ TEST(TrainExperiment, InitDecidesTheAdamVerdict) {
            {"seeds", "3"}, {"rates", "fixed"}};
   c["inits"] = "unit";
   Result r = run("train", c);
-  ASSERT_EQ(r.verdicts.size(), 1u);
+  ASSERT_EQ(r.verdicts.size(), 2u);  // the study's, then the cached full sweep's
   EXPECT_EQ(r.verdicts[0].outcome, Outcome::confirmed) << r.verdicts[0].measured_text;
   c["inits"] = "small";
   r = run("train", c);
-  ASSERT_EQ(r.verdicts.size(), 1u);
+  ASSERT_EQ(r.verdicts.size(), 2u);
   EXPECT_EQ(r.verdicts[0].outcome, Outcome::refuted) << r.verdicts[0].measured_text;
 }
 

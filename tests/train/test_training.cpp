@@ -5,9 +5,35 @@
 
 #include "attnlab/error.hpp"
 #include "attnlab/train.hpp"
+#include "train/model.hpp"
 
 namespace attnlab::train {
 namespace {
+
+// C20's arm without the hidden scale: additive_unit draws a ~ N(0, 1), the usual additive a ~ N(0, 1/d_k)
+// (the 1/√d_k built into its init); the two are different scalings with their own names.
+TEST(AdditiveScore, UnitInitDrawsAWithoutTheHiddenScale) {
+  const Scaling usual = Scaling::parse("additive"), unit = Scaling::parse("additive_unit");
+  EXPECT_EQ(unit.name(), "additive_unit");
+  EXPECT_FALSE(usual == unit);
+  auto a_std = [](const Scaling& s) {
+    ModelConfig m;
+    m.d_k = 256;
+    m.scale = s;
+    Model<float> model(m, TaskConfig{});
+    model.init(7);
+    for (const auto* p : model.params())
+      if (p->name.size() >= 4 && p->name.compare(p->name.size() - 4, 4, ".w_a") == 0) {
+        double s2 = 0;
+        for (float x : p->value) s2 += static_cast<double>(x) * x;
+        return std::sqrt(s2 / static_cast<double>(p->value.size()));
+      }
+    return -1.0;
+  };
+  EXPECT_NEAR(a_std(usual), 1.0 / 16, 0.01);  // 1/√256
+  EXPECT_NEAR(a_std(unit), 1.0, 0.15);
+}
+
 
 RunConfig tiny_run() {
   RunConfig c;

@@ -53,11 +53,11 @@ std::string opening(const std::string& text) {
   return s.substr(0, at) + " …";
 }
 
-const Figure* find_figure(const std::vector<Result>& results, const std::string& experiment, const std::string& name) {
-  if (const Result* r = find_result(results, experiment))
-    for (const auto& f : r->figures)
-      if (f.name == name) return &f;
-  return nullptr;
+// A later part of a figure cut to a screen's height (util::split_stack): <base>_<k>, k ≥ 2.
+bool is_part_of(const std::string& name, const std::string& base) {
+  if (name.size() <= base.size() + 1 || name.compare(0, base.size(), base) != 0 || name[base.size()] != '_') return false;
+  return std::all_of(name.begin() + static_cast<std::ptrdiff_t>(base.size()) + 1, name.end(),
+                     [](char c) { return c >= '0' && c <= '9'; });
 }
 
 json source_link(const std::string& seed) {
@@ -138,7 +138,9 @@ json evidence(const ReportOptions& o, const std::vector<Result>& results, const 
   std::set<std::string> shown;
   for (const auto& v : c.verdicts)
     if (!v.figure.empty() && shown.insert(v.figure).second)
-      if (const Figure* f = find_figure(results, v.experiment, v.figure)) figures.push_back(figure_view(*f));
+      if (const Result* r = find_result(results, v.experiment))
+        for (const auto& f : r->figures)
+          if (f.name == v.figure || is_part_of(f.name, v.figure)) figures.push_back(figure_view(f));
   e["figures"] = figures;
   json setups = json::array();
   std::set<std::string> seen;
@@ -188,6 +190,23 @@ json claim(const ReportOptions& o, const std::vector<Result>& results, const Cla
   return j;
 }
 
+// Every contradiction of a claim, for its row of the compact table (not only inside the closed
+// section): each refuted side check, and the parts of a main check's range where it does not hold
+// (a refuted main check is the row's own evidence line, under its "does not hold").
+json contradictions(const ClaimEntry& c) {
+  json out = json::array();
+  for (const auto& v : c.verdicts) {
+    if (v.supplementary) {
+      if (v.outcome == Outcome::refuted) out.push_back({{"what", "(side check) " + v.title + ": " + opening(finding(v))}});
+      continue;
+    }
+    if (v.outcome == Outcome::refuted) continue;
+    for (const auto& r : v.ranges)
+      if (r.outcome == Outcome::refuted) out.push_back({{"what", opening(r.text)}});
+  }
+  return out;
+}
+
 json source_item(const SourceInfo& s) {
   return {{"seed", s.seed}, {"title", s.title}, {"original_title", s.original_title}, {"url", s.url}, {"note", s.note}};
 }
@@ -204,8 +223,11 @@ json claims_view(const ReportOptions& o, const std::vector<Result>& results, con
   json rows = json::array(), articles = json::array(), papers = json::array();
   for (const auto& c : claims) {
     json j = claim(o, results, c);
-    rows.push_back(
-        {{"id", j["id"]}, {"title", j["title"]}, {"badge", j["badge"]}, {"evidence_line", j["evidence_line"]}});
+    rows.push_back({{"id", j["id"]},
+                    {"title", j["title"]},
+                    {"badge", j["badge"]},
+                    {"evidence_line", j["evidence_line"]},
+                    {"contradictions", contradictions(c)}});
     (from_papers(c.info) ? papers : articles).push_back(std::move(j));
   }
   static const char* const kWords[] = {"no",       "one",      "two",      "three",   "four",    "five",
@@ -244,7 +266,7 @@ json data_view(const ReportOptions& o, const std::vector<Result>& results) {
     // Figures that no claim shows (e.g. learning curves), so that every figure is on the page.
     for (const auto& f : r.figures) {
       bool attached = false;
-      for (const auto& v : r.verdicts) attached = attached || v.figure == f.name;
+      for (const auto& v : r.verdicts) attached = attached || v.figure == f.name || is_part_of(f.name, v.figure);
       if (!attached) extra.push_back(figure_view(f));
     }
   }

@@ -107,9 +107,12 @@
       xaxis: {title: {text: 'position i'}, type: 'category'}
     }, PLOT_CONFIG);
 
-    // One colour range for every a, so that the heatmap fades as J shrinks.
+    // One colour range for every a, so that the heatmap fades as J shrinks. The colours are the static
+    // figures' (src/lab/palette.hpp, passed in the element's data attributes): positive red, negative blue.
+    var colours = document.getElementById('jacobian-heatmap').dataset;
     Plotly.react('jacobian-heatmap', [{
-      type: 'heatmap', z: J, x: labels, y: labels, zmin: -0.25, zmax: 0.25, colorscale: 'RdBu', reversescale: true,
+      type: 'heatmap', z: J, x: labels, y: labels, zmin: -0.25, zmax: 0.25,
+      colorscale: [[0, colours.negative], [0.5, colours.zero], [1, colours.positive]],
       colorbar: {title: {text: '∂s_i/∂x_j'}, thickness: 12}, hovertemplate: 'J[%{y},%{x}] = %{z:.4f}<extra></extra>'
     }], {
       title: {text: 'Jacobian J = diag(s) − s sᵀ', font: FONT}, font: FONT, margin: {l: 50, r: 10, t: 40, b: 40},

@@ -245,8 +245,12 @@ struct Verdict {
   Outcome outcome = Outcome::inconclusive;
   std::string figure;            // name of the Figure in the same Result that shows it ("" = none)
   std::string experiment;        // filled by run(): the experiment that produced it
-  // A check set beside the claim (e.g. a formula quoted in an issue) rather than a test of
-  // its statement: the report shows it but leaves it out of the claim's overall verdict.
+  // The check's name, unique within its claim: "statement" (make_verdict's) for the test of the
+  // claim's statement, another word for a check set beside it. claims.json's "main_check" names,
+  // per claim, the one check whose contradiction refutes the claim (lab/claim_verdict.hpp).
+  std::string check = "statement";
+  // Filled by run() from claims.json: true for every check but the claim's main one (a side
+  // check: it can make a claim that holds "mixed", never one that fails hold).
   bool supplementary = false;
   // The finding in plain words, for a reader who has not read `method`: one or two
   // sentences with the numbers that matter, no parameter names.
@@ -302,6 +306,7 @@ struct ClaimInfo {
   std::string id, title, statement;
   std::vector<std::string> seeds;
   std::vector<Quote> quotes;
+  std::string main_check = "statement";  // the Verdict::check that decides the claim (claims.json)
 };
 const std::vector<ClaimInfo>& claims();  // C1, C2, ..., in order
 const ClaimInfo& claim(const std::string& id);  // throws Error for an unknown id

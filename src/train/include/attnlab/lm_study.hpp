@@ -40,7 +40,6 @@ struct LmGroup {
   LmInit init = LmInit::gpt2;
   LmOptimizer optimizer = LmOptimizer::adamw;
   std::vector<Arm> arms;
-  bool main = true;  // its verdict is one of C8's main checks (else shown beside them)
 };
 
 // A peak learning rate chosen for one cell (group, d_k, arm).

@@ -70,12 +70,17 @@ struct Scaling {
   ScalePolicy policy;    // ignored under qk_norm and additive
   bool qk_norm = false;
   bool additive = false;
+  // Under additive: a ~ N(0, 1) instead of N(0, 1/d_k). The usual init builds a 1/√d_k into the score
+  // aᵀtanh(q + k) (its spread stays of order 1); with a ~ N(0, 1) the spread grows as √d_k, like an
+  // unscaled dot product's (C20's arm without the hidden scale).
+  bool additive_unit_a = false;
 
   Scaling(ScalePolicy p = {}) : policy(p) {}  // NOLINT: a policy is a scaling
   static Scaling qk_norm_temperature();
-  static Scaling additive_score();
-  std::string name() const;                        // policy.name(), "qknorm" or "additive"
-  static Scaling parse(const std::string& text);   // "qknorm", "additive" or what ScalePolicy::parse reads; throws attnlab::Error
+  static Scaling additive_score(bool unit_a = false);
+  std::string name() const;                        // policy.name(), "qknorm", "additive" or "additive_unit"
+  // "qknorm", "additive", "additive_unit" or what ScalePolicy::parse reads; throws attnlab::Error
+  static Scaling parse(const std::string& text);
   friend bool operator==(const Scaling& a, const Scaling& b);
 };
 
@@ -115,6 +120,9 @@ struct RunConfig {
   ModelConfig model;
   OptimizerKind optimizer = OptimizerKind::adam;
   double lr = 0;               // peak learning rate; 0 = the optimiser's default (default_lr)
+  // Multiplies the learning rate of W_q and W_k only (every layer's): 1 = one rate for every parameter.
+  // C19's matched arm sets it so that a smaller init of W_q, W_k moves the logits as the scale does.
+  double qk_lr_scale = 1;
   int64_t steps = 600;
   int64_t warmup = 30;
   int64_t batch = 32;
@@ -290,5 +298,7 @@ Diagnosis diagnose(const CellSummary& cell, const CellSummary& baseline);
 // the sweep's first task and init are the headline; the others are supplementary.
 // `figure` is left empty: the figures are the experiment's.
 std::vector<lab::Verdict> verdicts(const StudyResult& study);
+// C8's rule on one comparison, unscaled (`none`) against 1/√d_k (`sqrt`), without its words.
+lab::Outcome c8_outcome(const CellSummary& none, const CellSummary& sqrt);
 
 }  // namespace attnlab::train
