@@ -24,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 try:
-    from . import _attnlab_mpi
+    from . import _attnlab_mpi  # type: ignore[attr-defined]  # built only with MPI, and without a stub
 except ImportError as e:
     raise ImportError("attnlab.mpi needs attnlab built with MPI (Debian: libopenmpi-dev openmpi-bin, then "
                       "configure again)") from e

@@ -3,7 +3,8 @@ count (the bits do not depend on it), and other Python threads running during a 
 
 import pytest
 
-torch = pytest.importorskip("torch", reason="python3-torch is not installed (scripts/install-deps installs it)")
+pytest.importorskip("torch", reason="python3-torch is not installed (scripts/install-deps installs it)")
+import torch  # noqa: E402
 import attnlab  # noqa: E402
 import attnlab.torch as at  # noqa: E402
 from torch_sdpa_oracle import DTYPES, assert_close, leaf, oracle_sdpa  # noqa: E402

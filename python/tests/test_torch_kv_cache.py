@@ -6,7 +6,8 @@ import math
 
 import pytest
 
-torch = pytest.importorskip("torch", reason="python3-torch is not installed (scripts/install-deps installs it)")
+pytest.importorskip("torch", reason="python3-torch is not installed (scripts/install-deps installs it)")
+import torch  # noqa: E402
 import attnlab.torch as at  # noqa: E402
 from attnlab.torch import CausalSelfAttention, KVCache, apply_rope  # noqa: E402
 

@@ -8,10 +8,12 @@ from typing import List, Optional
 
 import pytest
 
-torch = pytest.importorskip("torch", reason="python3-torch is not installed (scripts/install-deps installs it)")
+pytest.importorskip("torch", reason="python3-torch is not installed (scripts/install-deps installs it)")
+import torch  # noqa: E402
 from torch import nn  # noqa: E402
 
 import attnlab.torch as at  # noqa: E402
+from attnlab.torch._ops import KVCacheHandle  # noqa: E402
 
 VOCAB, N_EMBD, N_HEAD, N_KV_HEAD, N_LAYER = 50, 128, 4, 2, 2  # head_dim 32: the cache's fused decoding step
 
@@ -23,7 +25,7 @@ class Block(nn.Module):
         self.attn = at.CausalSelfAttention(N_EMBD, N_HEAD, N_KV_HEAD, rope="half_split")
         self.mlp = nn.Sequential(nn.Linear(N_EMBD, 4 * N_EMBD), nn.GELU(), nn.Linear(4 * N_EMBD, N_EMBD))
 
-    def forward(self, x: torch.Tensor, cache: Optional[torch.classes.attnlab.KVCache] = None,
+    def forward(self, x: torch.Tensor, cache: Optional[KVCacheHandle] = None,
                 seqs: Optional[List[int]] = None, layer: int = 0) -> torch.Tensor:
         x = x + self.attn(self.ln1(x), cache, seqs, layer)
         return x + self.mlp(self.ln2(x))
@@ -36,7 +38,7 @@ class GPT(nn.Module):
         self.blocks = nn.ModuleList([Block() for _ in range(N_LAYER)])
         self.ln_f, self.lm_head = nn.LayerNorm(N_EMBD), nn.Linear(N_EMBD, VOCAB, bias=False)
 
-    def forward(self, idx: torch.Tensor, cache: Optional[torch.classes.attnlab.KVCache] = None,
+    def forward(self, idx: torch.Tensor, cache: Optional[KVCacheHandle] = None,
                 seqs: Optional[List[int]] = None) -> torch.Tensor:
         x = self.wte(idx)
         for layer, block in enumerate(self.blocks):

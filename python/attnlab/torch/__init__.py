@@ -82,7 +82,7 @@ def _mask_in_dtype(mask, dtype):
 def _dropout_seed(dropout_p) -> int:
     """Checks dropout_p and draws the seed of attnlab's dropout mask from torch's default
     generator (so torch.manual_seed makes a training run repeatable); 0 without dropout."""
-    if isinstance(dropout_p, bool) or not isinstance(dropout_p, numbers.Real) or not 0.0 <= dropout_p < 1.0:
+    if isinstance(dropout_p, bool) or not isinstance(dropout_p, numbers.Real) or not 0.0 <= float(dropout_p) < 1.0:
         raise ValueError(f"dropout_p: {dropout_p!r} is not a probability in [0, 1) "
                          "(each probability is kept with 1 - dropout_p)")
     if dropout_p == 0.0:
@@ -141,7 +141,7 @@ def scaled_dot_product_attention(query: torch.Tensor, key: torch.Tensor, value: 
     if is_causal and attn_mask is not None:
         raise ValueError("attn_mask: must be None when is_causal=True (as in torch); put the causal mask "
                          "into attn_mask, or use attnlab.torch.attention(causal=...), which takes both")
-    if scale is not None and (isinstance(scale, bool) or not isinstance(scale, numbers.Real)):
+    if scale is not None and (isinstance(scale, bool) or not isinstance(scale, (float, numbers.Real))):
         raise TypeError(f"scale: expected None or a number, got {type(scale).__name__} "
                         "(attnlab.torch.attention takes scale policies by name)")
     ops = sdpa_operands(query, key, value, _mask_in_dtype(attn_mask, query.dtype), enable_gqa)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from pathlib import Path
 import numbers
-from typing import List
+from typing import TYPE_CHECKING, Any, List
 
 import torch
 
@@ -26,6 +26,13 @@ if not LIBRARY.is_file():
                       "LibTorch (Debian: apt-get install libtorch-dev, then build again); it is not at "
                       f"{LIBRARY.parent}")
 torch.ops.load_library(str(LIBRARY))
+
+# torch.classes.attnlab.KVCache, the type TorchScript annotations name (a type checker sees
+# only torch's stubs, where the classes a library registers do not exist).
+if TYPE_CHECKING:
+    KVCacheHandle = Any
+else:
+    KVCacheHandle = torch.classes.attnlab.KVCache
 
 # The schema's `str causal`: what each value attnlab.torch takes for `causal` means.
 CAUSAL_NAMES = {False: "none", None: "none", "none": "none", True: "top_left", "top_left": "top_left",
@@ -61,7 +68,7 @@ def causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch
                                        None, None, None, None, None, False)[0]
 
 
-def cached_attention(cache: torch.classes.attnlab.KVCache, layer: int, seqs: List[int], q: torch.Tensor,
+def cached_attention(cache: KVCacheHandle, layer: int, seqs: List[int], q: torch.Tensor,
                      k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
     """Appends k, v [len(seqs), Hkv, T, E] to each sequence's `layer` (all or none), then
     attends q [len(seqs), Hq, T, E] to everything each holds (bottom-right causal): the
@@ -72,7 +79,7 @@ def cached_attention(cache: torch.classes.attnlab.KVCache, layer: int, seqs: Lis
     return out.to(q.dtype)
 
 
-def cached_positions(cache: torch.classes.attnlab.KVCache, layer: int, seqs: List[int], steps: int) -> torch.Tensor:
+def cached_positions(cache: KVCacheHandle, layer: int, seqs: List[int], steps: int) -> torch.Tensor:
     """[len(seqs), steps] int64: the positions of each sequence's next `steps` rows."""
     start = torch.ops.attnlab.kv_cache_lengths(cache, layer, seqs)
     return start.unsqueeze(1) + torch.arange(steps)

@@ -133,7 +133,7 @@ class CausalSelfAttention(nn.Module):
         self.v_proj = nn.Linear(n_embd, n_kv_head * self.head_dim, bias=bias)
         self.o_proj = nn.Linear(n_head * self.head_dim, n_embd, bias=bias)
 
-    def forward(self, x: torch.Tensor, cache: Optional[torch.classes.attnlab.KVCache] = None,
+    def forward(self, x: torch.Tensor, cache: Optional[_ops.KVCacheHandle] = None,
                 seqs: Optional[List[int]] = None, layer: int = 0) -> torch.Tensor:
         if not torch.jit.is_scripting():  # eager or traced: attnlab.torch.KVCache or its handle, checked
             cache = self._checked_cache(x, cache, seqs)
