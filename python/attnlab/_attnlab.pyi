@@ -105,13 +105,13 @@ class KVCache:
     def gather(self, layer: int, seq: int) -> tuple[FloatArray, FloatArray]: ...
     @overload
     def attention(self, layer: int, seqs: Sequence[int], q: ArrayLike, query_lengths: Sequence[int] | None = None,
-                  causal: str = "bottom_right", scale: float | None = None,
+                  causal: str = "bottom_right", scale: float | str | None = None,
                   window_size: tuple[int, int] | None = None, softcap: float | None = None,
                   alibi_slopes: Sequence[float] | None = None, sinks: Sequence[float] | None = None,
                   threads: int = 0, return_lse: Literal[False] = False) -> FloatArray: ...
     @overload
     def attention(self, layer: int, seqs: Sequence[int], q: ArrayLike, query_lengths: Sequence[int] | None = None,
-                  causal: str = "bottom_right", scale: float | None = None,
+                  causal: str = "bottom_right", scale: float | str | None = None,
                   window_size: tuple[int, int] | None = None, softcap: float | None = None,
                   alibi_slopes: Sequence[float] | None = None, sinks: Sequence[float] | None = None,
                   threads: int = 0, *, return_lse: Literal[True]) -> ForwardResult: ...

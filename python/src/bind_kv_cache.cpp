@@ -8,6 +8,7 @@
 
 #include <optional>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "attnlab/kv_cache.hpp"
@@ -61,14 +62,16 @@ py::tuple gather(const KVCache& cache, int64_t layer, int64_t seq) {
 
 py::object attention(const KVCache& cache, int64_t layer, const std::vector<int64_t>& seqs, const FloatArray& q,
                      std::optional<std::vector<int64_t>> query_lengths, const std::string& causal,
-                     std::optional<double> scale, std::optional<std::pair<int64_t, int64_t>> window_size,
+                     std::optional<std::variant<double, std::string>> scale,
+                     std::optional<std::pair<int64_t, int64_t>> window_size,
                      std::optional<double> softcap, std::optional<std::vector<float>> alibi_slopes,
                      std::optional<std::vector<float>> sinks, int threads, bool return_lse) {
   check_threads(threads);
   const KVCacheConfig& c = cache.config();
   AttentionOptions<float> o;
   o.causal = parse_causal(causal.c_str());
-  if (scale) o.scale = ScalePolicy::fixed(*scale);
+  if (scale && std::holds_alternative<double>(*scale)) o.scale = ScalePolicy::fixed(std::get<double>(*scale));
+  if (scale && std::holds_alternative<std::string>(*scale)) o.scale = ScalePolicy::parse(std::get<std::string>(*scale));
   if (window_size) o.window = {window_size->first, window_size->second};
   o.softcap = softcap;
   if (alibi_slopes) o.alibi_slopes = *alibi_slopes;

@@ -232,3 +232,10 @@ def test_the_block_with_rope_is_llamas_with_and_without_a_ragged_cache(conventio
         for b, w in enumerate(whole):
             want = llama_attention(block, w, torch.arange(w.shape[1]), convention)[0, -3:]
             assert torch.allclose(out[b], want, atol=1e-5), (b, (out[b] - want).abs().max())
+
+
+def test_the_torch_cache_takes_named_scale_policies():
+    cache, (s,) = filled_cache()
+    q = torch.randn(1, 4, 1, 32)
+    assert torch.equal(cache.attention(0, [s], q, scale="inv_d"), cache.attention(0, [s], q, scale=1 / 32))
+    assert torch.equal(cache.attention(0, [s], q, scale="inv_sqrt_d"), cache.attention(0, [s], q))
