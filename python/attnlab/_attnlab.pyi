@@ -50,7 +50,7 @@ def attention_forward(
     dropout_p: float = 0.0,
     seed: int = 0,
     return_dropout_mask: bool = False,
-    bfloat16: bool = False,
+    dtype: Any = None,
 ) -> ForwardResult: ...
 def attention_backward(
     query: ArrayLike,
@@ -74,7 +74,7 @@ def attention_backward(
     cu_seqlens_k: Sequence[int] | npt.NDArray[np.integer] | None = None,
     dropout_p: float = 0.0,
     seed: int = 0,
-    bfloat16: bool = False,
+    dtype: Any = None,
 ) -> BackwardResult: ...
 def softmax(x: ArrayLike) -> FloatArray: ...
 def log_softmax(x: ArrayLike) -> FloatArray: ...

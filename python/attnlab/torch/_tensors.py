@@ -6,7 +6,7 @@ float16 is exactly such an array: `tensor.detach().numpy()` is a view of the sam
 with the same strides (element strides become byte strides), so no tensor attnlab.torch
 accepts is ever copied on its way in. NumPy has no bfloat16: a bfloat16 tensor goes as
 `tensor.view(torch.int16).numpy()`, its bit patterns in place, with the extension's
-`bfloat16=True`. Outputs are NumPy arrays the extension allocates, wrapped by
+`dtype="bfloat16"`. Outputs are NumPy arrays the extension allocates, wrapped by
 `torch.from_numpy` (no copy either; bfloat16 outputs come back as uint16 bit patterns and
 are viewed as bfloat16).
 """
