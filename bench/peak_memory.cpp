@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <chrono>
 #include <ctime>
+#include <fstream>
 #include <iterator>
 #include <string>
 #include <vector>
@@ -66,10 +67,26 @@ const Reader* probe_readers(int* count) {
   return kReaders;
 }
 
+int64_t available_memory_bytes(const std::string& meminfo) {
+  std::ifstream f(meminfo);
+  std::string key, unit;
+  int64_t value = 0;
+  while (f >> key >> value) {
+    std::getline(f, unit);
+    if (key == "MemAvailable:") return unit.find("kB") != std::string::npos ? value << 10 : value;
+  }
+  return 0;
+}
+
+int64_t probe_bytes_within_memory(int64_t wanted, int64_t available) {
+  return available > 0 ? std::min(wanted, available / 4) : wanted;
+}
+
 Bandwidth measure_read_bandwidth(int threads, int64_t bytes, int passes) {
   Bandwidth bw;
   bw.l3_bytes = attnlab::engine::last_level_cache_bytes();
   if (bytes <= 0) bytes = std::max<int64_t>(int64_t{512} << 20, 16 * bw.l3_bytes);
+  bytes = probe_bytes_within_memory(bytes);
   // Each thread's slice is a whole number of 4 KiB pages (and so of 8 vectors); two
   // streams read its two halves.
   constexpr int64_t kPageFloats = 4096 / sizeof(float);

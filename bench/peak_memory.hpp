@@ -38,10 +38,20 @@ struct Bandwidth {
   std::string pages;      // the pages the buffer sat in (describe_pages: 4 KiB, 2 MiB or a mix)
 };
 
+// The memory the system can give without swapping (MemAvailable of `meminfo`), in bytes;
+// 0 if unknown.
+int64_t available_memory_bytes(const std::string& meminfo = "/proc/meminfo");
+
+// A probe's buffer of `wanted` bytes, at most a quarter of the available memory (where it is
+// known): a probe sized by the cache (16× a 508 MiB figure is 8 GiB) must never swap or meet
+// the OOM killer; the probe then measures a smaller buffer and says its size.
+int64_t probe_bytes_within_memory(int64_t wanted, int64_t available = available_memory_bytes());
+
 // Best of `passes` timed passes of each of the probe's readers on `threads` OpenMP
 // threads, each reading its own contiguous slice of one buffer of `bytes` bytes (0:
 // 512 MiB or 16× the last-level cache, whichever is larger, so that nothing is served
-// from the caches); the readers take turns within each pass round.
+// from the caches; either way within probe_bytes_within_memory); the readers take turns
+// within each pass round.
 Bandwidth measure_read_bandwidth(int threads, int64_t bytes = 0, int passes = 7);
 
 // One read of the `count` floats at `a` and the `count` at `b` by `threads` OpenMP

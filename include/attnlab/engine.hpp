@@ -51,8 +51,9 @@ ATTNLAB_API void release_cached_memory();
 // The SIMD target the runtime dispatch chose on this machine (e.g. "AVX3", "AVX2", "EMU128").
 ATTNLAB_API std::string target_name();
 
-// The last-level cache of CPU 0 in bytes as the engine plans with it (Linux sysfs, else
-// sysconf), or 0 if unknown. A decoding step whose K and V are larger cannot find them in
+// The last-level cache of CPU 0 in bytes as the engine plans with it (Linux sysfs, else the
+// CPU's own description through CPUID, else sysconf), at most 48 MiB per core the process may
+// run on (a guest's sysconf can report the host's whole L3), or 0 if unknown. A decoding step whose K and V are larger cannot find them in
 // cache from an earlier call, and reads them as a stream from memory (docs/engine.md,
 // "The decision table").
 ATTNLAB_API int64_t last_level_cache_bytes();

@@ -46,9 +46,27 @@ def zigzag_rows(n: int, ranks: int, rank: int) -> np.ndarray:
     return np.concatenate([np.arange(starts[first], starts[first + 1]), np.arange(starts[second], starts[second + 1])])
 
 
+def _shares(n: int, ranks: int) -> list[int]:
+    """Each rank's rows in the zigzag layout of n rows."""
+    chunks = zigzag_chunks(n, ranks)
+    return [chunks[r] + chunks[2 * ranks - 1 - r] for r in range(ranks)]
+
+
 def _layout(comm, q) -> list[int]:
-    n = comm.allreduce(int(np.shape(q)[2]))  # the sequence's length: the shards' sum
-    return zigzag_chunks(n, comm.size)
+    """The zigzag chunks of the whole sequence, from every rank's shard length (gathered on every
+    rank, so that a shard of the wrong length is the same error on all of them, never a wait)."""
+    rows = comm.allgather(int(np.shape(q)[2]))
+    n = sum(rows)
+    if rows == _shares(n, comm.size):
+        return zigzag_chunks(n, comm.size)
+    # The sequence length that explains the most shards names the others (the nearest to the
+    # shards' sum, then a shard short of rows, the likelier mistake, before one with rows to spare).
+    best = max(range(max(0, n - 2 * comm.size), n + 2 * comm.size + 1),
+               key=lambda t: (sum(a == b for a, b in zip(rows, _shares(t, comm.size))), -abs(t - n), t))
+    want = _shares(best, comm.size)
+    bad = [r for r in range(comm.size) if rows[r] != want[r]]
+    raise ValueError(f"ring attention: rank {bad[0]}'s q has {rows[bad[0]]} rows, but a zigzag layout of {best} rows "
+                     f"(attnlab.mpi.zigzag_rows) gives it {want[bad[0]]} (every rank's rows: {rows})")
 
 
 def _scale(scale) -> str:

@@ -6,11 +6,14 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <fmt/format.h>
+
 #include <optional>
 #include <string>
 #include <variant>
 #include <vector>
 
+#include "arguments.hpp"
 #include "attnlab/kv_cache.hpp"
 #include "bindings.hpp"
 
@@ -30,28 +33,45 @@ ConstView<float> rows_view(const FloatArray& a, const char* name) {
   throw Error(std::string(name) + ": " + std::to_string(a.ndim()) + " dimensions, not 3 ([kv_heads, n, dim]) or 4");
 }
 
-KVCache make_cache(int64_t layers, int64_t kv_heads, int64_t head_dim, int64_t max_tokens, const std::string& key_type,
-                   const std::string& value_type, std::optional<int64_t> value_dim, int64_t block_tokens,
-                   std::vector<float> key_scales, std::vector<float> value_scales) {
+// Every integer argument through int_arg, named with its range (pybind11's own conversion
+// says only "incompatible function arguments", or wraps 2**70). The cache checks them again.
+constexpr int64_t kSize = int64_t{1} << 16, kTokens = int64_t{1} << 40;
+int64_t seq_arg(const py::handle& x) { return int_arg(x, "seq", 0, INT64_MAX); }
+int64_t layer_arg(const py::handle& x) { return int_arg(x, "layer", 0, kSize - 1); }
+
+KVCache make_cache(const py::object& layers, const py::object& kv_heads, const py::object& head_dim,
+                   const py::object& max_tokens, const std::string& key_type, const std::string& value_type,
+                   const py::object& value_dim, const py::object& block_tokens, std::vector<float> key_scales,
+                   std::vector<float> value_scales) {
   KVCacheConfig c;
-  c.layers = layers, c.kv_heads = kv_heads, c.head_dim = head_dim, c.max_tokens = max_tokens;
-  c.value_dim = value_dim.value_or(0), c.block_tokens = block_tokens;
+  c.layers = int_arg(layers, "layers", 1, kSize), c.kv_heads = int_arg(kv_heads, "kv_heads", 1, kSize);
+  c.head_dim = int_arg(head_dim, "head_dim", 1, kSize), c.max_tokens = int_arg(max_tokens, "max_tokens", 1, kTokens);
+  c.value_dim = value_dim.is_none() ? 0 : int_arg(value_dim, "value_dim", 1, kSize);
+  c.block_tokens = int_arg(block_tokens, "block_tokens", 1, kSize);
   c.key_type = parse_cache_type(key_type), c.value_type = parse_cache_type(value_type);
   c.key_scales = std::move(key_scales), c.value_scales = std::move(value_scales);
   return KVCache(c);
 }
 
-void append(KVCache& cache, int64_t layer, int64_t seq, const FloatArray& k, const FloatArray& v) {
-  cache.append(layer, seq, rows_view(k, "k"), rows_view(v, "v"));
+std::vector<int64_t> int_list(const py::object& xs, const char* name, int64_t lo, int64_t hi);
+
+// `seq` one sequence (k [kv_heads, n, head_dim] or [1, kv_heads, n, head_dim]), or a list of
+// them (k [len(seqs), kv_heads, n, head_dim]): n positions for each, to all of them or none.
+void append(KVCache& cache, const py::object& layer_obj, const py::object& seq_obj, const FloatArray& k,
+            const FloatArray& v) {
+  const int64_t layer = layer_arg(layer_obj);
+  const bool batch = py::isinstance<py::sequence>(seq_obj) && !py::isinstance<py::str>(seq_obj);
+  const std::vector<int64_t> seqs = batch ? int_list(seq_obj, "seqs", 0, INT64_MAX) : std::vector<int64_t>{};
+  const int64_t seq = batch ? 0 : seq_arg(seq_obj);
+  const ConstView<float> kv = rows_view(k, "k"), vv = rows_view(v, "v");  // k's error first: the order the caller wrote
+  if (batch)
+    cache.append(layer, seqs, kv, vv);
+  else
+    cache.append(layer, seq, kv, vv);
 }
 
-// n positions for each of `seqs` (k [len(seqs), kv_heads, n, head_dim]): all of them or none.
-void append_batch(KVCache& cache, int64_t layer, const std::vector<int64_t>& seqs, const FloatArray& k,
-                  const FloatArray& v) {
-  cache.append(layer, seqs, rows_view(k, "k"), rows_view(v, "v"));
-}
-
-py::tuple gather(const KVCache& cache, int64_t layer, int64_t seq) {
+py::tuple gather(const KVCache& cache, const py::object& layer_obj, const py::object& seq_obj) {
+  const int64_t layer = layer_arg(layer_obj), seq = seq_arg(seq_obj);
   const KVCacheConfig& c = cache.config();
   const int64_t len = cache.length(seq, layer);
   py::array_t<float> k({c.kv_heads, len, c.head_dim}), v({c.kv_heads, len, c.value_dim});
@@ -60,13 +80,33 @@ py::tuple gather(const KVCache& cache, int64_t layer, int64_t seq) {
   return py::make_tuple(k, v);
 }
 
-py::object attention(const KVCache& cache, int64_t layer, const std::vector<int64_t>& seqs, const FloatArray& q,
-                     std::optional<std::vector<int64_t>> query_lengths, const std::string& causal,
-                     std::optional<std::variant<double, std::string>> scale,
-                     std::optional<std::pair<int64_t, int64_t>> window_size,
+std::vector<int64_t> int_list(const py::object& xs, const char* name, int64_t lo, int64_t hi) {
+  if (!py::isinstance<py::sequence>(xs) || py::isinstance<py::str>(xs))
+    throw py::type_error(fmt::format("{}: expected a sequence of integers, got {}", name,
+                                     py::str(py::type::of(xs)).cast<std::string>()));
+  std::vector<int64_t> out;
+  for (const py::handle x : xs) out.push_back(int_arg(x, name, lo, hi));
+  return out;
+}
+
+py::object attention(const KVCache& cache, const py::object& layer_obj, const py::object& seqs_obj,
+                     const FloatArray& q, const py::object& query_lengths_obj, const std::string& causal,
+                     std::optional<std::variant<double, std::string>> scale, const py::object& window_obj,
                      std::optional<double> softcap, std::optional<std::vector<float>> alibi_slopes,
-                     std::optional<std::vector<float>> sinks, int threads, bool return_lse) {
-  check_threads(threads);
+                     std::optional<std::vector<float>> sinks, const py::object& threads_obj,
+                     bool return_lse) {
+  const int64_t layer = layer_arg(layer_obj);
+  const std::vector<int64_t> seqs = int_list(seqs_obj, "seqs", 0, INT64_MAX);
+  const bool packed = !query_lengths_obj.is_none();
+  const std::vector<int64_t> lengths =
+      packed ? int_list(query_lengths_obj, "query_lengths", 0, int64_t{1} << 40) : std::vector<int64_t>{};
+  std::optional<std::pair<int64_t, int64_t>> window_size;
+  if (!window_obj.is_none()) {
+    const std::vector<int64_t> w = int_list(window_obj, "window_size", -1, int64_t{1} << 53);
+    if (w.size() != 2) throw Error(fmt::format("window_size: {} values, expected 2 (left, right)", w.size()));
+    window_size = std::pair{w[0], w[1]};
+  }
+  const int threads = static_cast<int>(int_arg(threads_obj, "threads", 0, kMaxThreads));
   const KVCacheConfig& c = cache.config();
   AttentionOptions<float> o;
   o.causal = parse_causal(causal.c_str());
@@ -76,7 +116,6 @@ py::object attention(const KVCache& cache, int64_t layer, const std::vector<int6
   o.softcap = softcap;
   if (alibi_slopes) o.alibi_slopes = *alibi_slopes;
   if (sinks) o.sinks = *sinks;
-  const bool packed = query_lengths.has_value();
   ConstView<float> qv;
   if (packed) {  // [Hq, Σ query_lengths, d]
     if (q.ndim() != 3)
@@ -91,7 +130,6 @@ py::object attention(const KVCache& cache, int64_t layer, const std::vector<int6
       lshape(ls.begin() + (packed ? 1 : 0), ls.end() - 1);
   py::array_t<float> out(oshape), lse(lshape);
   const TensorView<float> ov(out.mutable_data(), os), lv(lse.mutable_data(), ls);
-  std::vector<int64_t> lengths = query_lengths.value_or(std::vector<int64_t>{});
   ComputeConfig config;
   config.threads = threads;
   kv_cache_attention(cache, layer, seqs, qv, o, {ov, lv}, lengths, config);
@@ -123,17 +161,25 @@ all, fixed here; a value beyond 448·scale is a ValueError). The pool of max_tok
            "value_type"_a = "float32", "value_dim"_a = py::none(), "block_tokens"_a = 128,
            "key_scales"_a = std::vector<float>{}, "value_scales"_a = std::vector<float>{})
       .def("add_sequence", &KVCache::add_sequence, "A new empty sequence; returns its id.")
-      .def("fork", &KVCache::fork, "seq"_a, "tokens"_a,
+      .def(
+          "fork",
+          [](KVCache& c, const py::object& seq, const py::object& tokens) {
+            return c.fork(seq_arg(seq), int_arg(tokens, "tokens", 0, kTokens));
+          },
+          "seq"_a, "tokens"_a,
            "A new sequence holding the first `tokens` positions of `seq`, sharing its blocks until either writes.")
-      .def("free", &KVCache::free, "seq"_a, "Frees a sequence (its blocks return when no fork holds them).")
+      .def(
+          "free", [](KVCache& c, const py::object& seq) { c.free(seq_arg(seq)); }, "seq"_a, "Frees a sequence (its blocks return when no fork holds them).")
       .def_property_readonly("sequences", &KVCache::sequences)
-      .def("length", &KVCache::length, "seq"_a, "layer"_a = 0, "Positions held by `seq` in `layer`.")
+      .def(
+          "length", [](const KVCache& c, const py::object& seq, const py::object& layer) {
+            return c.length(seq_arg(seq), layer_arg(layer));
+          },
+          "seq"_a, "layer"_a = 0, "Positions held by `seq` in `layer`.")
       .def("append", &append, "layer"_a, "seq"_a, "k"_a, "v"_a,
            "Appends k [kv_heads, n, head_dim] and v [kv_heads, n, value_dim] (or [1, kv_heads, n, dim]) to a "
-           "sequence's layer.")
-      .def("append", &append_batch, "layer"_a, "seqs"_a, "k"_a, "v"_a,
-           "Appends n positions to each of the sequences `seqs`, k [len(seqs), kv_heads, n, head_dim] and v "
-           "[len(seqs), kv_heads, n, value_dim]: to all of them or, on any error, to none.")
+           "sequence's layer; with a list of sequences `seq`, k [len(seq), kv_heads, n, head_dim] and v "
+           "[len(seq), kv_heads, n, value_dim] append n positions to each of them: to all or, on any error, to none.")
       .def("gather", &gather, "layer"_a, "seq"_a,
            "The sequence's K and V of a layer, dequantized: float32 [kv_heads, length, dim] arrays.")
       .def("attention", &attention, "layer"_a, "seqs"_a, "q"_a, "query_lengths"_a = py::none(),

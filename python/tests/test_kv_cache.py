@@ -102,6 +102,48 @@ def test_errors_name_the_problem(rng):
         cache.attention(0, seqs, np.zeros((3, 2, 1, 32), np.float32))
 
 
+def test_sizes_whose_product_leaves_memory_are_refused():
+    # Each value in its range; the block (2^67 bytes) wrapped to 0 (SIGFPE) or to 2^28 (writes past the pool).
+    for args, block in [((65536, 65536, 65536, 1), 65536), ((38737, 55424, 17408, 1), 61696)]:
+        with pytest.raises(ValueError, match=r"beyond the limit of 140737488355328 bytes"):
+            attnlab.KVCache(*args, block_tokens=block)
+
+
+@pytest.mark.parametrize("rows", [1, 20])  # 1: the fused decode step; 20: gathered, then the engine
+def test_every_path_refuses_the_same_options(rng, rows):
+    cache, seqs = filled(rng, lengths=(40,))
+    q = rng.standard_normal((1, 4, rows, 32), dtype=np.float32)
+    for options, message in [(dict(alibi_slopes=[0.5]), r"alibi_slopes: 1 value; expected Hq = 4"),
+                             (dict(sinks=[0.5]), r"sinks: 1 value; expected one per query head \(Hq = 4\)"),
+                             (dict(window_size=(-5, 0)), r"window_size: -5 is outside \[-1,"),
+                             (dict(softcap=0.0), r"softcap: 0 must be a positive finite number"),
+                             (dict(softcap=-1.0), r"softcap: -1 must be a positive finite number"),
+                             (dict(softcap=float("nan")), r"softcap: nan must be a positive finite number"),
+                             (dict(alibi_slopes=[0.5, float("nan"), 0.5, 0.5]), r"alibi_slopes: non-finite value nan"),
+                             (dict(sinks=[0.5, 0.5, float("inf"), 0.5]), r"sinks: non-finite value inf"),
+                             (dict(alibi_slopes=[-1e38] * 4), r"alibi_slopes: -1e\+38 at \[0\] times the farthest")]:
+        with pytest.raises(ValueError, match=message):
+            cache.attention(1, seqs, q, **options)
+    assert np.isfinite(cache.attention(1, seqs, q, alibi_slopes=[0.5] * 4)).all()
+
+
+def test_integer_arguments_are_named_with_their_range(rng):
+    cache, seqs = filled(rng)
+    with pytest.raises(TypeError, match=r"layers: 1.5 is not an integer"):
+        attnlab.KVCache(1.5, 1, 32, 64)
+    with pytest.raises(TypeError, match=r"seq: 'a' is not an integer"):
+        cache.fork("a", 1)
+    with pytest.raises(ValueError, match=r"tokens: 1180591620717411303424 is outside \[0, 1099511627776\]"):
+        cache.fork(seqs[0], 2**70)
+    q = rng.standard_normal((1, 2, 1, 32), dtype=np.float32)
+    with pytest.raises(ValueError, match=r"threads: 1099511627776 is outside \[0, 1024\]"):
+        cache.attention(1, seqs[:1], q, threads=2**40)
+    with pytest.raises(ValueError, match=r"layer: -1 is outside"):
+        cache.length(seqs[0], -1)
+    with pytest.raises(ValueError, match=r"^k: 2 dimensions"):  # k first, as written
+        cache.append(1, seqs[0], np.ones((2, 32), np.float32), np.ones((2, 32), np.float32))
+
+
 def test_torch_block_with_and_without_the_cache(torch):
     import attnlab.torch as at
     torch.manual_seed(0)

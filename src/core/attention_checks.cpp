@@ -5,6 +5,7 @@
 #include <array>
 #include <bit>
 #include <cmath>
+#include <limits>
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -134,6 +135,8 @@ void check_finite_values(std::span<const T> x, const char* name) {
     if (!std::isfinite(x[i])) throw Error(fmt::format("{}: non-finite value {} at [{}]", name, x[i], i));
 }
 
+}  // namespace
+
 // The options of attention_variants.hpp and score_mod.hpp.
 template <class T>
 void check_variants(const AttentionOptions<T>& o, const AttentionDims& d) {
@@ -180,6 +183,15 @@ void check_variants(const AttentionOptions<T>& o, const AttentionDims& d) {
                               "{} and query head)", n, n == 1 ? "" : "s", d.Hq, n_seq * d.Hq, n_seq, d.Hq,
                               is_packed(o) ? "packed sequence" : "batch entry"));
     check_finite_values(o.alibi_slopes, "alibi_slopes");
+    // A bias beyond float's range at the farthest key would be blamed on the scores
+    // (|scale·q·k|): the slope is named here, with its reach and the limit.
+    const double reach = static_cast<double>(std::max(d.Nq + o.query_offset, d.Nk + o.key_offset));
+    constexpr double kLimit = std::numeric_limits<float>::max() / 4;
+    for (size_t i = 0; i < o.alibi_slopes.size(); ++i)
+      if (std::abs(static_cast<double>(o.alibi_slopes[i])) * reach > kLimit)
+        throw Error(fmt::format("alibi_slopes: {} at [{}] times the farthest key distance ({}) is beyond {:.3g} (a "
+                                "quarter of float32's range, which scores must stay within)",
+                                o.alibi_slopes[i], i, reach, kLimit));
   }
   if (!o.sinks.empty()) {
     if (static_cast<int64_t>(o.sinks.size()) != d.Hq)
@@ -200,6 +212,8 @@ void check_variants(const AttentionOptions<T>& o, const AttentionDims& d) {
                               d.Nq, d.Nk));
   }
 }
+
+namespace {
 
 template <class E, class T>
 AttentionDims check_inputs(ConstView<E> q, ConstView<E> k, ConstView<E> v, const AttentionOptions<T>& options,
@@ -436,6 +450,8 @@ void check_row_output(const TensorView<T>& x, const AttentionDims& d, const char
   template AttentionDims check_backward_args<E, T>(ConstView<E>, ConstView<E>, ConstView<E>, ConstView<E>,           \
                                                    ConstView<T>, ConstView<E>, const AttentionOptions<T>&,           \
                                                    TensorView<E>, TensorView<E>, TensorView<E>, std::span<T>);
+template void check_variants<float>(const AttentionOptions<float>&, const AttentionDims&);
+template void check_variants<double>(const AttentionOptions<double>&, const AttentionDims&);
 template void check_row_output<float>(const TensorView<float>&, const AttentionDims&, const char*);
 template void check_row_output<double>(const TensorView<double>&, const AttentionDims&, const char*);
 ATTNLAB_INSTANTIATE(float, float)

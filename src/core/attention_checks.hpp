@@ -20,6 +20,13 @@ namespace attnlab::detail {
 // once, and looks for non-finite values as it goes rather than in a pass of its own).
 enum class ValueChecks { all, q_only };
 
+// The options' own rules (window, softcap, ALiBi slopes and sinks: count and finite values,
+// packed sequences, dropout_p, block_mask) for a problem of dims d. Part of
+// check_forward_args; called alone by a path that takes its shapes from elsewhere (the KV
+// cache's), so that every path refuses the same options with the same words.
+template <class T>
+void check_variants(const AttentionOptions<T>& options, const AttentionDims& d);
+
 // Validate shapes, strides, masks, padding, aliasing and (if options.check_finite)
 // the values of q, k, v. Throws attnlab::Error. E is the element type of the tensors
 // (float, double, bfloat16, float16), T that of the options and lse (float for the

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstring>
 #include <cstdlib>
+#include <initializer_list>
 #include <map>
 #include <new>
 
@@ -34,6 +35,33 @@ std::vector<float> head_scales(const std::vector<float>& given, int64_t heads, C
     if (!(s > 0.0f) || !std::isfinite(s))
       throw Error(fmt::format("kv_cache: {} holds {}, not a positive finite scale", name, s));
   return given.size() == 1 ? std::vector<float>(static_cast<size_t>(heads), given[0]) : given;
+}
+
+// Every size of the pool is a product of the configuration's values, each within its own
+// range yet able to wrap int64 together (65536^4 wraps to 0, then divided by). One rule for
+// all of them: the product in checked arithmetic, below what any machine can address, or an
+// Error naming the factors, the product's size and the limit.
+constexpr int64_t kMaxCacheBytes = int64_t{1} << 47;  // 128 TiB: x86-64's and AArch64's user address space
+
+struct SizeFactor {
+  const char* name;
+  int64_t value;
+};
+
+int64_t checked_bytes(std::initializer_list<SizeFactor> factors, const char* what) {
+  int64_t product = 1;
+  double approx = 1;  // for the message, where the exact product wrapped
+  bool wrapped = false;
+  for (const SizeFactor& f : factors) {
+    approx *= static_cast<double>(f.value);
+    wrapped = wrapped || __builtin_mul_overflow(product, f.value, &product);
+  }
+  if (!wrapped && product <= kMaxCacheBytes) return product;
+  std::string named;
+  for (const SizeFactor& f : factors) named += fmt::format("{}{} {}", named.empty() ? "" : " × ", f.name, f.value);
+  throw Error(fmt::format("kv_cache: {} = {} = {:.3g} bytes, beyond the limit of {} bytes (2^47, the memory a "
+                          "process can address); lower these values",
+                          what, named, approx, kMaxCacheBytes));
 }
 
 }  // namespace
@@ -116,10 +144,20 @@ KVCache::KVCache(const KVCacheConfig& config) : state_(std::make_unique<State>()
   s.value_scales = head_scales(c.value_scales, c.kv_heads, c.value_type, "value_scales");
   s.key_row = detail::row_bytes(c.key_type, c.head_dim);
   s.value_row = detail::row_bytes(c.value_type, c.value_dim);
-  s.layer_block_bytes = c.kv_heads * c.block_tokens * (s.key_row + s.value_row);
+  const int64_t token_bytes = s.key_row + s.value_row;  // each below 2^19: no product yet
+  s.layer_block_bytes = checked_bytes({{"kv_heads", c.kv_heads}, {"block_tokens", c.block_tokens},
+                                       {"bytes of a K and a V row", token_bytes}},
+                                      "one layer of a block");
+  checked_bytes({{"layers", c.layers}, {"kv_heads", c.kv_heads}, {"block_tokens", c.block_tokens},
+                 {"bytes of a K and a V row", token_bytes}},
+                "one block (all layers)");
   s.total_blocks = (c.max_tokens + c.block_tokens - 1) / c.block_tokens;
-  if (s.total_blocks > INT32_MAX || s.total_blocks > INT64_MAX / s.block_bytes())
-    throw Error(fmt::format("kv_cache: {} blocks of {} bytes do not fit in memory", s.total_blocks, s.block_bytes()));
+  if (s.total_blocks > INT32_MAX)
+    throw Error(fmt::format("kv_cache: max_tokens {} makes {} blocks of {} positions, beyond the limit of {} blocks",
+                            c.max_tokens, s.total_blocks, c.block_tokens, INT32_MAX));
+  checked_bytes({{"blocks", s.total_blocks}, {"layers", c.layers}, {"kv_heads", c.kv_heads},
+                 {"block_tokens", c.block_tokens}, {"bytes of a K and a V row", token_bytes}},
+                "the pool");
   // On 2 MiB boundaries, in transparent huge pages where the system allows them (madvise):
   // a decoding step reads each head's few KiB of every block, a page walk each on 4 KiB pages.
   constexpr int64_t kHugePage = int64_t{1} << 21;
@@ -211,9 +249,13 @@ void KVCache::append(int64_t layer, std::span<const int64_t> seqs, ConstView<flo
         fmt::format("kv_cache append: k {} and v {} should be {} and {} ([sequences, kv_heads, n, head_dim], "
                     "[sequences, kv_heads, n, value_dim])",
                     to_string(k.shape()), to_string(v.shape()), to_string(kwant), to_string(vwant)));
+  if (n == 0) return;  // nothing to write: no block taken, none copied (a fork's shared one stays shared)
   // Encode every sequence's rows first: a bad value leaves the cache as it was.
-  const int64_t seq_bytes = c.kv_heads * n * (s.key_row + s.value_row);
-  std::vector<std::byte> encoded(static_cast<size_t>(count * seq_bytes));
+  const int64_t seq_bytes = checked_bytes(
+      {{"kv_heads", c.kv_heads}, {"n", n}, {"bytes of a K and a V row", s.key_row + s.value_row}},
+      "append's encoded rows");
+  std::vector<std::byte> encoded(static_cast<size_t>(
+      checked_bytes({{"sequences", count}, {"bytes of a sequence's rows", seq_bytes}}, "append's encoded rows")));
   for (int64_t i = 0; i < count; ++i) {
     const int64_t start = rows[static_cast<size_t>(i)]->length[static_cast<size_t>(layer)];
     for (int kind = 0; kind < 2; ++kind) {

@@ -3,11 +3,13 @@
 // arguments and the per-sequence views, shared by the engine's and the reference's versions.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <functional>
 #include <span>
 #include <vector>
 
 #include "attnlab/kv_cache.hpp"
+#include "core/attention_checks.hpp"
 
 namespace attnlab::detail {
 
@@ -66,6 +68,13 @@ void for_each_cached_sequence(const KVCache& cache, int64_t layer, std::span<con
     throw Error(fmt::format("kv_cache_attention: q {}, out {}, lse {} should be {}, {}, {} ({})", to_string(q.shape()),
                             to_string(out.shape()), to_string(lse.shape()), to_string(qwant), to_string(owant),
                             to_string(lwant), packed ? "[1, Hq, Σ query_lengths, ·]" : "[n_seq, Hq, Nq, ·]"));
+  // The options' own rules, before any path is chosen: the fused step refuses what the engine
+  // refuses, in its words. Each sequence is one batch entry of its own: ALiBi takes [Hq] slopes.
+  AttentionDims dims;
+  dims.B = 1, dims.Hq = hq, dims.Hkv = c.kv_heads, dims.Nq = qwant[2], dims.Nk = 1, dims.d = c.head_dim,
+  dims.dv = c.value_dim;
+  for (int64_t seq : seqs) dims.Nk = std::max(dims.Nk, cache.length(seq, layer));  // the farthest key any row sees
+  check_variants(o, dims);
   int64_t row0 = 0;
   for (int64_t s = 0; s < n_seq; ++s) {
     const int64_t rows = packed ? query_lengths[static_cast<size_t>(s)] : q.seq();

@@ -4,10 +4,7 @@
 // flash_forward_kernels.cpp and flash_backward_kernels.cpp (tiled) and decode_kernels.cpp (decode).
 #include "attnlab/engine.hpp"
 
-#include <unistd.h>
-
 #include <algorithm>
-#include <fstream>
 #include <new>
 #include <optional>
 #include <type_traits>
@@ -17,6 +14,7 @@
 #include "engine/decode_kernels.hpp"
 #include "engine/decode_path.hpp"
 #include "engine/flash_kernels.hpp"
+#include "engine/machine_caches.hpp"
 #include "engine/scratch_cache.hpp"
 #include "engine/testing/engine_probe.hpp"
 
@@ -225,26 +223,7 @@ ATTNLAB_INSTANTIATE(float16)
 std::string target_name() { return flash_target_name(); }
 
 int64_t last_level_cache_bytes() {
-  static const int64_t bytes = [] {
-    // sysfs lists CPU 0's caches by index; the largest is the last level. sysconf comes
-    // second: on a virtual machine it can report the host's total (ten times what sysfs says).
-    int64_t best = 0;
-    for (int index = 0; index < 8; ++index) {
-      std::ifstream f("/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(index) + "/size");
-      std::string size;
-      if (!(f >> size) || size.empty()) continue;
-      int64_t n = 0;
-      size_t pos = 0;
-      while (pos < size.size() && size[pos] >= '0' && size[pos] <= '9') n = n * 10 + (size[pos++] - '0');
-      if (pos < size.size() && size[pos] == 'K') n <<= 10;
-      if (pos < size.size() && size[pos] == 'M') n <<= 20;
-      best = std::max(best, n);
-    }
-#ifdef _SC_LEVEL3_CACHE_SIZE
-    if (best == 0) best = std::max<int64_t>(0, sysconf(_SC_LEVEL3_CACHE_SIZE));
-#endif
-    return best;
-  }();
+  static const int64_t bytes = machine::find_last_level_cache(machine::this_machine()).bytes;
   return bytes;
 }
 

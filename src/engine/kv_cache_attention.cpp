@@ -60,8 +60,7 @@ void fused_sequence(const KVCache& cache, const detail::CacheLayerView& cv, int6
       const detail::KeyRange kr = detail::key_range(f, o.causal, o.window);
       hr.key_begin[r] = kr.begin, hr.key_end[r] = kr.end, hr.diag[r] = f.diag;
       hr.scale[r] = static_cast<float>(o.scale(d, kr.end - kr.begin));
-      const auto n_slopes = static_cast<int64_t>(o.alibi_slopes.size());
-      hr.slope[r] = n_slopes == 0 ? 0.0f : o.alibi_slopes[static_cast<size_t>(n_slopes == hq ? head : seq_index * hq + head)];
+      hr.slope[r] = o.alibi_slopes.empty() ? 0.0f : o.alibi_slopes[static_cast<size_t>(head)];  // [Hq]: checked
       span_begin = std::min(span_begin, kr.begin), span_end = std::max(span_end, kr.end);
     }
   }

@@ -168,11 +168,19 @@ void PackTransposed(ConstView<E> x, int64_t b, int64_t h, int64_t j0, int64_t n,
   // scattered write per element cost the forward measurably more.
   const int64_t st = x.stride(Axis::dim), rs = x.stride(Axis::seq);
   const E* src = n > 0 ? x.row(b, h, j0) : nullptr;
-  for (int64_t c = 0; c < cols; ++c) {
-    float* d = dst + c * w;
-    for (int64_t j = 0; j < n; ++j) d[j] = ToFloat(src[j * rs + c * st]);
-    for (int64_t j = n; j < w; ++j) d[j] = 0.0f;
+  // Eight key rows at a time: their cache lines stay in L1 while every column is read from
+  // them, also when the rows are 4 KiB apart (heads interleaved in a [B·N, H·d] buffer) and
+  // would otherwise share one cache set and evict one another.
+  constexpr int64_t kRows = 8;
+  for (int64_t r0 = 0; r0 < n; r0 += kRows) {
+    const int64_t r1 = std::min(n, r0 + kRows);
+    for (int64_t c = 0; c < cols; ++c) {
+      float* d = dst + c * w;
+      for (int64_t j = r0; j < r1; ++j) d[j] = ToFloat(src[j * rs + c * st]);
+    }
   }
+  for (int64_t c = 0; c < cols; ++c)
+    for (int64_t j = n; j < w; ++j) dst[c * w + j] = 0.0f;
 }
 void PackTransposed(const Operand& x, int64_t b, int64_t h, int64_t j0, int64_t n, int64_t cols, float* dst) {
   WithElementType(x, [&](auto view) { PackTransposed(view, b, h, j0, n, cols, dst); });

@@ -254,9 +254,14 @@ struct Layout {
 };
 
 Layout parse_layout(std::span<const unsigned char> bytes, size_t total, const std::string& name) {
-  if (bytes.size() < 10 || std::memcmp(bytes.data(), kMagic, 6) != 0)
-    fail(name, bytes.size() < 6 ? "not a .npy file (too short)" : "not a .npy file (no \\x93NUMPY magic)");
+  // The magic first, then each field in turn: a file cut anywhere is named "truncated" at
+  // the field it lacks, never "not a .npy file" when its magic is there.
+  const size_t magic = std::min<size_t>(bytes.size(), 6);
+  if (std::memcmp(bytes.data(), kMagic, magic) != 0) fail(name, "not a .npy file (no \\x93NUMPY magic)");
+  if (bytes.size() < 6) fail(name, "not a .npy file (too short)");
+  if (bytes.size() < 8) fail(name, "truncated .npy file (in the format version)");
   const unsigned major = bytes[6], minor = bytes[7];
+  if (major == 1 && bytes.size() < 10) fail(name, "truncated .npy file (in the header length)");
   size_t header_len = 0, offset = 0;
   if (major == 1) {
     header_len = bytes[8] | (size_t{bytes[9]} << 8);

@@ -53,17 +53,36 @@ std::map<std::string, char> entries_of(const fs::path& dir, std::error_code& ec)
   return out;
 }
 
-// The manifest of `dir`, or nothing if it has none (or not a regular file).
-std::optional<std::map<std::string, char>> read_manifest(const fs::path& dir) {
+// The manifest of `dir`: its list, or why there is none that attnlab can trust. Each way a
+// manifest can fail is named (absent; a directory, symlink or other non-file at its name;
+// unreadable; another attnlab's version; not a manifest at all), never all as "absent".
+struct Manifest {
+  std::optional<std::map<std::string, char>> listed;
+  std::string problem;  // when !listed: what is wrong, "" if there is simply none
+};
+
+Manifest read_manifest(const fs::path& dir) {
   std::error_code ec;
-  if (!fs::is_regular_file(fs::symlink_status(dir / kManifestName, ec))) return std::nullopt;
+  const fs::file_status st = fs::symlink_status(dir / kManifestName, ec);
+  if (!fs::exists(st)) return {};
+  if (!fs::is_regular_file(st))
+    return {std::nullopt, fmt::format("its {} is {}, not the file attnlab writes", kManifestName,
+                                      fs::is_symlink(st) ? "a symlink" : kind_name(kind_of(st)))};
   std::ifstream in(dir / kManifestName);
   std::string line;
-  if (!std::getline(in, line) || line != kManifestHeader) return std::nullopt;
+  if (!in) return {std::nullopt, fmt::format("its {} cannot be read ({})", kManifestName, std::strerror(errno))};
+  const std::string prefix = "attnlab output manifest ";
+  if (!std::getline(in, line) || line.rfind(prefix, 0) != 0)
+    return {std::nullopt, fmt::format("its {} is not a manifest attnlab wrote (it does not start with '{}')",
+                                      kManifestName, kManifestHeader)};
+  if (line != kManifestHeader)
+    return {std::nullopt, fmt::format("its {} is of another version ('{}'; this attnlab writes '{}'), so this "
+                                      "attnlab cannot tell what in it was written",
+                                      kManifestName, line.substr(0, 60), kManifestHeader)};
   std::map<std::string, char> listed;
   while (std::getline(in, line))
     if (line.size() > 2 && line[1] == ' ') listed[line.substr(2)] = line[0];
-  return listed;
+  return {listed, ""};
 }
 
 // The directory `out` would be built in must exist or be creatable: its nearest existing
@@ -101,6 +120,42 @@ void recover_interrupted(const fs::path& out) {
   }
 }
 
+// Every file under `dir` proven whole before the swap: the size the file system reports, and
+// for a format with an end marker, the marker. A writer that does not report a failed write
+// (gnuplot, on a full file system, exits 0 with a PNG cut at 128 KiB) would otherwise
+// replace a good output with a broken one.
+void require_whole_files(const fs::path& dir, const std::string& what) {
+  static constexpr unsigned char kPngSignature[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+  static constexpr unsigned char kPngEnd[12] = {0, 0, 0, 0, 'I', 'E', 'N', 'D', 0xae, 0x42, 0x60, 0x82};  // IEND, its CRC
+  std::error_code ec;
+  for (auto it = fs::recursive_directory_iterator(dir, ec); !ec && it != fs::recursive_directory_iterator();
+       it.increment(ec)) {
+    if (!it->is_regular_file(ec)) continue;
+    const fs::path rel = it->path().lexically_relative(dir);
+    const auto size = it->file_size(ec);
+    const std::string ext = it->path().extension().string();
+    auto broken = [&](const std::string& why) {
+      throw Error(fmt::format("{}: {} was not written whole ({}): a write failed, is the file system full? (the "
+                              "earlier output, if any, is unchanged)",
+                              what, rel.string(), why));
+    };
+    if (ec) broken(ec.message());
+    if (size == 0 && (ext == ".png" || ext == ".csv" || ext == ".json" || ext == ".html" || ext == ".gp"))
+      broken("0 bytes");
+    if (ext != ".png") continue;
+    unsigned char head[8] = {}, tail[12] = {};
+    std::ifstream in(it->path(), std::ios::binary);
+    in.read(reinterpret_cast<char*>(head), sizeof head);
+    if (size >= sizeof head + sizeof tail) {
+      in.seekg(static_cast<std::streamoff>(size - sizeof tail));
+      in.read(reinterpret_cast<char*>(tail), sizeof tail);
+    }
+    if (!in || std::memcmp(head, kPngSignature, sizeof head) != 0 || std::memcmp(tail, kPngEnd, sizeof tail) != 0)
+      broken(fmt::format("{} bytes, not a PNG that ends with its IEND chunk", size));
+  }
+  if (ec) throw Error(fmt::format("{}: cannot look through {}: {}", what, dir.string(), ec.message()));
+}
+
 }  // namespace
 
 fs::path output_directory_path(const std::string& out, const std::string& what) {
@@ -128,9 +183,15 @@ void check_replaceable_directory(const std::string& out_arg, const std::string& 
   std::error_code ec;
   const auto present = entries_of(out, ec);
   if (ec) refuse(what, out_arg, fmt::format("cannot look through it: {}", ec.message()));
-  const auto listed = read_manifest(out);
+  const Manifest manifest = read_manifest(out);
+  const auto& listed = manifest.listed;
   if (!listed) {
-    if (present.empty()) return check_buildable(out, what);  // empty: nothing to lose
+    if (present.empty() && manifest.problem.empty()) return check_buildable(out, what);  // empty: nothing to lose
+    if (!manifest.problem.empty())
+      refuse(what, out_arg,
+             fmt::format("{}; nothing proves that all in it is attnlab's, so choose another --out or look through it "
+                         "and remove it yourself",
+                         manifest.problem));
     if (present.count(kOldMarkerName) != 0)
       refuse(what, out_arg,
              fmt::format("was written by an attnlab older than its {} (the list of the files it wrote), so nothing "
@@ -158,6 +219,23 @@ void check_replaceable_directory(const std::string& out_arg, const std::string& 
   check_buildable(out, what);
 }
 
+void require_outside_output_directory(const std::string& file, const std::string& file_what, const std::string& out,
+                                      const std::string& out_what) {
+  if (file.empty()) return;
+  std::error_code ec;
+  const fs::path dir = fs::weakly_canonical(output_directory_path(out, out_what), ec);
+  const fs::path f = fs::weakly_canonical(fs::absolute(file), ec);
+  if (ec) return;  // neither can be resolved: the writes will say why
+  auto d = dir.begin();
+  auto p = f.begin();
+  for (; d != dir.end() && p != f.end() && *d == *p; ++d, ++p) {
+  }
+  if (d == dir.end())
+    throw Error(fmt::format("{} {}: {} the output directory ({} {}), which attnlab replaces whole; write it "
+                            "elsewhere (nothing was changed)",
+                            file_what, file, p == f.end() ? "is" : "is inside", out_what, out));
+}
+
 void write_manifest(const fs::path& dir) {
   std::error_code ec;
   const auto present = entries_of(dir, ec);
@@ -167,7 +245,7 @@ void write_manifest(const fs::path& dir) {
   for (const auto& [rel, kind] : present) text << kind << ' ' << rel << "\n";
   std::ofstream file(dir / kManifestName);
   file << text.str();
-  file.flush();
+  file.close();
   if (!file) throw Error(fmt::format("cannot write {}", (dir / kManifestName).string()));
 }
 
@@ -186,8 +264,10 @@ void build_output_directory(const std::string& out_arg, const std::string& what,
   fs::remove_all(tmp, ec);  // ours by name and PID
   fs::create_directory(tmp, ec);
   if (ec) throw Error(fmt::format("{}: cannot create {}: {}", what, tmp.string(), ec.message()));
+  const RemoveOnSignal removed_on_signal(tmp.string(), RemoveOnSignal::Kind::directory_tree);  // ours: just created
   try {
     fill(tmp);
+    require_whole_files(tmp, what);
     write_manifest(tmp);
     check_replaceable_directory(out_arg, what);  // again: the work took a while
     fs::remove_all(old, ec);

@@ -2,7 +2,11 @@
 // (attnlab/temporary_files.hpp).
 #include "attnlab/temporary_files.hpp"
 
+#include <dirent.h>
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -18,16 +22,68 @@ namespace {
 namespace fs = std::filesystem;
 
 // The paths to remove on a signal, in fixed storage: the handler may only call
-// async-signal-safe functions (unlink, sigaction, raise), never allocate.
+// async-signal-safe functions (system calls: unlinkat, openat, getdents64, sigaction, raise),
+// never allocate.
 constexpr int kSlots = 64;
 char g_paths[kSlots][PATH_MAX];
 std::atomic<bool> g_used[kSlots];
+bool g_tree[kSlots];  // a directory this process created: removed with all in it
 constexpr int kSignals[] = {SIGINT, SIGTERM, SIGHUP};
 struct sigaction g_previous[sizeof(kSignals) / sizeof(kSignals[0])];
 
+// The kernel's linux_dirent64: d_ino (8 bytes), d_off (8), d_reclen (2), d_type (1), d_name.
+constexpr size_t kReclenAt = 16, kTypeAt = 18, kNameAt = 19;
+
+bool dot_or_dotdot(const char* n) { return n[0] == '.' && (n[1] == '\0' || (n[1] == '.' && n[2] == '\0')); }
+
+// Removes `name` in the directory `parent`: a file or a symlink (never followed) by unlinkat,
+// a directory after all in it. System calls only, fixed buffers on the stack, 64 levels at
+// most: callable from a signal handler. Directories are read again until a pass removes
+// nothing (a directory read while its entries go may skip some).
+void remove_tree(int parent, const char* name, int depth) {
+  const int fd = ::openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) {
+    ::unlinkat(parent, name, 0);
+    return;
+  }
+  alignas(8) char buf[4096];
+  for (int pass = 0; pass < 64; ++pass) {
+    bool removed = false;
+    ::lseek(fd, 0, SEEK_SET);
+    for (long n; (n = ::syscall(SYS_getdents64, fd, buf, sizeof buf)) > 0;)
+      for (long off = 0; off < n;) {
+        const char* entry = buf + off;
+        unsigned short reclen = 0;
+        std::memcpy(&reclen, entry + kReclenAt, sizeof reclen);
+        off += reclen;
+        const unsigned char type = static_cast<unsigned char>(entry[kTypeAt]);
+        const char* name = entry + kNameAt;
+        if (dot_or_dotdot(name)) continue;
+        bool dir = type == DT_DIR;
+        if (type == DT_UNKNOWN) {
+          struct stat st {};
+          dir = ::fstatat(fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode);
+        }
+        if (dir && depth < 64)
+          remove_tree(fd, name, depth + 1);
+        else
+          ::unlinkat(fd, name, 0);
+        removed = true;
+      }
+    if (!removed) break;
+  }
+  ::close(fd);
+  ::unlinkat(parent, name, AT_REMOVEDIR);
+}
+
 void remove_and_die(int sig) {
-  for (int i = 0; i < kSlots; ++i)
-    if (g_used[i].load(std::memory_order_acquire)) ::unlink(g_paths[i]);
+  for (int i = 0; i < kSlots; ++i) {
+    if (!g_used[i].load(std::memory_order_acquire)) continue;
+    if (g_tree[i])
+      remove_tree(AT_FDCWD, g_paths[i], 0);
+    else
+      ::unlink(g_paths[i]);
+  }
   for (size_t i = 0; i < sizeof(kSignals) / sizeof(kSignals[0]); ++i)
     if (kSignals[i] == sig) ::sigaction(sig, &g_previous[i], nullptr);
   ::raise(sig);  // the default action: the process ends with the signal's status
@@ -88,7 +144,7 @@ void remove_stale_temporaries(const fs::path& dir) {
   }
 }
 
-RemoveOnSignal::RemoveOnSignal(const std::string& path) {
+RemoveOnSignal::RemoveOnSignal(const std::string& path, Kind kind) {
   if (path.size() >= PATH_MAX) return;
   install_handlers_once();
   for (int i = 0; i < kSlots; ++i) {
@@ -96,6 +152,7 @@ RemoveOnSignal::RemoveOnSignal(const std::string& path) {
     std::lock_guard<std::mutex> lock(claim);
     if (g_used[i].load(std::memory_order_relaxed)) continue;
     std::memcpy(g_paths[i], path.c_str(), path.size() + 1);
+    g_tree[i] = kind == Kind::directory_tree;
     g_used[i].store(true, std::memory_order_release);
     slot_ = i;
     return;

@@ -16,6 +16,7 @@ Experiment heads_experiment();
 Experiment hedge_experiment();
 Experiment invariance_experiment();
 Experiment jacobian_experiment();
+Experiment lm_experiment();
 Experiment mup_experiment();
 Experiment qknorm_experiment();
 Experiment reparam_experiment();

@@ -19,8 +19,8 @@ void write_csv(const Table& table, const fs::path& file) {
     for (size_t c = 0; c < table.columns.size(); ++c) out << (c ? "," : "") << fmt::format("{:.17g}", table.columns[c][r]);
     out << "\n";
   }
-  out.flush();
-  if (!out) throw Error("error while writing " + file.string());
+  out.close();  // its errors too (a full file system)
+  if (!out) throw Error("error while writing " + file.string() + ": is the file system full?");
 }
 
 nlohmann::json ranges_json(const std::vector<RangeOutcome>& ranges) {
@@ -94,8 +94,8 @@ void write_text_file(const fs::path& file, const std::string& text) {
   std::ofstream out(file);
   if (!out) throw Error("cannot write " + file.string());
   out << text;
-  out.flush();
-  if (!out) throw Error("error while writing " + file.string());
+  out.close();  // its errors too (a full file system)
+  if (!out) throw Error("error while writing " + file.string() + ": is the file system full?");
 }
 
 void write_result(const Result& result, const fs::path& dir) {

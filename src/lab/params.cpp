@@ -215,6 +215,9 @@ void Params::bind(const std::string& name, const std::string& help, const std::s
 }
 
 void Params::add(const std::string& name, int64_t& field, const std::string& help, Rule rule) {
+  // An integer parameter is a count or a size: never negative unless its own rule says how
+  // far (table_keys=-1 reached std::vector as 2^64 - 1 elements).
+  if (!rule.min) rule = rule & rules::at_least(0);
   bind(name, help, "int", rule, [&field, name](const std::string& t) { field = parse_int(name, t); },
        [&field] { return std::to_string(field); },
        [&field, name, rule] { check_number(name, rule, static_cast<double>(field), std::to_string(field), false); });
@@ -233,6 +236,7 @@ void Params::add(const std::string& name, std::string& field, const std::string&
        [&field, name, rule] { check_word(name, rule, field, false); });
 }
 void Params::add(const std::string& name, std::vector<int64_t>& field, const std::string& help, Rule rule) {
+  if (!rule.min) rule = rule & rules::at_least(0);  // counts or sizes, as a single integer's
   const auto get = [&field] { return join(field, [](int64_t x) { return std::to_string(x); }); };
   bind(
       name, help, "int list", rule,

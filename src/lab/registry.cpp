@@ -1,7 +1,12 @@
 // The experiment registry, tables, outcomes, and lab::run.
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <chrono>
 #include <fmt/format.h>
+#include <fstream>
+#include <new>
+#include <stdexcept>
 
 #include "attnlab/lab.hpp"
 #include "lab/experiments.hpp"
@@ -12,9 +17,34 @@ namespace {
 // The lab's own experiments, listed explicitly, then any a program registered
 // (the tests add toy ones). Built on first use.
 std::vector<Experiment>& registry() {
-  static std::vector<Experiment> experiments{additive_experiment(), classifier_experiment(), collapse_experiment(), entropy_experiment(), fading_experiment(), gradflow_experiment(), heads_experiment(), hedge_experiment(), invariance_experiment(), jacobian_experiment(), mup_experiment(), qknorm_experiment(), reparam_experiment(), saturation_experiment(), softcap_experiment(), train_experiment(), variance_experiment()};
+  static std::vector<Experiment> experiments{additive_experiment(), classifier_experiment(), collapse_experiment(), entropy_experiment(), fading_experiment(), gradflow_experiment(), heads_experiment(), hedge_experiment(), invariance_experiment(), jacobian_experiment(), lm_experiment(), mup_experiment(), qknorm_experiment(), reparam_experiment(), saturation_experiment(), softcap_experiment(), train_experiment(), variance_experiment()};
   return experiments;
 }
+// An allocation the experiment made without naming it (std::bad_alloc; std::length_error for
+// a size past what a vector holds) as an OutOfMemory error naming what can be changed: the
+// parameters the run was given, and the limits it met (the address space `ulimit -v`
+// allows, the memory the system has available).
+std::string parameters_given(const Config& config) {
+  std::string given;
+  for (const auto& [key, value] : config) given += fmt::format("{}{}={}", given.empty() ? "" : ", ", key, value);
+  return given.empty() ? "its default parameters" : "the parameters " + given;
+}
+
+OutOfMemory out_of_memory(const std::string& name, const Config& config, const char* what) {
+  std::string limits;
+  rlimit as{};
+  if (::getrlimit(RLIMIT_AS, &as) == 0 && as.rlim_cur != RLIM_INFINITY)
+    limits = fmt::format("this process may address {:.3g} GiB (ulimit -v); ", static_cast<double>(as.rlim_cur) / (1 << 30));
+  std::ifstream meminfo("/proc/meminfo");
+  std::string key;
+  int64_t kib = 0;
+  while (meminfo >> key >> kib && key != "MemAvailable:") meminfo.ignore(64, '\n');
+  if (key == "MemAvailable:") limits += fmt::format("the system has {:.3g} GiB available; ", static_cast<double>(kib) / (1 << 20));
+  return OutOfMemory(fmt::format("{}: out of memory ({}) with {}; {}lower the sizes (`attnlab run {} --help` lists "
+                                 "the parameters)",
+                                 name, what, parameters_given(config), limits, name));
+}
+
 }  // namespace
 
 void register_experiment(Experiment experiment) {
@@ -57,8 +87,14 @@ Result run(const std::string& name, const Config& config, uint64_t seed,
     r = e->run(config, ctx);
   } catch (const Interrupted&) {
     throw;
+  } catch (const OutOfMemory& err) {  // stays one (Python: MemoryError); it names its size, the parameters are added
+    throw OutOfMemory(fmt::format("{}: {} (with {})", name, err.what(), parameters_given(config)));
   } catch (const Error& err) {
     throw Error(fmt::format("{}: {}", name, err.what()));
+  } catch (const std::bad_alloc&) {
+    throw out_of_memory(name, config, "an allocation failed");
+  } catch (const std::length_error& err) {
+    throw out_of_memory(name, config, err.what());
   }
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   r.experiment = name;

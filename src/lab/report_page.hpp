@@ -5,6 +5,7 @@
 // report/claims_view.cpp the claims table and each claim's evidence. A new claim
 // (src/lab/claims.json) gets its row, its section and its sources with no change here.
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,9 @@ struct Story {
   std::vector<Figure> figures;  // one per step, and the main figure
 };
 Story story(const std::vector<Result>& results);
+// The first screen's answer from the language-model study (lm_story.cpp): the fields
+// answer.mustache reads under "lm", its figure added to `figures`; nullopt without the study.
+std::optional<nlohmann::json> lm_answer(const std::vector<Result>& results, std::vector<Figure>& figures);
 
 std::string build_page(const ReportOptions& options, const std::vector<Result>& results,
                        const std::vector<ClaimEntry>& claims, const Story& story, double seconds);

@@ -363,6 +363,11 @@ Story story(const std::vector<Result>& results) {
             "Largest attention weight at initialisation in a small model trained on a recall task", two_digits,
             "bottom right"});
   s.view = {{"answer", answer(m)}, {"steps", steps}, {"origin", origin_quote()}};
+  // The language models answer first (C8's main evidence); the toy's figure only without them.
+  if (const auto lm = lm_answer(results, s.figures)) {
+    s.view["lm"] = *lm;
+    return s;
+  }
   if (const auto main =
           draw({"main_learning", "share of runs that learn", false, -0.02, 1.05, m.reached_none, m.reached_scaled,
                 "Share of training runs that reach 90 % held-out accuracy on a recall task", percent, "bottom left"})) {

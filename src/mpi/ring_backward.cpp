@@ -151,7 +151,9 @@ void backward(MPI_Comm comm, const RingLayout& layout, ConstView<T> q, ConstView
                            argument("out", out), argument("lse", lse), argument("grad_out", grad_out),
                            argument("dq", dq),   argument("dk", dk),   argument("dv", dv),
                            {"dsinks", Shape{1, 1, 1, static_cast<int64_t>(dsinks.size())}, true}};
-  const FiniteInput finite[] = {{"q", &qf}, {"k", &kf}, {"v", &vf}, {"grad_out", &gf}};
+  // Every input, on every rank, before any exchange: out as the engine checks it, lse always.
+  const FiniteInput finite[] = {{"q", &qf},        {"k", &kf},   {"v", &vf},
+                                {"grad_out", &gf}, {"out", &of}, {"lse", &lf, true}};
   const Ring ring = prepare(comm, layout, args, options, finite);
   Gradients g{Tensor<float>(dq.shape()), Tensor<float>(dk.shape()), Tensor<float>(dv.shape())};
   backward_core(ring, qf, kf, vf, of, lf, gf, g, config, stats);

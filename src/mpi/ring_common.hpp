@@ -21,10 +21,13 @@ struct Argument {
   bool present;
 };
 
-// A float copy of an input that check_finite must scan, and its name.
+// A float copy of an input whose values prepare checks, and its name: with check_finite, every
+// value finite; a log-sum-exp (the backward's lse) always, as the engine's backward does: NaN
+// and +inf refused, -inf only on a row that sees no key and has no sink.
 struct FiniteInput {
   const char* name;
   const Tensor<float>* tensor;
+  bool log_sum_exp = false;
 };
 
 // The call, checked on every rank alike.

@@ -13,7 +13,10 @@ namespace attnlab::mpi::detail {
 namespace {
 
 // Per rank, gathered: layout, options fingerprint, first non-finite input, argument shapes.
-enum Field : int { kChunks, kTotal, kLayoutHash, kFingerprint, kUnsupported, kBadInput, kBadIndex, kArgs = kBadIndex + 4 };
+enum Field : int {
+  kChunks, kTotal, kLayoutHash, kFingerprint, kUnsupported, kBadInput, kBadValue, kBadIndex, kArgs = kBadIndex + 4
+};
+constexpr const char* kBadValueNames[] = {"nan", "inf", "-inf"};
 constexpr int kPerArg = 5;  // shape, present
 
 uint64_t fingerprint(const AttentionOptions<float>& o) {
@@ -98,6 +101,47 @@ std::string option_error(const AttentionOptions<float>& o, const Ring& ring) {
   return {};
 }
 
+// The keys global row g sees among the first `keys` (causal: up to its diagonal; the window
+// around it).
+int64_t visible_keys(bool causal, const Window& window, int64_t keys, int64_t g) {
+  int64_t lo = 0, hi = causal ? std::min(g + 1, keys) : keys;
+  if (window.left >= 0) lo = std::max<int64_t>(0, g - window.left);
+  if (window.right >= 0) hi = std::min(hi, g + window.right + 1);
+  return std::max<int64_t>(0, hi - lo);
+}
+
+// The first value of this rank's inputs that its rule refuses (FiniteInput), written into
+// mine[kBadInput, kBadValue, kBadIndex..]: checked on every rank before anything is exchanged,
+// so that all ranks learn of it together.
+void find_bad_value(const RingLayout& layout, int rank, int size, const AttentionOptions<float>& o,
+                    std::span<const FiniteInput> inputs, std::vector<int64_t>& mine) {
+  for (size_t t = 0; t < inputs.size(); ++t) {
+    if (!o.check_finite && !inputs[t].log_sum_exp) continue;
+    const Tensor<float>& x = *inputs[t].tensor;
+    // -inf in lse is right on a row that sees no key (needs this rank's layout, checked later).
+    const bool rows_known =
+        static_cast<int>(layout.chunk_lengths.size()) == 2 * size && x.shape()[2] == layout.shard_length(rank);
+    for (int64_t e = 0; e < x.numel(); ++e) {
+      const float v = x.data()[e];
+      if (std::isfinite(v)) continue;
+      const int64_t i = (e / x.shape()[3]) % x.shape()[2], b = e / (x.shape()[1] * x.shape()[2] * x.shape()[3]);
+      if (inputs[t].log_sum_exp && v == -INFINITY && o.sinks.empty() && rows_known) {
+        const int64_t keys = b < static_cast<int64_t>(o.key_lengths.size()) ? o.key_lengths[static_cast<size_t>(b)]
+                                                                             : layout.total();
+        if (visible_keys(o.causal != Causal::none, o.window, keys, layout.global_row(rank, i)) == 0) continue;
+      }
+      mine[kBadInput] = static_cast<int64_t>(t);
+      mine[kBadValue] = std::isnan(v) ? 0 : v > 0 ? 1 : 2;
+      int64_t rest = e;
+      for (int a = 3; a >= 0; --a) {
+        mine[kBadIndex + a] = rest % x.shape()[a];
+        rest /= x.shape()[a];
+      }
+      return;
+    }
+  }
+}
+
 // Whether any row of [qs, qs + nq) has a window that reaches a key of [ks, ks + nk) (rows
 // see keys [g − left, g + right]; −1 = unbounded).
 bool window_meets(const Window& w, int64_t qs, int64_t nq, int64_t ks, int64_t nk) {
@@ -125,21 +169,7 @@ Ring prepare(MPI_Comm comm, const RingLayout& layout, std::span<const Argument> 
   mine[kLayoutHash] = static_cast<int64_t>(chunks_hash);
   mine[kFingerprint] = static_cast<int64_t>(fingerprint(options));
   mine[kUnsupported] = unsupported_option(options);
-  if (options.check_finite) {
-    for (size_t t = 0; t < finite_inputs.size() && mine[kBadInput] < 0; ++t) {
-      const Tensor<float>& x = *finite_inputs[t].tensor;
-      for (int64_t e = 0; e < x.numel(); ++e)
-        if (!std::isfinite(x.data()[e])) {
-          mine[kBadInput] = static_cast<int64_t>(t);
-          int64_t rest = e;
-          for (int a = 3; a >= 0; --a) {
-            mine[kBadIndex + a] = rest % x.shape()[a];
-            rest /= x.shape()[a];
-          }
-          break;
-        }
-    }
-  }
+  find_bad_value(layout, ring.rank, ring.size, options, finite_inputs, mine);
   for (size_t a = 0; a < args.size(); ++a) {
     for (int i = 0; i < 4; ++i) mine[kArgs + kPerArg * a + i] = args[a].shape[i];
     mine[kArgs + kPerArg * a + 4] = args[a].present ? 1 : 0;
@@ -195,12 +225,18 @@ Ring prepare(MPI_Comm comm, const RingLayout& layout, std::span<const Argument> 
          "use more ranks");
   if (const std::string e = option_error(options, ring); !e.empty()) fail(e);
   for (int r = 0; r < ring.size; ++r)
-    if (const int64_t t = field(r, kBadInput); t >= 0)
-      fail(rank_name(r) + "'s " + finite_inputs[static_cast<size_t>(t)].name + " has a non-finite value at [" +
-           std::to_string(field(r, kBadIndex)) + ", " + std::to_string(field(r, kBadIndex + 1)) + ", " +
-           std::to_string(field(r, kBadIndex + 2)) + ", " + std::to_string(field(r, kBadIndex + 3)) +
-           "] of its shard (row " + std::to_string(layout.global_row(r, field(r, kBadIndex + 2))) +
-           " of the sequence)");
+    if (const int64_t t = field(r, kBadInput); t >= 0) {
+      const FiniteInput& in = finite_inputs[static_cast<size_t>(t)];
+      const std::string where = " at [" + std::to_string(field(r, kBadIndex)) + ", " +
+                                std::to_string(field(r, kBadIndex + 1)) + ", " + std::to_string(field(r, kBadIndex + 2)) +
+                                ", " + std::to_string(field(r, kBadIndex + 3)) + "] of its shard (row " +
+                                std::to_string(layout.global_row(r, field(r, kBadIndex + 2))) + " of the sequence)";
+      if (in.log_sum_exp)
+        fail(rank_name(r) + "'s " + in.name + " has the value " + kBadValueNames[field(r, kBadValue)] + where +
+             ": a log-sum-exp is finite, or -inf on a row that sees no key and has no sink; pass the forward's lse");
+      fail(rank_name(r) + "'s " + in.name + " has a non-finite value (" + kBadValueNames[field(r, kBadValue)] + ")" +
+           where);
+    }
 
   ring.causal = options.causal != Causal::none;
   ring.key_lengths.assign(options.key_lengths.begin(), options.key_lengths.end());
@@ -271,11 +307,7 @@ std::vector<double> row_scales(const Ring& ring) {
     for (int64_t i = 0; i < n; ++i) {
       const int64_t g = ring.layout->global_row(ring.rank, i);
       const int64_t keys = ring.key_lengths.empty() ? total : ring.key_lengths[static_cast<size_t>(b)];
-      // Keys [lo, hi) of row g (no padding with a window: its diagonal is g).
-      int64_t lo = 0, hi = ring.causal ? std::min(g + 1, keys) : keys;
-      if (ring.window.left >= 0) lo = std::max<int64_t>(0, g - ring.window.left);
-      if (ring.window.right >= 0) hi = std::min(hi, g + ring.window.right + 1);
-      const int64_t visible = std::max<int64_t>(0, hi - lo);
+      const int64_t visible = visible_keys(ring.causal, ring.window, keys, g);  // no padding with a window
       s[static_cast<size_t>(b * n + i)] = visible > 0 ? ring.scale(ring.d, visible) : 0.0;
     }
   return s;

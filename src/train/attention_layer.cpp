@@ -8,34 +8,10 @@
 #include "attnlab/attention.hpp"
 #include "attnlab/softmax.hpp"
 #include "train/dense.hpp"
+#include "train/engine_call.hpp"
 
 namespace attnlab::train {
 namespace {
-
-// Added under the square root of the qk-norm so that a zero row cannot divide by zero.
-constexpr double kNormEps = 1e-12;
-
-// The policy the attention applies: the configured one, or the learned temperature under qk-norm.
-template <class T>
-AttentionOptions<T> attention_options(ScalePolicy scale) {
-  AttentionOptions<T> o;
-  o.scale = scale;
-  // The trainer checks the loss for NaN/inf itself (a non-finite q, k or v
-  // always reaches it), so the extra pass over the inputs is skipped. The
-  // gradient checks (double) never feed non-finite values.
-  o.check_finite = false;
-  return o;
-}
-
-// The attention itself, through the front door (attnlab/attention.hpp): float runs
-// on the engine (the thing under study), double on the exact reference (used by
-// the gradient checks). One thread: the study spreads runs, not rows, over cores.
-// Every run trains on the calling thread (the study spreads runs over threads).
-ComputeConfig single_thread() {
-  ComputeConfig c;
-  c.threads = 1;
-  return c;
-}
 
 template <class T>
 void attend_forward(const T* q, const T* k, const T* v, T* out, T* lse, int64_t B, int64_t Nq, int64_t N, int64_t dk,
@@ -71,31 +47,6 @@ void attend_backward(const T* q, const T* k, const T* v, const T* out, const T* 
       single_thread());
 }
 
-// Rows of x [M, d] divided by their norms: y = x/‖x‖, norms[i] = ‖x_i‖.
-template <class T>
-void normalise_rows(const std::vector<T>& x, std::vector<T>& y, std::vector<T>& norms, int64_t M, int64_t d) {
-  y.resize(x.size());
-  norms.resize(static_cast<size_t>(M));
-  for (int64_t i = 0; i < M; ++i) {
-    double s = 0;
-    for (int64_t c = 0; c < d; ++c) s += static_cast<double>(x[i * d + c]) * x[i * d + c];
-    const double n = std::sqrt(s + kNormEps);
-    norms[static_cast<size_t>(i)] = static_cast<T>(n);
-    for (int64_t c = 0; c < d; ++c) y[i * d + c] = static_cast<T>(x[i * d + c] / n);
-  }
-}
-
-// Back through y = x/‖x‖: dx = (dy − y (y·dy)) / ‖x‖, in place on dy.
-template <class T>
-void normalise_rows_backward(const std::vector<T>& y, const std::vector<T>& norms, T* dy, int64_t M, int64_t d) {
-  for (int64_t i = 0; i < M; ++i) {
-    double dot = 0;
-    for (int64_t c = 0; c < d; ++c) dot += static_cast<double>(y[i * d + c]) * dy[i * d + c];
-    const double inv = 1.0 / norms[static_cast<size_t>(i)];
-    for (int64_t c = 0; c < d; ++c) dy[i * d + c] = static_cast<T>((dy[i * d + c] - y[i * d + c] * dot) * inv);
-  }
-}
-
 }  // namespace
 
 template <class T>
@@ -128,14 +79,12 @@ void AttentionLayer<T>::init(std::mt19937_64& rng) {
   // aᵀ tanh(·) with a ~ N(0, 1/d_k): the score's spread stays below 1 at every d_k. Drawn
   // only under additive, so that the other scalings' weights do not move.
   if (config_.scale.additive) w_a.fill_normal(rng, std::sqrt(1.0 / dk));
-  // exp(s) = √d_k: at init the logits q̂·k̂·√d_k spread like 1/√d_k's q·k/√d_k.
-  log_temp.fill(static_cast<T>(0.5 * std::log(static_cast<double>(dk_))));
+  log_temp.fill(static_cast<T>(qk_norm_initial_log_temperature(dk_)));
 }
 
 template <class T>
 ScalePolicy AttentionLayer<T>::policy() const {
-  // exp(s) is evaluated in double, as the engine and the reference evaluate the policies.
-  if (config_.scale.qk_norm) return ScalePolicy::fixed(std::exp(static_cast<double>(log_temp.value[0])));
+  if (config_.scale.qk_norm) return qk_norm_policy(static_cast<double>(log_temp.value[0]));
   return config_.scale.policy;
 }
 

@@ -1,7 +1,10 @@
 #pragma once
-// Adam (Kingma & Ba; β₁ = 0.9, β₂ = 0.999, ε = 1e−8, bias-corrected) and SGD with
-// momentum 0.9 (PyTorch's form: m ← μ m + g; w ← w − lr m). No weight decay and no
-// gradient clipping: both would change the very gradient sizes the study measures.
+// Adam (Kingma & Ba; bias-corrected) and SGD with momentum (PyTorch's form: m ← μ m + g;
+// w ← w − lr m), for the float models of both studies. The toy study uses the defaults
+// (β₁ = 0.9, β₂ = 0.999, ε = 1e−8, μ = 0.9) with no weight decay and no clipping: both would
+// change the very gradient sizes it measures. The language-model study uses AdamW (β₂ = 0.95,
+// decoupled weight decay on the parameters marked for it, PyTorch's AdamW order: w ← w(1 − lr·λ)
+// before the Adam step).
 #include <vector>
 
 #include "attnlab/train.hpp"
@@ -9,17 +12,24 @@
 
 namespace attnlab::train {
 
+struct OptimizerSettings {
+  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8, momentum = 0.9;
+  double weight_decay = 0;  // λ, Adam only, on the parameters whose `decay` entry is true
+};
+
 class Optimizer {
  public:
-  Optimizer(OptimizerKind kind, const std::vector<Param<float>*>& params);
+  // `decay[i]` says whether params[i] is decayed (empty: none is).
+  Optimizer(OptimizerKind kind, const std::vector<Param<float>*>& params, const OptimizerSettings& settings = {},
+            const std::vector<bool>& decay = {});
   // One update of every parameter from its grad, with learning rate lr.
   void step(double lr);
 
-  static constexpr double kBeta1 = 0.9, kBeta2 = 0.999, kEps = 1e-8, kMomentum = 0.9;
-
  private:
   OptimizerKind kind_;
+  OptimizerSettings settings_;
   std::vector<Param<float>*> params_;
+  std::vector<bool> decay_;
   std::vector<std::vector<float>> m_, v_;  // per parameter, same size as its value
   int64_t t_ = 0;
 };

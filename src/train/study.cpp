@@ -1,15 +1,11 @@
 // The sweep d_k × scale policy × optimiser × learning rate × seed (× task × init), trained on
 // OpenMP threads, with progress and a cost-weighted ETA.
-#include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <cmath>
-#include <exception>
-#include <mutex>
 
 #include "attnlab/error.hpp"
 #include "attnlab/train.hpp"
-#include "lab/interrupt.hpp"
+#include "train/run_pool.hpp"
 
 namespace attnlab::train {
 
@@ -110,55 +106,21 @@ StudyResult run_study(const StudyConfig& config, const std::function<void(const 
   result.config = config;
   result.runs.resize(all.size());
   std::vector<RunResult> trained(runs.size());
-  double total_cost = 0;
-  for (const auto& r : runs) total_cost += run_cost(r);
-
+  std::vector<double> costs;
+  for (const auto& r : runs) costs.push_back(run_cost(r));
   const auto start = std::chrono::steady_clock::now();
-  std::mutex mutex;  // guards done, done_cost, first_error and the progress callback
-  int64_t done = 0;
-  double done_cost = 0;
-  std::exception_ptr first_error;
-  std::atomic<bool> failed{false};  // once a run throws, the runs not yet started are skipped
-  const auto n_runs = static_cast<int64_t>(runs.size());
-  // One run per thread at a time, handed out in sweep order as threads come free
-  // (runs differ in cost by 100×). A run's result depends on its configuration
-  // only, so neither the thread count nor the schedule changes the study.
-  // Ctrl-C (lab/interrupt.hpp): the runs not yet started are skipped, and those running
-  // stop at their next step.
-  lab::util::RunStop* const run_stop = lab::util::t_run_stop;
-#pragma omp parallel for num_threads(std::clamp(config.threads, 1, 64)) schedule(dynamic, 1)
-  for (int64_t i = 0; i < n_runs; ++i) {
-    const lab::util::RunStopScope scope(run_stop);
-    if (failed.load() || lab::util::stop_requested()) continue;
-    const auto u = static_cast<size_t>(i);
-    try {
-      trained[u] = train_run(runs[u]);
-    } catch (...) {  // nothing may leave an OpenMP region: rethrown below
-      std::lock_guard lock(mutex);
-      if (!first_error) first_error = std::current_exception();
-      failed = true;
-      continue;
-    }
-    std::lock_guard lock(mutex);
-    ++done;
-    done_cost += run_cost(runs[u]);
-    if (progress && !failed.load()) {
-      StudyProgress p;
-      p.done = done;
-      p.total = n_runs;
-      p.elapsed_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      p.eta_seconds = p.elapsed_seconds * (total_cost - done_cost) / done_cost;
-      p.last = &trained[u];
-      try {
+  run_pool(
+      costs, config.threads, [&](int64_t i) { trained[static_cast<size_t>(i)] = train_run(runs[static_cast<size_t>(i)]); },
+      [&](const PoolProgress& pool) {
+        if (!progress) return;
+        StudyProgress p;
+        p.done = pool.done;
+        p.total = pool.total;
+        p.elapsed_seconds = pool.elapsed_seconds;
+        p.eta_seconds = pool.eta_seconds;
+        p.last = &trained[static_cast<size_t>(pool.index)];
         progress(p);
-      } catch (...) {
-        if (!first_error) first_error = std::current_exception();
-        failed = true;
-      }
-    }
-  }
-  if (first_error) std::rethrow_exception(first_error);
-  lab::util::throw_if_stop_requested();
+      });
   for (size_t u = 0; u < runs.size(); ++u) result.runs[static_cast<size_t>(picked[u])] = std::move(trained[u]);
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return result;

@@ -316,3 +316,45 @@ TEST(KVCache, BatchAppendIsAllOrNothing) {
   EXPECT_EQ(pool.memory().shared_blocks, 0);
   for (int64_t s : all) EXPECT_EQ(pool.length(s, 0), 11);
 }
+
+// Each value within its range, their product not: a block of 65536 layers × 65536 heads ×
+// 65536 positions × 262144-byte rows is 2^67 bytes, which wraps int64 to 0 (then divided by:
+// SIGFPE) or to a small size (an append would write past the pool). Refused, naming the factors.
+TEST(KVCache, SizesWhoseProductLeavesMemoryAreRefused) {
+  struct Sizes {
+    int64_t layers, kv_heads, head_dim, max_tokens, block_tokens;
+  };
+  for (const Sizes& z : {Sizes{65536, 65536, 65536, 1, 65536}, Sizes{38737, 55424, 17408, 1, 61696},
+                         Sizes{1, 65536, 65536, 1, 65536}, Sizes{1, 4096, 4096, int64_t{1} << 40, 65536}}) {
+    al::KVCacheConfig c;
+    c.layers = z.layers, c.kv_heads = z.kv_heads, c.head_dim = z.head_dim, c.max_tokens = z.max_tokens;
+    c.block_tokens = z.block_tokens;
+    const std::string m = message_of([&] { al::KVCache cache(c); });
+    EXPECT_NE(m.find("beyond the limit of 140737488355328 bytes"), std::string::npos) << m;
+    EXPECT_NE(m.find("kv_heads " + std::to_string(z.kv_heads)), std::string::npos) << m;
+  }
+  // Just within: the sizes the pool reports are the products, unwrapped.
+  al::KVCacheConfig ok;
+  ok.layers = 3, ok.kv_heads = 5, ok.head_dim = 40, ok.max_tokens = 100, ok.block_tokens = 7;
+  const al::KVCacheMemory m = al::KVCache(ok).memory();
+  EXPECT_EQ(m.block_bytes, 3 * 5 * 7 * (160 + 160));
+  EXPECT_EQ(m.pool_bytes, 15 * m.block_bytes);
+}
+
+// An append of no rows writes nothing: a fork's shared block stays shared (it was copied),
+// and with a full pool it is no error (it was "need 1 more blocks").
+TEST(KVCache, AnEmptyAppendTakesNoBlock) {
+  std::mt19937_64 rng(7);
+  al::KVCacheConfig c = config(CacheType::float32, CacheType::float32, 32, 32);  // 2 blocks of 16
+  c.layers = 1;
+  al::KVCache cache(c);
+  const int64_t s = cache.add_sequence();
+  cache.append(0, s, random_rows(rng, 2, 20, 32), random_rows(rng, 2, 20, 32));  // both blocks
+  const int64_t f = cache.fork(s, 20);
+  const al::Tensor<float> row({1, 2, 1, 32});
+  const al::ConstView<float> none(row.data(), {1, 2, 0, 32});  // NumPy's (2, 0, 32): a pointer, no rows
+  cache.append(0, f, none, none);
+  EXPECT_EQ(cache.memory().shared_blocks, 2);
+  EXPECT_EQ(cache.memory().used_blocks, 2);
+  EXPECT_EQ(cache.length(f, 0), 20);
+}

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <random>
 
 #include "attnlab/engine.hpp"
@@ -267,5 +268,45 @@ TEST(KVCacheAttention, AccuracyOfEachTypeAgainstFloat32) {
       err = std::max(err, std::fabs(double(out.data()[i]) - base.data()[i])),
       big = std::max(big, std::fabs(double(base.data()[i])));
     std::printf("%-9s %.2e  (int8, one scale per token and head)\n", "int8/row", err / big);
+  }
+}
+
+// One validation of the options for every path: the fused decode step (≤ 8 rows per K/V head,
+// d a multiple of 32) refuses what the chunked path and the engine refuse, with the same
+// words; it once read slopes past the vector's end and took softcap 0 or NaN.
+TEST(KVCacheAttention, EveryPathRefusesTheSameOptions) {
+  Filled f = filled_cache(CacheType::float32, CacheType::float32, 1, 32, {40}, 3);
+  const std::vector<float> one = {0.5f}, four = {0.5f, 0.5f, 0.5f, 0.5f};
+  const std::vector<float> nan4 = {0.5f, NAN, 0.5f, 0.5f}, inf4 = {0.5f, 0.5f, INFINITY, 0.5f};
+  struct Bad {
+    const char* expected;
+    std::function<void(al::AttentionOptions<float>&)> set;
+  };
+  const std::vector<Bad> bads = {
+      {"alibi_slopes: 1 value; expected Hq = 4", [&](auto& o) { o.alibi_slopes = one; }},
+      {"sinks: 1 value; expected one per query head (Hq = 4)", [&](auto& o) { o.sinks = one; }},
+      {"window: (-5, 0) has a side below -1", [](auto& o) { o.window = {-5, 0}; }},
+      {"softcap: 0 must be a positive finite number", [](auto& o) { o.softcap = 0.0; }},
+      {"softcap: -1 must be a positive finite number", [](auto& o) { o.softcap = -1.0; }},
+      {"softcap: nan must be a positive finite number", [](auto& o) { o.softcap = NAN; }},
+      {"alibi_slopes: non-finite value nan at [1]", [&](auto& o) { o.alibi_slopes = nan4; }},
+      {"sinks: non-finite value inf at [2]", [&](auto& o) { o.sinks = inf4; }},
+  };
+  for (const int64_t rows : {1, 20}) {  // 1: the fused step; 20 rows: gathered, then the engine
+    al::Tensor<float> q({1, 4, rows, 32}), out({1, 4, rows, 32}), lse({1, 4, rows, 1});
+    for (const Bad& bad : bads) {
+      al::AttentionOptions<float> o;
+      bad.set(o);
+      std::string m = "(no error)";
+      try {
+        al::kv_cache_attention(f.cache, 1, f.seqs, q, o, {out, lse});
+      } catch (const al::Error& e) {
+        m = e.what();
+      }
+      EXPECT_NE(m.find(bad.expected), std::string::npos) << rows << " rows: " << m;
+    }
+    al::AttentionOptions<float> o;
+    o.alibi_slopes = four;
+    al::kv_cache_attention(f.cache, 1, f.seqs, q, o, {out, lse});  // the right count works on both
   }
 }

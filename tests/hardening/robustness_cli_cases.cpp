@@ -111,6 +111,12 @@ void prepare_files() {
   fs::create_directories(d / "old-report" / "data");
   write_bytes(d / "old-report" / ".attnlab-output", "written by attnlab\n");
   write_bytes(d / "old-report" / "index.html", "x");
+  write_bytes(d / "magic_only.npy", std::string("\x93NUMPY\x01\x00", 8));
+  fs::create_directories(d / "v2" / "data");  // a manifest of another version
+  write_bytes(d / "v2" / ".attnlab-manifest", "attnlab output manifest 2\nd data\n");
+  fs::create_directories(d / "ranj" / "data");  // a run's output, for --json inside it
+  write_bytes(d / "ranj" / ".attnlab-manifest", "attnlab output manifest 1\nd data\nf data/x.csv\n");
+  write_bytes(d / "ranj" / "data" / "x.csv", "a\n");
   write_bytes(d / "nan.npy", [] {
     std::vector<float> v(64, 0.5f);
     v[5] = std::numeric_limits<float>::quiet_NaN();
@@ -213,6 +219,18 @@ std::vector<Case> cli_cases() {
       "bench --batch 65536 --heads 65536 --seq 65536 --dim 65536");
   add("experiment buffer beyond memory", "run variance --quick --seq 16777216 --dims 1",
       "run variance --quick --seq 16777216 --dims 1 --out runs");
+  // Issue 55: a file cut after its version, outputs inside the output directory, a manifest of
+  // another version, a negative size parameter, an allocation beyond the address space.
+  add("corrupt file: magic and version only", "attention --q magic_only.npy ...",
+      "attention --q magic_only.npy --k q.npy --v q.npy --out o.npy");
+  add("--json inside the output directory", "run saturation --quick --out ranj --json ranj/data/x.csv",
+      "run saturation --quick --out ranj --json ranj/data/x.csv");
+  add("--json that is the output directory", "run saturation --quick --out X --json X",
+      "run saturation --quick --out X --json X");
+  add("run into a directory whose manifest is of another version", "run saturation --quick --out v2",
+      "run saturation --quick --out v2");
+  add("negative size parameter", "run gradflow --quick --set table_keys=-1",
+      "run gradflow --quick --set table_keys=-1 --out runs");
   return c;
 }
 

@@ -12,9 +12,12 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <sstream>
+#include <iterator>
 #include <string>
+#include <vector>
 
 #include "attnlab/atomic_files.hpp"
 #include "attnlab/error.hpp"
@@ -274,5 +277,109 @@ TEST_F(OutputDirectory, ATemporaryFileIsRemovedWhenASignalEndsTheProcess) {
   EXPECT_FALSE(fs::exists(tmp));
 }
 
+
+// A run cut short by SIGINT, SIGTERM or SIGHUP leaves no hidden directory: the handler removes
+// the whole tree it created (files, subdirectories, a symlink, never followed), and the
+// earlier output stays as it was.
+TEST_F(OutputDirectory, ADirectoryBeingBuiltIsRemovedWholeWhenASignalEndsTheProcess) {
+  build(path("R"), "v1\n");
+  write("outside/keep.txt", "not attnlab's");
+  for (const int sig : {SIGINT, SIGTERM, SIGHUP}) {
+    const pid_t child = ::fork();
+    if (child == 0) {
+      try {
+        io::build_output_directory(path("R"), "--out", [&](const fs::path& d) {
+          fs::create_directories(d / "data" / "deep" / "deeper");
+          for (int i = 0; i < 300; ++i) std::ofstream(d / "data" / ("t" + std::to_string(i) + ".csv")) << "x\n";
+          std::ofstream(d / "data" / "deep" / "deeper" / "f.png") << "half";
+          fs::create_directory_symlink(path("outside"), d / "data" / "link");
+          ::raise(sig);
+        });
+      } catch (...) {
+      }
+      ::_exit(0);
+    }
+    int status = 0;
+    ASSERT_EQ(::waitpid(child, &status, 0), child);
+    EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == sig) << sig;  // still ends by the signal
+    EXPECT_EQ(hidden_siblings(), std::vector<std::string>{}) << "signal " << sig;
+    EXPECT_TRUE(fs::exists(path("outside/keep.txt"))) << "the link was followed";
+    std::ifstream in(path("R/data/x.csv"));
+    EXPECT_EQ(std::string(std::istreambuf_iterator<char>(in), {}), "v1\n");
+  }
+}
+
+// A file not written whole (a PNG cut short by a full file system, whose writer said nothing;
+// an empty CSV) is found before the swap: an error naming it, the earlier output kept.
+TEST_F(OutputDirectory, AFileNotWrittenWholeIsRefusedBeforeTheSwap) {
+  build(path("R"), "v1\n");
+  const std::string png_start = "\x89PNG\r\n\x1a\n", iend = std::string("\0\0\0\0IEND\xae\x42\x60\x82", 12);
+  struct Broken {
+    std::string name, bytes, expected;
+  };
+  for (const Broken& b : {Broken{"figures/cut.png", png_start + std::string(131072 - 8, 'x'),
+                                 "figures/cut.png was not written whole (131072 bytes, not a PNG that ends with its IEND"},
+                          Broken{"figures/not.png", "GIF89a" + iend, "figures/not.png was not written whole"},
+                          Broken{"data/empty.csv", "", "data/empty.csv was not written whole (0 bytes)"}}) {
+    const std::string m = message_of([&] {
+      io::build_output_directory(path("R"), "--out", [&](const fs::path& d) {
+        fs::create_directories(d / "figures");
+        fs::create_directories(d / "data");
+        std::ofstream(d / "figures" / "whole.png", std::ios::binary) << png_start << "IHDR" << iend;
+        std::ofstream(d / b.name, std::ios::binary) << b.bytes;
+      });
+    });
+    EXPECT_NE(m.find(b.expected), std::string::npos) << m;
+    EXPECT_EQ(hidden_siblings(), std::vector<std::string>{});
+    std::ifstream in(path("R/data/x.csv"));
+    EXPECT_EQ(std::string(std::istreambuf_iterator<char>(in), {}), "v1\n") << b.name;
+  }
+  io::build_output_directory(path("R"), "--out", [&](const fs::path& d) {  // whole: accepted
+    fs::create_directories(d / "figures");
+    std::ofstream(d / "figures" / "whole.png", std::ios::binary) << png_start << "IHDR" << iend;
+  });
+  EXPECT_TRUE(fs::exists(path("R/figures/whole.png")));
+}
+
+// An output file of the same command inside the output directory (--json J/data/x.csv, the
+// manifest itself, the directory itself), however it is spelled, is refused before any work.
+TEST_F(OutputDirectory, AnOutputFileInsideTheOutputDirectoryIsRefused) {
+  build(path("J"));
+  fs::create_directory_symlink(path("J"), path("alias"));
+  for (const std::string& inside : {path("J/data/x.csv"), path("J/.attnlab-manifest"), path("J/res.json"),
+                                    path("J"), path("J/"), path("alias/new.json"), path("J/../J/x.json")}) {
+    const std::string m = message_of([&] { io::require_outside_output_directory(inside, "--json", path("J"), "--out"); });
+    EXPECT_NE(m.find("the output directory (--out"), std::string::npos) << inside << ": " << m;
+  }
+  for (const std::string& outside : {path("J.json"), path("Jx/a.json"), path("other/J/a.json"), std::string()})
+    EXPECT_NO_THROW(io::require_outside_output_directory(outside, "--json", path("J"), "--out")) << outside;
+  EXPECT_NO_THROW(io::require_outside_output_directory(path("new/x.json"), "--json", path("new2"), "--out"));
+  EXPECT_ANY_THROW(io::require_outside_output_directory(path("new/x.json"), "--json", path("new"), "--out"));
+}
+
+// Each way a manifest can fail is named, never all as "no .attnlab-manifest in it".
+TEST_F(OutputDirectory, EachBrokenManifestIsNamed) {
+  struct Broken {
+    std::string name;
+    std::function<void(const fs::path&)> make;
+    std::string expected;
+  };
+  const std::vector<Broken> cases = {
+      {"garbage", [](const fs::path& m) { std::ofstream(m) << "\x7f" "ELF garbage\n"; },
+       "is not a manifest attnlab wrote"},
+      {"version", [](const fs::path& m) { std::ofstream(m) << "attnlab output manifest 2\nf data/x.csv\n"; },
+       "is of another version ('attnlab output manifest 2'"},
+      {"directory", [](const fs::path& m) { fs::remove(m), fs::create_directory(m); }, "is a directory, not the file"},
+      {"symlink", [&](const fs::path& m) { fs::remove(m), fs::create_symlink(path("elsewhere"), m); },
+       "is a symlink, not the file"},
+  };
+  for (const Broken& b : cases) {
+    build(path(b.name));
+    b.make(fs::path(path(b.name)) / io::kManifestName);
+    const std::string m = message_of([&] { io::check_replaceable_directory(path(b.name), "--out"); });
+    EXPECT_NE(m.find(b.expected), std::string::npos) << b.name << ": " << m;
+    EXPECT_EQ(m.find("no .attnlab-manifest in it"), std::string::npos) << b.name << ": " << m;
+  }
+}
 
 }  // namespace

@@ -141,7 +141,11 @@ TEST(Npy, RejectsTruncatedFiles) {
                                      raw(std::vector<double>{1, 2, 3, 4}));
   expect_error(good.substr(0, good.size() - 1), "truncated .npy file (32 data bytes for shape (2, 2), 31 present)");
   expect_error(good.substr(0, 40), "truncated .npy file (header of");
-  expect_error(good.substr(0, 8), "not a .npy file");
+  // Its magic and version alone, or less: truncated where it stops, never "not a .npy file".
+  expect_error(good.substr(0, 8), "truncated .npy file (in the header length)");
+  expect_error(good.substr(0, 7), "truncated .npy file (in the format version)");
+  expect_error(good.substr(0, 3), "not a .npy file (too short)");
+  expect_error("PK\x03\x04", "not a .npy file (no \\x93NUMPY magic)");
   expect_error("", "not a .npy file (too short)");
   expect_error(good + "junk", "4 bytes after the data");
   // Every prefix is an error (never a crash or an out-of-bounds read under ASan).

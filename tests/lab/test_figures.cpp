@@ -20,7 +20,7 @@ constexpr double kMinTextPx = 10;        // smallest text a reader reads there w
 constexpr double kPxPerPoint = 4.0 / 3;  // pngcairo draws a font's point as 4/3 px
 
 const char* const kLabExperiments[] = {"additive", "classifier", "collapse",   "entropy",  "fading",  "gradflow",
-                                       "heads",    "hedge",      "invariance", "jacobian", "mup",     "qknorm",
+                                       "heads",    "hedge",      "invariance", "jacobian", "lm",      "mup",     "qknorm",
                                        "reparam",  "saturation", "softcap",    "train",    "variance"};
 
 bool outside_plot(const std::string& position) {

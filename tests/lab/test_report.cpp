@@ -70,7 +70,7 @@ TEST(Report, WritesEveryPartWithPendingClaims) {
   EXPECT_EQ(verdict["C1"], "pending");
   // A pending claim's reason comes from the registry (which experiment would measure it), not from its id.
   const std::string page = read(out / "index.html");
-  EXPECT_NE(page.find("measures C8 (<code>train</code> would; it was not run)"), std::string::npos);
+  EXPECT_NE(page.find("measures C8 (<code>lm</code>, <code>train</code> would; it was not run)"), std::string::npos);
   EXPECT_EQ(page.find("page-check"), std::string::npos) << "the browser test's hook belongs in the test";
   for (const auto& c : j["claims"])
     if (c["id"] == "C3") EXPECT_EQ(c["figure"], "figures/saturation_curves.png");

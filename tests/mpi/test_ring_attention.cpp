@@ -392,6 +392,40 @@ TEST(RingAttention, WrongShardShapeIsAnErrorOnEveryRank) {
   }
 }
 
+// The backward's inputs checked on every rank and the outcome agreed before any exchange: a
+// NaN or inf in the last rank's lse (or a NaN in its out) is an error on every rank naming
+// that rank, never one rank raising while the others wait in the ring, nor NaN gradients.
+TEST(RingAttention, BadBackwardInputOnOneRankIsAnErrorOnEveryRank) {
+  Problem p = base(13, 1, 2, 2, 33, 8);
+  p.causal = Causal::top_left;
+  const FloatProblem f(p);
+  const RingLayout layout = RingLayout::zigzag(p.Nq, g_size);
+  const RingRun good = run_ring(p, f, layout, one_thread());
+  const int bad = g_size - 1;
+  const Tensor<float> q = shard(f.q, layout, g_rank), k = shard(f.k, layout, g_rank), v = shard(f.v, layout, g_rank),
+                      go = shard(f.grad_out, layout, g_rank);
+  struct Case {
+    bool in_lse;
+    float value;
+    const char* expected;
+  };
+  for (const Case& c : {Case{true, NAN, "lse has the value nan"}, Case{true, INFINITY, "lse has the value inf"},
+                        Case{true, -INFINITY, "lse has the value -inf"}, Case{false, NAN, "out has a non-finite value"},
+                        Case{false, -INFINITY, "out has a non-finite value"}}) {
+    Tensor<float> out = good.out, lse = good.lse, dq(q.shape()), dk(k.shape()), dv(v.shape());
+    if (g_rank == bad) (c.in_lse ? lse : out).data()[(c.in_lse ? lse : out).numel() - 1] = c.value;
+    std::string m = "(no error)";
+    try {
+      mpi::ring_attention_backward(MPI_COMM_WORLD, layout, q.view(), k.view(), v.view(), out.view(), lse.view(),
+                                   go.view(), f.options(p), {dq.view(), dk.view(), dv.view()}, one_thread());
+    } catch (const Error& e) {
+      m = e.what();
+    }
+    const std::string named = "rank " + std::to_string(bad) + "'s " + c.expected;
+    EXPECT_NE(m.find(named), std::string::npos) << "rank " << g_rank << ": " << m;
+  }
+}
+
 // Rank `victim` dies inside a ring of long calls; the others are left in MPI until mpirun ends the job.
 int kill_rank(int victim) {
   const Problem p = base(12, 1, 4, 4, 4096, 64);

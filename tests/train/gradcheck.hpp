@@ -42,6 +42,29 @@ inline void check_gradient(const std::string& what, std::vector<double>& x, cons
   }
 }
 
+// L = Σ w ⊙ y: a linear read-out with random weights makes every output of a layer count.
+inline double weighted_sum(const std::vector<double>& y, const std::vector<double>& w) {
+  double s = 0;
+  for (size_t i = 0; i < y.size(); ++i) s += y[i] * w[i];
+  return s;
+}
+
+// ‖a − b‖ and ‖b‖ of two gradients of one parameter (the float model's and the double model's).
+struct Distance {
+  double diff = 0, norm = 0;
+};
+template <class A, class B>
+Distance gradient_distance(const std::vector<A>& a, const std::vector<B>& b) {
+  Distance d;
+  for (size_t i = 0; i < b.size(); ++i) {
+    d.diff += std::pow(static_cast<double>(a[i]) - static_cast<double>(b[i]), 2);
+    d.norm += std::pow(static_cast<double>(b[i]), 2);
+  }
+  d.diff = std::sqrt(d.diff);
+  d.norm = std::sqrt(d.norm);
+  return d;
+}
+
 inline std::vector<double> normal_vector(size_t n, uint64_t seed, double sigma = 1.0) {
   std::mt19937_64 rng(seed);
   std::normal_distribution<double> d(0.0, sigma);

@@ -14,13 +14,7 @@ namespace {
 
 using test::check_gradient;
 using test::normal_vector;
-
-// L = Σ w ⊙ y: a linear read-out with random weights makes every output count.
-double weighted_sum(const std::vector<double>& y, const std::vector<double>& w) {
-  double s = 0;
-  for (size_t i = 0; i < y.size(); ++i) s += y[i] * w[i];
-  return s;
-}
+using test::weighted_sum;
 
 TEST(LayerNormGradcheck, InputGammaBeta) {
   const int64_t M = 5, D = 7;

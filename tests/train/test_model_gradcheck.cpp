@@ -99,12 +99,8 @@ TEST(FloatModel, MatchesDoubleModel) {
     const auto pf = mf.params();
     ASSERT_EQ(pd.size(), pf.size());
     for (size_t k = 0; k < pd.size(); ++k) {
-      double diff = 0, norm = 0;
-      for (size_t i = 0; i < pd[k]->grad.size(); ++i) {
-        diff += std::pow(pd[k]->grad[i] - pf[k]->grad[i], 2);
-        norm += std::pow(pd[k]->grad[i], 2);
-      }
-      EXPECT_LE(std::sqrt(diff), 1e-3 * std::sqrt(norm) + 1e-7) << pd[k]->name << " " << scale.name();
+      const auto d = test::gradient_distance(pf[k]->grad, pd[k]->grad);
+      EXPECT_LE(d.diff, 1e-3 * d.norm + 1e-7) << pd[k]->name << " " << scale.name();
     }
   }
 }

@@ -113,7 +113,8 @@ attnlab::cli::BenchTimings attnlab::cli::time_rounds(std::vector<BenchImpl>& imp
   // the read bound and every implementation alike.
   const int64_t llc_found = attnlab::engine::last_level_cache_bytes(),
                 llc_bytes = llc_found > 0 ? llc_found : int64_t{32} << 20;
-  const size_t evict_floats = a.evict_llc ? static_cast<size_t>(3 * llc_bytes) / sizeof(float) : 0;
+  const size_t evict_floats =
+      a.evict_llc ? static_cast<size_t>(ab::probe_bytes_within_memory(3 * llc_bytes)) / sizeof(float) : 0;
   result.llc_bytes = llc_bytes, result.llc_found = llc_found > 0, result.evict_floats = evict_floats;
   BenchBuffer evict(evict_floats);
   std::fill(evict.begin(), evict.end(), 1.0f);

@@ -25,6 +25,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -41,6 +42,7 @@
 #include "attnlab/error.hpp"
 #include "attnlab/statistics.hpp"
 #include "bench_engine_peer.hpp"
+#include "bench_warnings.hpp"
 #include "bench_timing.hpp"
 #include "cli_values.hpp"
 #include "command.hpp"
@@ -65,6 +67,7 @@ struct BenchArgs {
   bool cold = false;       // time the first call after the pause (no untimed call of the same implementation first)
   bool evict_llc = false;  // read a buffer of 3× the last-level cache before each timed forward and read bound
   std::string json;
+  std::string probes = "measure";  // "measure", "skip", or an earlier --json file whose figures are reused
   std::vector<std::string> impls{"attnlab", "openblas", "libtorch"};
   std::vector<std::string> dtypes{"f32"};
 };
@@ -124,12 +127,42 @@ ab::PeerShape bench_shape(const BenchArgs& a) {
   return s;
 }
 
+// What the bench is doing, on stderr while it does it (the table goes to stdout).
+void say(const std::string& what) { fmt::print(stderr, "bench: {}...\n", what); }
+
+// --probes FILE: the peak and bandwidth of an earlier run's --json, each checked.
+void reuse_probes(const std::string& file, ab::Peak& peak, ab::Bandwidth& bandwidth) {
+  std::ifstream in(file);
+  if (!in) throw al::Error(fmt::format("bench: --probes {}: cannot read it (measure, skip, or an earlier --json file)", file));
+  const nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
+  auto figure = [&](const char* key, bool required) {
+    const auto it = j.is_object() ? j.find(key) : j.end();
+    if (it == j.end() && !required) return 0.0;
+    if (it == j.end() || !it->is_number() || !(it->get<double>() > 0) || !std::isfinite(it->get<double>()))
+      throw al::Error(fmt::format("bench: --probes {}: no positive number \"{}\" in it (not the --json of an "
+                                  "attnlab bench that measured its probes)",
+                                  file, key));
+    return it->get<double>();
+  };
+  peak.gflops = figure("peak_gflops", true), peak.gflops_cpu = figure("peak_gflops_cpu", false);
+  bandwidth.gbps = figure("bandwidth_gbps", true), bandwidth.gbps_cpu = figure("bandwidth_gbps_cpu", false);
+  bandwidth.plain_gbps = figure("bandwidth_plain_gbps", false);
+  peak.target = j.value("peak_target", std::string("from ") + file);
+  int count = 0;
+  const ab::Reader* readers = ab::probe_readers(&count);
+  for (int r = 0; r < count; ++r)
+    if (readers[r].name() == j.value("read_reader", std::string())) bandwidth.reader = readers[r];
+}
+
 void run_bench(const BenchArgs& a) {
   const ab::PeerShape shape = bench_shape(a);
   if (a.repeats < 1) throw al::Error(fmt::format("bench: --repeats must be at least 1, got {}", a.repeats));
   al::check_threads(a.threads, "bench: --threads");  // the library's rule, for every implementation
   // A --json target that cannot be written is an error now, not after the benchmark.
   if (!a.json.empty()) al::io::check_output_path(a.json);
+  ab::Peak reused_peak;
+  ab::Bandwidth reused_bandwidth;
+  if (a.probes != "measure" && a.probes != "skip") reuse_probes(a.probes, reused_peak, reused_bandwidth);
   const int threads = a.threads > 0 ? a.threads : omp_get_max_threads();
   const double score_floats = static_cast<double>(shape.B * shape.Hq) * static_cast<double>(shape.Nq) *
                               static_cast<double>(shape.Nk);  // one Nq×Nk matrix per query head
@@ -186,12 +219,25 @@ void run_bench(const BenchArgs& a) {
   // better of the two kept: this shared machine sometimes loses half its
   // capacity for a second or so, and a peak probe caught in such a dip once
   // reported half the real peak (the engine then ran at "154 %" of it).
-  ab::Peak peak = ab::measure_peak(threads);
-  ab::Bandwidth bandwidth = ab::measure_read_bandwidth(threads);
+  // --probes skip leaves them unmeasured (the fractions are then "-"), --probes FILE
+  // takes them from an earlier run's JSON.
+  const bool measure_probes = a.probes == "measure";
+  ab::Peak peak;
+  ab::Bandwidth bandwidth;
+  if (measure_probes) {
+    say(fmt::format("measuring the FMA peak on {} threads (about 1 s)", threads));
+    peak = ab::measure_peak(threads);
+    say("measuring the read bandwidth over a buffer of 16x the last-level cache (a few seconds)");
+    bandwidth = ab::measure_read_bandwidth(threads);
+  } else if (a.probes != "skip") {
+    peak = reused_peak, bandwidth = reused_bandwidth;
+  }
   const bool rss_ok = attnlab::cli::reset_peak_rss();
   double load[3] = {0, 0, 0};
   getloadavg(load, 3);
 
+  say(fmt::format("timing {} implementation runs, {} rounds (and one untimed) of forward{}", impls.size(), a.repeats,
+                  a.forward_only ? "" : " and backward"));
   auto timings = attnlab::cli::time_rounds(
       impls, buf, {a.repeats, a.settle_ms, a.cold, a.evict_llc, a.forward_only, threads, bandwidth.reader});
   auto& samples = timings.samples;
@@ -199,7 +245,8 @@ void run_bench(const BenchArgs& a) {
   const int64_t llc_bytes = timings.llc_bytes;
   const size_t evict_floats = timings.evict_floats;
 
-  {
+  if (measure_probes) {
+    say("measuring the FMA peak and the read bandwidth again, after the timings");
     const ab::Peak after = ab::measure_peak(threads);
     peak.gflops = std::max(peak.gflops, after.gflops);
     peak.gflops_cpu = std::max(peak.gflops_cpu, after.gflops_cpu);
@@ -221,14 +268,22 @@ void run_bench(const BenchArgs& a) {
       shape.B, shape.Hq, shape.Hkv, shape.Nq, shape.Nk, shape.D,
       shape.causal == ab::PeerCausal::none ? "" : fmt::format(" causal {}", causal_name(shape.causal)), threads,
       cpu_name(), al::engine::target_name());
-  fmt::print(
-      "measured on {} threads (best of before and after the timings): FMA peak {:.1f} GFLOP/s wall-clock, "
-      "{:.1f} over CPU time ({}); read bandwidth {:.1f} GB/s wall-clock, {:.1f} over CPU time ({} MiB "
-      "buffer; best reader: {}; loads alone on one stream {:.1f}) | load average {:.2f} {:.2f} {:.2f} | median of {}\n",
-      threads, peak.gflops, peak.gflops_cpu, peak.target, bandwidth.gbps, bandwidth.gbps_cpu, bandwidth.bytes >> 20,
-      bandwidth.reader.name(), bandwidth.plain_gbps, load[0], load[1], load[2], a.repeats);
-  fmt::print("K and V in {} (transparent huge pages: {}; the probe's buffer in {})\n", kv_pages,
-             thp_mode.empty() ? "unknown" : thp_mode, bandwidth.pages);
+  if (a.probes == "skip")
+    fmt::print("probes skipped (--probes skip): no fraction of the peak or of the bandwidth | load average {:.2f} "
+               "{:.2f} {:.2f} | median of {}\n",
+               load[0], load[1], load[2], a.repeats);
+  else
+    fmt::print(
+        "{} {} threads{}: FMA peak {:.1f} GFLOP/s wall-clock, "
+        "{:.1f} over CPU time ({}); read bandwidth {:.1f} GB/s wall-clock, {:.1f} over CPU time ({} MiB "
+        "buffer; best reader: {}; loads alone on one stream {:.1f}) | load average {:.2f} {:.2f} {:.2f} | median of "
+        "{}\n",
+        measure_probes ? "measured on" : "taken from " + a.probes + " (--probes), measured on", threads,
+        measure_probes ? " (best of before and after the timings)" : "", peak.gflops, peak.gflops_cpu, peak.target,
+        bandwidth.gbps, bandwidth.gbps_cpu, bandwidth.bytes >> 20, bandwidth.reader.name(), bandwidth.plain_gbps,
+        load[0], load[1], load[2], a.repeats);
+  fmt::print("K and V in {} (transparent huge pages: {}{})\n", kv_pages, thp_mode.empty() ? "unknown" : thp_mode,
+             bandwidth.pages.empty() ? "" : "; the probe's buffer in " + bandwidth.pages);
   if (a.evict_llc)
     fmt::print(
         "last-level cache evicted before each timed forward and read bound: {} MiB of other data read by the same "
@@ -252,6 +307,13 @@ void run_bench(const BenchArgs& a) {
              "impl", "dtype", "pass", "median ms", "GFLOP/s", "% peak", "KV GB/s", "% bw", "% rd", "vs f32",
              "max RSS MB", "CPU GF/s", "% CPU pk", "CPU GB/s", "% CPU bw", "max diff");
   nlohmann::json results = nlohmann::json::array();
+  std::vector<std::string> warnings;
+  // A fraction over a probe that was not measured is "-" in the table and null in the JSON.
+  auto percent = [](double x, double of) { return of > 0 ? fmt::format("{:.1f}%", 100.0 * x / of) : std::string("-"); };
+  auto fraction = [](double x, double of) { return of > 0 ? nlohmann::json(x / of) : nlohmann::json(nullptr); };
+  auto warn = [&](const std::optional<std::string>& w) {
+    if (w) warnings.push_back(*w);
+  };
   for (const std::string pass : {"forward", "backward"}) {
     if (pass == "backward" && a.forward_only) continue;
     for (auto& impl : impls) {
@@ -270,12 +332,17 @@ void run_bench(const BenchArgs& a) {
       const bool engine16 = impl.peer->name() == "attnlab" && impl.dtype != "f32" && f32 != samples.end();
       const double vs_f32 = engine16 ? median(f32->second.ms) / ms : 0.0;
       fmt::print(
-          "{:<9} {:<5} {:<9} {:>11.2f} {:>9.1f} {:>6.1f}% {:>9.1f} {:>6.1f}% {:>6.1f}% {:>7} {:>13.1f} {:>9.1f} "
-          "{:>9.1f}% {:>9.1f} {:>8.1f}% {:>9.1e}\n",
-          impl.peer->name(), impl.dtype, pass, ms, gflops, 100.0 * gflops / peak.gflops, kv_gbps,
-          100.0 * kv_gbps / bandwidth.gbps, 100.0 * kv_gbps / read_gbps, engine16 ? fmt::format("{:.2f}x", vs_f32) : "",
-          s.rss_mb, cpu_gflops, 100.0 * cpu_gflops / peak.gflops_cpu, cpu_kv_gbps,
-          100.0 * cpu_kv_gbps / bandwidth.gbps_cpu, max_diff);
+          "{:<9} {:<5} {:<9} {:>11.2f} {:>9.1f} {:>7} {:>9.1f} {:>7} {:>7} {:>7} {:>13.1f} {:>9.1f} "
+          "{:>10} {:>9.1f} {:>9} {:>9.1e}\n",
+          impl.peer->name(), impl.dtype, pass, ms, gflops, percent(gflops, peak.gflops), kv_gbps,
+          percent(kv_gbps, bandwidth.gbps), percent(kv_gbps, read_gbps), engine16 ? fmt::format("{:.2f}x", vs_f32) : "",
+          s.rss_mb, cpu_gflops, percent(cpu_gflops, peak.gflops_cpu), cpu_kv_gbps,
+          percent(cpu_kv_gbps, bandwidth.gbps_cpu), max_diff);
+      const std::string what = fmt::format("{} {} {}", impl.peer->name(), impl.dtype, pass);
+      warn(ab::above_yardstick(what, gflops, peak.gflops, "measured FMA peak", load[0]));
+      warn(ab::above_yardstick(what, cpu_gflops, peak.gflops_cpu, "CPU-time FMA peak", load[0]));
+      warn(ab::above_yardstick(what + " (K and V)", kv_gbps, bandwidth.gbps, "measured read bandwidth", load[0]));
+      warn(ab::rounds_disagree(what, s.ms));
       results.push_back({{"impl", impl.peer->name()},
                          {"dtype", impl.dtype},
                          {"speedup_vs_f32", engine16 ? nlohmann::json(vs_f32) : nlohmann::json(nullptr)},
@@ -291,18 +358,23 @@ void run_bench(const BenchArgs& a) {
                          {"causal_align", causal_name(shape.causal)},
                          {"median_ms", ms},
                          {"gflops", gflops},
-                         {"peak_fraction", gflops / peak.gflops},
+                         {"peak_fraction", fraction(gflops, peak.gflops)},
                          {"kv_gbps", kv_gbps},
-                         {"bandwidth_fraction", kv_gbps / bandwidth.gbps},
+                         {"bandwidth_fraction", fraction(kv_gbps, bandwidth.gbps)},
                          {"read_bound_fraction", kv_gbps / read_gbps},
                          {"kv_gbps_cpu", cpu_kv_gbps},
-                         {"bandwidth_fraction_cpu", cpu_kv_gbps / bandwidth.gbps_cpu},
+                         {"bandwidth_fraction_cpu", fraction(cpu_kv_gbps, bandwidth.gbps_cpu)},
                          {"max_rss_mb", s.rss_mb},
                          {"max_abs_diff", max_diff}});
     }
   }
+  for (const std::string& w : warnings) fmt::print("warning: {}\n", w);
   if (!a.json.empty()) {
     const nlohmann::json doc = {{"peak_gflops", peak.gflops},
+                                {"peak_gflops_cpu", peak.gflops_cpu},
+                                {"peak_target", peak.target},
+                                {"probes", a.probes == "measure" || a.probes == "skip" ? a.probes : "reused"},
+                                {"warnings", warnings},
                                 {"bandwidth_gbps", bandwidth.gbps},
                                 {"bandwidth_gbps_cpu", bandwidth.gbps_cpu},
                                 {"read_bound_gbps", read_gbps},
@@ -328,6 +400,7 @@ attnlab::cli::Command attnlab::cli::bench_command() {
       "bench", "Time the engine against naive OpenBLAS and LibTorch attention (forward and backward)",
       [](CLI::App& sub) {
         static BenchArgs a;
+        sub.option_defaults()->always_capture_default();  // --help shows each option's default
         sub.add_option("--batch", a.batch, "batch size B");
         sub.add_option("--heads", a.heads, "query heads Hq");
         sub.add_option("--kv-heads", a.kv_heads, "key/value heads Hkv, dividing Hq (grouped-query attention; 0: Hq)");
@@ -355,10 +428,16 @@ attnlab::cli::Command attnlab::cli::bench_command() {
             "before each timed forward and read bound, read 3x the last-level cache's size of other data on the same "
             "threads, so that K and V come from memory, as when a model decodes layer after layer");
         sub.add_option("--json", a.json, "also write the results as JSON to this file");
-        attnlab::cli::add_list_option(sub, "--impls", a.impls, "implementations to run: attnlab, openblas, libtorch");
+        sub.add_option("--probes", a.probes,
+                       "the FMA peak and read bandwidth the fractions divide by: measure (before and after the "
+                       "timings, several seconds), skip (no fractions), or the --json file of an earlier run "
+                       "whose figures are reused");
+        attnlab::cli::add_list_option(sub, "--impls", a.impls, "implementations to run: attnlab, openblas, libtorch")
+            ->default_str("attnlab,openblas,libtorch");
         attnlab::cli::add_list_option(
             sub, "--dtype", a.dtypes,
-            "element types of the engine's runs, interleaved: f32, bf16, f16 (the peers run in f32)");
+            "element types of the engine's runs, interleaved: f32, bf16, f16 (the peers run in f32)")
+            ->default_str("f32");
         sub.callback([] { run_bench(a); });
       }};
 }

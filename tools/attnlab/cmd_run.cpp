@@ -59,6 +59,7 @@ void run_experiment(const attnlab::lab::Experiment& e, const RunOptions& o) {
   // Before the run: where its results go must be free to replace, and --json writable.
   attnlab::cli::check_on_rank0(ranks, [&] {
     attnlab::io::check_replaceable_directory(out, "--out");
+    attnlab::io::require_outside_output_directory(o.json, "--json", out, "--out");
     if (!o.json.empty()) attnlab::io::check_output_path(o.json);
   });
   const auto progress = attnlab::cli::stderr_progress(several ? fmt::format("{}, rank {}", e.name, ranks->rank()) : e.name);

@@ -27,6 +27,13 @@ std::filesystem::path output_directory_path(const std::string& out, const std::s
 // above) and the directory it would be built in exists or can be created and written.
 void check_replaceable_directory(const std::string& out, const std::string& what);
 
+// Throws attnlab::Error naming both options unless the output file `file` (say --json) lies
+// outside the output directory `out` and is not `out` itself (compared with symlinks resolved):
+// the directory is replaced whole, so a file inside it would be overwritten by the swap, or,
+// written after it, make the directory one attnlab did not wholly write.
+void require_outside_output_directory(const std::string& file, const std::string& file_what, const std::string& out,
+                                      const std::string& out_what);
+
 // Writes the manifest of `dir` (a directory attnlab has just built): every entry under it.
 void write_manifest(const std::filesystem::path& dir);
 

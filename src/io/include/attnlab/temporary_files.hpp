@@ -26,10 +26,13 @@ std::string temporary_name(const std::string& target);
 void remove_stale_temporaries(const std::filesystem::path& dir);
 
 // While alive, `path` is removed if SIGINT, SIGTERM or SIGHUP ends the process (where that
-// signal would end it: a handler a host such as Python installed is left alone).
+// signal would end it: a handler a host such as Python installed is left alone): a file, or
+// (directory_tree) a directory this process created, with everything in it (symlinks in it
+// are removed, never followed).
 class RemoveOnSignal {
  public:
-  explicit RemoveOnSignal(const std::string& path);
+  enum class Kind { file, directory_tree };
+  explicit RemoveOnSignal(const std::string& path, Kind kind = Kind::file);
   ~RemoveOnSignal();
   RemoveOnSignal(const RemoveOnSignal&) = delete;
   RemoveOnSignal& operator=(const RemoveOnSignal&) = delete;
