@@ -77,6 +77,12 @@ class CMakeBuild(build_ext):
         destination = Path(self.get_ext_fullpath(ext.name))
         destination.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(built, destination)
+        # attnlab.torch's registered operators, where CMake found LibTorch (the target exists then).
+        ops = cmake_dir / "python" / "attnlab" / "libattnlab_torch_ops.so"
+        if subprocess.run(["cmake", "--build", str(cmake_dir), "--target", "attnlab_torch_ops", "-j", jobs]).returncode:
+            print("setup.py: no attnlab_torch_ops (LibTorch not found): attnlab.torch will not import")
+        elif ops.is_file():
+            shutil.copy2(ops, destination.parent / ops.name)
 
 
 BUILD_DIR.mkdir(parents=True, exist_ok=True)

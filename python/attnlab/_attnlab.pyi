@@ -50,7 +50,7 @@ def attention_forward(
     dropout_p: float = 0.0,
     seed: int = 0,
     return_dropout_mask: bool = False,
-    bfloat16: bool = False,
+    dtype: Any = None,
 ) -> ForwardResult: ...
 def attention_backward(
     query: ArrayLike,
@@ -74,7 +74,7 @@ def attention_backward(
     cu_seqlens_k: Sequence[int] | npt.NDArray[np.integer] | None = None,
     dropout_p: float = 0.0,
     seed: int = 0,
-    bfloat16: bool = False,
+    dtype: Any = None,
 ) -> BackwardResult: ...
 def softmax(x: ArrayLike) -> FloatArray: ...
 def log_softmax(x: ArrayLike) -> FloatArray: ...
@@ -103,11 +103,18 @@ class KVCache:
     @overload
     def append(self, layer: int, seq: Sequence[int], k: ArrayLike, v: ArrayLike) -> None: ...
     def gather(self, layer: int, seq: int) -> tuple[FloatArray, FloatArray]: ...
+    @overload
     def attention(self, layer: int, seqs: Sequence[int], q: ArrayLike, query_lengths: Sequence[int] | None = None,
-                  causal: str = "bottom_right", scale: float | None = None,
+                  causal: str = "bottom_right", scale: float | str | None = None,
                   window_size: tuple[int, int] | None = None, softcap: float | None = None,
                   alibi_slopes: Sequence[float] | None = None, sinks: Sequence[float] | None = None,
-                  threads: int = 0, return_lse: bool = False) -> FloatArray | ForwardResult: ...
+                  threads: int = 0, return_lse: Literal[False] = False) -> FloatArray: ...
+    @overload
+    def attention(self, layer: int, seqs: Sequence[int], q: ArrayLike, query_lengths: Sequence[int] | None = None,
+                  causal: str = "bottom_right", scale: float | str | None = None,
+                  window_size: tuple[int, int] | None = None, softcap: float | None = None,
+                  alibi_slopes: Sequence[float] | None = None, sinks: Sequence[float] | None = None,
+                  threads: int = 0, *, return_lse: Literal[True]) -> ForwardResult: ...
     def memory(self) -> dict[str, int]: ...
     @property
     def layers(self) -> int: ...

@@ -3,15 +3,15 @@
     from mpi4py import MPI
     import attnlab.mpi as am
     rows = am.zigzag_rows(N, comm.size, comm.rank)      # this rank's rows of the sequence
-    out, lse = am.ring_attention(comm, q[:, :, rows], k[:, :, rows], v[:, :, rows], is_causal=True)
-    dq, dk, dv, dsinks = am.ring_attention_backward(comm, q_s, k_s, v_s, out, lse, grad_out_s, is_causal=True)
+    out, lse = am.ring_attention(comm, q[:, :, rows], k[:, :, rows], v[:, :, rows], causal=True)
+    dq, dk, dv, dsinks = am.ring_attention_backward(comm, q_s, k_s, v_s, out, lse, grad_out_s, causal=True)
 
 Each rank passes its shard of q [B, Hq, n, d], k [B, Hkv, n, d], v [B, Hkv, n, dv] (the
 rows `zigzag_rows` names, in that order) and gets its shard of the one-process result;
-lse is [B, Hq, n]. float32 (other float arrays are converted). Options: is_causal
+lse is [B, Hq, n]. float32 (other float arrays are converted). Options: causal
 (top-left), scale (None = 1/sqrt(d), a number, or a policy name as attnlab.attention
 takes), softcap, sinks (one logit per query head; dsinks is then the global gradient on
-every rank), window ((left, right) around each row's diagonal in the whole sequence, -1 =
+every rank), window_size ((left, right) around each row's diagonal in the whole sequence, -1 =
 unbounded), alibi_slopes ([Hq] or [B * Hq]; not with key padding), threads. Collective:
 every rank of comm calls it with the same options.
 
@@ -24,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 try:
-    from . import _attnlab_mpi
+    from . import _attnlab_mpi  # type: ignore[attr-defined]  # built only with MPI, and without a stub
 except ImportError as e:
     raise ImportError("attnlab.mpi needs attnlab built with MPI (Debian: libopenmpi-dev openmpi-bin, then "
                       "configure again)") from e
@@ -77,29 +77,29 @@ def _f32(x) -> np.ndarray:
     return np.ascontiguousarray(x, dtype=np.float32)
 
 
-def _window(window) -> list[int]:
-    return [] if window is None else [int(w) for w in window]
+def _window(window_size) -> list[int]:
+    return [] if window_size is None else [int(w) for w in window_size]
 
 
 def _floats(x) -> list[float]:
     return [] if x is None else [float(s) for s in np.ravel(x)]
 
 
-def ring_attention(comm, q, k, v, *, is_causal: bool = False, scale=None, softcap: float | None = None,
-                   sinks=None, window=None, alibi_slopes=None, threads: int = 0):
+def ring_attention(comm, q, k, v, *, causal: bool = False, scale=None, softcap: float | None = None,
+                   sinks=None, window_size=None, alibi_slopes=None, threads: int = 0):
     """This rank's shard of (out [B, Hq, n, dv], lse [B, Hq, n]) of attention over the whole sequence."""
-    out, lse = _attnlab_mpi.ring_forward(comm.py2f(), _layout(comm, q), _f32(q), _f32(k), _f32(v), bool(is_causal),
-                                         _scale(scale), softcap, _floats(sinks), _window(window),
+    out, lse = _attnlab_mpi.ring_forward(comm.py2f(), _layout(comm, q), _f32(q), _f32(k), _f32(v), bool(causal),
+                                         _scale(scale), softcap, _floats(sinks), _window(window_size),
                                          _floats(alibi_slopes), int(threads))
     return out, lse[..., 0]
 
 
-def ring_attention_backward(comm, q, k, v, out, lse, grad_out, *, is_causal: bool = False, scale=None,
-                            softcap: float | None = None, sinks=None, window=None, alibi_slopes=None,
+def ring_attention_backward(comm, q, k, v, out, lse, grad_out, *, causal: bool = False, scale=None,
+                            softcap: float | None = None, sinks=None, window_size=None, alibi_slopes=None,
                             threads: int = 0):
     """This rank's shards of dq, dk, dv, and dsinks ([Hq], the whole gradient; None without sinks)."""
     lse4 = _f32(lse)[..., None]
     dq, dk, dv, dsinks = _attnlab_mpi.ring_backward(
-        comm.py2f(), _layout(comm, q), _f32(q), _f32(k), _f32(v), _f32(out), lse4, _f32(grad_out), bool(is_causal),
-        _scale(scale), softcap, _floats(sinks), _window(window), _floats(alibi_slopes), int(threads))
+        comm.py2f(), _layout(comm, q), _f32(q), _f32(k), _f32(v), _f32(out), lse4, _f32(grad_out), bool(causal),
+        _scale(scale), softcap, _floats(sinks), _window(window_size), _floats(alibi_slopes), int(threads))
     return dq, dk, dv, (np.asarray(dsinks, dtype=np.float32) if sinks is not None else None)

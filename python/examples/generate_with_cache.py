@@ -95,7 +95,7 @@ def main(argv=None):
             print(" ".join(map(str, row)))
         same = torch.equal(plain, cached)
         print(f"cache float32: tokens {'identical' if same else 'DIFFERENT'} with and without the cache "
-              f"({f32.memory()['used_blocks']} blocks of {f32.cache.block_tokens} positions used)")
+              f"({f32.memory()['used_blocks']} blocks of {f32.block_tokens} positions used)")
         return 0 if same else 1
     lossy = new_cache(args.cache_type)
     own, _ = generate(model, prompt, args.steps, new_cache(args.cache_type))

@@ -64,7 +64,7 @@ def train(attend, rows, reduce):
 everything = np.arange(N)
 one_process = train(lambda q, k, v: at.attention(q, k, v, causal=True), everything, lambda a: a)
 mine = am.zigzag_rows(N, comm.size, comm.rank)
-ring = train(lambda q, k, v: at.ring_attention(comm, q, k, v, is_causal=True), mine,
+ring = train(lambda q, k, v: at.ring_attention(comm, q, k, v, causal=True), mine,
              lambda a: comm.allreduce(a))  # the sum over ranks (numbers and NumPy arrays alike)
 worst = max(abs(a - b) / abs(b) for a, b in zip(ring, one_process))
 if comm.rank == 0:

@@ -43,10 +43,10 @@ def measure(dims, seeds):
 
 
 def plot(dims, results, path):
-    import matplotlib
+    import matplotlib  # type: ignore[import]  # Debian's matplotlib ships no type information
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # type: ignore[import]
 
     fig, axes = plt.subplots(1, 2, figsize=(10, 4), sharey=True)
     for col, name in enumerate(("dQ", "dK")):

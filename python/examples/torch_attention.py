@@ -12,5 +12,6 @@ out.square().mean().backward()
 
 # attnlab's own options: bottom-right causal alignment, key padding, scale policies, diagnostics.
 out, lse, diag = attnlab.torch.attention(q, k, v, causal="bottom_right", key_lengths=[128, 100], diagnostics=True)
+assert q.grad is not None and k.grad is not None  # set by the backward above
 print(tuple(out.shape), tuple(q.grad.shape), tuple(k.grad.shape), tuple(diag["entropy"].shape))
 # (2, 8, 128, 64) (2, 8, 128, 64) (2, 2, 128, 64) (2, 8, 128)

@@ -1,5 +1,5 @@
 // attnlab.scaled_dot_product_attention, attention_forward, attention_backward.
-// float32, float16 and bfloat16 (uint16 bit patterns, bfloat16=True) calls go to the fused
+// float32, float16 and bfloat16 (uint16 bit patterns, dtype="bfloat16") calls go to the fused
 // engine (attnlab/engine.hpp; the 16-bit types with their options, lse and dsinks in
 // float32), float64 calls to the double-precision reference (attnlab/reference.hpp). Arrays are read in place
 // (see ndarray.hpp); the GIL is released while the kernels run.
@@ -233,6 +233,34 @@ void run_backward(ConstView<E> q, ConstView<E> k, ConstView<E> v, ConstView<E> o
   });
 }
 
+// The dtype argument: None (the arrays' own), or the element type the arrays hold, as a
+// NumPy dtype or its name; "bfloat16" for uint16 (or int16) arrays of bfloat16 bit patterns,
+// which NumPy has no dtype for. Returns the type to read the arrays as.
+std::optional<DType> dtype_arg(const py::object& dtype) {
+  if (dtype.is_none()) return std::nullopt;
+  if (py::isinstance<py::str>(dtype) && dtype.cast<std::string>() == "bfloat16") return DType::bfloat16;
+  std::string name;
+  try {
+    name = py::str(py::module_::import("numpy").attr("dtype")(dtype)).cast<std::string>();
+  } catch (const py::error_already_set&) {
+    throw py::type_error(fmt::format("dtype: {} is not a dtype (float16, float32, float64, or \"bfloat16\")",
+                                     py::repr(dtype).cast<std::string>()));
+  }
+  for (DType t : {DType::float32, DType::float64, DType::float16})
+    if (name == to_string(t)) return t;
+  throw py::type_error(fmt::format("dtype: {} is not one attention computes in (float16, float32, float64, "
+                                   "or \"bfloat16\")", name));
+}
+
+// The arrays' element type: the query's, read as `dtype` says.
+DType element_type(const py::array& q, const py::object& dtype) {
+  const std::optional<DType> want = dtype_arg(dtype);
+  const DType t = float_dtype(q, "query", want == DType::bfloat16);
+  if (want && *want != t)
+    throw py::type_error(fmt::format("query: dtype {} does not match dtype={}", dtype_name(q), to_string(*want)));
+  return t;
+}
+
 // The library's bound, checked before any array is converted.
 int threads_arg(const py::object& threads) { return static_cast<int>(int_arg(threads, "threads", 0, kMaxThreads)); }
 
@@ -418,10 +446,11 @@ py::object attention_forward_py(const py::object& query, const py::object& key, 
                                 const py::object& softcap, const py::object& alibi_slopes, const py::object& sinks,
                                 const py::object& cu_seqlens_q, const py::object& cu_seqlens_k,
                                 const py::object& dropout_p, const py::object& seed, bool return_dropout_mask,
-                                bool bf16) {
+                                const py::object& dtype) {
   const int threads = threads_arg(threads_given);
   const py::array q = as_array(query), k = as_array(key), v = as_array(value);
-  const DType t = float_dtype(q, "query", bf16);
+  const DType t = element_type(q, dtype);
+  const bool bf16 = t == DType::bfloat16;
   require_same_dtype(k, "key", t, "query", bf16);
   require_same_dtype(v, "value", t, "query", bf16);
   const Variants var =
@@ -447,11 +476,12 @@ py::object attention_backward_py(const py::object& query, const py::object& key,
                                  const py::object& window_size, const py::object& softcap,
                                  const py::object& alibi_slopes, const py::object& sinks,
                                  const py::object& cu_seqlens_q, const py::object& cu_seqlens_k,
-                                 const py::object& dropout_p, const py::object& seed, bool bf16) {
+                                 const py::object& dropout_p, const py::object& seed, const py::object& dtype) {
   const int threads = threads_arg(threads_given);
   const py::array q = as_array(query), k = as_array(key), v = as_array(value), o = as_array(out), l = as_array(lse),
                   g = as_array(grad_out);
-  const DType t = float_dtype(q, "query", bf16);
+  const DType t = element_type(q, dtype);
+  const bool bf16 = t == DType::bfloat16;
   require_same_dtype(k, "key", t, "query", bf16);
   require_same_dtype(v, "value", t, "query", bf16);
   require_same_dtype(o, "out", t, "query", bf16);
@@ -488,7 +518,7 @@ void bind_attention(py::module_& m) {
         "diagnostics"_a = false, "check_finite"_a = true, "threads"_a = 0, "window_size"_a = py::none(),
         "softcap"_a = py::none(), "alibi_slopes"_a = py::none(), "sinks"_a = py::none(),
         "cu_seqlens_q"_a = py::none(), "cu_seqlens_k"_a = py::none(), "dropout_p"_a = 0.0, "seed"_a = 0,
-        "return_dropout_mask"_a = false, "bfloat16"_a = false, docs::attention_forward);
+        "return_dropout_mask"_a = false, "dtype"_a = py::none(), docs::attention_forward);
   // For tests: attnlab.torch passes threads=0, and torch.set_num_threads must then govern the team.
   m.def("_team_size", [](const py::object& threads) { return team_size(threads_arg(threads)); }, "threads"_a = 0,
         "The number of threads a call given `threads` runs with (attnlab::team_size).");
@@ -497,7 +527,7 @@ void bind_attention(py::module_& m) {
         "key_lengths"_a = py::none(), "check_finite"_a = true, "threads"_a = 0, "window_size"_a = py::none(),
         "softcap"_a = py::none(), "alibi_slopes"_a = py::none(), "sinks"_a = py::none(),
         "cu_seqlens_q"_a = py::none(), "cu_seqlens_k"_a = py::none(), "dropout_p"_a = 0.0, "seed"_a = 0,
-        "bfloat16"_a = false, docs::attention_backward);
+        "dtype"_a = py::none(), docs::attention_backward);
 }
 
 }  // namespace attnlab::python

@@ -10,6 +10,7 @@
 
 #include <optional>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "arguments.hpp"
@@ -90,9 +91,10 @@ std::vector<int64_t> int_list(const py::object& xs, const char* name, int64_t lo
 
 py::object attention(const KVCache& cache, const py::object& layer_obj, const py::object& seqs_obj,
                      const FloatArray& q, const py::object& query_lengths_obj, const std::string& causal,
-                     std::optional<double> scale, const py::object& window_obj, std::optional<double> softcap,
-                     std::optional<std::vector<float>> alibi_slopes, std::optional<std::vector<float>> sinks,
-                     const py::object& threads_obj, bool return_lse) {
+                     std::optional<std::variant<double, std::string>> scale, const py::object& window_obj,
+                     std::optional<double> softcap, std::optional<std::vector<float>> alibi_slopes,
+                     std::optional<std::vector<float>> sinks, const py::object& threads_obj,
+                     bool return_lse) {
   const int64_t layer = layer_arg(layer_obj);
   const std::vector<int64_t> seqs = int_list(seqs_obj, "seqs", 0, INT64_MAX);
   const bool packed = !query_lengths_obj.is_none();
@@ -108,7 +110,8 @@ py::object attention(const KVCache& cache, const py::object& layer_obj, const py
   const KVCacheConfig& c = cache.config();
   AttentionOptions<float> o;
   o.causal = parse_causal(causal.c_str());
-  if (scale) o.scale = ScalePolicy::fixed(*scale);
+  if (scale && std::holds_alternative<double>(*scale)) o.scale = ScalePolicy::fixed(std::get<double>(*scale));
+  if (scale && std::holds_alternative<std::string>(*scale)) o.scale = ScalePolicy::parse(std::get<std::string>(*scale));
   if (window_size) o.window = {window_size->first, window_size->second};
   o.softcap = softcap;
   if (alibi_slopes) o.alibi_slopes = *alibi_slopes;

@@ -30,7 +30,7 @@ Differences from PyTorch: a query row that can see no key returns 0 (PyTorch: Na
 NaN/inf in the inputs is a ValueError.)";
 
 inline constexpr const char* attention_forward =
-    R"(attention_forward(query, key, value, attn_mask=None, *, causal=False, scale=None, key_lengths=None, diagnostics=False, check_finite=True, threads=0, window_size=None, softcap=None, alibi_slopes=None, sinks=None, cu_seqlens_q=None, cu_seqlens_k=None, dropout_p=0.0, seed=0, return_dropout_mask=False, bfloat16=False) -> (out, lse[, diagnostics][, dropout_mask])
+    R"(attention_forward(query, key, value, attn_mask=None, *, causal=False, scale=None, key_lengths=None, diagnostics=False, check_finite=True, threads=0, window_size=None, softcap=None, alibi_slopes=None, sinks=None, cu_seqlens_q=None, cu_seqlens_k=None, dropout_p=0.0, seed=0, return_dropout_mask=False, dtype=None) -> (out, lse[, diagnostics][, dropout_mask])
 
 Attention forward with its log-sum-exp, as needed by attention_backward.
 
@@ -49,7 +49,7 @@ per-row arrays [..., Nq]: 'max_prob', 'entropy' (nats) and 'jacobian_fro_sq'
 
 Element types: float64 runs on the double-precision reference, float32 on the engine,
 float16 on the engine computing in float32 (out in float16, lse and the diagnostics in
-float32; a float mask is read as float32). bfloat16=True: query, key and value are
+float32; a float mask is read as float32). dtype="bfloat16": query, key and value are
 uint16 (or int16) arrays of bfloat16 bit patterns (NumPy has no bfloat16; torch:
 t.view(torch.int16).numpy()), computed likewise, out returned as uint16 bit patterns.
 The 16-bit results are the float32 engine's on the converted inputs, rounded once
@@ -72,14 +72,14 @@ the key entered the row's softmax and was kept). Pass attention_backward the sam
 options (and seed): it regenerates the mask.)";
 
 inline constexpr const char* attention_backward =
-    R"(attention_backward(query, key, value, out, lse, grad_out, attn_mask=None, *, causal=False, scale=None, key_lengths=None, check_finite=True, threads=0, window_size=None, softcap=None, alibi_slopes=None, sinks=None, cu_seqlens_q=None, cu_seqlens_k=None, dropout_p=0.0, seed=0, bfloat16=False) -> (dq, dk, dv) or (dq, dk, dv, dsinks)
+    R"(attention_backward(query, key, value, out, lse, grad_out, attn_mask=None, *, causal=False, scale=None, key_lengths=None, check_finite=True, threads=0, window_size=None, softcap=None, alibi_slopes=None, sinks=None, cu_seqlens_q=None, cu_seqlens_k=None, dropout_p=0.0, seed=0, dtype=None) -> (dq, dk, dv) or (dq, dk, dv, dsinks)
 
 Gradients of attention given the forward's out and lse (from attention_forward with
 the same arguments) and grad_out = dLoss/dout. dk and dv have key's and value's
 shapes: query heads that share a key/value head sum their gradients. A fully masked
 row passes back zero gradients. Options as in attention_forward; with sinks the result
 also holds dsinks [Hq], the gradient of the loss in each sink. float16 and bfloat16
-(bfloat16=True, uint16 bit patterns): out and grad_out of the inputs' type, lse
+(dtype="bfloat16", uint16 bit patterns): out and grad_out of the inputs' type, lse
 float32; the gradients of the inputs' type, accumulated in float32 and rounded once.)";
 
 inline constexpr const char* softmax = R"(softmax(x) -> ndarray

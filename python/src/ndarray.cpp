@@ -29,14 +29,14 @@ DType float_dtype(const py::array& a, const char* name, bool bfloat16) {
   const char kind = a.dtype().kind();
   if (bfloat16) {
     if ((kind == 'u' || kind == 'i') && a.itemsize() == 2) return DType::bfloat16;
-    throw py::type_error(fmt::format("{}: dtype {}; with bfloat16=True the arrays hold bfloat16 bit patterns as "
+    throw py::type_error(fmt::format("{}: dtype {}; with dtype=\"bfloat16\" the arrays hold bfloat16 bit patterns as "
                                      "uint16 (or int16)", name, dtype_name(a)));
   }
   if (kind == 'f' && a.itemsize() == 2) return DType::float16;
   if (kind == 'f' && a.itemsize() == 4) return DType::float32;
   if (kind == 'f' && a.itemsize() == 8) return DType::float64;
   throw py::type_error(fmt::format("{}: dtype {} is not supported (use float16, float32 or float64; bfloat16 as "
-                                   "uint16 bit patterns with bfloat16=True)", name, dtype_name(a)));
+                                   "uint16 bit patterns with dtype=\"bfloat16\")", name, dtype_name(a)));
 }
 
 template <class T>

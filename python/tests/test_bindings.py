@@ -65,10 +65,18 @@ def test_dtype_errors_are_type_errors(rng):
         attnlab.scaled_dot_product_attention(q, k.astype(np.float32), v)
     with pytest.raises(TypeError, match="key: dtype float64 does not match query's float16"):
         attnlab.attention_forward(q.astype(np.float16), k, v)
-    with pytest.raises(TypeError, match="query: dtype uint16 is not supported .*bfloat16=True"):
+    with pytest.raises(TypeError, match='query: dtype uint16 is not supported .*dtype="bfloat16"'):
         attnlab.attention_forward(q.astype(np.uint16), k.astype(np.uint16), v.astype(np.uint16))
-    with pytest.raises(TypeError, match="query: dtype float64; with bfloat16=True"):
-        attnlab.attention_forward(q, k, v, bfloat16=True)
+    with pytest.raises(TypeError, match='query: dtype float64; with dtype="bfloat16"'):
+        attnlab.attention_forward(q, k, v, dtype="bfloat16")
+    with pytest.raises(TypeError, match="query: dtype float64 does not match dtype=float32"):
+        attnlab.attention_forward(q, k, v, dtype=np.float32)
+    with pytest.raises(TypeError, match="dtype: 'bfloat17' is not a dtype"):
+        attnlab.attention_forward(q, k, v, dtype="bfloat17")
+    with pytest.raises(TypeError, match="dtype: int32 is not one attention computes in"):
+        attnlab.attention_forward(q, k, v, dtype="int32")
+    np.testing.assert_array_equal(attnlab.attention_forward(q, k, v, dtype="float64").out,
+                                  attnlab.attention_forward(q, k, v).out)
     with pytest.raises(TypeError, match="attn_mask: dtype int"):
         attnlab.scaled_dot_product_attention(q, k, v, attn_mask=np.ones((5, 5), dtype=np.int32))
     with pytest.raises(TypeError, match="x: dtype"):
@@ -294,7 +302,7 @@ def test_16bit_results_are_the_float32_engines_rounded_once(rng, half):
         up, down, kw = (lambda x: x.astype(np.float32)), (lambda x: x.astype(np.float16)), {}
     else:
         q, k, v, g = (to_bfloat16_bits(x) for x in (q, k, v, g))
-        up, down, kw = from_bfloat16_bits, to_bfloat16_bits, {"bfloat16": True}
+        up, down, kw = from_bfloat16_bits, to_bfloat16_bits, {"dtype": "bfloat16"}
     out, lse = attnlab.attention_forward(q, k, v, causal="bottom_right", **kw)
     out32, lse32 = attnlab.attention_forward(up(q), up(k), up(v), causal="bottom_right")
     assert out.dtype == q.dtype and lse.dtype == np.float32
@@ -308,7 +316,7 @@ def test_16bit_results_are_the_float32_engines_rounded_once(rng, half):
     # An int16 view of the bit patterns is read in place, the same bfloat16 values.
     if half == "bfloat16":
         out16, _ = attnlab.attention_forward(q.view(np.int16), k.view(np.int16), v.view(np.int16),
-                                             causal="bottom_right", bfloat16=True)
+                                             causal="bottom_right", dtype="bfloat16")
         np.testing.assert_array_equal(out16, out)
     # scaled_dot_product_attention takes float16 too.
     if half == "float16":

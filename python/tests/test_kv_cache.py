@@ -188,3 +188,15 @@ def test_generation_example_lists_the_cache_types(torch, capsys, monkeypatch):
         assert kind in out
     code, _ = run_generation_example("q4_0", capsys, monkeypatch)
     assert code == 2  # argparse: invalid choice
+
+
+def test_attention_takes_named_scale_policies():  # as attention_forward does; a float scale only, before
+    cache = attnlab.KVCache(1, 2, 32, 256)
+    s = cache.add_sequence()
+    rng = np.random.default_rng(0)
+    cache.append(0, s, rng.standard_normal((2, 5, 32), dtype=np.float32), rng.standard_normal((2, 5, 32), dtype=np.float32))
+    q = rng.standard_normal((1, 4, 1, 32), dtype=np.float32)
+    assert np.array_equal(cache.attention(0, [s], q, scale="inv_d"), cache.attention(0, [s], q, scale=1 / 32))
+    assert np.array_equal(cache.attention(0, [s], q, scale="inv_sqrt_d"), cache.attention(0, [s], q))
+    with pytest.raises(ValueError, match="scale"):
+        cache.attention(0, [s], q, scale="no_such_policy")

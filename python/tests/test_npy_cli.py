@@ -141,7 +141,7 @@ def test_cli_16bit_files_match_the_module(tmp_path, rng, problem, half):
         flag, kw = [], {}
     else:
         a = {n: to_bfloat16_bits(x) for n, x in a.items()}
-        flag, kw = ["--bf16"], {"bfloat16": True}
+        flag, kw = ["--bf16"], {"dtype": "bfloat16"}
     p = {n: save(tmp_path / f"{n}16.npy", x) for n, x in a.items()}
     common = ["--q", p["q"], "--k", p["k"], "--v", p["v"], "--causal", *flag]
     r = run("attention", *common, "--out", tmp_path / "o.npy", "--lse", tmp_path / "l.npy")

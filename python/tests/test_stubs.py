@@ -62,3 +62,30 @@ def test_stubs_match_the_extension():
         assert params == rt_params, name
         assert defaults == rt_defaults, name
     assert (STUB.parent / "py.typed").exists()
+
+
+def written_signature(fn):
+    """Parameter names and defaults from the signature line docstrings.hpp writes at the top
+    of a function's text (the line after pybind11's own), or None where it writes none."""
+    lines = fn.__doc__.splitlines()
+    line = lines[2] if len(lines) > 2 else ""
+    if not re.match(rf"{fn.__name__}\(", line):
+        return None
+    args = ast.parse(f"def f{line[len(fn.__name__):line.rindex(') ->') + 1]}: pass").body[0].args
+    params = [p.arg for p in args.args] + (["*"] if args.kwonlyargs else []) + [p.arg for p in args.kwonlyargs]
+    defaults = [ast.literal_eval(d) for d in args.defaults] + [
+        ast.literal_eval(d) for d in args.kw_defaults if d is not None]
+    return params, defaults
+
+
+def test_the_written_signatures_match_the_extension():
+    # docstrings.hpp writes each signature by hand: a renamed or re-defaulted parameter
+    # (bfloat16=False became dtype=None) must change it too.
+    written = {}
+    for name in dir(ext):
+        fn = getattr(ext, name)
+        if not name.startswith("_") and callable(fn) and not isinstance(fn, type) and written_signature(fn):
+            written[name] = written_signature(fn)
+    assert {"attention_forward", "attention_backward", "scaled_dot_product_attention"} <= set(written)
+    for name, signature in written.items():
+        assert signature == runtime_signature(getattr(ext, name)), name

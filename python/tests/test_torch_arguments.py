@@ -1,6 +1,6 @@
 """attnlab.torch's arguments: errors that say what is wrong, options it cannot
 differentiate refused rather than silently given no gradient, views NumPy cannot see
-resolved, the thread default from OpenMP's (clamped), and torch.jit.trace refused."""
+resolved, the thread default from OpenMP's (clamped), and torch.jit.trace recording the operator."""
 
 import os
 import subprocess
@@ -63,14 +63,25 @@ def test_a_negative_view_is_resolved():
     assert torch.equal(qg.grad, qr.grad)
 
 
-def test_torch_jit_trace_is_refused_not_frozen():
+def test_torch_jit_trace_records_the_operator_not_a_frozen_output():
+    # The trace once kept the call's output as a constant; now it records torch.ops.attnlab.attention.
     class Attend(torch.nn.Module):
         def forward(self, x):
-            return at.scaled_dot_product_attention(x, x, x)
+            return at.scaled_dot_product_attention(x, x, x, is_causal=True)
 
-    x1 = torch.randn(1, 2, 4, 8)
-    with pytest.raises(RuntimeError, match="torch.jit.trace cannot record attnlab"):
-        torch.jit.trace(Attend(), x1)
+    traced = torch.jit.trace(Attend(), torch.randn(1, 2, 4, 8))
+    assert "attnlab::attention" in str(traced.graph)
+    x2 = torch.randn(1, 2, 4, 8)
+    assert torch.equal(traced(x2), Attend()(x2))
+
+
+def test_torch_jit_trace_with_dropout_is_refused():  # the seed, drawn in Python, would be a constant
+    class Attend(torch.nn.Module):
+        def forward(self, x):
+            return at.scaled_dot_product_attention(x, x, x, dropout_p=0.5)
+
+    with pytest.raises(RuntimeError, match="dropout_p > 0 would keep this call's seed"):
+        torch.jit.trace(Attend(), torch.randn(1, 2, 4, 8))
 
 
 def test_a_huge_omp_num_threads_is_clamped_for_the_default():

@@ -3,10 +3,10 @@ count (the bits do not depend on it), and other Python threads running during a 
 
 import pytest
 
-torch = pytest.importorskip("torch", reason="python3-torch is not installed (scripts/install-deps installs it)")
+pytest.importorskip("torch", reason="python3-torch is not installed (scripts/install-deps installs it)")
+import torch  # noqa: E402
 import attnlab  # noqa: E402
 import attnlab.torch as at  # noqa: E402
-from attnlab.torch import _function  # noqa: E402
 from torch_sdpa_oracle import DTYPES, assert_close, leaf, oracle_sdpa  # noqa: E402
 
 
@@ -55,14 +55,14 @@ def test_inside_an_nn_module(dtype):
 
 def test_threads_follow_torch_and_do_not_change_the_bits(monkeypatch):
     seen = []
-    real = attnlab._attnlab.attention_forward
+    real = torch.ops.attnlab.attention
 
-    def spy(*args, **kwargs):
-        seen.append(kwargs["threads"])
-        return real(*args, **kwargs)
+    def spy(*args):
+        seen.append(args[9])  # the schema's `int threads` (attention_ops.cpp)
+        return real(*args)
 
     q = torch.randn(1, 2, 300, 32)
-    monkeypatch.setattr(_function._attnlab, "attention_forward", spy)
+    monkeypatch.setattr(torch.ops.attnlab, "attention", spy)
     old = torch.get_num_threads()
     teams = []
     try:

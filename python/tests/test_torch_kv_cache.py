@@ -1,12 +1,13 @@
 """attnlab.torch's cache and attention block: the result's dtype, a batch appended to all its
-sequences or none, gradients refused rather than cut, torch.jit.trace refused rather than
-frozen, and rotary embeddings against a plain torch implementation of each convention."""
+sequences or none, gradients refused rather than cut, torch.jit.trace recording the appends
+(or refusing, never freezing an output), and rotary embeddings against a plain torch implementation of each convention."""
 
 import math
 
 import pytest
 
-torch = pytest.importorskip("torch", reason="python3-torch is not installed (scripts/install-deps installs it)")
+pytest.importorskip("torch", reason="python3-torch is not installed (scripts/install-deps installs it)")
+import torch  # noqa: E402
 import attnlab.torch as at  # noqa: E402
 from attnlab.torch import CausalSelfAttention, KVCache, apply_rope  # noqa: E402
 
@@ -70,7 +71,7 @@ def test_a_batch_that_does_not_fit_appends_nothing():
     bad[1, 0, 2, 7] = 0.0
     cache.append(0, [a, b], bad, bad)  # the same batch, valid: both
     assert (cache.length(a), cache.length(b)) == (19, 23)
-    assert torch.equal(torch.from_numpy(cache.cache.gather(0, b)[0])[:, 20:], bad[1])
+    assert torch.equal(cache.gather(0, b)[0][:, 20:], bad[1])
 
 
 # --- gradients: refused, never cut silently ------------------------------------------------
@@ -97,26 +98,50 @@ def test_the_cache_path_refuses_to_run_under_autograd():
     assert block.q_proj.weight.grad is not None
 
 
-# --- torch.jit.trace: refused, never a frozen output --------------------------------------
+# --- torch.jit.trace: recorded, or refused, never a frozen output --------------------------
 
-def test_tracing_an_entry_that_calls_the_extension_is_refused():
+class CachedBlock(torch.nn.Module):
+    """A block decoding against a cache it holds: the tracer reaches the cache's handle
+    through the module's attribute, so the trace records every append."""
+
+    def __init__(self, block, cache, seqs):
+        super().__init__()
+        self.block, self.cache, self.seqs = block, cache.handle, seqs
+
+    def forward(self, x):
+        return self.block(x, self.cache, self.seqs)
+
+
+@pytest.mark.filterwarnings("ignore::torch.jit.TracerWarning")  # the shape checks: constants of the trace
+def test_a_traced_block_appends_on_every_call():
+    torch.manual_seed(1)
+    block = CausalSelfAttention(64, 2, rope="half_split").eval()
+    traced_cache, (s,) = filled_cache(head_dim=32)
+    eager_cache, (e,) = filled_cache(head_dim=32)
+    with torch.no_grad():
+        x0 = torch.randn(1, 1, 64)
+        traced = torch.jit.trace(CachedBlock(block, traced_cache, [s]), x0, check_trace=False)
+        first = block(x0, eager_cache, [e])  # the step the trace ran
+        assert traced_cache.length(s) == 6 and "kv_cache_append" in str(traced.inlined_graph)
+        for _ in range(3):
+            x = torch.randn(1, 1, 64)
+            assert torch.equal(traced(x), block(x, eager_cache, [e]))
+    assert traced_cache.length(s) == eager_cache.length(e) == 9
+    assert first.shape == (1, 1, 64)
+    for a, b in zip(traced_cache.gather(0, s), eager_cache.gather(0, e)):
+        assert torch.equal(a, b)
+
+
+def test_tracing_a_cache_the_module_does_not_hold_is_refused():
     cache, (s,) = filled_cache()
     q = torch.randn(1, 4, 1, 32)
-    with pytest.raises(RuntimeError, match="torch.jit.trace cannot record attnlab"):
+    with pytest.raises(RuntimeError, match="not part of the active trace"):
         torch.jit.trace(lambda q: cache.attention(0, [s], q), q)
-    with pytest.raises(RuntimeError, match="torch.jit.trace cannot record attnlab"):
+    with pytest.raises(RuntimeError, match="not part of the active trace"):
         torch.jit.trace(lambda k: (cache.append(0, s, k, k), k)[1], torch.randn(2, 1, 32))
-    assert cache.length(s) == 5
-    block = CausalSelfAttention(64, 2).eval()
-    for p in block.parameters():
-        p.requires_grad_(False)
-    with pytest.raises(RuntimeError, match="torch.jit.trace cannot record attnlab"):
-        torch.jit.trace(lambda x: block(x, cache, [s]), torch.randn(1, 1, 64))
-    with pytest.raises(RuntimeError, match="torch.jit.trace cannot record attnlab"):
-        torch.jit.trace(block, torch.randn(1, 3, 64))  # without a cache: attnlab's attention
-    with pytest.raises(RuntimeError, match="torch.jit.trace cannot record attnlab"):
+    assert cache.length(s) == 5  # nothing appended
+    with pytest.raises(RuntimeError, match="torch.jit.trace cannot record attnlab's ring"):
         torch.jit.trace(lambda q: at.ring_attention(None, q, q, q), torch.randn(1, 2, 4, 8))
-    assert cache.length(s) == 5
 
 
 @pytest.mark.filterwarnings("ignore::torch.jit.TracerWarning")  # the shape checks: constants of the trace
@@ -207,3 +232,10 @@ def test_the_block_with_rope_is_llamas_with_and_without_a_ragged_cache(conventio
         for b, w in enumerate(whole):
             want = llama_attention(block, w, torch.arange(w.shape[1]), convention)[0, -3:]
             assert torch.allclose(out[b], want, atol=1e-5), (b, (out[b] - want).abs().max())
+
+
+def test_the_torch_cache_takes_named_scale_policies():
+    cache, (s,) = filled_cache()
+    q = torch.randn(1, 4, 1, 32)
+    assert torch.equal(cache.attention(0, [s], q, scale="inv_d"), cache.attention(0, [s], q, scale=1 / 32))
+    assert torch.equal(cache.attention(0, [s], q, scale="inv_sqrt_d"), cache.attention(0, [s], q))

@@ -12,8 +12,10 @@ policies, `diagnostics`, the log-sum-exp, `threads`, `check_finite`.
 
 Both run attnlab's fused engine for float32, float16 and bfloat16 tensors (the 16-bit
 types computed in float32 and rounded once, lse and a float mask in float32) and its
-double-precision reference for float64, forward and backward (a torch.autograd.Function that keeps O and
-the per-row log-sum-exp, never the N×N probabilities). Tensors are read where they are,
+double-precision reference for float64, forward and backward, through the registered
+operator torch.ops.attnlab.attention (_ops.py: its autograd keeps O and the per-row
+log-sum-exp, never the N×N probabilities), which torch.jit.trace and torch.jit.script
+record. Tensors are read where they are,
 with their strides; nothing is copied on the way in except where several broadcast batch
 axes must be merged. The GIL is released while attnlab computes. Threads: torch's
 (`torch.get_num_threads()`), unless `threads=` says otherwise.
@@ -26,7 +28,7 @@ own generator (Philox, seeded from torch's generator): the same distribution, no
 same bits as torch's mask. Not supported, with an error that says so: double backward, a
 float mask's gradient together with a scale policy that differs from row to row, or with
 dropout, sinks or the other variants, a gradient for ALiBi slopes or a softcap, and
-torch.jit.trace (the trace would keep the output as a constant).
+torch.jit.trace with dropout_p > 0 (the trace would keep the seed as a constant).
 
 `KVCache` and `CausalSelfAttention` (kv_cache.py) decode against attnlab's paged cache, for
 inference; `apply_rope` (rope.py) applies rotary position embeddings as Llama does.
@@ -44,7 +46,7 @@ except ImportError as e:  # `import attnlab` works without torch; this module ca
     raise ImportError("attnlab.torch needs PyTorch (Debian: apt-get install python3-torch); "
                       "attnlab itself works without it, on NumPy arrays") from e
 
-from ._function import JIT_TRACE, Options, attend, key_lengths_array
+from ._function import JIT_TRACE_DROPOUT, Options, attend, key_lengths_array
 from ._ring import ring_attention
 from ._shapes import pad_to_rank, sdpa_operands
 from ._tensors import check_float, check_tensor, options_dtype
@@ -54,8 +56,6 @@ __all__ = ["CausalSelfAttention", "KVCache", "apply_rope", "attention", "ring_at
 
 
 def _check_inputs(query, key, value, attn_mask) -> None:
-    if torch.jit.is_tracing():  # the extension's call is invisible to the tracer: its output would be a constant
-        raise RuntimeError(JIT_TRACE)
     for name, x in (("query", query), ("key", key), ("value", value)):
         check_tensor(x, name)
         check_float(x, name)
@@ -82,11 +82,13 @@ def _mask_in_dtype(mask, dtype):
 def _dropout_seed(dropout_p) -> int:
     """Checks dropout_p and draws the seed of attnlab's dropout mask from torch's default
     generator (so torch.manual_seed makes a training run repeatable); 0 without dropout."""
-    if isinstance(dropout_p, bool) or not isinstance(dropout_p, numbers.Real) or not 0.0 <= dropout_p < 1.0:
+    if isinstance(dropout_p, bool) or not isinstance(dropout_p, numbers.Real) or not 0.0 <= float(dropout_p) < 1.0:
         raise ValueError(f"dropout_p: {dropout_p!r} is not a probability in [0, 1) "
                          "(each probability is kept with 1 - dropout_p)")
     if dropout_p == 0.0:
         return 0
+    if torch.jit.is_tracing():
+        raise RuntimeError(JIT_TRACE_DROPOUT)
     return int(torch.randint(0, 2**62, (1,), dtype=torch.int64).item())
 
 
@@ -139,7 +141,7 @@ def scaled_dot_product_attention(query: torch.Tensor, key: torch.Tensor, value: 
     if is_causal and attn_mask is not None:
         raise ValueError("attn_mask: must be None when is_causal=True (as in torch); put the causal mask "
                          "into attn_mask, or use attnlab.torch.attention(causal=...), which takes both")
-    if scale is not None and (isinstance(scale, bool) or not isinstance(scale, numbers.Real)):
+    if scale is not None and (isinstance(scale, bool) or not isinstance(scale, (float, numbers.Real))):
         raise TypeError(f"scale: expected None or a number, got {type(scale).__name__} "
                         "(attnlab.torch.attention takes scale policies by name)")
     ops = sdpa_operands(query, key, value, _mask_in_dtype(attn_mask, query.dtype), enable_gqa)

@@ -1,25 +1,37 @@
-"""attnlab's forward and backward as one torch.autograd.Function.
+"""attnlab's forward and backward for attnlab.torch's functions, over the registered operators.
 
-The forward runs attnlab.attention_forward and keeps O and the log-sum-exp L (one number
-per query row) for the backward, never the N×N probabilities; the backward runs
-attnlab.attention_backward on the saved q, k, v, O, L and the incoming dO. Both receive
-4-D tensors [B, H, N, E] (the public functions reshape and broadcast first, with torch
-operations, so that autograd sums the gradients of anything expanded) and a float mask of
-at most 4 axes that broadcasts to [B, Hq, Nq, Nk].
+`attend` calls torch.ops.attnlab.attention (_ops.py; its Autograd kernel keeps O and the
+log-sum-exp L, one number per query row, never the N×N probabilities, and runs
+attention_backward on them), so that autograd, torch.jit.script and torch.jit.trace see
+one operator. A float mask that requires a gradient goes instead through
+`AttentionFunction` below, which calls the same forward and backward operators and adds the
+mask's gradient (computed with torch, from the saved L). Both receive 4-D tensors
+[B, H, N, E] (the public functions reshape and broadcast first, with torch operations, so
+that autograd sums the gradients of anything expanded) and a float mask of at most 4 axes
+that broadcasts to [B, Hq, Nq, Nk].
 """
 
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import torch
 
-from .. import _attnlab
-from ._tensors import HALF_DTYPES, as_numpy, from_numpy, options_dtype
+from . import _ops
+from ._tensors import HALF_DTYPES, options_dtype
+
+# What the ring raises under torch.jit.trace (it has no registered operator: its exchange
+# between processes would be invisible to the tracer).
+JIT_TRACE = ("attnlab.torch: torch.jit.trace cannot record attnlab's ring attention (it runs outside torch's "
+             "operators, so the trace would keep this call's output as a constant and return it for every "
+             "input); run it eagerly")
+
+# The seed of dropout is drawn in Python, so a trace would keep it: every call the same mask.
+JIT_TRACE_DROPOUT = ("attnlab.torch: under torch.jit.trace, dropout_p > 0 would keep this call's seed as a "
+                     "constant (the same dropout mask on every call); trace the model in eval mode without dropout")
 
 # What attnlab.torch raises where attnlab.torch cannot do what was asked (yet).
 DOUBLE_BACKWARD = ("attnlab.torch: attnlab's backward is not itself differentiable, so double backward "
@@ -27,14 +39,9 @@ DOUBLE_BACKWARD = ("attnlab.torch: attnlab's backward is not itself differentiab
                    "second derivative with the plain torch formula instead")
 
 
-JIT_TRACE = ("attnlab.torch: torch.jit.trace cannot record attnlab's computation (it runs outside torch's "
-             "operators, so the trace would keep this call's output as a constant and return it for every "
-             "input); run the module eagerly, or trace torch.nn.functional.scaled_dot_product_attention instead")
-
-
 @dataclass(frozen=True)
 class Options:
-    """attnlab's options for one call, as attnlab.attention_forward/backward take them."""
+    """attnlab's options for one call, as attnlab.torch.attention takes them."""
 
     causal: Any = False  # False, True (top-left, PyTorch's is_causal) or "bottom_right"
     scale: Any = None  # None (1/sqrt(E)), a number, or a scale policy name
@@ -45,85 +52,78 @@ class Options:
     # mask, drawn from torch's generator by the caller: the backward regenerates the same mask.
     dropout_p: float = 0.0
     seed: int = 0
-    # Further keyword options, passed to both extension calls as they are (the attention
-    # variants' window_size, softcap, alibi_slopes, cu_seqlens_q/k), as (name, value) pairs.
+    # Further keyword options (the attention variants' window_size, softcap, alibi_slopes,
+    # cu_seqlens_q/k), as (name, value) pairs.
     extra: tuple = ()
 
-    def kwargs(self, dtype: torch.dtype = torch.float32) -> dict:
-        """The keyword arguments of the extension's calls for inputs of `dtype` (bfloat16
-        travels as int16 bit patterns with bfloat16=True; tensor options go as float32
-        arrays for the 16-bit types, whose options attnlab takes in float32)."""
-        kw = dict(causal=self.causal, scale=self.scale, key_lengths=self.key_lengths,
-                  check_finite=self.check_finite, threads=self.threads,
-                  **{name: as_numpy(_in_options_dtype(x)) if isinstance(x, torch.Tensor) else x
-                     for name, x in self.extra})
-        if dtype == torch.bfloat16:
-            kw.update(bfloat16=True)
-        if self.dropout_p:
-            kw.update(dropout_p=self.dropout_p, seed=self.seed)
-        return kw
+    def op_args(self, mask, sinks, dtype: torch.dtype) -> tuple:
+        """The operators' options in schema order (attention_ops.cpp): mask, sinks, causal,
+        scale, key_lengths, check_finite, threads, dropout_p, seed, window_size, softcap,
+        alibi_slopes, cu_seqlens_q, cu_seqlens_k. Tensor options of the 16-bit types in float32."""
+        extra = dict(self.extra)
+        window = extra.get("window_size")
+        if window is not None:
+            if isinstance(window, (str, bytes)) or not hasattr(window, "__len__") or len(window) != 2:
+                raise TypeError("window_size: expected (left, right), two ints (-1 = unbounded on that side), or None")
+            window = [_integer(w, "window_size") for w in window]
+        softcap = extra.get("softcap")
+        if isinstance(softcap, torch.Tensor) and softcap.numel() == 1:
+            softcap = softcap.item()
+        if softcap is not None:
+            if isinstance(softcap, bool) or not isinstance(softcap, (int, float, np.floating, np.integer)):
+                raise TypeError(f"softcap: expected a positive number or None, got {type(softcap).__name__}")
+            softcap = float(softcap)
+        lengths = None if self.key_lengths is None else _int_tensor(self.key_lengths, "key_lengths")
+        return (mask, sinks, _ops.causal_name(self.causal), _ops.scale_name(self.scale), lengths,
+                bool(self.check_finite), _integer(self.threads, "threads"), float(self.dropout_p), int(self.seed), window, softcap,
+                _float_tensor(extra.get("alibi_slopes"), dtype, "alibi_slopes"),
+                _int_tensor(extra.get("cu_seqlens_q"), "cu_seqlens_q"),
+                _int_tensor(extra.get("cu_seqlens_k"), "cu_seqlens_k"))
 
 
-def _nothing_to_compute(q, k, v) -> bool:
-    """An empty output, or no keys at all (every row sees none: O = 0, as for a fully masked row)."""
-    B, Hq, Nq, _ = q.shape
-    return B == 0 or Hq == 0 or Nq == 0 or v.shape[3] == 0 or k.shape[2] == 0
+def _integer(x, name: str) -> int:
+    if isinstance(x, bool) or not isinstance(x, (int, np.integer)):
+        raise TypeError(f"{name}: {x!r} is not an integer")
+    return int(x)
 
 
-def _call(fn, *args, **kwargs):
-    """Calls the extension, turning pybind11's 'incompatible arguments' into an error that
-    names the options this build does not have, or else the arguments' types."""
-    try:
-        return fn(*args, **kwargs)
-    except TypeError as e:
-        if "incompatible function arguments" not in str(e):
-            raise
-        signature = fn.__doc__.splitlines()[0]
-        unknown = sorted(set(kwargs) - set(re.findall(r"(\w+): ", signature[signature.index("("):])))
-        if unknown:
-            raise TypeError(f"attnlab.torch: this attnlab build does not take {', '.join(unknown)}; "
-                            f"it takes {signature}") from None
-        types = ", ".join(f"{name}: {type(x).__name__}" for name, x in sorted(kwargs.items()))
-        raise TypeError(f"attnlab.torch: an argument's type is not one {fn.__name__} takes ({types}); "
-                        f"it takes {signature}") from None
+def _int_tensor(x, name: str) -> torch.Tensor | None:
+    if x is None:
+        return None
+    t = x.detach() if isinstance(x, torch.Tensor) else torch.as_tensor(np.asarray(x))
+    if t.is_floating_point() or t.is_complex() or t.dtype == torch.bool:
+        raise TypeError(f"{name}: dtype {t.dtype} is not an integer type")
+    return t
 
 
-def _in_options_dtype(x: torch.Tensor) -> torch.Tensor:
-    """A tensor option (sinks, ALiBi slopes) as attnlab takes it: 16-bit ones in float32."""
-    return x.detach().float() if x.dtype in HALF_DTYPES else x
-
-
-def _sink_kwargs(sinks) -> dict:
-    return {} if sinks is None else {"sinks": as_numpy(_in_options_dtype(sinks))}
+def _float_tensor(x, dtype: torch.dtype, name: str) -> torch.Tensor | None:
+    """A tensor option (ALiBi slopes) as the operators take it: the options' dtype."""
+    if x is None:
+        return None
+    t = x.detach() if isinstance(x, torch.Tensor) else torch.as_tensor(np.asarray(x))
+    if t.dtype == torch.bool or t.is_complex():
+        raise TypeError(f"{name}: dtype {t.dtype} is not a number type")
+    return t.to(options_dtype(dtype))
 
 
 def forward(q, k, v, mask, sinks, options: Options, diagnostics: bool):
-    """(out [B, Hq, Nq, dv], lse [B, Hq, Nq], diagnostics dict or None), all torch tensors.
-    sinks: None, or a [Hq] tensor of sink logits (one more logit per row, no value row)."""
-    if _nothing_to_compute(q, k, v):
-        # Every row sees no key: O = 0, L = −inf (or the sink, which then takes all the
-        # mass), and the diagnostics of a fully masked row, 0 (attnlab's RowDiagnostics).
-        B, Hq, Nq, _ = q.shape
-        rows = options_dtype(q.dtype)
-        out = q.new_zeros((B, Hq, Nq, v.shape[3]))
-        if sinks is None:
-            lse = q.new_full((B, Hq, Nq), -math.inf, dtype=rows)
-        else:
-            lse = sinks.detach().to(rows).reshape(1, Hq, 1).expand(B, Hq, Nq).clone()
-        diag = {name: q.new_zeros((B, Hq, Nq), dtype=rows)
-                for name in ("max_prob", "entropy", "jacobian_fro_sq")} if diagnostics else None
-        return out, lse, diag
-    r = _call(_attnlab.attention_forward, as_numpy(q), as_numpy(k), as_numpy(v), as_numpy(mask),
-              diagnostics=diagnostics, **_sink_kwargs(sinks), **options.kwargs(q.dtype))
-    out, lse = from_numpy(r[0], q.dtype), torch.from_numpy(r[1])
-    diag = {name: torch.from_numpy(a) for name, a in r[2].items()} if diagnostics else None
-    return out, lse, diag
+    """(out [B, Hq, Nq, dv], lse [B, Hq, Nq], diagnostics dict or None), all torch tensors,
+    by torch.ops.attnlab.attention_forward (no autograd)."""
+    r = torch.ops.attnlab.attention_forward(q.detach(), k.detach(), v.detach(),
+                                            *options.op_args(_detached(mask), _detached(sinks), q.dtype), diagnostics)
+    diag = dict(zip(("max_prob", "entropy", "jacobian_fro_sq"), r[2:])) if diagnostics else None
+    return r[0], r[1], diag
+
+
+def _detached(x):
+    return None if x is None else x.detach()
 
 
 class AttentionFunction(torch.autograd.Function):
     """apply(q, k, v, mask, sinks, options, diagnostics) -> (out, lse[, max_prob, entropy, jacobian_fro_sq]).
 
-    Differentiable in q, k, v, a float mask and the sinks; lse and the diagnostics are not."""
+    The path of a float mask that requires a gradient (the registered operator computes
+    none for it): differentiable in q, k, v, the mask and the sinks; lse and the diagnostics are not."""
 
     @staticmethod
     def forward(ctx, q, k, v, mask, sinks, options, diagnostics):
@@ -141,35 +141,33 @@ class AttentionFunction(torch.autograd.Function):
         q, k, v, mask, sinks, out, lse = ctx.saved_tensors
         need_q, need_k, need_v, need_mask, need_sinks = ctx.needs_input_grad[:5]
         dq = dk = dv = dmask = dsinks = None
-        if need_q or need_k or need_v or need_sinks:
-            if _nothing_to_compute(q, k, v):
-                dq, dk, dv = torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v)
-                if sinks is not None:  # a row of nothing but its sink: P(sink) = 1 whatever it is
-                    dsinks = torch.zeros_like(sinks)
-            else:
-                r = _call(_attnlab.attention_backward, as_numpy(q), as_numpy(k), as_numpy(v), as_numpy(out),
-                          as_numpy(lse), as_numpy(grad_out), as_numpy(mask), **_sink_kwargs(sinks),
-                          **ctx.options.kwargs(q.dtype))
-                dq, dk, dv = (from_numpy(g, q.dtype) for g in r[:3])
-                if sinks is not None:
-                    dsinks = torch.from_numpy(np.asarray(r[3])).to(sinks.dtype)
-        if need_mask:
+        if need_mask:  # first: it says what it does not support before anything is computed
             dmask = additive_mask_gradient(q, k, v, mask, out, lse, grad_out, ctx.options, sinks)
+        if need_q or need_k or need_v or need_sinks:
+            dq, dk, dv, ds = torch.ops.attnlab.attention_backward(
+                q, k, v, out, lse, grad_out, *ctx.options.op_args(mask.detach(), sinks, q.dtype))
+            if sinks is not None:
+                dsinks = ds.to(sinks.dtype)
         return (dq if need_q else None, dk if need_k else None, dv if need_v else None, dmask,
                 dsinks if need_sinks else None, None, None)
 
 
 def attend(q, k, v, mask, options: Options, diagnostics: bool = False, sinks=None):
-    """Attention on 4-D tensors, through the autograd Function when a gradient may be wanted."""
-    wants_grad = torch.is_grad_enabled() and any(
-        x is not None and x.requires_grad for x in (q, k, v, mask, sinks))
-    if not wants_grad:  # no_grad, inference_mode, or nothing requires grad: nothing to save
-        out, lse, diag = forward(q, k, v, mask, sinks, options, diagnostics)
-        return (out, lse, *(diag.values() if diag else ()))
-    return AttentionFunction.apply(q, k, v, mask, sinks, options, diagnostics)
+    """Attention on 4-D tensors: the registered operator, differentiable through its own
+    backward, or AttentionFunction when a float mask needs a gradient."""
+    if mask is not None and mask.requires_grad and torch.is_grad_enabled():
+        return AttentionFunction.apply(q, k, v, mask, sinks, options, diagnostics)
+    r = torch.ops.attnlab.attention(q, k, v, *options.op_args(mask, sinks, q.dtype), diagnostics)
+    return tuple(r) if diagnostics else (r[0], r[1])
 
 
 # ---- the gradient of a float mask -------------------------------------------------------
+
+def _nothing_to_compute(q, k, v) -> bool:
+    """An empty output, or no keys at all (every row sees none: O = 0, as for a fully masked row)."""
+    B, Hq, Nq, _ = q.shape
+    return B == 0 or Hq == 0 or Nq == 0 or v.shape[3] == 0 or k.shape[2] == 0
+
 
 def _constant_scale(scale, d: int) -> float:
     """The scale as one number, for the policies whose scale is the same for every row."""

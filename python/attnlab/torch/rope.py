@@ -44,10 +44,24 @@ def apply_rope(x: torch.Tensor, positions, *, base: float = 10000.0, convention:
     if positions.shape[-1:] != (T,) or positions.dim() > 2 or (positions.dim() == 2 and positions.shape[0] != x.shape[0]):
         raise ValueError(f"positions: shape {tuple(positions.shape)}; expected [{T}] or [{x.shape[0]}, {T}] "
                          f"for x {tuple(x.shape)}")
-    inv_freq = base ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)  # [d/2]
-    angles = positions.to(torch.float64)[..., None] * inv_freq  # [(B,) T, d/2]
+    angles = rope_angles(positions, d, float(base))  # [(B,) T, d/2]
     if positions.dim() == 2:  # [B, T, d/2] against x [B, ..., T, d]: the axes between go to 1
         angles = angles.reshape(angles.shape[0], *([1] * (x.dim() - 3)), T, d // 2)
+    return rotate(x, angles, convention)
+
+
+# The two steps in TorchScript's subset of Python, so that a scripted CausalSelfAttention
+# compiles them (apply_rope's checks above are Python's only).
+
+def rope_angles(positions: torch.Tensor, head_dim: int, base: float) -> torch.Tensor:
+    """[..., head_dim / 2] float64: each position times θ^(−2i/d)."""
+    inv_freq = torch.pow(base, -torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)
+    return positions.to(torch.float64).unsqueeze(-1) * inv_freq
+
+
+def rotate(x: torch.Tensor, angles: torch.Tensor, convention: str) -> torch.Tensor:
+    """x [..., T, d] rotated by angles that broadcast to [..., T, d/2], in x's dtype."""
+    d = x.shape[-1]
     cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)
     if convention == "interleaved":
         even, odd = x[..., 0::2], x[..., 1::2]

@@ -1,0 +1,124 @@
+"""TorchScript sees attnlab.torch: a two-layer nanoGPT-style model whose attention is
+attnlab's (CausalSelfAttention: grouped-query heads, rotary embeddings), scripted and traced,
+gives eager mode's outputs and gradients in a training step, and eager mode's logits and
+cache contents when decoding against attnlab's KV cache."""
+
+import copy
+from typing import List, Optional
+
+import pytest
+
+pytest.importorskip("torch", reason="python3-torch is not installed (scripts/install-deps installs it)")
+import torch  # noqa: E402
+from torch import nn  # noqa: E402
+
+import attnlab.torch as at  # noqa: E402
+from attnlab.torch._ops import KVCacheHandle  # noqa: E402
+
+VOCAB, N_EMBD, N_HEAD, N_KV_HEAD, N_LAYER = 50, 128, 4, 2, 2  # head_dim 32: the cache's fused decoding step
+
+
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.ln1, self.ln2 = nn.LayerNorm(N_EMBD), nn.LayerNorm(N_EMBD)
+        self.attn = at.CausalSelfAttention(N_EMBD, N_HEAD, N_KV_HEAD, rope="half_split")
+        self.mlp = nn.Sequential(nn.Linear(N_EMBD, 4 * N_EMBD), nn.GELU(), nn.Linear(4 * N_EMBD, N_EMBD))
+
+    def forward(self, x: torch.Tensor, cache: Optional[KVCacheHandle] = None,
+                seqs: Optional[List[int]] = None, layer: int = 0) -> torch.Tensor:
+        x = x + self.attn(self.ln1(x), cache, seqs, layer)
+        return x + self.mlp(self.ln2(x))
+
+
+class GPT(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.wte = nn.Embedding(VOCAB, N_EMBD)
+        self.blocks = nn.ModuleList([Block() for _ in range(N_LAYER)])
+        self.ln_f, self.lm_head = nn.LayerNorm(N_EMBD), nn.Linear(N_EMBD, VOCAB, bias=False)
+
+    def forward(self, idx: torch.Tensor, cache: Optional[KVCacheHandle] = None,
+                seqs: Optional[List[int]] = None) -> torch.Tensor:
+        x = self.wte(idx)
+        for layer, block in enumerate(self.blocks):
+            x = block(x, cache, seqs, layer)
+        return self.lm_head(self.ln_f(x))
+
+
+class Decoder(nn.Module):
+    """The model decoding against a cache it holds, as torch.jit.trace needs (the tracer
+    reaches the cache's handle through the module's attribute)."""
+
+    def __init__(self, model: GPT, cache: at.KVCache, seqs: List[int]):
+        super().__init__()
+        self.model, self.cache, self.seqs = model, cache.handle, seqs
+
+    def forward(self, idx: torch.Tensor) -> torch.Tensor:
+        return self.model(idx, self.cache, self.seqs)
+
+
+def training_step(model, idx, targets):
+    logits = model(idx)
+    loss = nn.functional.cross_entropy(logits.flatten(0, 1), targets.flatten())
+    loss.backward()
+    return logits.detach(), {name: p.grad.clone() for name, p in model.named_parameters()}
+
+
+@pytest.mark.filterwarnings("ignore::torch.jit.TracerWarning")  # shape checks: constants of the trace
+def test_a_scripted_and_a_traced_training_step_equal_eager():
+    torch.manual_seed(0)
+    eager = GPT()
+    idx, targets = torch.randint(0, VOCAB, (2, 24)), torch.randint(0, VOCAB, (2, 24))
+    want_logits, want_grads = training_step(eager, idx, targets)
+    scripted = torch.jit.script(copy.deepcopy(eager))
+    eager.zero_grad()
+    traced = torch.jit.trace(copy.deepcopy(eager), idx)
+    assert "attnlab::attention" in str(scripted.inlined_graph) and "attnlab::attention" in str(traced.inlined_graph)
+    idx2 = torch.randint(0, VOCAB, (2, 24))  # the trace computes on new inputs, not a frozen output
+    for compiled in (scripted, traced):
+        compiled.zero_grad()
+        logits, grads = training_step(compiled, idx, targets)
+        assert torch.equal(logits, want_logits)
+        assert grads.keys() == want_grads.keys()
+        for name, g in grads.items():
+            assert torch.equal(g, want_grads[name]), name
+        assert torch.equal(compiled(idx2), eager(idx2))
+
+
+def new_cache():
+    cache = at.KVCache(N_LAYER, N_KV_HEAD, N_EMBD // N_HEAD, 256, "float16", "int8", block_tokens=16)
+    return cache, [cache.add_sequence(), cache.add_sequence()]
+
+
+@pytest.mark.filterwarnings("ignore::torch.jit.TracerWarning")
+def test_scripted_and_traced_decoding_equal_eager_and_append():
+    torch.manual_seed(1)
+    model = GPT().eval()
+    prompt = torch.randint(0, VOCAB, (2, 7))
+    caches = {name: new_cache() for name in ("eager", "scripted", "traced")}
+    scripted = torch.jit.script(model)
+    with torch.no_grad():
+        for name, (cache, seqs) in caches.items():  # the same prefill into each
+            model(prompt, cache.handle, seqs)
+        token = torch.randint(0, VOCAB, (2, 1))
+        # Tracing runs the step once, against the traced cache; the others take that step too.
+        traced = torch.jit.trace(Decoder(model, *caches["traced"]), token, check_trace=False)
+        eager_cache, eager_seqs = caches["eager"]
+        script_cache, script_seqs = caches["scripted"]
+        assert torch.equal(scripted(token, script_cache.handle, script_seqs),
+                           model(token, eager_cache.handle, eager_seqs))
+        for _ in range(5):
+            want = model(token, eager_cache.handle, eager_seqs)
+            assert torch.equal(scripted(token, script_cache.handle, script_seqs), want)
+            assert torch.equal(traced(token), want)
+            token = want[:, -1:].argmax(-1)
+    assert "kv_cache_append" in str(traced.inlined_graph)
+    for name, (cache, seqs) in caches.items():  # every step appended, in every layer
+        assert [cache.length(s, layer) for s in seqs for layer in range(N_LAYER)] == [7 + 1 + 5] * 4, name
+    for layer in range(N_LAYER):
+        for i, e in enumerate(eager_seqs):
+            want_k, want_v = eager_cache.gather(layer, e)
+            for name in ("scripted", "traced"):
+                k, v = caches[name][0].gather(layer, caches[name][1][i])
+                assert torch.equal(k, want_k) and torch.equal(v, want_v), (name, layer)
