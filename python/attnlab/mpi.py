@@ -113,5 +113,6 @@ def ring_attention_backward(comm, q, k, v, out, lse, grad_out, *, causal: bool =
     lse4 = _f32(lse, "lse")[..., None]
     dq, dk, dv, dsinks = _attnlab_mpi.ring_backward(
         comm.py2f(), _layout(comm, q), _f32(q, "q"), _f32(k, "k"), _f32(v, "v"), _f32(out, "out"), lse4,
-        _f32(grad_out, "grad_out"), bool(causal), _scale(scale), softcap, _floats(sinks), _window(window_size), _floats(alibi_slopes), int(threads))
+        _f32(grad_out, "grad_out"), bool(causal), _scale(scale), softcap, _floats(sinks), _window(window_size),
+        _floats(alibi_slopes), int(threads))
     return dq, dk, dv, (np.asarray(dsinks, dtype=np.float32) if sinks is not None else None)

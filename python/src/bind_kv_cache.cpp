@@ -30,7 +30,8 @@ using FloatArray = py::array_t<float, py::array::c_style | py::array::forcecast>
 // Rows as C-contiguous float32; a value beyond float32's range is refused by name, not made inf.
 FloatArray float32_rows(const py::object& x, const char* name) {
   const py::array a = as_array(x);
-  FloatArray rows = FloatArray::ensure(a.dtype().equal(py::dtype::of<float>()) ? a : cast_to_float(a, py::dtype::of<float>(), name));
+  const py::dtype f32 = py::dtype::of<float>();
+  FloatArray rows = FloatArray::ensure(a.dtype().equal(f32) ? a : cast_to_float(a, f32, name));
   if (!rows) throw py::type_error(fmt::format("{}: dtype {} does not convert to float32", name, dtype_name(a)));
   return rows;
 }

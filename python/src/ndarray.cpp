@@ -34,8 +34,8 @@ py::array cast_to_float(const py::array& a, const py::dtype& dtype, const char* 
   const py::tuple index = np.attr("unravel_index")(first, a.attr("shape"));
   std::vector<std::string> at;
   for (const py::handle i : index) at.push_back(py::str(i).cast<std::string>());
-  throw Error(fmt::format("{}[{}] = {} does not fit {} (largest finite {}); {} value(s) of {} are out of its range", name,
-                          fmt::join(at, ", "), py::repr(a.attr("flat")[first]).cast<std::string>(),
+  throw Error(fmt::format("{}[{}] = {} does not fit {} (largest finite {}); {} value(s) of {} are out of its range",
+                          name, fmt::join(at, ", "), py::repr(a.attr("flat")[first]).cast<std::string>(),
                           py::str(dtype.attr("name")).cast<std::string>(),
                           py::repr(np.attr("finfo")(dtype).attr("max")).cast<std::string>(), overflowed.size(),
                           dtype_name(a)));

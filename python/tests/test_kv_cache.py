@@ -115,7 +115,8 @@ def test_values_beyond_float32_are_refused_by_name_not_made_inf(rng):
     k = rng.standard_normal((2, 3, 32))  # float64, converted to float32 by the binding
     v = rng.standard_normal((2, 3, 32), dtype=np.float32)
     k[1, 2, 5] = -1e39
-    with pytest.raises(ValueError, match=r"^k\[1, 2, 5\] = -1e\+39 does not fit float32 \(largest finite 3\.4028235e\+38\)"):
+    message = r"^k\[1, 2, 5\] = -1e\+39 does not fit float32 \(largest finite 3\.4028235e\+38\)"
+    with pytest.raises(ValueError, match=message):
         cache.append(1, seqs[0], k, v)
     with pytest.raises(ValueError, match=r"^v\[0, 0, 0\] = 1e\+300 does not fit float32"):
         cache.append(1, seqs[0], v, np.full((2, 3, 32), 1e300))
