@@ -90,7 +90,8 @@ class ATTNLAB_API KVCache {
   int64_t fork(int64_t seq, int64_t tokens);
   void free(int64_t seq);  // its blocks return to the pool when no other sequence holds them
   std::vector<int64_t> sequences() const;
-  int64_t length(int64_t seq, int64_t layer = 0) const;
+  // `operation` names the caller's operation in errors (a gather sizing its output first).
+  int64_t length(int64_t seq, int64_t layer = 0, const char* operation = "length") const;
 
   // Appends n positions of one layer: k [1, kv_heads, n, head_dim], v [1, kv_heads, n, value_dim]
   // (any strides). All checks (shapes, values, free blocks) come before any write.

@@ -73,8 +73,20 @@ def _scale(scale) -> str:
     return "inv_sqrt_d" if scale is None else scale if isinstance(scale, str) else repr(float(scale))
 
 
-def _f32(x) -> np.ndarray:
-    return np.ascontiguousarray(x, dtype=np.float32)
+def _f32(x, name: str) -> np.ndarray:
+    """x as C-contiguous float32. A finite value the cast would make ±inf (1e39) is refused by
+    name, as attnlab's other entries do: after the cast it would be blamed as an infinite input."""
+    a = np.asarray(x)
+    if a.dtype.kind != "f" or a.dtype.itemsize <= 4:
+        return np.ascontiguousarray(a, dtype=np.float32)
+    with np.errstate(over="ignore"):
+        cast = np.ascontiguousarray(a, dtype=np.float32)
+    overflowed = np.flatnonzero(np.isinf(cast) & np.isfinite(a))
+    if overflowed.size:
+        at = ", ".join(str(int(i)) for i in np.unravel_index(overflowed[0], a.shape))
+        raise ValueError(f"{name}[{at}] = {a.flat[overflowed[0]]!r} does not fit float32 (largest finite "
+                         f"{np.finfo(np.float32).max!r}); {overflowed.size} value(s) of {a.dtype} are out of its range")
+    return cast
 
 
 def _window(window_size) -> list[int]:
@@ -88,8 +100,8 @@ def _floats(x) -> list[float]:
 def ring_attention(comm, q, k, v, *, causal: bool = False, scale=None, softcap: float | None = None,
                    sinks=None, window_size=None, alibi_slopes=None, threads: int = 0):
     """This rank's shard of (out [B, Hq, n, dv], lse [B, Hq, n]) of attention over the whole sequence."""
-    out, lse = _attnlab_mpi.ring_forward(comm.py2f(), _layout(comm, q), _f32(q), _f32(k), _f32(v), bool(causal),
-                                         _scale(scale), softcap, _floats(sinks), _window(window_size),
+    out, lse = _attnlab_mpi.ring_forward(comm.py2f(), _layout(comm, q), _f32(q, "q"), _f32(k, "k"), _f32(v, "v"),
+                                         bool(causal), _scale(scale), softcap, _floats(sinks), _window(window_size),
                                          _floats(alibi_slopes), int(threads))
     return out, lse[..., 0]
 
@@ -98,8 +110,9 @@ def ring_attention_backward(comm, q, k, v, out, lse, grad_out, *, causal: bool =
                             softcap: float | None = None, sinks=None, window_size=None, alibi_slopes=None,
                             threads: int = 0):
     """This rank's shards of dq, dk, dv, and dsinks ([Hq], the whole gradient; None without sinks)."""
-    lse4 = _f32(lse)[..., None]
+    lse4 = _f32(lse, "lse")[..., None]
     dq, dk, dv, dsinks = _attnlab_mpi.ring_backward(
-        comm.py2f(), _layout(comm, q), _f32(q), _f32(k), _f32(v), _f32(out), lse4, _f32(grad_out), bool(causal),
-        _scale(scale), softcap, _floats(sinks), _window(window_size), _floats(alibi_slopes), int(threads))
+        comm.py2f(), _layout(comm, q), _f32(q, "q"), _f32(k, "k"), _f32(v, "v"), _f32(out, "out"), lse4,
+        _f32(grad_out, "grad_out"), bool(causal), _scale(scale), softcap, _floats(sinks), _window(window_size),
+        _floats(alibi_slopes), int(threads))
     return dq, dk, dv, (np.asarray(dsinks, dtype=np.float32) if sinks is not None else None)

@@ -16,6 +16,7 @@
 #include "arguments.hpp"
 #include "attnlab/kv_cache.hpp"
 #include "bindings.hpp"
+#include "ndarray.hpp"
 
 namespace attnlab::python {
 
@@ -25,6 +26,15 @@ using namespace pybind11::literals;
 namespace {
 
 using FloatArray = py::array_t<float, py::array::c_style | py::array::forcecast>;
+
+// Rows as C-contiguous float32; a value beyond float32's range is refused by name, not made inf.
+FloatArray float32_rows(const py::object& x, const char* name) {
+  const py::array a = as_array(x);
+  const py::dtype f32 = py::dtype::of<float>();
+  FloatArray rows = FloatArray::ensure(a.dtype().equal(f32) ? a : cast_to_float(a, f32, name));
+  if (!rows) throw py::type_error(fmt::format("{}: dtype {} does not convert to float32", name, dtype_name(a)));
+  return rows;
+}
 
 // [kv_heads, n, dim] or [1, kv_heads, n, dim] as the 4-D view the cache takes.
 ConstView<float> rows_view(const FloatArray& a, const char* name) {
@@ -57,12 +67,13 @@ std::vector<int64_t> int_list(const py::object& xs, const char* name, int64_t lo
 
 // `seq` one sequence (k [kv_heads, n, head_dim] or [1, kv_heads, n, head_dim]), or a list of
 // them (k [len(seqs), kv_heads, n, head_dim]): n positions for each, to all of them or none.
-void append(KVCache& cache, const py::object& layer_obj, const py::object& seq_obj, const FloatArray& k,
-            const FloatArray& v) {
+void append(KVCache& cache, const py::object& layer_obj, const py::object& seq_obj, const py::object& k_obj,
+            const py::object& v_obj) {
   const int64_t layer = layer_arg(layer_obj);
   const bool batch = py::isinstance<py::sequence>(seq_obj) && !py::isinstance<py::str>(seq_obj);
   const std::vector<int64_t> seqs = batch ? int_list(seq_obj, "seqs", 0, INT64_MAX) : std::vector<int64_t>{};
   const int64_t seq = batch ? 0 : seq_arg(seq_obj);
+  const FloatArray k = float32_rows(k_obj, "k"), v = float32_rows(v_obj, "v");
   const ConstView<float> kv = rows_view(k, "k"), vv = rows_view(v, "v");  // k's error first: the order the caller wrote
   if (batch)
     cache.append(layer, seqs, kv, vv);
@@ -73,7 +84,7 @@ void append(KVCache& cache, const py::object& layer_obj, const py::object& seq_o
 py::tuple gather(const KVCache& cache, const py::object& layer_obj, const py::object& seq_obj) {
   const int64_t layer = layer_arg(layer_obj), seq = seq_arg(seq_obj);
   const KVCacheConfig& c = cache.config();
-  const int64_t len = cache.length(seq, layer);
+  const int64_t len = cache.length(seq, layer, "gather");
   py::array_t<float> k({c.kv_heads, len, c.head_dim}), v({c.kv_heads, len, c.value_dim});
   cache.gather(layer, seq, TensorView<float>(k.mutable_data(), {1, c.kv_heads, len, c.head_dim}),
                TensorView<float>(v.mutable_data(), {1, c.kv_heads, len, c.value_dim}));
@@ -90,7 +101,7 @@ std::vector<int64_t> int_list(const py::object& xs, const char* name, int64_t lo
 }
 
 py::object attention(const KVCache& cache, const py::object& layer_obj, const py::object& seqs_obj,
-                     const FloatArray& q, const py::object& query_lengths_obj, const std::string& causal,
+                     const py::object& q_obj, const py::object& query_lengths_obj, const std::string& causal,
                      std::optional<std::variant<double, std::string>> scale, const py::object& window_obj,
                      std::optional<double> softcap, std::optional<std::vector<float>> alibi_slopes,
                      std::optional<std::vector<float>> sinks, const py::object& threads_obj,
@@ -107,6 +118,7 @@ py::object attention(const KVCache& cache, const py::object& layer_obj, const py
     window_size = std::pair{w[0], w[1]};
   }
   const int threads = static_cast<int>(int_arg(threads_obj, "threads", 0, kMaxThreads));
+  const FloatArray q = float32_rows(q_obj, "q");
   const KVCacheConfig& c = cache.config();
   AttentionOptions<float> o;
   o.causal = parse_causal(causal.c_str());

@@ -2,7 +2,11 @@
 
 #include <fmt/format.h>
 
+#include <fmt/ranges.h>
+
+#include <string>
 #include <type_traits>
+#include <vector>
 
 #include "attnlab/error.hpp"
 
@@ -14,6 +18,28 @@ py::array as_array(py::handle obj) {
 }
 
 std::string dtype_name(const py::array& a) { return py::str(a.dtype()).cast<std::string>(); }
+
+py::array cast_to_float(const py::array& a, const py::dtype& dtype, const char* name) {
+  using namespace pybind11::literals;
+  const py::module_ np = py::module_::import("numpy");
+  const bool narrows = a.dtype().kind() == 'f' && dtype.kind() == 'f' && a.itemsize() > dtype.itemsize();
+  if (!narrows) return a.attr("astype")(dtype);
+  py::object quiet = np.attr("errstate")("over"_a = "ignore");  // the overflow is reported below, by name
+  quiet.attr("__enter__")();
+  const py::array cast = a.attr("astype")(dtype);
+  quiet.attr("__exit__")(py::none(), py::none(), py::none());
+  const py::array overflowed = np.attr("flatnonzero")(np.attr("isinf")(cast).attr("__and__")(np.attr("isfinite")(a)));
+  if (overflowed.size() == 0) return cast;
+  const py::object first = overflowed[py::int_(0)];
+  const py::tuple index = np.attr("unravel_index")(first, a.attr("shape"));
+  std::vector<std::string> at;
+  for (const py::handle i : index) at.push_back(py::str(i).cast<std::string>());
+  throw Error(fmt::format("{}[{}] = {} does not fit {} (largest finite {}); {} value(s) of {} are out of its range",
+                          name, fmt::join(at, ", "), py::repr(a.attr("flat")[first]).cast<std::string>(),
+                          py::str(dtype.attr("name")).cast<std::string>(),
+                          py::repr(np.attr("finfo")(dtype).attr("max")).cast<std::string>(), overflowed.size(),
+                          dtype_name(a)));
+}
 
 const char* to_string(DType t) {
   switch (t) {
@@ -54,11 +80,11 @@ namespace {
 
 // `a` as native-endian T, C-contiguous only if its strides cannot be expressed in elements.
 template <class T>
-py::array readable_as(py::array a) {
+py::array readable_as(py::array a, const char* name) {
   const auto want = numpy_dtype<T>();
   // bfloat16 from int16: the same bits, viewed (native byte order only; else astype copies).
   if (std::is_same_v<T, bfloat16> && a.dtype().equal(py::dtype("int16"))) a = a.attr("view")(want);
-  if (!a.dtype().equal(want)) a = a.attr("astype")(want);
+  if (!a.dtype().equal(want)) a = cast_to_float(a, want, name);
   for (py::ssize_t i = 0; i < a.ndim(); ++i) {
     const py::ssize_t s = a.strides(i);
     if (a.shape(i) > 1 && (s < 0 || s % static_cast<py::ssize_t>(sizeof(T)) != 0))
@@ -87,7 +113,7 @@ Operand<T> operand(py::array a, const char* name) {
     throw Error(fmt::format("{}: {} dimensions; attnlab takes at most 4 ([L, E], [H, L, E] or [B, H, L, E])", name,
                             a.ndim()));
   Operand<T> r;
-  r.owner = readable_as<T>(std::move(a));
+  r.owner = readable_as<T>(std::move(a), name);
   r.rank = static_cast<int>(r.owner.ndim());
   Shape shape, strides;
   layout4<T>(r.owner, 4 - r.rank, shape, strides);
@@ -102,7 +128,7 @@ Operand<T> row_operand(py::array a, int query_rank, const char* name) {
     throw Error(fmt::format("{}: {} dimensions; expected {} (query's shape without its last axis)", name, a.ndim(),
                             query_rank - 1));
   Operand<T> r;
-  r.owner = readable_as<T>(std::move(a));
+  r.owner = readable_as<T>(std::move(a), name);
   r.rank = static_cast<int>(r.owner.ndim());
   const int rows_rank = with_unit ? r.rank - 1 : r.rank;  // axes before the unit axis
   Shape shape, strides;

@@ -27,6 +27,11 @@ const char* to_string(DType t);  // "float32", "float64", "float16", "bfloat16"
 // np.asarray(obj) (lists and scalars become arrays; arrays pass through untouched).
 py::array as_array(py::handle obj);
 
+// `a` cast to the floating `dtype` (NumPy's astype). A finite value the cast would turn into
+// ±inf (1e39 to float32) is a ValueError naming `name`, the index and the value: after the
+// cast it could only be reported as an infinite input the caller never wrote.
+py::array cast_to_float(const py::array& a, const py::dtype& dtype, const char* name);
+
 // float16, float32 or float64 (either byte order); with `bfloat16`, uint16 or int16 arrays
 // of bfloat16 bit patterns (and nothing else). Anything else is a TypeError naming `name`.
 DType float_dtype(const py::array& a, const char* name, bool bfloat16 = false);

@@ -67,6 +67,16 @@ except ValueError as e:
     if f"rank {last}'s q has {held - 1} rows, but a zigzag layout of {N} rows" not in str(e):
         failures.append(f"short shard: {e}")
 
+# float64 beyond float32's range on every rank: refused by name before the ring, not made inf.
+huge = q[:, :, rows].astype(np.float64)
+huge[0, 1, 0, 2] = 1e39
+try:
+    am.ring_attention(comm, huge, k[:, :, rows], v[:, :, rows])
+    failures.append("1e39 in a float64 q was accepted")
+except ValueError as e:
+    if not str(e).startswith("q[0, 1, 0, 2] = 1e+39 does not fit float32"):
+        failures.append(f"1e39 in q: {e}")
+
 try:
     import torch
 except ImportError:

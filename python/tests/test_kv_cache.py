@@ -102,6 +102,32 @@ def test_errors_name_the_problem(rng):
         cache.attention(0, seqs, np.zeros((3, 2, 1, 32), np.float32))
 
 
+def test_gather_names_itself_in_its_errors(rng):
+    cache, seqs = filled(rng)  # it sizes its output by the sequence's length: errors are still gather's
+    with pytest.raises(ValueError, match=r"^kv_cache gather: layer 2 is not in \[0, 2\)$"):
+        cache.gather(2, seqs[0])
+    with pytest.raises(ValueError, match=r"^kv_cache gather: unknown sequence 7"):
+        cache.gather(0, 7)
+
+
+def test_values_beyond_float32_are_refused_by_name_not_made_inf(rng):
+    cache, seqs = filled(rng)
+    k = rng.standard_normal((2, 3, 32))  # float64, converted to float32 by the binding
+    v = rng.standard_normal((2, 3, 32), dtype=np.float32)
+    k[1, 2, 5] = -1e39
+    message = r"^k\[1, 2, 5\] = -1e\+39 does not fit float32 \(largest finite 3\.4028235e\+38\)"
+    with pytest.raises(ValueError, match=message):
+        cache.append(1, seqs[0], k, v)
+    with pytest.raises(ValueError, match=r"^v\[0, 0, 0\] = 1e\+300 does not fit float32"):
+        cache.append(1, seqs[0], v, np.full((2, 3, 32), 1e300))
+    with pytest.raises(ValueError, match=r"^q\[0, 1, 0, 3\] = 4e\+38 does not fit float32"):
+        q = np.zeros((1, 2, 1, 32))
+        q[0, 1, 0, 3] = 4e38
+        cache.attention(1, seqs[:1], q)
+    k[1, 2, 5] = 3e38  # within float32's range: converted and stored
+    cache.append(1, seqs[0], k, k)
+
+
 def test_sizes_whose_product_leaves_memory_are_refused():
     # Each value in its range; the block (2^67 bytes) wrapped to 0 (SIGFPE) or to 2^28 (writes past the pool).
     for args, block in [((65536, 65536, 65536, 1), 65536), ((38737, 55424, 17408, 1), 61696)]:

@@ -220,9 +220,9 @@ std::vector<int64_t> KVCache::sequences() const {
   return ids;
 }
 
-int64_t KVCache::length(int64_t seq, int64_t layer) const {
-  state_->check_layer(layer, "length");
-  return state_->find(seq, "length").length[static_cast<size_t>(layer)];
+int64_t KVCache::length(int64_t seq, int64_t layer, const char* operation) const {
+  state_->check_layer(layer, operation);
+  return state_->find(seq, operation).length[static_cast<size_t>(layer)];
 }
 
 void KVCache::append(int64_t layer, int64_t seq, ConstView<float> k, ConstView<float> v) {

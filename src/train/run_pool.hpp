@@ -4,8 +4,8 @@
 // language-model study's loop. Each run is a function of its configuration alone, so neither
 // the thread count nor the schedule changes a result. Ctrl-C (lab/interrupt.hpp): the runs not
 // yet started are skipped, those running stop at their next step, and the pool throws
-// Interrupted. The first run (or progress callback) that throws stops the pool; its exception
-// is rethrown once every thread has finished.
+// Interrupted. The first run (or progress callback) that throws stops the pool; the exception
+// of the lowest index that threw is rethrown once every thread has finished (lab/parallel.hpp).
 #include <cstdint>
 #include <functional>
 #include <vector>

@@ -53,5 +53,8 @@ expect_error 'passes needs --memory' --passes 3
 expect_error 'buffer-mb needs --memory' --buffer-mb 64
 expect_error 'seconds applies to the FMA peak' --memory --seconds 0.1
 expect_error 'passes: 0 is outside \[1, 1000\]' --memory --passes 0
+# 64 GiB is more than a quarter of any memory this runs on: refused, not measured on a smaller buffer.
+expect_error '^attnlab: error: peak: --buffer-mb 65536 is more than a quarter of the [0-9]+ MiB this system has available \(MemAvailable\).*use --buffer-mb [0-9]+ or less' \
+  --memory --buffer-mb 65536 --passes 1
 expect_error "seconds: 'nan' is not a number" --seconds nan  # NaN passes a plain range check, and spun
 echo "peak smoke test passed"

@@ -104,11 +104,19 @@ TEST(Robustness, EveryHostileInputHasADefinedOutcomeAndTheDocSaysSo) {
         "not one, of another version, or a directory or symlink is named as such. An experiment's allocation\n"
         "that fails (std::bad_alloc, std::length_error) is an out-of-memory error naming the experiment, the\n"
         "parameters it was given and the limits met (`ulimit -v`, the memory available; Python:\n"
-        "MemoryError). attnlab.KVCache's integer arguments are named with their ranges (TypeError, ValueError).\n"
+        "MemoryError), also when it fails inside a parallel loop: nothing an iteration runs, the run's\n"
+        "interrupt included, leaves the OpenMP region (lab/parallel.hpp's RegionErrors; tests/lab/\n"
+        "test_parallel.cpp). attnlab.KVCache's integer arguments are named with their ranges (TypeError,\n"
+        "ValueError); gather's errors name gather, not the length it sizes its output with; a float64 value\n"
+        "beyond float32's range (1e39) is an error naming the array, its index and the range, not an inf\n"
+        "blamed on the caller (KVCache's append and attention, attnlab.mpi's shards; python/tests/\n"
+        "test_kv_cache.py, mpi_ring_check.py).\n"
         "A .npy file cut after its magic is \"truncated\" at the field it lacks. The last-level cache comes from\n"
         "sysfs, else from the CPU (CPUID leaf 4, AMD's 0x8000001D) where a virtual machine has no sysfs entry,\n"
         "else sysconf (which on such guests reports the host's whole L3), and is never taken above 48 MiB per\n"
-        "core the process may run on; no probe buffer of `bench` or `peak` exceeds a quarter of MemAvailable.\n\n"
+        "core the process may run on; no probe buffer of `bench` or `peak` exceeds a quarter of MemAvailable:\n"
+        "the default size is bounded by it, and a `peak --buffer-mb` beyond it is refused, naming the size\n"
+        "asked, the memory available and the largest size allowed (tests/hardening/peak_smoke.sh).\n\n"
         "| input class | example | what attnlab does |\n|---|---|---|\n";
   for (const auto& c : attnlab::robustness::api_cases()) {
     const std::string outcome = c.run();

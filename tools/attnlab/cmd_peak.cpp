@@ -31,6 +31,14 @@ void print_bandwidth(const attnlab::bench::Bandwidth& bw, int threads) {
 
 void run_memory(const PeakArgs& a, int all) {
   namespace ab = attnlab::bench;
+  // A size asked for is measured as asked or refused: the probe would otherwise shrink it
+  // (probe_bytes_within_memory) and report a figure for a buffer nobody chose.
+  if (const int64_t asked = a.buffer_mb << 20, available = ab::available_memory_bytes();
+      ab::probe_bytes_within_memory(asked, available) < asked)
+    throw attnlab::Error(fmt::format("peak: --buffer-mb {} is more than a quarter of the {} MiB this system has "
+                                     "available (MemAvailable), the most a probe takes so that it never swaps; use "
+                                     "--buffer-mb {} or less",
+                                     a.buffer_mb, available >> 20, (available / 4) >> 20));
   const auto one = ab::measure_read_bandwidth(1, a.buffer_mb << 20, a.passes);
   if (one.gbps <= 0)
     throw attnlab::OutOfMemory(fmt::format("peak: could not allocate the {} MiB read buffer", one.bytes >> 20));
@@ -91,8 +99,8 @@ attnlab::cli::Command attnlab::cli::peak_command() {
             sub.add_option("--seconds", a.seconds, "duration of each trial")->check(attnlab::cli::in_range(0.01, 10.0));
             sub.add_flag("--memory", a.memory, "measure the read bandwidth (GB/s) instead of the FMA peak");
             sub.add_option("--buffer-mb", a.buffer_mb,
-                           "with --memory: MiB read per pass (0: 512 or 16× the last-level "
-                           "cache, whichever is larger)")
+                           "with --memory: MiB read per pass, at most a quarter of the available memory (0: 512 "
+                           "or 16× the last-level cache, whichever is larger, within that quarter)")
                 ->check(attnlab::cli::in_range(0, 1 << 16));
             sub.add_option("--passes", a.passes, "with --memory: timed passes (the best is kept)")
                 ->check(attnlab::cli::in_range(1, 1000));
