@@ -257,7 +257,7 @@ Layout parse_layout(std::span<const unsigned char> bytes, size_t total, const st
   // The magic first, then each field in turn: a file cut anywhere is named "truncated" at
   // the field it lacks, never "not a .npy file" when its magic is there.
   const size_t magic = std::min<size_t>(bytes.size(), 6);
-  if (std::memcmp(bytes.data(), kMagic, magic) != 0) fail(name, "not a .npy file (no \\x93NUMPY magic)");
+  if (magic > 0 && std::memcmp(bytes.data(), kMagic, magic) != 0) fail(name, "not a .npy file (no \\x93NUMPY magic)");
   if (bytes.size() < 6) fail(name, "not a .npy file (too short)");
   if (bytes.size() < 8) fail(name, "truncated .npy file (in the format version)");
   const unsigned major = bytes[6], minor = bytes[7];
