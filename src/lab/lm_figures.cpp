@@ -7,6 +7,7 @@
 
 #include "attnlab/statistics.hpp"
 #include "lab/lab_util.hpp"
+#include "lab/seed_band.hpp"
 
 namespace attnlab::lab::lm_figures {
 
@@ -27,31 +28,10 @@ std::vector<const LmRunResult*> runs_of(const LmStudyResult& s, size_t group, in
   return out;
 }
 
-// Median and lowest..highest over seeds of one field along training, at each evaluation step
-// any run reached (a diverged run's missing points are left out).
-struct Aggregate {
-  std::vector<double> step, median, lo, hi;
-};
+// The median over seeds and its range, along training.
 template <class F>
-Aggregate aggregate(const std::vector<const LmRunResult*>& runs, F field) {
-  Aggregate a;
-  size_t longest = 0;
-  for (const auto* r : runs) longest = std::max(longest, r->curve.size());
-  for (size_t i = 0; i < longest; ++i) {
-    std::vector<double> v;
-    double step = 0;
-    for (const auto* r : runs)
-      if (i < r->curve.size() && std::isfinite(field(r->curve[i]))) {
-        v.push_back(field(r->curve[i]));
-        step = static_cast<double>(r->curve[i].step);
-      }
-    if (v.empty()) continue;
-    a.step.push_back(step);
-    a.median.push_back(stats::median(v));
-    a.lo.push_back(*std::min_element(v.begin(), v.end()));
-    a.hi.push_back(*std::max_element(v.begin(), v.end()));
-  }
-  return a;
+SeedBand aggregate(const std::vector<const LmRunResult*>& runs, F field) {
+  return seed_band(runs, field, [](const std::vector<double>& v) { return stats::median(v); });
 }
 
 // One group's validation loss along training at one d_k (one panel: a figure per d_k keeps
@@ -76,10 +56,10 @@ Figure curves(const LmStudyResult& s, size_t gi, int64_t d_k, double bigram, con
   double lowest = bigram - 0.3;
   p.legend_position = "below";
   for (const Arm& arm : g.arms) {
-    const Aggregate a = aggregate(runs_of(s, gi, d_k, arm), [](const LmCurvePoint& c) { return c.val_bpc; });
+    const SeedBand a = aggregate(runs_of(s, gi, d_k, arm), [](const LmCurvePoint& c) { return c.val_bpc; });
     for (double y : a.lo) lowest = std::min(lowest, y - 0.1);
     p.series.push_back(util::band("", a.step, a.lo, a.hi, arm_colour(arm)));
-    p.series.push_back(util::series(arm.label(), Style::lines, a.step, a.median, arm_colour(arm)));
+    p.series.push_back(util::series(arm.label(), Style::lines, a.step, a.centre, arm_colour(arm)));
   }
   p.y_min = std::max(0.0, lowest);
   p.y_max = bigram + 1.5;
@@ -149,11 +129,11 @@ Figure attention(const LmStudyResult& s, size_t gi, const Arm& arm, const Words&
     if (which == 1) p.y_max = 1.02;
     p.legend_position = "below";
     for (size_t l = 0; l < layers; ++l) {
-      const Aggregate a = aggregate(runs, [l, which](const LmCurvePoint& c) {
+      const SeedBand a = aggregate(runs, [l, which](const LmCurvePoint& c) {
         const auto& v = which == 0 ? c.entropy : c.max_prob;
         return l < v.size() ? v[l] : kNaN;
       });
-      p.series.push_back(util::series(fmt::format("layer {}", l + 1), Style::linespoints, a.step, a.median, util::colour(l)));
+      p.series.push_back(util::series(fmt::format("layer {}", l + 1), Style::linespoints, a.step, a.centre, util::colour(l)));
     }
     f.panels.push_back(std::move(p));
   }
@@ -174,10 +154,10 @@ Figure gradients(const LmStudyResult& s, const Words& words) {
     for (const Arm& arm : g.arms) {
       if (!(arm == Arm::none() || arm == Arm::inv_sqrt_d())) continue;  // C8's pair: the other arms are in lm_curves.csv
       const auto runs = runs_of(s, gi, d_max, arm);
-      const Aggregate q = aggregate(runs, [](const LmCurvePoint& c) { return c.grad_norm_q > 0 ? c.grad_norm_q : kNaN; });
-      const Aggregate k = aggregate(runs, [](const LmCurvePoint& c) { return c.grad_norm_k > 0 ? c.grad_norm_k : kNaN; });
-      p.series.push_back(util::series(arm.label() + ", W_q", Style::lines, q.step, q.median, arm_colour(arm)));
-      p.series.push_back(util::series(arm.label() + ", W_k", Style::linespoints, k.step, k.median, arm_colour(arm)));
+      const SeedBand q = aggregate(runs, [](const LmCurvePoint& c) { return c.grad_norm_q > 0 ? c.grad_norm_q : kNaN; });
+      const SeedBand k = aggregate(runs, [](const LmCurvePoint& c) { return c.grad_norm_k > 0 ? c.grad_norm_k : kNaN; });
+      p.series.push_back(util::series(arm.label() + ", W_q", Style::lines, q.step, q.centre, arm_colour(arm)));
+      p.series.push_back(util::series(arm.label() + ", W_k", Style::linespoints, k.step, k.centre, arm_colour(arm)));
     }
     f.panels.push_back(std::move(p));
   }

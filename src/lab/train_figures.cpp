@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "lab/lab_util.hpp"
+#include "lab/seed_band.hpp"
 
 namespace attnlab::lab::train_figures {
 
@@ -48,31 +49,10 @@ std::vector<const RunResult*> runs_of(const StudyResult& s, const Group& g, int6
   return out;
 }
 
-// Mean and min..max over seeds of one curve field, on the evaluation steps of the
-// first run (runs that diverged stop early: their missing points are left out).
-struct Aggregate {
-  std::vector<double> step, mean, lo, hi;
-};
+// The mean over seeds and its range, along training.
 template <class F>
-Aggregate aggregate(const std::vector<const RunResult*>& runs, F field) {
-  Aggregate a;
-  size_t longest = 0;
-  for (const auto* r : runs) longest = std::max(longest, r->curve.size());
-  for (size_t i = 0; i < longest; ++i) {
-    std::vector<double> v;
-    double step = 0;
-    for (const auto* r : runs)
-      if (i < r->curve.size() && std::isfinite(field(r->curve[i]))) {
-        v.push_back(field(r->curve[i]));
-        step = static_cast<double>(r->curve[i].step);
-      }
-    if (v.empty()) continue;
-    a.step.push_back(step);
-    a.mean.push_back(util::mean(v));
-    a.lo.push_back(*std::min_element(v.begin(), v.end()));
-    a.hi.push_back(*std::max_element(v.begin(), v.end()));
-  }
-  return a;
+SeedBand aggregate(const std::vector<const RunResult*>& runs, F field) {
+  return seed_band(runs, field, [](const std::vector<double>& v) { return util::mean(v); });
 }
 
 }  // namespace
@@ -94,9 +74,9 @@ Figure learning_curves(const StudyResult& s, const Group& g, const Words& words)
     p.legend_position = "below";
     for (size_t si = 0; si < s.config.scales.size(); ++si) {
       const Scaling& sc = s.config.scales[si];
-      const Aggregate a = aggregate(runs_of(s, g, d, sc), [](const CurvePoint& c) { return c.eval_accuracy; });
+      const SeedBand a = aggregate(runs_of(s, g, d, sc), [](const CurvePoint& c) { return c.eval_accuracy; });
       p.series.push_back(util::band("", a.step, a.lo, a.hi, policy_colour(sc)));
-      p.series.push_back(util::series(policy_label(sc), Style::lines, a.step, a.mean, policy_colour(sc)));
+      p.series.push_back(util::series(policy_label(sc), Style::lines, a.step, a.centre, policy_colour(sc)));
     }
     f.panels.push_back(std::move(p));
   }
@@ -175,9 +155,9 @@ Figure attention_diagnostics(const StudyResult& s, TaskKind task, InitMode init,
       p.legend_position = "below";
       for (size_t si = 0; si < s.config.scales.size(); ++si) {
         const Scaling& sc = s.config.scales[si];
-        const Aggregate a = aggregate(runs_of(s, g, d_max, sc),
+        const SeedBand a = aggregate(runs_of(s, g, d_max, sc),
                                       [which](const CurvePoint& c) { return which == 0 ? c.entropy : c.jacobian_fro; });
-        p.series.push_back(util::series(policy_label(sc), Style::lines, a.step, a.mean, policy_colour(sc)));
+        p.series.push_back(util::series(policy_label(sc), Style::lines, a.step, a.centre, policy_colour(sc)));
       }
       f.panels.push_back(std::move(p));
     }
