@@ -362,7 +362,7 @@ Result run_lm(const LmExperimentConfig& c, RunContext& ctx) {
       const auto& rc = p.last->config;
       ctx.report(fmt::format("{}{}/{} runs ({} {} d_k={} {} lr {:g} seed {}: {} bpc), {:.0f} s elapsed, ETA {:.0f} s",
                              phase, p.done, p.total, to_string(rc.model.init), to_string(rc.optimizer),
-                             rc.model.d_k, rc.model.scale.name(), rc.lr, rc.seed, loss(p.last->final_val_bpc),
+                             rc.model.d_k, p.arm.label(), rc.lr, rc.seed, loss(p.last->final_val_bpc),
                              p.elapsed_seconds, p.eta_seconds));
     };
   };

@@ -3,6 +3,7 @@
 #include "lab/study_across.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <fmt/format.h>
 
@@ -175,6 +176,7 @@ train::lm::LmStudyResult lm_study_across(const train::lm::LmStudyConfig& config,
                                          const std::function<void(const train::lm::LmProgress&)>& progress) {
   if (ctx.distributor == nullptr || ctx.distributor->size() == 1)
     return train::lm::run_lm_study(config, corpus, train, progress);
+  const auto start = std::chrono::steady_clock::now();
   std::vector<train::lm::LmRunConfig> runs = train::lm::expand(config);
   std::vector<double> costs;
   for (auto& r : runs) {
@@ -192,6 +194,7 @@ train::lm::LmStudyResult lm_study_across(const train::lm::LmStudyConfig& config,
   train::lm::LmStudyResult study;
   study.config = config;
   for (size_t i = 0; i < runs.size(); ++i) study.runs.push_back(lm_run_from_bytes(all[i], runs[i]));
+  study.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return study;
 }
 

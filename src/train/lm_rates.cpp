@@ -25,16 +25,53 @@ LmStudyConfig lm_tuning_study(const LmStudyConfig& config, int64_t seeds, uint64
   return t;
 }
 
-// Chosen by `attnlab run lm --full --dims 64 --arms inv_sqrt_d,none --optimizers adamw
-// --tuning_seeds 1` (one tuning seed, 501; 300 steps; the grid 3e-4, 1e-3, 3e-3, 1e-2 before
-// 3e-2 replaced 3e-4): the reduced study's cells (docs/lm.md, "Learning rates"). Its lm_tuning.csv
-// holds every rate's loss.
+// Chosen by the full study, `mpirun -np 2 attnlab run lm --full` (seed 0): every cell's lowest
+// final validation loss of one tuning seed (501) at each rate of lm_tuning_grid, 300 steps. Its
+// lm_tuning.csv (docs/lm/full_tuning.csv) holds every rate's loss; docs/lm.md the table.
 const std::vector<LmTunedRate>& lm_cached_rates() {
   static const std::vector<LmTunedRate> rates{
-      {LmInit::gpt2, LmOptimizer::adamw, 64, "inv_sqrt_d", 1e-2},
-      {LmInit::gpt2, LmOptimizer::adamw, 64, "none", 3e-3},
-      {LmInit::unit, LmOptimizer::adamw, 64, "inv_sqrt_d", 1e-2},
-      {LmInit::unit, LmOptimizer::adamw, 64, "none", 3e-3},
+      {LmInit::gpt2, LmOptimizer::adamw, 16, "inv_sqrt_d", 0.01},
+      {LmInit::gpt2, LmOptimizer::adamw, 16, "none", 0.01},
+      {LmInit::gpt2, LmOptimizer::adamw, 16, "inv_d", 0.01},
+      {LmInit::gpt2, LmOptimizer::adamw, 16, "alpha2", 0.01},
+      {LmInit::gpt2, LmOptimizer::adamw, 16, "alpha4", 0.01},
+      {LmInit::gpt2, LmOptimizer::adamw, 16, "qknorm", 0.003},
+      {LmInit::gpt2, LmOptimizer::adamw, 64, "inv_sqrt_d", 0.01},
+      {LmInit::gpt2, LmOptimizer::adamw, 64, "none", 0.003},
+      {LmInit::gpt2, LmOptimizer::adamw, 64, "inv_d", 0.01},
+      {LmInit::gpt2, LmOptimizer::adamw, 64, "alpha2", 0.003},
+      {LmInit::gpt2, LmOptimizer::adamw, 64, "alpha4", 0.003},
+      {LmInit::gpt2, LmOptimizer::adamw, 64, "qknorm", 0.01},
+      {LmInit::gpt2, LmOptimizer::adamw, 256, "inv_sqrt_d", 0.01},
+      {LmInit::gpt2, LmOptimizer::adamw, 256, "none", 0.001},
+      {LmInit::gpt2, LmOptimizer::adamw, 256, "inv_d", 0.01},
+      {LmInit::gpt2, LmOptimizer::adamw, 256, "alpha2", 0.003},
+      {LmInit::gpt2, LmOptimizer::adamw, 256, "alpha4", 0.003},
+      {LmInit::gpt2, LmOptimizer::adamw, 256, "qknorm", 0.003},
+      {LmInit::unit, LmOptimizer::adamw, 16, "inv_sqrt_d", 0.01},
+      {LmInit::unit, LmOptimizer::adamw, 16, "none", 0.003},
+      {LmInit::unit, LmOptimizer::adamw, 16, "inv_d", 0.01},
+      {LmInit::unit, LmOptimizer::adamw, 16, "alpha2", 0.01},
+      {LmInit::unit, LmOptimizer::adamw, 16, "alpha4", 0.003},
+      {LmInit::unit, LmOptimizer::adamw, 16, "qknorm", 0.01},
+      {LmInit::unit, LmOptimizer::adamw, 64, "inv_sqrt_d", 0.01},
+      {LmInit::unit, LmOptimizer::adamw, 64, "none", 0.003},
+      {LmInit::unit, LmOptimizer::adamw, 64, "inv_d", 0.003},
+      {LmInit::unit, LmOptimizer::adamw, 64, "alpha2", 0.003},
+      {LmInit::unit, LmOptimizer::adamw, 64, "alpha4", 0.003},
+      {LmInit::unit, LmOptimizer::adamw, 64, "qknorm", 0.01},
+      {LmInit::unit, LmOptimizer::adamw, 256, "inv_sqrt_d", 0.003},
+      {LmInit::unit, LmOptimizer::adamw, 256, "none", 0.003},
+      {LmInit::unit, LmOptimizer::adamw, 256, "inv_d", 0.01},
+      {LmInit::unit, LmOptimizer::adamw, 256, "alpha2", 0.003},
+      {LmInit::unit, LmOptimizer::adamw, 256, "alpha4", 0.003},
+      {LmInit::unit, LmOptimizer::adamw, 256, "qknorm", 0.003},
+      {LmInit::gpt2, LmOptimizer::sgd, 16, "inv_sqrt_d", 0.1},
+      {LmInit::gpt2, LmOptimizer::sgd, 16, "none", 0.1},
+      {LmInit::gpt2, LmOptimizer::sgd, 64, "inv_sqrt_d", 0.1},
+      {LmInit::gpt2, LmOptimizer::sgd, 64, "none", 0.1},
+      {LmInit::gpt2, LmOptimizer::sgd, 256, "inv_sqrt_d", 0.1},
+      {LmInit::gpt2, LmOptimizer::sgd, 256, "none", 0.1},
   };
   return rates;
 }

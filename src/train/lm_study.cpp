@@ -177,6 +177,7 @@ double run_cost(const LmRunConfig& r) {
 LmStudyResult run_lm_study(const LmStudyConfig& config, const Corpus& corpus, const LmTrainer& train,
                            const std::function<void(const LmProgress&)>& progress, const std::vector<int64_t>* only) {
   std::vector<LmRunConfig> all = expand(config);
+  const std::vector<RunPlace> where = places(config);
   for (auto& r : all) r.model.vocab = corpus.vocab();  // the model's alphabet is the corpus's
   std::vector<int64_t> picked;
   if (only) {
@@ -207,7 +208,9 @@ LmStudyResult run_lm_study(const LmStudyConfig& config, const Corpus& corpus, co
         p.total = pool.total;
         p.elapsed_seconds = pool.elapsed_seconds;
         p.eta_seconds = pool.eta_seconds;
-        p.last = &result.runs[static_cast<size_t>(picked[static_cast<size_t>(pool.index)])];
+        const auto i = static_cast<size_t>(picked[static_cast<size_t>(pool.index)]);
+        p.last = &result.runs[i];
+        p.arm = where[i].arm;
         progress(p);
       });
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

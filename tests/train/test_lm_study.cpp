@@ -2,6 +2,7 @@
 // writes made-up curves (no model is trained here: test_lm_experiment.cpp trains one).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -192,6 +193,27 @@ TEST(LmStudy, BestRateIsTheLowestFinalLossAndNeverADivergedOne) {
   const auto best = best_rates(summarise(s, 3.0));
   ASSERT_EQ(best.size(), 2u);
   for (const auto& b : best) EXPECT_EQ(b.lr, 3e-3) << b.arm;
+}
+
+TEST(LmStudy, EveryCellOfTheFullStudyHasOneCachedRateOnTheTuningGrid) {
+  // The cached rates are the full study's choices: a cell without one would silently run at
+  // the default rate, and a rate off the grid could not have been chosen by the tuning.
+  const LmStudyConfig full = full_lm_study();
+  size_t cells = 0;
+  for (const LmGroup& g : full.groups)
+    for (int64_t d_k : full.d_ks)
+      for (const Arm& arm : g.arms) {
+        ++cells;
+        int found = 0;
+        for (const LmTunedRate& t : lm_cached_rates())
+          if (t.init == g.init && t.optimizer == g.optimizer && t.d_k == d_k && t.arm == arm.name()) {
+            ++found;
+            const auto grid = lm_tuning_grid(g.optimizer);
+            EXPECT_NE(std::find(grid.begin(), grid.end(), t.lr), grid.end()) << arm.name() << " d_k " << d_k;
+          }
+        EXPECT_EQ(found, 1) << to_string(g.init) << " " << to_string(g.optimizer) << " d_k " << d_k << " " << arm.name();
+      }
+  EXPECT_EQ(lm_cached_rates().size(), cells);
 }
 
 // ---- C8's rule on the language model -----------------------------------------------------

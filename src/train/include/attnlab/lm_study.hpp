@@ -96,6 +96,7 @@ struct LmProgress {
   int64_t done = 0, total = 0;
   double elapsed_seconds = 0, eta_seconds = 0;
   const LmRunResult* last = nullptr;
+  Arm arm;  // the last run's arm (its scale alone cannot tell 4/√d_k at d_k = 16 from no scale)
 };
 using LmTrainer = std::function<LmRunResult(const LmRunConfig&, const Corpus&)>;
 
