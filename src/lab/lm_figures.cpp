@@ -83,7 +83,13 @@ Figure final_loss(const LmStudyResult& s, const std::vector<LmCell>& cells, size
               {"batch", s.config.base.batch},
               {"seeds", s.config.seeds}});
   const std::vector<double> xs = util::to_double(s.config.d_ks);
-  const double top = bigram + 1;
+  // Room for the highest final loss above the baseline; a diverged run is drawn at the top
+  // edge, one bit above the baseline, so that it shows.
+  double top = bigram + 0.1;
+  for (const auto& c : cells)
+    if (c.group == gi)
+      for (double y : {c.median_final, c.min_final, c.max_final})
+        top = std::isfinite(y) ? std::max(top, std::min(y + 0.1, bigram + 1)) : bigram + 1;
   auto clipped = [top](double y) { return std::isfinite(y) ? std::min(y, top) : top; };  // diverged: the top edge
   Panel p = util::panel("", "d_k", "final validation bpc", true, false);
   p.x_tics = xs;
