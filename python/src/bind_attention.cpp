@@ -18,8 +18,8 @@
 #include "arguments.hpp"
 #include "attnlab/error.hpp"
 #include "bindings.hpp"
-#include "docstrings.hpp"
 #include "ndarray.hpp"
+#include "signatures.hpp"
 
 namespace attnlab::python {
 namespace {
@@ -510,24 +510,12 @@ py::object attention_backward_py(const py::object& query, const py::object& key,
 
 void bind_attention(py::module_& m) {
   using namespace pybind11::literals;
-  m.def("scaled_dot_product_attention", &scaled_dot_product_attention, "query"_a, "key"_a, "value"_a,
-        "attn_mask"_a = py::none(), "dropout_p"_a = 0.0, "is_causal"_a = false, "scale"_a = py::none(),
-        "enable_gqa"_a = false, py::kw_only(), "seed"_a = py::none(), docs::scaled_dot_product_attention);
-  m.def("attention_forward", &attention_forward_py, "query"_a, "key"_a, "value"_a, "attn_mask"_a = py::none(),
-        py::kw_only(), "causal"_a = false, "scale"_a = py::none(), "key_lengths"_a = py::none(),
-        "diagnostics"_a = false, "check_finite"_a = true, "threads"_a = 0, "window_size"_a = py::none(),
-        "softcap"_a = py::none(), "alibi_slopes"_a = py::none(), "sinks"_a = py::none(),
-        "cu_seqlens_q"_a = py::none(), "cu_seqlens_k"_a = py::none(), "dropout_p"_a = 0.0, "seed"_a = 0,
-        "return_dropout_mask"_a = false, "dtype"_a = py::none(), docs::attention_forward);
+  def(m, signatures::scaled_dot_product_attention(), &scaled_dot_product_attention);
+  def(m, signatures::attention_forward(), &attention_forward_py);
   // For tests: attnlab.torch passes threads=0, and torch.set_num_threads must then govern the team.
   m.def("_team_size", [](const py::object& threads) { return team_size(threads_arg(threads)); }, "threads"_a = 0,
         "The number of threads a call given `threads` runs with (attnlab::team_size).");
-  m.def("attention_backward", &attention_backward_py, "query"_a, "key"_a, "value"_a, "out"_a, "lse"_a, "grad_out"_a,
-        "attn_mask"_a = py::none(), py::kw_only(), "causal"_a = false, "scale"_a = py::none(),
-        "key_lengths"_a = py::none(), "check_finite"_a = true, "threads"_a = 0, "window_size"_a = py::none(),
-        "softcap"_a = py::none(), "alibi_slopes"_a = py::none(), "sinks"_a = py::none(),
-        "cu_seqlens_q"_a = py::none(), "cu_seqlens_k"_a = py::none(), "dropout_p"_a = 0.0, "seed"_a = 0,
-        "dtype"_a = py::none(), docs::attention_backward);
+  def(m, signatures::attention_backward(), &attention_backward_py);
 }
 
 }  // namespace attnlab::python
