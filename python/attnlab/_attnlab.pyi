@@ -211,7 +211,7 @@ class KVCache:
         """The sequence's K and V of a layer, dequantized: float32 [kv_heads, length, dim] arrays."""
     @overload
     def attention(self, layer: int, seqs: Sequence[int], q: ArrayLike, query_lengths: Sequence[int] | None = None,
-                  causal: str = "bottom_right", scale: float | str | None = None,
+                  causal: Causal = "bottom_right", scale: float | str | None = None,
                   window_size: tuple[int, int] | None = None, softcap: float | None = None,
                   alibi_slopes: Sequence[float] | None = None, sinks: Sequence[float] | None = None,
                   threads: int = 0, return_lse: Literal[False] = False) -> FloatArray:
@@ -222,7 +222,7 @@ class KVCache:
         without the last axis."""
     @overload
     def attention(self, layer: int, seqs: Sequence[int], q: ArrayLike, query_lengths: Sequence[int] | None = None,
-                  causal: str = "bottom_right", scale: float | str | None = None,
+                  causal: Causal = "bottom_right", scale: float | str | None = None,
                   window_size: tuple[int, int] | None = None, softcap: float | None = None,
                   alibi_slopes: Sequence[float] | None = None, sinks: Sequence[float] | None = None,
                   threads: int = 0, *, return_lse: Literal[True]) -> ForwardResult: ...

@@ -26,19 +26,6 @@ namespace {
 
 // ---- arguments shared by the three functions ---------------------------------
 
-ScalePolicy parse_scale(const py::object& scale) {
-  if (scale.is_none()) return ScalePolicy::inv_sqrt_d();
-  if (py::isinstance<py::str>(scale)) return ScalePolicy::parse(scale.cast<std::string>());
-  return ScalePolicy::fixed(double_arg(scale, "scale", "None, a number or a policy name"));
-}
-
-Causal parse_causal_arg(const py::object& causal) {
-  if (causal.is_none()) return Causal::none;
-  if (py::isinstance<py::bool_>(causal)) return causal.cast<bool>() ? Causal::top_left : Causal::none;
-  if (py::isinstance<py::str>(causal)) return parse_causal(causal.cast<std::string>().c_str());
-  throw py::type_error("causal: expected a bool or one of 'none', 'top_left', 'bottom_right'");
-}
-
 // A 1-D array of integers (key_lengths, cu_seqlens): `what` says what its entries are,
 // `index_name` what an index counts ("batch", "entry").
 std::vector<int64_t> parse_int_list(const py::object& obj, const char* name, const char* what,
@@ -293,7 +280,7 @@ py::array sdpa(py::array qa, py::array ka, py::array va, const py::object& attn_
 
   AttentionOptions<T> o;
   OptionStorage<T> keep;
-  o.scale = parse_scale(scale);
+  o.scale = scale_arg(scale);
   o.causal = is_causal ? Causal::top_left : Causal::none;
   o.dropout.p = dropout_p;
   o.dropout.seed = seed;
@@ -357,8 +344,8 @@ AttentionOptions<T> read_options(const Inputs<E>& in, const py::object& attn_mas
                                  const py::object& scale, const py::object& key_lengths, bool check_finite,
                                  const Variants& variants, OptionStorage<T>& keep) {
   AttentionOptions<T> o;
-  o.scale = parse_scale(scale);
-  o.causal = parse_causal_arg(causal);
+  o.scale = scale_arg(scale);
+  o.causal = causal_arg(causal);
   o.check_finite = check_finite;
   keep.key_lengths = parse_key_lengths(key_lengths);
   o.key_lengths = keep.key_lengths;

@@ -10,7 +10,6 @@
 
 #include <optional>
 #include <string>
-#include <variant>
 #include <vector>
 
 #include "arguments.hpp"
@@ -102,8 +101,8 @@ std::vector<int64_t> int_list(const py::object& xs, const char* name, int64_t lo
 }
 
 py::object attention(const KVCache& cache, const py::object& layer_obj, const py::object& seqs_obj,
-                     const py::object& q_obj, const py::object& query_lengths_obj, const std::string& causal,
-                     std::optional<std::variant<double, std::string>> scale, const py::object& window_obj,
+                     const py::object& q_obj, const py::object& query_lengths_obj, const py::object& causal,
+                     const py::object& scale, const py::object& window_obj,
                      std::optional<double> softcap, std::optional<std::vector<float>> alibi_slopes,
                      std::optional<std::vector<float>> sinks, const py::object& threads_obj,
                      bool return_lse) {
@@ -122,9 +121,8 @@ py::object attention(const KVCache& cache, const py::object& layer_obj, const py
   const FloatArray q = float32_rows(q_obj, "q");
   const KVCacheConfig& c = cache.config();
   AttentionOptions<float> o;
-  o.causal = parse_causal(causal.c_str());
-  if (scale && std::holds_alternative<double>(*scale)) o.scale = ScalePolicy::fixed(std::get<double>(*scale));
-  if (scale && std::holds_alternative<std::string>(*scale)) o.scale = ScalePolicy::parse(std::get<std::string>(*scale));
+  o.causal = causal_arg(causal);
+  o.scale = scale_arg(scale);
   if (window_size) o.window = {window_size->first, window_size->second};
   o.softcap = softcap;
   if (alibi_slopes) o.alibi_slopes = *alibi_slopes;
