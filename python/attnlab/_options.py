@@ -1,8 +1,10 @@
 """The options of attention, one list for every entry that attends: attnlab.attention_forward
 (NumPy), attnlab.torch.attention, attnlab.KVCache.attention, attnlab.torch.KVCache.attention,
 attnlab.mpi.ring_attention and attnlab.torch.ring_attention. Each entry takes every option
-under the same name with the same default, or the tables below say why not;
-python/tests/test_options.py checks every entry against them."""
+under the same name with the same default and the same kinds of value, or the tables below
+say why not; python/tests/test_options.py checks the names and defaults, and
+python/tests/test_option_types.py (and, for the ring under mpirun, mpi_ring_check.py) calls
+every entry with a value of each kind and compares its result with attention_forward's."""
 
 from __future__ import annotations
 
@@ -60,4 +62,34 @@ OTHER_DEFAULTS: dict[str, dict[str, tuple[object, str]]] = {
     "attnlab.torch.KVCache.attention": {"causal": ("bottom_right", "the query rows are the cache's last positions")},
     "attnlab.torch.attention": {"threads": (None, "None: torch.get_num_threads(), which 0 also is")},
     "attnlab.torch.ring_attention": {"threads": (None, "None: torch.get_num_threads(), which 0 also is")},
+}
+
+# option: the kinds of value every entry that takes it accepts, with one meaning ("array": a
+# NumPy array for the NumPy entries, a tensor for the torch ones; a list is taken by both)
+OPTION_TYPES: dict[str, tuple[str, ...]] = {
+    "attn_mask": ("None", "bool array", "float array"),
+    "causal": ("bool", "str"),  # False/"none", True/"top_left", "bottom_right"
+    "scale": ("None", "float", "int", "str"),  # a number, or a policy name
+    "key_lengths": ("None", "list[int]", "int array"),
+    "check_finite": ("bool",),
+    "threads": ("int",),
+    "window_size": ("None", "tuple[int, int]", "list[int]"),
+    "softcap": ("None", "float", "int"),
+    "alibi_slopes": ("None", "list[float]", "float array"),
+    "sinks": ("None", "list[float]", "float array"),
+    "dropout_p": ("float", "int"),
+    "cu_seqlens_q": ("None", "list[int]", "int array"),
+    "cu_seqlens_k": ("None", "list[int]", "int array"),
+    "diagnostics": ("bool",),
+}
+
+# entry: {(option, kind): why the entry refuses values of that kind}
+TYPES_NOT_TAKEN: dict[str, dict[tuple[str, str], str]] = {}
+
+_TOP_LEFT = ("top-left alignment would put the new rows at the sequence's start; they end it "
+             "(bottom_right), and the cache refuses top_left, saying so")
+# entry: {(option, value): why the entry refuses that value of a kind it takes}
+VALUES_NOT_TAKEN: dict[str, dict[tuple[str, object], str]] = {
+    "attnlab.KVCache.attention": {("causal", True): _TOP_LEFT, ("causal", "top_left"): _TOP_LEFT},
+    "attnlab.torch.KVCache.attention": {("causal", True): _TOP_LEFT, ("causal", "top_left"): _TOP_LEFT},
 }

@@ -9,7 +9,8 @@
 Each rank passes its shard of q [B, Hq, n, d], k [B, Hkv, n, d], v [B, Hkv, n, dv] (the
 rows `zigzag_rows` names, in that order) and gets its shard of the one-process result;
 lse is [B, Hq, n]. float32 (other float arrays are converted). Options: causal
-(top-left), scale (None = 1/sqrt(d), a number, or a policy name as attnlab.attention
+(True, "top_left" or "bottom_right": one mask here, the queries being the keys' rows;
+False or "none"), scale (None = 1/sqrt(d), a number, or a policy name as attnlab.attention
 takes), softcap, sinks (one logit per query head; dsinks is then the global gradient on
 every rank), window_size ((left, right) around each row's diagonal in the whole sequence, -1 =
 unbounded), alibi_slopes ([Hq] or [B * Hq]; not with key padding), threads. Collective:
@@ -69,6 +70,17 @@ def _layout(comm, q) -> list[int]:
                      f"(attnlab.mpi.zigzag_rows) gives it {want[bad[0]]} (every rank's rows: {rows})")
 
 
+def _causal(causal) -> bool:
+    """causal as every entry takes it (False/None/"none", True/"top_left", "bottom_right"): the
+    ring's queries are its keys' rows, so top-left and bottom-right are the same mask."""
+    if causal is None or isinstance(causal, (bool, np.bool_)):
+        return bool(causal)
+    if causal in ("none", "top_left", "bottom_right"):
+        return causal != "none"
+    raise (ValueError if isinstance(causal, str) else TypeError)(
+        f"causal: {causal!r} is not a bool or one of 'none', 'top_left', 'bottom_right'")
+
+
 def _scale(scale) -> str:
     return "inv_sqrt_d" if scale is None else scale if isinstance(scale, str) else repr(float(scale))
 
@@ -97,22 +109,22 @@ def _floats(x) -> list[float]:
     return [] if x is None else [float(s) for s in np.ravel(x)]
 
 
-def ring_attention(comm, q, k, v, *, causal: bool = False, scale=None, softcap: float | None = None,
+def ring_attention(comm, q, k, v, *, causal: bool | str = False, scale=None, softcap: float | None = None,
                    sinks=None, window_size=None, alibi_slopes=None, threads: int = 0):
     """This rank's shard of (out [B, Hq, n, dv], lse [B, Hq, n]) of attention over the whole sequence."""
     out, lse = _attnlab_mpi.ring_forward(comm.py2f(), _layout(comm, q), _f32(q, "q"), _f32(k, "k"), _f32(v, "v"),
-                                         bool(causal), _scale(scale), softcap, _floats(sinks), _window(window_size),
+                                         _causal(causal), _scale(scale), softcap, _floats(sinks), _window(window_size),
                                          _floats(alibi_slopes), int(threads))
     return out, lse[..., 0]
 
 
-def ring_attention_backward(comm, q, k, v, out, lse, grad_out, *, causal: bool = False, scale=None,
+def ring_attention_backward(comm, q, k, v, out, lse, grad_out, *, causal: bool | str = False, scale=None,
                             softcap: float | None = None, sinks=None, window_size=None, alibi_slopes=None,
                             threads: int = 0):
     """This rank's shards of dq, dk, dv, and dsinks ([Hq], the whole gradient; None without sinks)."""
     lse4 = _f32(lse, "lse")[..., None]
     dq, dk, dv, dsinks = _attnlab_mpi.ring_backward(
         comm.py2f(), _layout(comm, q), _f32(q, "q"), _f32(k, "k"), _f32(v, "v"), _f32(out, "out"), lse4,
-        _f32(grad_out, "grad_out"), bool(causal), _scale(scale), softcap, _floats(sinks), _window(window_size),
+        _f32(grad_out, "grad_out"), _causal(causal), _scale(scale), softcap, _floats(sinks), _window(window_size),
         _floats(alibi_slopes), int(threads))
     return dq, dk, dv, (np.asarray(dsinks, dtype=np.float32) if sinks is not None else None)

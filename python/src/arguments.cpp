@@ -56,4 +56,17 @@ uint64_t uint64_arg(const py::handle& x, const char* name) {
   return value.cast<uint64_t>();
 }
 
+Causal causal_arg(const py::object& causal) {
+  if (causal.is_none()) return Causal::none;
+  if (py::isinstance<py::bool_>(causal)) return causal.cast<bool>() ? Causal::top_left : Causal::none;
+  if (py::isinstance<py::str>(causal)) return parse_causal(causal.cast<std::string>().c_str());
+  throw py::type_error("causal: expected a bool or one of 'none', 'top_left', 'bottom_right'");
+}
+
+ScalePolicy scale_arg(const py::object& scale) {
+  if (scale.is_none()) return ScalePolicy::inv_sqrt_d();
+  if (py::isinstance<py::str>(scale)) return ScalePolicy::parse(scale.cast<std::string>());
+  return ScalePolicy::fixed(double_arg(scale, "scale", "None, a number or a policy name"));
+}
+
 }  // namespace attnlab::python

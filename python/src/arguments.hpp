@@ -6,6 +6,8 @@
 
 #include <cstdint>
 
+#include "attnlab/attention_options.hpp"
+
 namespace attnlab::python {
 
 // A real number (Python or NumPy; through float(), so 10**400 is an error naming `name`).
@@ -18,5 +20,11 @@ int64_t int_arg(const pybind11::handle& x, const char* name, int64_t lo, int64_t
 
 // The same for an unsigned 64-bit integer in [0, 2^64 - 1] (seeds).
 uint64_t uint64_arg(const pybind11::handle& x, const char* name);
+
+// causal as every entry takes it: None or False ("none"), True ("top_left"), or a name.
+Causal causal_arg(const pybind11::object& causal);
+
+// scale as every entry takes it: None (1/sqrt(d)), a number, or a policy name.
+ScalePolicy scale_arg(const pybind11::object& scale);
 
 }  // namespace attnlab::python

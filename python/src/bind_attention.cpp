@@ -18,26 +18,13 @@
 #include "arguments.hpp"
 #include "attnlab/error.hpp"
 #include "bindings.hpp"
-#include "docstrings.hpp"
 #include "ndarray.hpp"
+#include "signatures.hpp"
 
 namespace attnlab::python {
 namespace {
 
 // ---- arguments shared by the three functions ---------------------------------
-
-ScalePolicy parse_scale(const py::object& scale) {
-  if (scale.is_none()) return ScalePolicy::inv_sqrt_d();
-  if (py::isinstance<py::str>(scale)) return ScalePolicy::parse(scale.cast<std::string>());
-  return ScalePolicy::fixed(double_arg(scale, "scale", "None, a number or a policy name"));
-}
-
-Causal parse_causal_arg(const py::object& causal) {
-  if (causal.is_none()) return Causal::none;
-  if (py::isinstance<py::bool_>(causal)) return causal.cast<bool>() ? Causal::top_left : Causal::none;
-  if (py::isinstance<py::str>(causal)) return parse_causal(causal.cast<std::string>().c_str());
-  throw py::type_error("causal: expected a bool or one of 'none', 'top_left', 'bottom_right'");
-}
 
 // A 1-D array of integers (key_lengths, cu_seqlens): `what` says what its entries are,
 // `index_name` what an index counts ("batch", "entry").
@@ -293,7 +280,7 @@ py::array sdpa(py::array qa, py::array ka, py::array va, const py::object& attn_
 
   AttentionOptions<T> o;
   OptionStorage<T> keep;
-  o.scale = parse_scale(scale);
+  o.scale = scale_arg(scale);
   o.causal = is_causal ? Causal::top_left : Causal::none;
   o.dropout.p = dropout_p;
   o.dropout.seed = seed;
@@ -357,8 +344,8 @@ AttentionOptions<T> read_options(const Inputs<E>& in, const py::object& attn_mas
                                  const py::object& scale, const py::object& key_lengths, bool check_finite,
                                  const Variants& variants, OptionStorage<T>& keep) {
   AttentionOptions<T> o;
-  o.scale = parse_scale(scale);
-  o.causal = parse_causal_arg(causal);
+  o.scale = scale_arg(scale);
+  o.causal = causal_arg(causal);
   o.check_finite = check_finite;
   keep.key_lengths = parse_key_lengths(key_lengths);
   o.key_lengths = keep.key_lengths;
@@ -510,24 +497,12 @@ py::object attention_backward_py(const py::object& query, const py::object& key,
 
 void bind_attention(py::module_& m) {
   using namespace pybind11::literals;
-  m.def("scaled_dot_product_attention", &scaled_dot_product_attention, "query"_a, "key"_a, "value"_a,
-        "attn_mask"_a = py::none(), "dropout_p"_a = 0.0, "is_causal"_a = false, "scale"_a = py::none(),
-        "enable_gqa"_a = false, py::kw_only(), "seed"_a = py::none(), docs::scaled_dot_product_attention);
-  m.def("attention_forward", &attention_forward_py, "query"_a, "key"_a, "value"_a, "attn_mask"_a = py::none(),
-        py::kw_only(), "causal"_a = false, "scale"_a = py::none(), "key_lengths"_a = py::none(),
-        "diagnostics"_a = false, "check_finite"_a = true, "threads"_a = 0, "window_size"_a = py::none(),
-        "softcap"_a = py::none(), "alibi_slopes"_a = py::none(), "sinks"_a = py::none(),
-        "cu_seqlens_q"_a = py::none(), "cu_seqlens_k"_a = py::none(), "dropout_p"_a = 0.0, "seed"_a = 0,
-        "return_dropout_mask"_a = false, "dtype"_a = py::none(), docs::attention_forward);
+  def(m, signatures::scaled_dot_product_attention(), &scaled_dot_product_attention);
+  def(m, signatures::attention_forward(), &attention_forward_py);
   // For tests: attnlab.torch passes threads=0, and torch.set_num_threads must then govern the team.
   m.def("_team_size", [](const py::object& threads) { return team_size(threads_arg(threads)); }, "threads"_a = 0,
         "The number of threads a call given `threads` runs with (attnlab::team_size).");
-  m.def("attention_backward", &attention_backward_py, "query"_a, "key"_a, "value"_a, "out"_a, "lse"_a, "grad_out"_a,
-        "attn_mask"_a = py::none(), py::kw_only(), "causal"_a = false, "scale"_a = py::none(),
-        "key_lengths"_a = py::none(), "check_finite"_a = true, "threads"_a = 0, "window_size"_a = py::none(),
-        "softcap"_a = py::none(), "alibi_slopes"_a = py::none(), "sinks"_a = py::none(),
-        "cu_seqlens_q"_a = py::none(), "cu_seqlens_k"_a = py::none(), "dropout_p"_a = 0.0, "seed"_a = 0,
-        "dtype"_a = py::none(), docs::attention_backward);
+  def(m, signatures::attention_backward(), &attention_backward_py);
 }
 
 }  // namespace attnlab::python

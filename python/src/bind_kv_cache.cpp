@@ -10,13 +10,13 @@
 
 #include <optional>
 #include <string>
-#include <variant>
 #include <vector>
 
 #include "arguments.hpp"
 #include "attnlab/kv_cache.hpp"
 #include "bindings.hpp"
 #include "ndarray.hpp"
+#include "signatures.hpp"
 
 namespace attnlab::python {
 
@@ -101,8 +101,8 @@ std::vector<int64_t> int_list(const py::object& xs, const char* name, int64_t lo
 }
 
 py::object attention(const KVCache& cache, const py::object& layer_obj, const py::object& seqs_obj,
-                     const py::object& q_obj, const py::object& query_lengths_obj, const std::string& causal,
-                     std::optional<std::variant<double, std::string>> scale, const py::object& window_obj,
+                     const py::object& q_obj, const py::object& query_lengths_obj, const py::object& causal,
+                     const py::object& scale, const py::object& window_obj,
                      std::optional<double> softcap, std::optional<std::vector<float>> alibi_slopes,
                      std::optional<std::vector<float>> sinks, const py::object& threads_obj,
                      bool return_lse) {
@@ -121,9 +121,8 @@ py::object attention(const KVCache& cache, const py::object& layer_obj, const py
   const FloatArray q = float32_rows(q_obj, "q");
   const KVCacheConfig& c = cache.config();
   AttentionOptions<float> o;
-  o.causal = parse_causal(causal.c_str());
-  if (scale && std::holds_alternative<double>(*scale)) o.scale = ScalePolicy::fixed(std::get<double>(*scale));
-  if (scale && std::holds_alternative<std::string>(*scale)) o.scale = ScalePolicy::parse(std::get<std::string>(*scale));
+  o.causal = causal_arg(causal);
+  o.scale = scale_arg(scale);
   if (window_size) o.window = {window_size->first, window_size->second};
   o.softcap = softcap;
   if (alibi_slopes) o.alibi_slopes = *alibi_slopes;
@@ -159,51 +158,22 @@ py::dict memory(const KVCache& cache) {
 }  // namespace
 
 void bind_kv_cache(py::module_& m) {
-  py::class_<KVCache>(m, "KVCache",
-                      R"doc(A paged KV cache for decoding, quantized on write (docs/python.md, "Decoding").
-
-KVCache(layers, kv_heads, head_dim, max_tokens, key_type="float32", value_type="float32",
-        value_dim=None, block_tokens=128, key_scales=[], value_scales=[])
-
-Types: "float32", "bfloat16", "float16", "int8" and "int4" (a scale per 32 channels of
-each token and head), "fp8_e4m3" (key_scales/value_scales: one per K/V head, or one for
-all, fixed here; a value beyond 448·scale is a ValueError). The pool of max_tokens positions
-(all layers) is allocated here and never grows.)doc")
-      .def(py::init(&make_cache), "layers"_a, "kv_heads"_a, "head_dim"_a, "max_tokens"_a, "key_type"_a = "float32",
-           "value_type"_a = "float32", "value_dim"_a = py::none(), "block_tokens"_a = 128,
-           "key_scales"_a = std::vector<float>{}, "value_scales"_a = std::vector<float>{})
-      .def("add_sequence", &KVCache::add_sequence, "A new empty sequence; returns its id.")
-      .def(
-          "fork",
-          [](KVCache& c, const py::object& seq, const py::object& tokens) {
-            return c.fork(seq_arg(seq), int_arg(tokens, "tokens", 0, kTokens));
-          },
-          "seq"_a, "tokens"_a,
-           "A new sequence holding the first `tokens` positions of `seq`, sharing its blocks until either writes.")
-      .def(
-          "free", [](KVCache& c, const py::object& seq) { c.free(seq_arg(seq)); }, "seq"_a, "Frees a sequence (its blocks return when no fork holds them).")
-      .def_property_readonly("sequences", &KVCache::sequences)
-      .def(
-          "length", [](const KVCache& c, const py::object& seq, const py::object& layer) {
-            return c.length(seq_arg(seq), layer_arg(layer));
-          },
-          "seq"_a, "layer"_a = 0, "Positions held by `seq` in `layer`.")
-      .def("append", &append, "layer"_a, "seq"_a, "k"_a, "v"_a,
-           "Appends k [kv_heads, n, head_dim] and v [kv_heads, n, value_dim] (or [1, kv_heads, n, dim]) to a "
-           "sequence's layer; with a list of sequences `seq`, k [len(seq), kv_heads, n, head_dim] and v "
-           "[len(seq), kv_heads, n, value_dim] append n positions to each of them: to all or, on any error, to none.")
-      .def("gather", &gather, "layer"_a, "seq"_a,
-           "The sequence's K and V of a layer, dequantized: float32 [kv_heads, length, dim] arrays.")
-      .def("attention", &attention, "layer"_a, "seqs"_a, "q"_a, "query_lengths"_a = py::none(),
-           "causal"_a = "bottom_right", "scale"_a = py::none(), "window_size"_a = py::none(), "softcap"_a = py::none(),
-           "alibi_slopes"_a = py::none(), "sinks"_a = py::none(), "threads"_a = 0, "return_lse"_a = false,
-           R"doc(Attention of new rows against the cache for the sequences `seqs` (append their K/V first).
-
-q: [len(seqs), Hq, Nq, head_dim], or [Hq, sum(query_lengths), head_dim] with query_lengths.
-Returns out (q's shape with value_dim); with return_lse a ForwardResult (out, lse), lse without the last axis.)doc")
-      .def("memory", &memory,
-           "The pool's bytes and blocks: pool_bytes, block_bytes, total_blocks, used_blocks, "
-           "shared_blocks, sequences, bytes_per_token.")
+  namespace sig = signatures::KVCache;
+  py::class_<KVCache> cls(m, "KVCache", sig::doc);
+  def_init(cls, sig::init(), py::init(&make_cache));
+  def(cls, sig::add_sequence(), &KVCache::add_sequence);
+  def(cls, sig::fork(), [](KVCache& c, const py::object& seq, const py::object& tokens) {
+    return c.fork(seq_arg(seq), int_arg(tokens, "tokens", 0, kTokens));
+  });
+  def(cls, sig::free(), [](KVCache& c, const py::object& seq) { c.free(seq_arg(seq)); });
+  def(cls, sig::length(), [](const KVCache& c, const py::object& seq, const py::object& layer) {
+    return c.length(seq_arg(seq), layer_arg(layer));
+  });
+  def(cls, sig::append(), &append);
+  def(cls, sig::gather(), &gather);
+  def(cls, sig::attention(), &attention);
+  def(cls, sig::memory(), &memory);
+  cls.def_property_readonly("sequences", &KVCache::sequences)
       .def_property_readonly("layers", [](const KVCache& c) { return c.config().layers; })
       .def_property_readonly("kv_heads", [](const KVCache& c) { return c.config().kv_heads; })
       .def_property_readonly("head_dim", [](const KVCache& c) { return c.config().head_dim; })

@@ -10,6 +10,7 @@
 #include "attnlab/lab.hpp"
 #include "bindings.hpp"
 #include "ndarray.hpp"
+#include "signatures.hpp"
 
 namespace attnlab::python {
 namespace {
@@ -143,13 +144,8 @@ py::dict lab_run(const std::string& name, const lab::Config& config, uint64_t se
 }  // namespace
 
 void bind_lab(py::module_& m) {
-  using namespace pybind11::literals;
-  m.def("lab_experiments", &lab_experiments,
-        "The registered experiments: name, summary, claims, parameters (name, default, type, help), quick overrides.");
-  m.def("lab_run", &lab_run, "name"_a, "config"_a, "seed"_a = 0,
-        "Runs one experiment with a str -> str configuration; returns experiment, seed, config, tables "
-        "({table: {column: ndarray}}), verdicts, figures (name, title, caption), notes, setup, seconds. "
-        "Use attnlab.experiments.run.");
+  def(m, signatures::lab_experiments(), &lab_experiments);
+  def(m, signatures::lab_run(), &lab_run);
 }
 
 }  // namespace attnlab::python

@@ -11,7 +11,7 @@
 #include "attnlab/error.hpp"
 #include "attnlab/softmax.hpp"
 #include "bindings.hpp"
-#include "docstrings.hpp"
+#include "signatures.hpp"
 #include "ndarray.hpp"
 
 namespace attnlab::python {
@@ -174,32 +174,24 @@ void require_match(const py::array& a, DType want, const char* name, const char*
 }  // namespace
 
 void bind_softmax(py::module_& m) {
-  using namespace pybind11::literals;
-  m.def("softmax", [](const py::object& x) { return dispatch1(x, "x", softmax_t<float>, softmax_t<double>); }, "x"_a,
-        docs::softmax);
-  m.def("log_softmax", [](const py::object& x) { return dispatch1(x, "x", log_softmax_t<float>, log_softmax_t<double>); },
-        "x"_a, docs::log_softmax);
-  m.def("logsumexp", [](const py::object& x) { return dispatch1(x, "x", logsumexp_t<float>, logsumexp_t<double>); },
-        "x"_a, docs::logsumexp);
-  m.def("softmax_jacobian",
-        [](const py::object& p) { return dispatch1(p, "probs", jacobian_t<float>, jacobian_t<double>); }, "probs"_a,
-        docs::softmax_jacobian);
-  m.def(
-      "softmax_vjp",
-      [](const py::object& probs, const py::object& grad) {
-        const py::array p = as_array(probs), g = as_array(grad);
-        const DType t = float_dtype(p, "probs");
-        require_match(g, t, "grad", "probs");
-        return t == DType::float32 ? vjp_t<float>(p, g) : vjp_t<double>(p, g);
-      },
-      "probs"_a, "grad"_a, docs::softmax_vjp);
-  m.def(
-      "softmax_cross_entropy",
-      [](const py::object& logits, const py::object& target) {
-        const py::array x = as_array(logits), t = as_array(target);
-        return float_dtype(x, "logits") == DType::float32 ? cross_entropy_t<float>(x, t) : cross_entropy_t<double>(x, t);
-      },
-      "logits"_a, "target"_a, docs::softmax_cross_entropy);
+  def(m, signatures::softmax(),
+      [](const py::object& x) { return dispatch1(x, "x", softmax_t<float>, softmax_t<double>); });
+  def(m, signatures::log_softmax(),
+      [](const py::object& x) { return dispatch1(x, "x", log_softmax_t<float>, log_softmax_t<double>); });
+  def(m, signatures::logsumexp(),
+      [](const py::object& x) { return dispatch1(x, "x", logsumexp_t<float>, logsumexp_t<double>); });
+  def(m, signatures::softmax_jacobian(),
+      [](const py::object& p) { return dispatch1(p, "probs", jacobian_t<float>, jacobian_t<double>); });
+  def(m, signatures::softmax_vjp(), [](const py::object& probs, const py::object& grad) {
+    const py::array p = as_array(probs), g = as_array(grad);
+    const DType t = float_dtype(p, "probs");
+    require_match(g, t, "grad", "probs");
+    return t == DType::float32 ? vjp_t<float>(p, g) : vjp_t<double>(p, g);
+  });
+  def(m, signatures::softmax_cross_entropy(), [](const py::object& logits, const py::object& target) {
+    const py::array x = as_array(logits), t = as_array(target);
+    return float_dtype(x, "logits") == DType::float32 ? cross_entropy_t<float>(x, t) : cross_entropy_t<double>(x, t);
+  });
 }
 
 }  // namespace attnlab::python

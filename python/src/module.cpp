@@ -6,11 +6,11 @@
 #include "attnlab/error.hpp"
 #include "attnlab/version.hpp"
 #include "bindings.hpp"
-#include "docstrings.hpp"
+#include "signatures.hpp"
 
 PYBIND11_MODULE(_attnlab, m) {
   namespace py = pybind11;
-  m.doc() = attnlab::python::docs::module;
+  m.doc() = attnlab::python::signatures::module_doc;
   // attnlab::Error is bad input: ValueError, with the library's message unchanged;
   // attnlab::OutOfMemory (a buffer too large for this machine) is MemoryError.
   py::register_exception_translator([](std::exception_ptr p) {
@@ -27,9 +27,7 @@ PYBIND11_MODULE(_attnlab, m) {
   attnlab::python::bind_lab(m);
   attnlab::python::bind_kv_cache(m);
   m.attr("__version__") = ATTNLAB_VERSION_STRING;  // attnlab/version.hpp: CMakeLists.txt's project VERSION
-  m.def("engine_target", &attnlab::engine::target_name,
-        "The SIMD target the float32 engine dispatched to on this machine (e.g. 'AVX2').");
-  m.def("release_cached_memory", &attnlab::engine::release_cached_memory,
-        "Frees the working buffers the engine keeps between calls (at most 32 MiB: its scratch, "
-        "reused so that a loop of calls does not ask the system for the same memory every time).");
+  attnlab::python::def(m, attnlab::python::signatures::engine_target(), &attnlab::engine::target_name);
+  attnlab::python::def(m, attnlab::python::signatures::release_cached_memory(),
+                       &attnlab::engine::release_cached_memory);
 }

@@ -10,6 +10,7 @@ from mpi4py import MPI
 
 import attnlab
 import attnlab.mpi as am
+from option_values import Problem, option_failures  # beside this file
 
 comm = MPI.COMM_WORLD
 rng = np.random.default_rng(46)  # the same whole problem on every rank
@@ -54,6 +55,18 @@ for causal in (False, True):
     for name, mine, whole in [("out", o_s, out[:, :, rows]), ("lse", l_s, lse[:, :, rows]),
                               ("dq", dq_s, dq[:, :, rows]), ("dk", dk_s, dk[:, :, rows]), ("dv", dv_s, dv[:, :, rows])]:
         close(f"numpy window alibi {'causal ' if causal else ''}{name}", mine, whole)
+
+# Every option the ring takes, with a value of each kind attnlab._options lists (option_values.py).
+problem = Problem(batch=B, query_heads=Hq, rows=N)
+
+
+def whole_rows(options: dict) -> np.ndarray:
+    return attnlab.attention_forward(q, k, v, **options).out[:, :, rows]
+
+
+failures += option_failures("attnlab.mpi.ring_attention", problem, np.asarray,
+                            lambda o: am.ring_attention(comm, q[:, :, rows], k[:, :, rows], v[:, :, rows], **o),
+                            whole_rows)
 
 # A shard one row short on the last rank: the same error on every rank, naming that rank (the
 # layout once came from the shards' sum, so rank 0's right shard was blamed).
@@ -114,6 +127,9 @@ if torch is not None:
     for name, a, b in [("out", mine, whole[:, :, rows]), ("dq", grad(sq), grad(tq)[:, :, rows]),
                        ("dk", grad(sk), grad(tk)[:, :, rows]), ("dv", grad(sv), grad(tv)[:, :, rows])]:
         close("torch window alibi " + name, a.detach().numpy(), b.detach().numpy())
+    shards = [torch.from_numpy(x[:, :, rows].copy()) for x in (q, k, v)]
+    failures += option_failures("attnlab.torch.ring_attention", problem, torch.as_tensor,
+                                lambda o: at.ring_attention(comm, *shards, **o).detach(), whole_rows)
 elif comm.rank == 0:
     print("torch not installed: attnlab.torch.ring_attention not checked")
 

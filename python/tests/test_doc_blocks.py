@@ -48,6 +48,7 @@ BLOCKS = {
     ("docs/python.md", "PYTHONPATH=build/python /usr/bin/python3 -c"): ("run",),
     ("docs/python.md", "from attnlab import experiments"): ("run",),
     ("docs/python.md", "PYTHONPATH=build/python /usr/bin/python3 python/bench/torch_sdpa.py"): ("flags",),
+    ("docs/python.md", "PYTHONPATH=build/python /usr/bin/python3 python/bench/op_overhead.py"): ("flags",),
     ("docs/python.md", "import numpy as np"): ("file", "python/examples/kv_cache.py"),
     ("docs/python.md", "attnlab attention --q Q.npy"): ("flags",),
     ("docs/scale-out.md", "const auto layout = attnlab::mpi::RingLayout::zigzag"): (

@@ -122,3 +122,49 @@ def test_scripted_and_traced_decoding_equal_eager_and_append():
             for name in ("scripted", "traced"):
                 k, v = caches[name][0].gather(layer, caches[name][1][i])
                 assert torch.equal(k, want_k) and torch.equal(v, want_v), (name, layer)
+
+
+def test_a_saved_and_loaded_decoding_module_continues_as_eager(tmp_path):
+    # torch.jit.save writes the cache the module holds (its configuration, sequence ids and
+    # contents); torch.jit.load gives a module that decodes on from there as eager mode does.
+    torch.manual_seed(2)
+    model = GPT().eval()
+    prompt = torch.randint(0, VOCAB, (2, 7))
+    (eager_cache, eager_seqs), (saved_cache, saved_seqs) = new_cache(), new_cache()
+    with torch.no_grad():
+        for cache, seqs in ((eager_cache, eager_seqs), (saved_cache, saved_seqs)):
+            model(prompt, cache.handle, seqs)
+            cache.free(cache.add_sequence())  # an id no longer live, and a fork: ids 0, 1, 3 remain
+            cache.fork(seqs[0], 5)
+        path = tmp_path / "decoder.pt"
+        torch.jit.save(torch.jit.script(Decoder(model, saved_cache, saved_seqs)), str(path))
+        loaded = torch.jit.load(str(path))
+        token = torch.randint(0, VOCAB, (2, 1))
+        for _ in range(4):
+            want = model(token, eager_cache.handle, eager_seqs)
+            assert torch.equal(loaded(token), want)
+            token = want[:, -1:].argmax(-1)
+    cache = loaded.cache
+    assert cache.sequences() == eager_cache.handle.sequences() == [0, 1, 3]
+    for seq in (0, 1, 3):
+        for layer in range(N_LAYER):
+            assert cache.length(seq, layer) == eager_cache.length(seq, layer) == (11 if seq < 3 else 5)
+            (k, v), (want_k, want_v) = cache.gather(layer, seq), eager_cache.gather(layer, seq)
+            assert torch.equal(k, want_k) and torch.equal(v, want_v), (seq, layer)
+    assert cache.add_sequence() == eager_cache.add_sequence() == 4
+
+
+@pytest.mark.parametrize("cache_type", ["float32", "bfloat16", "float16", "int8", "int4", "fp8_e4m3"])
+def test_a_saved_cache_loads_with_the_same_contents(cache_type):
+    # The saved state is the dequantized rows; loading quantizes them again.
+    torch.manual_seed(3)
+    scales = {"key_scales": [0.5, 2.0], "value_scales": [1.0]} if cache_type == "fp8_e4m3" else {}
+    cache = at.KVCache(2, 2, 64, 512, cache_type, cache_type, block_tokens=16, **scales)
+    seqs = [cache.add_sequence() for _ in range(2)]
+    cache.append(0, seqs, torch.randn(2, 2, 37, 64), torch.randn(2, 2, 37, 64))
+    cache.append(1, seqs, 5 * torch.randn(2, 2, 20, 64), torch.randn(2, 2, 20, 64))
+    loaded = copy.deepcopy(cache.handle)
+    for layer in range(2):
+        for seq in seqs:
+            for got, want in zip(loaded.gather(layer, seq), cache.gather(layer, seq)):
+                assert torch.equal(got, want), (layer, seq)

@@ -1,7 +1,8 @@
 // torch.classes.attnlab.KVCache and the operators over it: the library's paged, quantized KV
 // cache (attnlab/kv_cache.hpp) as a TorchScript custom class, so that a scripted or traced
 // decoding loop holds it and its appends are recorded (the tracer keeps the object as a
-// constant of the graph, the conservative alias analysis keeps every call, in order).
+// constant of the graph, the conservative alias analysis keeps every call, in order), and
+// torch.jit.save / torch.jit.load of a module holding it keep its contents (def_pickle).
 //
 //   kv_cache_append(cache, layer, seqs, k, v)        appends n positions to each of seqs
 //                                                    (k [len(seqs), kv_heads, n, head_dim]),
@@ -35,6 +36,7 @@ struct TorchKVCache : torch::CustomClassHolder {
   explicit TorchKVCache(const KVCacheConfig& config) : cache(config) {}
   KVCache cache;
   std::mutex mutex;
+  int64_t next_id = 0;  // the id the next add_sequence or fork returns (ids are never reused)
 };
 using Handle = c10::intrusive_ptr<TorchKVCache>;
 
@@ -126,6 +128,91 @@ auto locked(const Handle& self, F&& f) {
   return translate_errors([&] { return f(self->cache); });
 }
 
+// A new sequence's id (add_sequence, fork), remembered so that a saved cache hands out the same
+// ids after loading.
+int64_t new_id(TorchKVCache& self, int64_t id) {
+  self.next_id = id + 1;
+  return id;
+}
+
+// What torch.jit.save, copy.deepcopy and pickle write of a cache: its configuration, the next
+// sequence id, the live sequences and each one's positions per layer, dequantized to float32.
+// Loading appends them to a new cache, which quantizes them again (exact for float32,
+// bfloat16, float16 and fp8_e4m3; int8 and int4 recompute their scales from the dequantized
+// rows: the same codes, scales equal up to rounding); a fork's shared blocks load as copies.
+// Three items (a longer tuple makes GCC warn inside LibTorch's IValue):
+//   sizes    layers, kv_heads, head_dim, max_tokens, value_dim, block_tokens, next_id, then
+//            the live sequences' ids in increasing order
+//   types    key_type, value_type
+//   tensors  key_scales, value_scales (float64), then for each live sequence and each layer
+//            k [kv_heads, length, head_dim] and v [kv_heads, length, value_dim], float32
+using SavedCache = std::tuple<std::vector<int64_t>, std::vector<std::string>, std::vector<at::Tensor>>;
+constexpr size_t kSavedSizes = 7;
+
+at::Tensor doubles(const std::vector<float>& x) {
+  return at::tensor(std::vector<double>(x.begin(), x.end()), at::kDouble);
+}
+
+SavedCache save_cache(const Handle& self) {
+  std::lock_guard<std::mutex> lock(self->mutex);
+  return translate_errors([&] {
+    const KVCache& c = self->cache;
+    const KVCacheConfig& cf = c.config();
+    std::vector<int64_t> sizes{cf.layers,    cf.kv_heads,     cf.head_dim,   cf.max_tokens,
+                               cf.value_dim, cf.block_tokens, self->next_id};
+    std::vector<at::Tensor> tensors{doubles(cf.key_scales), doubles(cf.value_scales)};
+    for (const int64_t seq : c.sequences()) {
+      sizes.push_back(seq);
+      for (int64_t layer = 0; layer < cf.layers; ++layer) {
+        const int64_t len = c.length(seq, layer);
+        at::Tensor k = at::empty({cf.kv_heads, len, cf.head_dim}, at::kFloat);
+        at::Tensor v = at::empty({cf.kv_heads, len, cf.value_dim}, at::kFloat);
+        if (len > 0)
+          c.gather(layer, seq, TensorView<float>(k.data_ptr<float>(), {1, cf.kv_heads, len, cf.head_dim}),
+                   TensorView<float>(v.data_ptr<float>(), {1, cf.kv_heads, len, cf.value_dim}));
+        tensors.push_back(k);
+        tensors.push_back(v);
+      }
+    }
+    return SavedCache{sizes, {to_string(cf.key_type), to_string(cf.value_type)}, tensors};
+  });
+}
+
+Handle load_cache(const SavedCache& saved) {
+  const auto& [sizes, types, tensors] = saved;
+  const char* const not_a_cache = "KVCache: the saved state is not a cache's: ";
+  TORCH_CHECK_VALUE(sizes.size() >= kSavedSizes && types.size() == 2 && tensors.size() >= 2, not_a_cache,
+                    sizes.size(), " sizes, ", types.size(), " types, ", tensors.size(), " tensors");
+  const int64_t layers = sizes[0], next_id = sizes[6];
+  const std::vector<int64_t> seqs(sizes.begin() + kSavedSizes, sizes.end());
+  TORCH_CHECK_VALUE(layers > 0 && tensors.size() == 2 + seqs.size() * 2 * static_cast<size_t>(layers), not_a_cache,
+                    tensors.size(), " tensors for ", seqs.size(), " sequences of ", layers, " layers");
+  for (size_t i = 0; i < seqs.size(); ++i)
+    TORCH_CHECK_VALUE(seqs[i] >= 0 && seqs[i] < next_id && (i == 0 || seqs[i - 1] < seqs[i]), not_a_cache,
+                      "the sequence ids are not increasing ids below ", next_id);
+  Handle self = make_cache(layers, sizes[1], sizes[2], sizes[3], types[0], types[1], sizes[4], sizes[5],
+                           float_values<double>(tensors[0]), float_values<double>(tensors[1]));
+  translate_errors([&] {
+    KVCache& c = self->cache;
+    // The same ids: every id below next_id is created, and those no longer live are freed.
+    for (int64_t id = 0; id < next_id; ++id) c.add_sequence();
+    self->next_id = next_id;
+    size_t live = 0, at = 2;
+    for (int64_t id = 0; id < next_id; ++id) {
+      if (live == seqs.size() || seqs[live] != id) {
+        c.free(id);
+        continue;
+      }
+      for (int64_t layer = 0; layer < layers; ++layer, at += 2)
+        if (tensors[at].dim() != 3 || tensors[at].size(1) > 0)
+          c.append(layer, id, view4<float>(float_rows(tensors[at], "k"), "k"),
+                   view4<float>(float_rows(tensors[at + 1], "v"), "v"));
+      ++live;
+    }
+  });
+  return self;
+}
+
 }  // namespace
 
 TORCH_LIBRARY_FRAGMENT(attnlab, m) {
@@ -143,9 +230,10 @@ TORCH_LIBRARY_FRAGMENT(attnlab, m) {
             torch::arg("key_type") = "float32", torch::arg("value_type") = "float32",
             torch::arg("value_dim") = c10::IValue(), torch::arg("block_tokens") = int64_t{128},
             torch::arg("key_scales") = std::vector<double>{}, torch::arg("value_scales") = std::vector<double>{}})
-      .def("add_sequence", [](const Handle& self) { return locked(self, [](KVCache& c) { return c.add_sequence(); }); })
+      .def("add_sequence",
+           [](const Handle& self) { return locked(self, [&](KVCache& c) { return new_id(*self, c.add_sequence()); }); })
       .def("fork", [](const Handle& self, int64_t seq, int64_t tokens) {
-             return locked(self, [&](KVCache& c) { return c.fork(seq, tokens); });
+             return locked(self, [&](KVCache& c) { return new_id(*self, c.fork(seq, tokens)); });
            })
       .def("free", [](const Handle& self, int64_t seq) { locked(self, [&](KVCache& c) { c.free(seq); }); })
       .def("length", [](const Handle& self, int64_t seq, int64_t layer) {
@@ -177,7 +265,9 @@ TORCH_LIBRARY_FRAGMENT(attnlab, m) {
                       TensorView<float>(v.data_ptr<float>(), {1, cf.kv_heads, len, cf.value_dim}));
              return std::make_tuple(k, v);
            });
-      });
+      })
+      .def_pickle([](const Handle& self) { return save_cache(self); },
+                  [](SavedCache saved) { return load_cache(saved); });
   const auto conservative = c10::AliasAnalysisKind::CONSERVATIVE;
   m.def(torch::schema("kv_cache_append(__torch__.torch.classes.attnlab.KVCache cache, int layer, int[] seqs, "
                       "Tensor k, Tensor v) -> ()",

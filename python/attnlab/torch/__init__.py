@@ -49,7 +49,7 @@ except ImportError as e:  # `import attnlab` works without torch; this module ca
 from ._function import JIT_TRACE_DROPOUT, Options, attend, key_lengths_array
 from ._ring import ring_attention
 from ._shapes import pad_to_rank, sdpa_operands
-from ._tensors import check_float, check_tensor, options_dtype
+from ._tensors import check_float, check_tensor, options_dtype, sinks_tensor
 from .rope import apply_rope
 
 __all__ = ["CausalSelfAttention", "KVCache", "apply_rope", "attention", "ring_attention", "scaled_dot_product_attention"]
@@ -90,19 +90,6 @@ def _dropout_seed(dropout_p) -> int:
     if torch.jit.is_tracing():
         raise RuntimeError(JIT_TRACE_DROPOUT)
     return int(torch.randint(0, 2**62, (1,), dtype=torch.int64).item())
-
-
-def _sinks_tensor(sinks, query):
-    """sinks as a tensor in the inputs' dtype (a tracked conversion), or None."""
-    if sinks is None:
-        return None
-    if not isinstance(sinks, torch.Tensor):
-        sinks = torch.as_tensor(sinks, dtype=query.dtype)
-    check_tensor(sinks, "sinks")
-    check_float(sinks, "sinks")
-    if sinks.dim() != 1:
-        raise ValueError(f"sinks: shape {tuple(sinks.shape)}; expected [Hq], one logit per query head")
-    return sinks if sinks.dtype == query.dtype else sinks.to(query.dtype)
 
 
 # The keyword options attention() passes to the extension as they are (attention_variants.hpp).
@@ -190,7 +177,7 @@ def attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
                    threads=0 if threads is None else threads,
                    dropout_p=float(dropout_p), seed=seed, extra=_variant_options(options))
     q, k, v = (pad_to_rank(x, 4) for x in (query, key, value))
-    result = attend(q, k, v, _mask_in_dtype(attn_mask, query.dtype), opts, diagnostics, _sinks_tensor(sinks, query))
+    result = attend(q, k, v, _mask_in_dtype(attn_mask, query.dtype), opts, diagnostics, sinks_tensor(sinks, query))
     rows = tuple(query.shape[:-1])  # [..., Hq, Nq]
     out = result[0].reshape(*rows, value.shape[-1])
     if not (return_lse or diagnostics):

@@ -12,6 +12,7 @@ from __future__ import annotations
 import torch
 
 from ._function import JIT_TRACE
+from ._tensors import sinks_tensor
 
 
 def _numpy(t: torch.Tensor):
@@ -41,9 +42,10 @@ class _RingAttention(torch.autograd.Function):
                 torch.from_numpy(dv).to(value.dtype), d_sinks, None, None)
 
 
-def ring_attention(comm, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, *, causal: bool = False,
+def ring_attention(comm, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, *,
+                   causal: bool | str = False,
                    scale: float | str | None = None, softcap: float | None = None,
-                   sinks: torch.Tensor | None = None, window_size: tuple[int, int] | None = None,
+                   sinks=None, window_size: tuple[int, int] | None = None,
                    alibi_slopes=None, threads: int | None = None) -> torch.Tensor:
     """This rank's shard of attention over the sequence sharded across comm's ranks, differentiable."""
     if torch.jit.is_tracing():  # the ring's exchange is invisible to the tracer: it would freeze the output
@@ -55,4 +57,4 @@ def ring_attention(comm, query: torch.Tensor, key: torch.Tensor, value: torch.Te
     slopes = None if alibi_slopes is None else [float(x) for x in torch.as_tensor(alibi_slopes).reshape(-1)]
     options = {"causal": causal, "scale": scale, "softcap": softcap, "window_size": window_size, "alibi_slopes": slopes,
                "threads": torch.get_num_threads() if threads is None else threads}
-    return _RingAttention.apply(query, key, value, sinks, comm, options)
+    return _RingAttention.apply(query, key, value, sinks_tensor(sinks, query), comm, options)

@@ -32,3 +32,17 @@ def check_tensor(x, name: str) -> None:
 def check_float(x: torch.Tensor, name: str) -> None:
     if x.dtype not in COMPUTE_DTYPES:
         raise TypeError(f"{name}: dtype {x.dtype} is not supported (use float32, float64, float16 or bfloat16)")
+
+
+def sinks_tensor(sinks, query: torch.Tensor) -> torch.Tensor | None:
+    """sinks (a tensor, or a list or array of numbers) as a tensor in the inputs' dtype (a
+    tracked conversion), or None: attention's and ring_attention's."""
+    if sinks is None:
+        return None
+    if not isinstance(sinks, torch.Tensor):
+        sinks = torch.as_tensor(sinks, dtype=query.dtype)
+    check_tensor(sinks, "sinks")
+    check_float(sinks, "sinks")
+    if sinks.dim() != 1:
+        raise ValueError(f"sinks: shape {tuple(sinks.shape)}; expected [Hq], one logit per query head")
+    return sinks if sinks.dtype == query.dtype else sinks.to(query.dtype)

@@ -13,6 +13,8 @@ K/V to every sequence of the batch (all or none) and attends to each sequence's 
 Its forward is TorchScript: torch.jit.script compiles it (pass the cache's `handle` to a
 scripted module), and torch.jit.trace records the appends when the traced module holds the
 cache's handle as an attribute (the tracer reaches an object only through the module).
+torch.jit.save of a scripted module holding the handle saves the cache's contents with it, and
+torch.jit.load (after `import attnlab.torch`) gives them back (docs/python.md).
 """
 
 from __future__ import annotations
