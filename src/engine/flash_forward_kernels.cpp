@@ -72,7 +72,9 @@
 // The backward (flash_backward_kernels.cpp) recomputes P tile by tile from L.
 //
 // Precision: float32 in (bfloat16 and float16 inputs are converted to float32 where
-// they are loaded: the packing functions of tile_ops-inl.h, through plan.hpp's Operand),
+// they are loaded: the packing functions of tile_ops-inl.h, through plan.hpp's Operand;
+// bfloat16 inputs on a CPU with AVX512_BF16 and an AVX-512 target instead take both
+// products on VDPBF16PS, bf16_products.hpp, with P rounded to bfloat16 for P·V),
 // float32 accumulation throughout (like the naive matmul + softmax + matmul it replaces;
 // 16-bit results are rounded once, by engine.cpp, from float32 buffers), exp by ExpNonPositive (exp-inl.h:
 // the softmax's arguments are ≤ 0, which allows a cheaper exp than Highway's
@@ -140,6 +142,14 @@ void ForwardImpl(const Plan& p, TensorView<float> out, TensorView<float> lse, co
       const int64_t b = (kv0 + kvl) / dm.Hkv, hk = (kv0 + kvl) % dm.Hkv;
       const int64_t j0 = t * kBc, nc = std::min(kBc, dm.Nk - j0);
       float* head = base + kvl * per_head;
+      if (Bf16Products(p)) {  // pairs of bfloat16 (bf16_products.hpp), in the same places, in less room
+        bf16::pack_key_pairs(p.k.as<bfloat16>(), b, hk, j0, nc, TileWidth(nc), dm.d,
+                             reinterpret_cast<uint32_t*>(head + t * dm.d * kBc));
+        if (!v_per_tile)
+          bf16::pack_value_pairs(p.v.as<bfloat16>(), b, hk, j0, nc, dm.dv, p.dv_pad,
+                                 reinterpret_cast<uint32_t*>(head + kt_floats) + j0 / 2 * p.dv_pad);
+        continue;
+      }
       PackTransposed(p.k, b, hk, j0, nc, dm.d, head + t * dm.d * kBc);
       if (v_per_tile) continue;
       float* vrows = head + kt_floats + j0 * p.dv_pad;
