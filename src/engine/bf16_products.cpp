@@ -14,8 +14,8 @@
 
 namespace attnlab::engine::bf16 {
 
-void pack_key_pairs(ConstView<bfloat16> x, int64_t b, int64_t h, int64_t j0, int64_t n, int64_t w, int64_t d,
-                    uint32_t* dst) {
+void pack_key_pairs(ConstView<bfloat16> x, int64_t b, int64_t h, int64_t j0, int64_t n, int64_t w, int64_t rs_out,
+                    int64_t d, uint32_t* dst) {
   const int64_t pairs = (d + 1) / 2, st = x.stride(Axis::dim), rs = x.stride(Axis::seq);
   const bfloat16* src = n > 0 ? x.row(b, h, j0) : nullptr;
   // Eight key rows at a time, as the float32 packing (tile_ops-inl.h, PackTransposed):
@@ -24,7 +24,7 @@ void pack_key_pairs(ConstView<bfloat16> x, int64_t b, int64_t h, int64_t j0, int
   for (int64_t r0 = 0; r0 < n; r0 += kRows) {
     const int64_t r1 = std::min(n, r0 + kRows);
     for (int64_t c = 0; c < pairs; ++c) {
-      uint32_t* out = dst + c * w;
+      uint32_t* out = dst + c * rs_out;
       const bool whole = 2 * c + 1 < d;
       for (int64_t j = r0; j < r1; ++j) {
         const bfloat16* key = src + j * rs;
@@ -32,16 +32,16 @@ void pack_key_pairs(ConstView<bfloat16> x, int64_t b, int64_t h, int64_t j0, int
       }
     }
   }
-  for (int64_t c = 0; c < pairs; ++c) std::fill(dst + c * w + n, dst + (c + 1) * w, 0u);
+  for (int64_t c = 0; c < pairs; ++c) std::fill(dst + c * rs_out + n, dst + c * rs_out + w, 0u);
 }
 
 void pack_value_pairs(ConstView<bfloat16> x, int64_t b, int64_t h, int64_t j0, int64_t n, int64_t cols,
-                      int64_t cols_pad, uint32_t* dst) {
+                      int64_t cols_pad, int64_t rs, uint32_t* dst) {
   const int64_t st = x.stride(Axis::dim);
   for (int64_t t = 0; 2 * t < n; ++t) {
     const bfloat16* r0 = x.row(b, h, j0 + 2 * t);
     const bfloat16* r1 = 2 * t + 1 < n ? x.row(b, h, j0 + 2 * t + 1) : nullptr;
-    uint32_t* out = dst + t * cols_pad;
+    uint32_t* out = dst + t * rs;
     for (int64_t c = 0; c < cols; ++c) out[c] = pair_word(r0[c * st], r1 != nullptr ? r1[c * st] : bfloat16{});
     std::fill(out + cols, out + cols_pad, 0u);
   }

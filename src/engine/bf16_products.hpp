@@ -22,17 +22,24 @@ inline uint32_t pair_word(bfloat16 lo, bfloat16 hi) {
   return static_cast<uint32_t>(lo.bits) | (static_cast<uint32_t>(hi.bits) << 16);
 }
 
+// The row stride, in words, of a pair-packed B operand whose rows are `width` words long
+// (a multiple of 16): one cache line more where the room allows it (`padded`), so that
+// consecutive rows start in different L1 sets. Rows of 1 KiB (a key tile of 256) or
+// 512 B (dv = 128) otherwise fall into a quarter or half of L1's 64 sets, which a
+// product's 64 or 128 rows of B then overflow.
+inline int64_t pair_row_stride(int64_t width, bool padded) { return padded ? width + 16 : width; }
+
 // Keys [j0, j0 + n) of x[b, h] as the B operand of S = Q·Kᵀ: word (c, j) at
-// dst[c·w + j] holds the pair of dims 2c, 2c + 1 of key j0 + j, for c < ceil(d/2), j < w;
+// dst[c·rs + j] holds the pair of dims 2c, 2c + 1 of key j0 + j, for c < ceil(d/2), j < w;
 // zero for j in [n, w) and for dim d when d is odd.
-void pack_key_pairs(ConstView<bfloat16> x, int64_t b, int64_t h, int64_t j0, int64_t n, int64_t w, int64_t d,
-                    uint32_t* dst);
+void pack_key_pairs(ConstView<bfloat16> x, int64_t b, int64_t h, int64_t j0, int64_t n, int64_t w, int64_t rs,
+                    int64_t d, uint32_t* dst);
 
 // Rows [j0, j0 + n) of x[b, h] (values) as the B operand of O += P·V: word (t, c) at
-// dst[t·cols_pad + c] holds column c of rows j0 + 2t and j0 + 2t + 1, for t < ceil(n/2),
+// dst[t·rs + c] holds column c of rows j0 + 2t and j0 + 2t + 1, for t < ceil(n/2),
 // c < cols_pad; zero for c in [cols, cols_pad) and for the row past an odd n.
 void pack_value_pairs(ConstView<bfloat16> x, int64_t b, int64_t h, int64_t j0, int64_t n, int64_t cols,
-                      int64_t cols_pad, uint32_t* dst);
+                      int64_t cols_pad, int64_t rs, uint32_t* dst);
 
 // Rows [i0, i0 + rows) of x[b, h] (queries) as the A operand: bfloat16 rows of
 // `cols_pad` values (cols_pad even), zero past `cols`.

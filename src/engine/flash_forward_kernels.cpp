@@ -122,8 +122,10 @@ void ForwardImpl(const Plan& p, TensorView<float> out, TensorView<float> lse, co
   // then each query tile copies its key tile's V rows into its scratch (a plain copy of
   // Bc·dv per Br·Bc·(d + dv) FMAs, under 1 %). Rows padded to 16 floats make V 16× larger
   // at dv = 1: a 64 MB V would have cost 1 GB packed.
-  const bool v_per_tile = kt_floats + dm.Nk * p.dv_pad > kPackBudget;
-  const int64_t v_floats = v_per_tile ? 0 : dm.Nk * p.dv_pad;
+  // bfloat16 products: V as pairs of rows (bf16_products.hpp), rows of VPairStride words
+  const int64_t v_whole = Bf16Products(p) ? ceil_div(dm.Nk, 2) * VPairStride(p) : dm.Nk * p.dv_pad;
+  const bool v_per_tile = kt_floats + v_whole > kPackBudget;
+  const int64_t v_floats = v_per_tile ? 0 : v_whole;
   const int64_t per_head = std::max<int64_t>(kt_floats + v_floats, 1);
   const int64_t n_kv = dm.B * dm.Hkv;
   const int64_t heads_per_batch = std::clamp<int64_t>(kPackBudget / per_head, 1, n_kv);
@@ -143,11 +145,11 @@ void ForwardImpl(const Plan& p, TensorView<float> out, TensorView<float> lse, co
       const int64_t j0 = t * kBc, nc = std::min(kBc, dm.Nk - j0);
       float* head = base + kvl * per_head;
       if (Bf16Products(p)) {  // pairs of bfloat16 (bf16_products.hpp), in the same places, in less room
-        bf16::pack_key_pairs(p.k.as<bfloat16>(), b, hk, j0, nc, TileWidth(nc), dm.d,
+        bf16::pack_key_pairs(p.k.as<bfloat16>(), b, hk, j0, nc, TileWidth(nc), KtPairStride(p, nc), dm.d,
                              reinterpret_cast<uint32_t*>(head + t * dm.d * kBc));
         if (!v_per_tile)
-          bf16::pack_value_pairs(p.v.as<bfloat16>(), b, hk, j0, nc, dm.dv, p.dv_pad,
-                                 reinterpret_cast<uint32_t*>(head + kt_floats) + j0 / 2 * p.dv_pad);
+          bf16::pack_value_pairs(p.v.as<bfloat16>(), b, hk, j0, nc, dm.dv, p.dv_pad, VPairStride(p),
+                                 reinterpret_cast<uint32_t*>(head + kt_floats) + j0 / 2 * VPairStride(p));
         continue;
       }
       PackTransposed(p.k, b, hk, j0, nc, dm.d, head + t * dm.d * kBc);

@@ -43,6 +43,15 @@ HWY_INLINE bool Bf16Products(const Plan& p) {
 #endif
 }
 
+// Row strides of the pair-packed Kᵀ tile of nc keys and of V (bf16::pair_row_stride):
+// padded where the room laid out for float32 holds it, ceil(d/2) rows of TileWidth + 16
+// words in d·TileWidth floats (a whole tile, d ≥ 2), and kBc/2 rows of dv_pad + 16 in a
+// tile's kBc·dv_pad floats of V.
+HWY_INLINE int64_t KtPairStride(const Plan& p, int64_t nc) {
+  return bf16::pair_row_stride(TileWidth(nc), TileWidth(nc) == kBc && p.dims.d >= 2);
+}
+HWY_INLINE int64_t VPairStride(const Plan& p) { return bf16::pair_row_stride(p.dv_pad, true); }
+
 // Per-thread buffers of the forward.
 struct ForwardScratch {
   ScratchBuffer<float> s, o;      // S/P tile [Br × Bc], O accumulator [Br × dv_pad]
@@ -317,19 +326,20 @@ void ForwardQueryTile(const Plan& p, int64_t b, int64_t h, int64_t qt, const flo
     float* s = w.s.get() + rect.r0 * kBc;
     if (bf16) {
       const auto* kt_pairs = reinterpret_cast<const uint32_t*>(kt_head + t * dm.d * kBc);
-      bf16::gemm(rr, st.width, round_up(dm.d, 2), q16 + rect.r0 * p.d_pad, p.d_pad, kt_pairs + col, TileWidth(nc), s,
-                 kBc, false);
+      bf16::gemm(rr, st.width, round_up(dm.d, 2), q16 + rect.r0 * p.d_pad, p.d_pad, kt_pairs + col,
+                 KtPairStride(p, nc), s, kBc, false);
       SoftmaxTile(p, b, h, i0, st, w, diag != nullptr);
       // P rounded to bfloat16 for its product, as FlashAttention does (l sums it unrounded).
       bfloat16* p16 = reinterpret_cast<bfloat16*>(w.p16.get()) + rect.r0 * kBc;
       bf16::round_rows(s, kBc, rr, st.width, p16, kBc);
       const uint32_t* v_pairs = reinterpret_cast<const uint32_t*>(w.v.get());
       if (v_head != nullptr)
-        v_pairs = reinterpret_cast<const uint32_t*>(v_head) + st.j0 / 2 * p.dv_pad;
+        v_pairs = reinterpret_cast<const uint32_t*>(v_head) + st.j0 / 2 * VPairStride(p);
       else
-        bf16::pack_value_pairs(p.v.as<bfloat16>(), b, h / dm.group(), st.j0, st.nc, dm.dv, p.dv_pad,
+        bf16::pack_value_pairs(p.v.as<bfloat16>(), b, h / dm.group(), st.j0, st.nc, dm.dv, p.dv_pad, VPairStride(p),
                                reinterpret_cast<uint32_t*>(w.v.get()));
-      bf16::gemm(rr, p.dv_pad, st.nc, p16, kBc, v_pairs, p.dv_pad, w.o.get() + rect.r0 * p.dv_pad, p.dv_pad, true);
+      bf16::gemm(rr, p.dv_pad, st.nc, p16, kBc, v_pairs, VPairStride(p), w.o.get() + rect.r0 * p.dv_pad, p.dv_pad,
+                 true);
       continue;
     }
     Gemm(static_cast<size_t>(rr), static_cast<size_t>(st.width), static_cast<size_t>(dm.d),
