@@ -103,6 +103,21 @@ for (t, p), r in rows.items():
         assert r["bf16_dot_peak_fraction"] is None, r
 PY
 
+# LibTorch's peer, where it was built: in bfloat16 too when bf16 is asked, the same attention
+# within bfloat16's roundings.
+if [[ -e "$(dirname "$cli")/libattnlab_torch_peer.so" ]]; then
+  "$cli" bench --batch 1 --heads 2 --seq 40 --dim 16 --causal --threads 2 --repeats 1 --settle-ms 0 --probes skip \
+    --impls attnlab,libtorch --dtype f32,bf16 --json "$dir/torch16.json" > "$dir/torch16.txt"
+  /usr/bin/python3 - "$dir/torch16.json" <<'PY'
+import json, sys
+rows = {(r["impl"], r["dtype"], r["pass"]): r for r in json.load(open(sys.argv[1]))["results"]}
+assert sorted(rows) == sorted((i, t, p) for i in ("attnlab", "libtorch") for t in ("f32", "bf16")
+                              for p in ("forward", "backward")), sorted(rows)
+for (i, t, p), r in rows.items():
+    assert r["max_abs_diff"] < (0.05 if t == "bf16" else 1e-4), r
+PY
+fi
+
 cp "$json" "$dir/before.json"
 expect_error() {  # expect_error REGEX ARGS...: fails, says REGEX, and bench.json is untouched
   local regex=$1

@@ -173,7 +173,7 @@ void run_bench(const BenchArgs& a) {
       throw al::Error(fmt::format("bench: unknown --dtype '{}' (f32, bf16, f16)", dt));
   if (a.dtypes.empty()) throw al::Error("bench: --dtype needs at least one of f32, bf16, f16");
   // Each implementation with the element type it runs in: the engine once per --dtype,
-  // the peers in float32.
+  // the peers in float32, and LibTorch in bfloat16 too when bf16 is asked.
   std::vector<attnlab::cli::BenchImpl> impls;
   for (const auto& name : a.impls) {
     if (name == "attnlab") {
@@ -193,10 +193,14 @@ void run_bench(const BenchArgs& a) {
             fmt::format("bench: the libtorch peer would materialise about {:.1f} GB of N×N matrices; "
                         "use --impls attnlab for this size",
                         gb));
-      std::string why;
-      auto peer = ab::make_libtorch_peer(shape, threads, &why);
-      if (!peer) throw al::Error("bench: " + why);
-      impls.push_back({std::move(peer)});
+      // float32, and bfloat16 too when --dtype asks for it: the peer in the engine's precision
+      for (const bool bf16 : {false, true}) {
+        if (bf16 && std::find(a.dtypes.begin(), a.dtypes.end(), "bf16") == a.dtypes.end()) continue;
+        std::string why;
+        auto peer = ab::make_libtorch_peer(shape, threads, &why, bf16);
+        if (!peer) throw al::Error("bench: " + why);
+        impls.push_back({std::move(peer), bf16 ? "bf16" : "f32"});
+      }
     } else {
       throw al::Error(fmt::format("bench: unknown implementation '{}' (attnlab, openblas, libtorch)", name));
     }
@@ -461,7 +465,8 @@ attnlab::cli::Command attnlab::cli::bench_command() {
             ->default_str("attnlab,openblas,libtorch");
         attnlab::cli::add_list_option(
             sub, "--dtype", a.dtypes,
-            "element types of the engine's runs, interleaved: f32, bf16, f16 (the peers run in f32)")
+            "element types of the engine's runs, interleaved: f32, bf16, f16 (the peers run in f32; libtorch in bf16 "
+            "too when bf16 is asked)")
             ->default_str("f32");
         sub.callback([] { run_bench(a); });
       }};
