@@ -23,8 +23,8 @@ Peak measure_peak(int threads, double seconds = 0.2, int trials = 5);
 
 // The bfloat16 dot-product peak where the CPU has AVX512_BF16 (VDPBF16PS: 16 lanes, each
 // adding two products of bfloat16 pairs, 64 FLOPs per instruction), the same way
-// (bench/peak_bf16_dots.cpp); nullopt on other CPUs. The yardstick of a bfloat16 cache's
-// scores on those products (docs/tuning.md, "Why each step, and the constants").
+// (bench/peak_bf16_dots.cpp); nullopt on other CPUs. The yardstick of bfloat16 inputs'
+// products where they run on it (docs/tuning.md, "The bfloat16 dot-product peak").
 std::optional<Peak> measure_bf16_dot_peak(int threads, double seconds = 0.2, int trials = 5);
 
 // The harness of both: `loop(iters)` runs `iters` iterations of `flops_per_iter` FLOPs on

@@ -11,7 +11,7 @@
 
 namespace attnlab::bench {
 
-std::unique_ptr<Peer> make_libtorch_peer(const PeerShape& shape, int threads, std::string* why) {
+std::unique_ptr<Peer> make_libtorch_peer(const PeerShape& shape, int threads, std::string* why, bool bf16) {
   namespace fs = std::filesystem;
   std::vector<fs::path> candidates;
   if (const char* env = std::getenv("ATTNLAB_TORCH_PEER")) candidates.emplace_back(env);
@@ -29,13 +29,13 @@ std::unique_ptr<Peer> make_libtorch_peer(const PeerShape& shape, int threads, st
       errors += std::string("; ") + dlerror();
       continue;
     }
-    using Make = Peer* (*)(const PeerShape*, int);
+    using Make = Peer* (*)(const PeerShape*, int, int);
     auto make = reinterpret_cast<Make>(dlsym(handle, "attnlab_make_libtorch_peer"));
     if (make == nullptr) {
       errors += "; " + path.string() + " has no attnlab_make_libtorch_peer";
       continue;
     }
-    return std::unique_ptr<Peer>(make(&shape, threads));
+    return std::unique_ptr<Peer>(make(&shape, threads, bf16 ? 1 : 0));
   }
   if (why)
     *why = "the LibTorch peer module libattnlab_torch_peer.so was not found (attnlab built without libtorch-dev?)" +

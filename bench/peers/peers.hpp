@@ -52,8 +52,9 @@ class Peer {
 // head, the materialised backward. Sets OpenBLAS to `threads` threads.
 std::unique_ptr<Peer> make_openblas_peer(const PeerShape& shape, int threads);
 
-// LibTorch: torch::matmul, torch::softmax and autograd. Sets torch to `threads`
-// threads (intra-op). Returns nullptr with `why` set if LibTorch is unavailable.
-std::unique_ptr<Peer> make_libtorch_peer(const PeerShape& shape, int threads, std::string* why);
+// LibTorch: torch::matmul, torch::softmax and autograd, in float32 or (bf16) on bfloat16
+// tensors. Sets torch to `threads` threads (intra-op). Returns nullptr with `why` set if
+// LibTorch is unavailable.
+std::unique_ptr<Peer> make_libtorch_peer(const PeerShape& shape, int threads, std::string* why, bool bf16 = false);
 
 }  // namespace attnlab::bench

@@ -58,6 +58,7 @@ void attach_probe(Plan& plan, bool forward) {
   if (plan.probe == nullptr) return;
   plan.decode_switches = plan.probe->switches();
   plan.tile_count = forward ? &plan.probe->counts.forward : &plan.probe->counts.backward;
+  if (forward) plan.bf16_tile_count = &plan.probe->counts.forward_bf16_products;
 }
 
 void throw_if_interrupted(const Plan& plan) {
@@ -127,6 +128,7 @@ void forward_impl(ConstView<E> q, ConstView<E> k, ConstView<E> v, const Attentio
   plan.dropout_mask = outputs.dropout_mask;
   attach_probe(plan, true);
   if (plan.probe != nullptr) plan.probe->last_path.store(path, std::memory_order_relaxed);
+  plan.bf16_products = std::is_same_v<E, bfloat16> && cpu_has_bf16_dot_products() && plan.decode_switches.bf16_dots;
   Tensor<float> own_out;
   const TensorView<float> out32 = float_result(out, own_out);
   std::optional<BlockMask> own_block_mask;

@@ -72,7 +72,9 @@
 // The backward (flash_backward_kernels.cpp) recomputes P tile by tile from L.
 //
 // Precision: float32 in (bfloat16 and float16 inputs are converted to float32 where
-// they are loaded: the packing functions of tile_ops-inl.h, through plan.hpp's Operand),
+// they are loaded: the packing functions of tile_ops-inl.h, through plan.hpp's Operand;
+// bfloat16 inputs on a CPU with AVX512_BF16 and an AVX-512 target instead take both
+// products on VDPBF16PS, bf16_products.hpp, with P rounded to bfloat16 for P·V),
 // float32 accumulation throughout (like the naive matmul + softmax + matmul it replaces;
 // 16-bit results are rounded once, by engine.cpp, from float32 buffers), exp by ExpNonPositive (exp-inl.h:
 // the softmax's arguments are ≤ 0, which allows a cheaper exp than Highway's
@@ -120,8 +122,10 @@ void ForwardImpl(const Plan& p, TensorView<float> out, TensorView<float> lse, co
   // then each query tile copies its key tile's V rows into its scratch (a plain copy of
   // Bc·dv per Br·Bc·(d + dv) FMAs, under 1 %). Rows padded to 16 floats make V 16× larger
   // at dv = 1: a 64 MB V would have cost 1 GB packed.
-  const bool v_per_tile = kt_floats + dm.Nk * p.dv_pad > kPackBudget;
-  const int64_t v_floats = v_per_tile ? 0 : dm.Nk * p.dv_pad;
+  // bfloat16 products: V as pairs of rows (bf16_products.hpp), rows of VPairStride words
+  const int64_t v_whole = Bf16Products(p) ? ceil_div(dm.Nk, 2) * VPairStride(p) : dm.Nk * p.dv_pad;
+  const bool v_per_tile = kt_floats + v_whole > kPackBudget;
+  const int64_t v_floats = v_per_tile ? 0 : v_whole;
   const int64_t per_head = std::max<int64_t>(kt_floats + v_floats, 1);
   const int64_t n_kv = dm.B * dm.Hkv;
   const int64_t heads_per_batch = std::clamp<int64_t>(kPackBudget / per_head, 1, n_kv);
@@ -140,6 +144,14 @@ void ForwardImpl(const Plan& p, TensorView<float> out, TensorView<float> lse, co
       const int64_t b = (kv0 + kvl) / dm.Hkv, hk = (kv0 + kvl) % dm.Hkv;
       const int64_t j0 = t * kBc, nc = std::min(kBc, dm.Nk - j0);
       float* head = base + kvl * per_head;
+      if (Bf16Products(p)) {  // pairs of bfloat16 (bf16_products.hpp), in the same places, in less room
+        bf16::pack_key_pairs(p.k.as<bfloat16>(), b, hk, j0, nc, TileWidth(nc), KtPairStride(p, nc), dm.d,
+                             reinterpret_cast<uint32_t*>(head + t * dm.d * kBc));
+        if (!v_per_tile)
+          bf16::pack_value_pairs(p.v.as<bfloat16>(), b, hk, j0, nc, dm.dv, p.dv_pad, VPairStride(p),
+                                 reinterpret_cast<uint32_t*>(head + kt_floats) + j0 / 2 * VPairStride(p));
+        continue;
+      }
       PackTransposed(p.k, b, hk, j0, nc, dm.d, head + t * dm.d * kBc);
       if (v_per_tile) continue;
       float* vrows = head + kt_floats + j0 * p.dv_pad;

@@ -16,6 +16,7 @@
 
 #include "hwy/aligned_allocator.h"
 #include "hwy/highway.h"
+#include "engine/bf16_products.hpp"
 #include "engine/exp-inl.h"
 #include "engine/gemm-inl.h"
 #include "engine/philox-inl.h"
@@ -30,11 +31,34 @@ struct RowDiag {
   double lo = 0, u2 = 0, u3 = 0, h = 0;  // over the non-max elements (h: over all)
 };
 
+// Whether this target computes the products of bfloat16 inputs on VDPBF16PS
+// (bf16_products.hpp) where the plan allows it: the AVX-512 targets, whose rows of 16
+// floats the pair layout is made for. Every other target keeps the float32 products.
+HWY_INLINE bool Bf16Products(const Plan& p) {
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+  return p.bf16_products;
+#else
+  (void)p;
+  return false;
+#endif
+}
+
+// Row strides of the pair-packed Kᵀ tile of nc keys and of V (bf16::pair_row_stride):
+// padded where the room laid out for float32 holds it, ceil(d/2) rows of TileWidth + 16
+// words in d·TileWidth floats (a whole tile, d ≥ 2), and kBc/2 rows of dv_pad + 16 in a
+// tile's kBc·dv_pad floats of V.
+HWY_INLINE int64_t KtPairStride(const Plan& p, int64_t nc) {
+  return bf16::pair_row_stride(TileWidth(nc), TileWidth(nc) == kBc && p.dims.d >= 2);
+}
+HWY_INLINE int64_t VPairStride(const Plan& p) { return bf16::pair_row_stride(p.dv_pad, true); }
+
 // Per-thread buffers of the forward.
 struct ForwardScratch {
   ScratchBuffer<float> s, o;      // S/P tile [Br × Bc], O accumulator [Br × dv_pad]
-  ScratchBuffer<float> v;         // one key tile's V rows [Bc × dv_pad], when V is not packed whole
-  ScratchBuffer<float> q;         // the query tile [Br × d_pad] converted to float (16-bit q only)
+  ScratchBuffer<float> v;         // one key tile's V rows [Bc × dv_pad] (or pairs), when V is not packed whole
+  ScratchBuffer<float> q;         // the query tile [Br × d_pad] converted to float (16-bit q only), or
+                                  // as bfloat16 for the bfloat16 products
+  ScratchBuffer<float> p16;       // P rounded to bfloat16 [Br × Bc] for its product (bfloat16 products only)
   ScratchBuffer<uint32_t> words;  // dropout's random words of one row [Bc + kDropoutSlack]
   float m[kBr], l[kBr], scale[kBr], slope[kBr];
   int64_t diagonal[kBr];  // each row's diagonal as a key index (ALiBi)
@@ -43,7 +67,7 @@ struct ForwardScratch {
   RowDiag diag[kBr];
   ForwardScratch(const Plan& p)
       : s(Scratch(kBr * kBc)), o(Scratch(kBr * p.dv_pad)), v(Scratch(kBc * p.dv_pad)),
-        q(Scratch(p.q.is_f32() ? 0 : kBr * p.d_pad)),
+        q(Scratch(p.q.is_f32() ? 0 : kBr * p.d_pad)), p16(Scratch(Bf16Products(p) ? kBr * kBc / 2 : 0)),
         words(ScratchWords(p.dropout ? kBc + kDropoutSlack : 0)) {}
 };
 
@@ -270,7 +294,12 @@ void ForwardQueryTile(const Plan& p, int64_t b, int64_t h, int64_t qt, const flo
   // queries are converted once per query tile (Br·d values per Br·Nk·d products).
   const float* q_tile = nullptr;
   size_t q_rs = static_cast<size_t>(p.d_pad), q_ks = 1;
-  if (p.q.is_f32()) {
+  // bfloat16 products: the query tile as bfloat16 rows of d_pad (even) values, zero past d.
+  const bool bf16 = Bf16Products(p);
+  auto* const q16 = reinterpret_cast<bfloat16*>(w.q.get());
+  if (bf16) {
+    bf16::pack_rows(p.q.as<bfloat16>(), b, h, i0, rows, dm.d, p.d_pad, q16);
+  } else if (p.q.is_f32()) {
     q_tile = p.q.f32().row(b, h, i0);
     q_rs = static_cast<size_t>(p.q.stride(Axis::seq)), q_ks = static_cast<size_t>(p.q.stride(Axis::dim));
   } else {
@@ -295,6 +324,24 @@ void ForwardQueryTile(const Plan& p, int64_t b, int64_t h, int64_t qt, const flo
     st.width = (st.nc + L - 1) / L * L;
     const int64_t rr = rect.r1 - rect.r0;
     float* s = w.s.get() + rect.r0 * kBc;
+    if (bf16) {
+      const auto* kt_pairs = reinterpret_cast<const uint32_t*>(kt_head + t * dm.d * kBc);
+      bf16::gemm(rr, st.width, round_up(dm.d, 2), q16 + rect.r0 * p.d_pad, p.d_pad, kt_pairs + col,
+                 KtPairStride(p, nc), s, kBc, false);
+      SoftmaxTile(p, b, h, i0, st, w, diag != nullptr);
+      // P rounded to bfloat16 for its product, as FlashAttention does (l sums it unrounded).
+      bfloat16* p16 = reinterpret_cast<bfloat16*>(w.p16.get()) + rect.r0 * kBc;
+      bf16::round_rows(s, kBc, rr, st.width, p16, kBc);
+      const uint32_t* v_pairs = reinterpret_cast<const uint32_t*>(w.v.get());
+      if (v_head != nullptr)
+        v_pairs = reinterpret_cast<const uint32_t*>(v_head) + st.j0 / 2 * VPairStride(p);
+      else
+        bf16::pack_value_pairs(p.v.as<bfloat16>(), b, h / dm.group(), st.j0, st.nc, dm.dv, p.dv_pad, VPairStride(p),
+                               reinterpret_cast<uint32_t*>(w.v.get()));
+      bf16::gemm(rr, p.dv_pad, st.nc, p16, kBc, v_pairs, VPairStride(p), w.o.get() + rect.r0 * p.dv_pad, p.dv_pad,
+                 true);
+      continue;
+    }
     Gemm(static_cast<size_t>(rr), static_cast<size_t>(st.width), static_cast<size_t>(dm.d),
          q_tile + rect.r0 * q_rs, q_rs, q_ks, kt_head + t * dm.d * kBc + col, static_cast<size_t>(TileWidth(nc)), s,
          kBc, false);
@@ -308,6 +355,7 @@ void ForwardQueryTile(const Plan& p, int64_t b, int64_t h, int64_t qt, const flo
          static_cast<size_t>(p.dv_pad), w.o.get() + rect.r0 * p.dv_pad, static_cast<size_t>(p.dv_pad), true);
   }
   if (p.tile_count != nullptr) p.tile_count->fetch_add(computed, std::memory_order_relaxed);
+  if (bf16 && p.bf16_tile_count != nullptr) p.bf16_tile_count->fetch_add(computed, std::memory_order_relaxed);
   if (p.sinks) AddSinks(p, h, rows, w, diag != nullptr);
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t i = i0 + r;

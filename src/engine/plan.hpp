@@ -115,8 +115,10 @@ struct TileRows {
 // load them (PackRows, PackTransposed, RowsOperand in tile_ops-inl.h; the decode path's
 // dot products and P·V in registers), never in a pass of their own, and compute in
 // float32 from there: the results are those of the float32 engine on the inputs
-// converted up front, bit for bit. f32() gives the float view for the code that reads
-// float32 in place; the 16-bit types go through the packing functions.
+// converted up front, bit for bit (except bfloat16's products where the CPU has
+// VDPBF16PS: Plan::bf16_products, decode_strategy.hpp's bf16_dots). f32() gives the
+// float view for the code that reads float32 in place; the 16-bit types go through the
+// packing functions.
 enum class ElementType { f32, bf16, f16 };
 
 class Operand {
@@ -146,7 +148,8 @@ class Operand {
 };
 
 // Whether this CPU has AVX512_BF16's dot products (VDPBF16PS), which the fused decoding
-// step takes for a bfloat16 cache's scores (decode_strategy.hpp).
+// step takes for a bfloat16 cache's scores (decode_strategy.hpp) and the tiled forward for
+// bfloat16 inputs' products (bf16_products.hpp).
 bool cpu_has_bf16_dot_products();
 
 // A test's view into the engine's calls (src/engine/testing/engine_probe.hpp defines it,
@@ -160,7 +163,7 @@ EngineProbe* installed_engine_probe();
 // an installed EngineProbe's.
 struct DecodeSwitches {
   bool fused = true;       // off: the tile step everywhere (as 16-bit caches off AVX-512)
-  bool bf16_dots = true;   // off: bfloat16 scores on converted values
+  bool bf16_dots = true;   // off: bfloat16 products on converted values (decoding's scores, the tiled forward)
   bool row_order = true;   // off: from memory, the spread requests
   // The fused step asks beside its loads when K and V hold at most this many bytes: the
   // last-level cache's size (0 when unknown: never), so that a cache a call finds where the
@@ -199,9 +202,14 @@ struct Plan {
   StopRequest stop{nullptr};            // the caller's interrupt (ComputeConfig::interrupt)
   TensorView<uint8_t> dropout_mask{};   // ForwardOutputs::dropout_mask: the forward writes the mask it applied
   DecodeSwitches decode_switches = default_decode_switches();
+  // The tiled forward's products on VDPBF16PS (bf16_products.hpp): bfloat16 inputs, a CPU
+  // with AVX512_BF16, the switch on; the AVX-512 targets take them (forward_tile-inl.h).
+  bool bf16_products = false;
   EngineProbe* probe = nullptr;  // a test's (installed_engine_probe), else null
   // The probe's count of this call's tile pairs (forward or backward), else null: nothing counted.
   std::atomic<int64_t>* tile_count = nullptr;
+  // ... and of those the forward computed on bfloat16 products, else null.
+  std::atomic<int64_t>* bf16_tile_count = nullptr;
 
   Plan(const detail::AttentionDims& dm, Operand q_, Operand k_, Operand v_,
        const AttentionOptions<float>& opt, int threads_, const std::function<bool()>* interrupt = nullptr)

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <vector>
 
+#include "attnlab/float16.hpp"
 #include "core/philox.hpp"
 #include "problem.hpp"
 
@@ -49,8 +50,10 @@ struct NaiveResult {
 // element (softcap, ALiBi, score_mod), the sink as one more logit, dropout as a mask on P.
 // d_from_out: D = rowsum(dO∘O) with O this forward's, or `out_for_D` when given (the
 // 16-bit regime: the O a caller holds is the forward's, rounded to the type).
+// p_to_bfloat16: P rounded to bfloat16 for O = P·V, as FlashAttention's bfloat16 products
+// (and the engine's on VDPBF16PS) do; the sums stay float32.
 inline NaiveResult naive_float_attention(const Problem& p, const FloatProblem& f, bool d_from_out = false,
-                                         const Tensor<float>* out_for_D = nullptr) {
+                                         const Tensor<float>* out_for_D = nullptr, bool p_to_bfloat16 = false) {
   NaiveResult r{Tensor<float>({p.B, p.Hq, p.Nq, p.dv}), Tensor<float>({p.B, p.Hq, p.Nq, 1}),
                 Tensor<float>(p.q.shape()),          Tensor<float>(p.k.shape()),
                 Tensor<float>(p.v.shape()),          Tensor<float>({1, p.Hq, 1, 1})};
@@ -110,7 +113,7 @@ inline NaiveResult naive_float_attention(const Problem& p, const FloatProblem& f
           float o = 0;
           for (int64_t j = 0; j < p.Nk; ++j) {
             const size_t ij = static_cast<size_t>(i * p.Nk + j);
-            o += P[ij] * Z[ij] * f.v(b, hk, j, c);
+            o += (p_to_bfloat16 ? round_to<bfloat16>(P[ij]) : P[ij]) * Z[ij] * f.v(b, hk, j, c);
           }
           r.out(b, h, i, c) = o;
         }

@@ -4,10 +4,14 @@
 // the same regime (inputs of the type, float32 products and sums, outputs rounded to
 // the type, the backward's D from the rounded O), plus the float32 rule's floor, plus
 // the output's own rounding (half an ulp of the type at the largest |result|).
-// A bfloat16 cache's scores on the CPU's bfloat16 dot products are held to the same rule.
+// A bfloat16 cache's scores on the CPU's bfloat16 dot products are held to the same rule,
+// and so is the tiled forward on them, whose regime rounds P to bfloat16 for P·V as
+// FlashAttention does (a relative error of up to 2^-8 in each product term): its naive
+// implementation rounds P alike (naive_float_attention's p_to_bfloat16).
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -87,7 +91,10 @@ Used check_16bit_against_reference(const al::test::Problem& p0) {
   al::Tensor<T> out({p.B, p.Hq, p.Nq, p.dv}), dq(p.q.shape()), dk(p.k.shape()), dv(p.v.shape());
   al::Tensor<float> lse({p.B, p.Hq, p.Nq, 1}), dsinks({1, p.Hq, 1, 1});
   const al::ComputeConfig one_thread{1};
+  std::atomic<int64_t>& bf16_tiles = al::engine::testing::tile_counts().forward_bf16_products;
+  const int64_t bf16_tiles_before = bf16_tiles.load();
   al::attention_forward(q.view(), k.view(), v.view(), opt, {out.view(), lse.view()}, one_thread);
+  const bool p_to_bfloat16 = bf16_tiles.load() > bf16_tiles_before;  // the forward ran on bfloat16 products
   al::attention_backward(
       q.view(), k.view(), v.view(), out.view(), lse.view(), g.view(), opt,
       {dq.view(), dk.view(), dv.view(), p.sinks.empty() ? std::span<float>() : std::span<float>(dsinks.storage())},
@@ -95,9 +102,15 @@ Used check_16bit_against_reference(const al::test::Problem& p0) {
 
   // Naive, in T's regime: float32 on the 16-bit inputs, outputs rounded to T, and the
   // backward's D = rowsum(dO∘O) from the rounded O (the O a caller of either holds).
-  const al::test::NaiveResult first = al::test::naive_float_attention(p, f, true);
+  const al::test::NaiveResult first = al::test::naive_float_attention(p, f, true, nullptr, p_to_bfloat16);
   const al::Tensor<float> naive_out = rounded_to<T>(first.out);
-  al::test::NaiveResult nv = al::test::naive_float_attention(p, f, true, &naive_out);
+  // On bfloat16 products the engine's and the naive's roundings of P are independent
+  // draws of the same size, and D = rowsum(dO∘O) sums each over a row: the gradients
+  // would compare two random errors. They are held instead to a naive backward from the
+  // engine's own O, the forward's O to the naive forward in its regime.
+  const al::Tensor<float> engine_out = as_float(out);
+  al::test::NaiveResult nv =
+      al::test::naive_float_attention(p, f, true, p_to_bfloat16 ? &engine_out : &naive_out, p_to_bfloat16);
   nv.out = naive_out;
   nv.dq = rounded_to<T>(nv.dq), nv.dk = rounded_to<T>(nv.dk), nv.dv = rounded_to<T>(nv.dv);
 
@@ -142,6 +155,37 @@ Used check_16bit_against_reference(const al::test::Problem& p0) {
     used.engine32[u] = al::test::max_abs_diff(al::test::to_double(*e32[x]), *ref[x]) / scale;
   }
   return used;
+}
+
+// The worst fractions of the tolerance and errors of a test's problems, one line per quantity.
+void print_worst(const Used& worst) {
+  std::printf("%-7s %-9s %-12s %-12s %-14s\n", "", "tol used", "engine", "naive", "engine f32");
+  for (size_t x = 0; x < al::test::kQuantities; ++x)
+    std::printf("%-7s %-9.3f %-12.2e %-12.2e %-14.2e\n", al::test::kQuantity[x], worst.fraction[x], worst.engine[x],
+                worst.naive[x], worst.engine32[x]);
+}
+
+// The bfloat16 forward of q, k, v on 1, 2 and 3 threads gives bitwise the same out and lse;
+// returns whether `counter` (a tile count) grew during the calls.
+bool same_bits_on_1_to_3_threads(const al::Tensor<bfloat16>& q, const al::Tensor<bfloat16>& k,
+                                 const al::Tensor<bfloat16>& v, const al::AttentionOptions<float>& opt,
+                                 const std::atomic<int64_t>& counter) {
+  const al::Shape out_shape{q.shape()[0], q.shape()[1], q.shape()[2], v.shape()[3]};
+  std::vector<al::Tensor<bfloat16>> outs;
+  std::vector<al::Tensor<float>> lses;
+  const int64_t at = counter.load();
+  for (int threads = 1; threads <= 3; ++threads) {
+    outs.emplace_back(out_shape), lses.emplace_back(al::Shape{out_shape[0], out_shape[1], out_shape[2], 1});
+    al::attention_forward(q.view(), k.view(), v.view(), opt, {outs.back().view(), lses.back().view()},
+                          al::ComputeConfig{threads});
+  }
+  for (int t = 1; t < 3; ++t) {
+    int64_t differ = 0;
+    for (int64_t i = 0; i < outs[0].numel(); ++i) differ += outs[t].data()[i].bits != outs[0].data()[i].bits;
+    EXPECT_EQ(differ, 0) << t + 1 << " threads, out";
+    EXPECT_TRUE(al::test::same_bits(lses[t], lses[0])) << t + 1 << " threads, lse";
+  }
+  return counter.load() > at;
 }
 
 }  // namespace
@@ -231,12 +275,9 @@ TEST(EnginePrecisionAccuracy, BFloat16ScoresOnTheCpuDotProductsWithinTheAccuracy
   else
     EXPECT_EQ(dot_tiles, 0) << "the dot products run only on AVX-512 CPUs that have them";
   EXPECT_GE(rows_seen.size(), 6u);
-  std::printf("tiles on the bfloat16 dot products: %lld of %lld fused\n%-7s %-9s %-12s %-12s %-14s\n",
-              static_cast<long long>(dot_tiles), static_cast<long long>(fused), "", "tol used", "engine", "naive",
-              "engine f32");
-  for (size_t x = 0; x < al::test::kQuantities; ++x)
-    std::printf("%-7s %-9.3f %-12.2e %-12.2e %-14.2e\n", al::test::kQuantity[x], worst.fraction[x], worst.engine[x],
-                worst.naive[x], worst.engine32[x]);
+  std::printf("tiles on the bfloat16 dot products: %lld of %lld fused\n", static_cast<long long>(dot_tiles),
+              static_cast<long long>(fused));
+  print_worst(worst);
 
   // Split-KV over 5 chunks with key padding, 8 rows: bitwise the same for 1, 2 and 3 threads.
   std::mt19937_64 rng(seed);
@@ -248,19 +289,73 @@ TEST(EnginePrecisionAccuracy, BFloat16ScoresOnTheCpuDotProductsWithinTheAccuracy
   al::AttentionOptions<float> opt;
   const std::vector<int64_t> key_lengths{Nk, Nk - 700};
   opt.key_lengths = key_lengths;
-  std::vector<al::Tensor<bfloat16>> outs;
-  std::vector<al::Tensor<float>> lses;
-  const int64_t dots_at = counts.decode_bf16_dots.load();
-  for (int threads = 1; threads <= 3; ++threads) {
-    outs.emplace_back(al::Shape{B, Hq, 1, d}), lses.emplace_back(al::Shape{B, Hq, 1, 1});
-    al::attention_forward(q.view(), k.view(), v.view(), opt, {outs.back().view(), lses.back().view()},
-                          al::ComputeConfig{threads});
+  EXPECT_EQ(same_bits_on_1_to_3_threads(q, k, v, opt, counts.decode_bf16_dots), expect_dots);
+}
+
+// bfloat16 inputs of the tiled forward take S = Q·Kᵀ and O += P·V on the CPU's bfloat16
+// dot products where it has them (AVX512_BF16, AVX-512 targets; bf16_products.hpp): exact
+// products summed in float32 pair by pair, P rounded to bfloat16 for its product (a
+// relative error of up to 2^-8 in each term of O, as FlashAttention's). Over 1000 random
+// problems of the tiled path (d of 32 to 256, odd key counts, causal alignments, windows,
+// masks, packed sequences, the variants), within the 16-bit accuracy rule of the test above
+// in that regime (the naive implementation rounds P alike); bitwise the same for 1, 2 and
+// 3 threads. Counted: the products run exactly where the CPU and the target have them.
+TEST(EnginePrecisionAccuracy, BFloat16ProductsOfTheTiledForwardWithinTheAccuracyRule) {
+  const char* env = std::getenv("ATTNLAB_TEST_SEED");
+  const uint64_t seed = (env ? std::strtoull(env, nullptr, 10) : 20261206u) + 59;
+  const bool expect_products =
+      al::engine::target_name().rfind("AVX3", 0) == 0 && al::engine::cpu_has_bf16_dot_products();
+  const auto& counts = al::engine::testing::tile_counts();
+  const int64_t products_before = counts.forward_bf16_products.load(), tiles_before = counts.forward.load();
+  const int kProblems = std::getenv("ATTNLAB_TEST_PROBLEMS") ? std::atoi(std::getenv("ATTNLAB_TEST_PROBLEMS")) : 1000;
+  Used worst{};
+  std::set<int64_t> dims_seen;
+  int causal = 0, masked = 0, long_keys = 0, tiled = 0;
+  for (int n = 0; n < kProblems; ++n) {
+    std::mt19937_64 rng(seed + static_cast<uint64_t>(n));
+    al::test::ProblemLimits lim;
+    lim.dims = {32, 64, 80, 128, 256};
+    lim.p_window = 0.2, lim.p_softcap = 0.1, lim.p_alibi = 0.1, lim.p_sinks = 0.1, lim.p_packed = 0.2;
+    lim.p_dropout = 0.1, lim.p_mask_mod = 0.1, lim.p_score_mod = 0.1;
+    if (n % 8 == 0) {  // several query and key tiles, and their tails
+      lim.max_seq = 320, lim.max_batch = 1, lim.max_kv_heads = 1, lim.max_group = 2;
+    } else {
+      lim.max_seq = 40;
+    }
+    const al::test::Problem p = al::test::random_problem(rng, lim);
+    dims_seen.insert(p.d);
+    causal += p.causal != al::Causal::none;
+    masked += p.bool_mask.numel() > 0 || p.additive_mask.numel() > 0;
+    long_keys += p.Nk > 256;
+    SCOPED_TRACE("seed " + std::to_string(seed + n) + ": " + p.describe());
+    worst.worst_of(check_16bit_against_reference<bfloat16>(p));
+    tiled += al::test::last_forward_path() == al::engine::ForwardPath::tiled;
+    if (::testing::Test::HasFailure() && std::getenv("ATTNLAB_KEEP_GOING") == nullptr) break;
   }
-  EXPECT_EQ(counts.decode_bf16_dots.load() > dots_at, expect_dots);
-  for (int t = 1; t < 3; ++t) {
-    int64_t differ = 0;
-    for (int64_t i = 0; i < outs[0].numel(); ++i) differ += outs[t].data()[i].bits != outs[0].data()[i].bits;
-    EXPECT_EQ(differ, 0) << t + 1 << " threads, out";
-    EXPECT_TRUE(al::test::same_bits(lses[t], lses[0])) << t + 1 << " threads, lse";
-  }
+  EXPECT_GE(tiled, kProblems * 8 / 10);  // the others take the decode path
+  const int64_t product_tiles = counts.forward_bf16_products.load() - products_before,
+                tiles = counts.forward.load() - tiles_before;
+  if (expect_products)
+    EXPECT_GT(product_tiles, tiles / 3) << "of " << tiles << " forward tiles";
+  else
+    EXPECT_EQ(product_tiles, 0) << "the bfloat16 products run only on AVX-512 CPUs that have them";
+  EXPECT_EQ(dims_seen.size(), 5u);
+  EXPECT_GT(causal, kProblems / 10);
+  EXPECT_GT(masked, kProblems / 10);
+  EXPECT_GT(long_keys, kProblems / 50);
+  std::printf("forward tiles on the bfloat16 products: %lld of %lld\n", static_cast<long long>(product_tiles),
+              static_cast<long long>(tiles));
+  print_worst(worst);
+
+  // Several query and key tiles with causal rows and an odd key count: bitwise the same for
+  // 1, 2 and 3 threads.
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  const int64_t B = 2, H = 3, N = 700, d = 80;
+  al::Tensor<bfloat16> q({B, H, N, d}), k({B, H, N, d}), v({B, H, N, d});
+  for (auto* t : {&q, &k, &v})
+    for (bfloat16& x : t->storage()) x = bfloat16::from_float(nd(rng));
+  al::AttentionOptions<float> opt;
+  opt.causal = al::Causal::top_left;
+  EXPECT_EQ(same_bits_on_1_to_3_threads(q, k, v, opt, counts.forward_bf16_products), expect_products);
 }

@@ -28,11 +28,15 @@ grep -Eq '^K and V in (4 KiB pages|2 MiB pages|pages unknown).* \(transparent hu
 import json, math, sys
 keys = {"impl", "dtype", "speedup_vs_f32", "pass", "batch", "heads", "kv_heads", "seq", "seq_q", "seq_k", "dim", "causal", "causal_align",
         "median_ms", "gflops", "peak_fraction", "kv_gbps", "bandwidth_fraction", "read_bound_fraction", "kv_gbps_cpu",
-        "bandwidth_fraction_cpu", "max_rss_mb", "max_abs_diff"}
+        "bandwidth_fraction_cpu", "max_rss_mb", "max_abs_diff", "bf16_dot_peak_fraction"}
 def check(path, shape, pairs, keys_read):
     j = json.load(open(path))
     assert j["peak_gflops"] > 0 and j["bandwidth_gbps"] > 0 and j["bandwidth_gbps_cpu"] > 0 and j["threads"] == 2, j
     assert j["read_bound_gbps"] > 0, j
+    # the bfloat16 dot-product peak exactly where the CPU has AVX512_BF16 (no bfloat16 rows here)
+    has_bf16 = "avx512_bf16" in open("/proc/cpuinfo").read().split()
+    assert (j["bf16_dot_peak_gflops"] > 0 and j["bf16_dot_peak_gflops_cpu"] > 0) if has_bf16 else (
+        j["bf16_dot_peak_gflops"] is None and j["bf16_dot_peak_gflops_cpu"] is None), j
     assert j["bandwidth_plain_gbps"] > 0 and j["read_reader"] in (
         "1 stream, loads alone", "1 stream, 4 multiply-adds per vector",
         "2 streams, loads alone", "2 streams, 4 multiply-adds per vector"), j
@@ -53,6 +57,7 @@ def check(path, shape, pairs, keys_read):
         flops = (4 if r["pass"] == "forward" else 10) * d * B * Hq * pairs
         assert abs(r["gflops"] * r["median_ms"] * 1e6 / flops - 1) < 1e-9, r
         assert abs(r["peak_fraction"] * j["peak_gflops"] / r["gflops"] - 1) < 1e-9, r
+        assert r["bf16_dot_peak_fraction"] is None, r
         # the K and V rows some query sees, d floats each, per key/value head
         kv_bytes = 2 * B * Hkv * keys_read * d * 4
         assert abs(r["kv_gbps"] * r["median_ms"] * 1e6 / kv_bytes - 1) < 1e-9, r
@@ -91,7 +96,27 @@ for (t, p), r in rows.items():
         f32 = rows[("f32", p)]
         assert abs(r["speedup_vs_f32"] * r["median_ms"] / f32["median_ms"] - 1) < 1e-9, r
         assert 0 < r["max_abs_diff"] < (0.05 if t == "bf16" else 0.01), r
+    # the engine's bfloat16 rows against the bfloat16 dot-product peak, where the CPU has one
+    if t == "bf16" and j["bf16_dot_peak_gflops"] is not None:
+        assert abs(r["bf16_dot_peak_fraction"] * j["bf16_dot_peak_gflops"] / r["gflops"] - 1) < 1e-9, r
+    else:
+        assert r["bf16_dot_peak_fraction"] is None, r
 PY
+
+# LibTorch's peer, where it was built: in bfloat16 too when bf16 is asked, the same attention
+# within bfloat16's roundings.
+if [[ -e "$(dirname "$cli")/libattnlab_torch_peer.so" ]]; then
+  "$cli" bench --batch 1 --heads 2 --seq 40 --dim 16 --causal --threads 2 --repeats 1 --settle-ms 0 --probes skip \
+    --impls attnlab,libtorch --dtype f32,bf16 --json "$dir/torch16.json" > "$dir/torch16.txt"
+  /usr/bin/python3 - "$dir/torch16.json" <<'PY'
+import json, sys
+rows = {(r["impl"], r["dtype"], r["pass"]): r for r in json.load(open(sys.argv[1]))["results"]}
+assert sorted(rows) == sorted((i, t, p) for i in ("attnlab", "libtorch") for t in ("f32", "bf16")
+                              for p in ("forward", "backward")), sorted(rows)
+for (i, t, p), r in rows.items():
+    assert r["max_abs_diff"] < (0.05 if t == "bf16" else 1e-4), r
+PY
+fi
 
 cp "$json" "$dir/before.json"
 expect_error() {  # expect_error REGEX ARGS...: fails, says REGEX, and bench.json is untouched

@@ -31,6 +31,7 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <string>
@@ -172,7 +173,7 @@ void run_bench(const BenchArgs& a) {
       throw al::Error(fmt::format("bench: unknown --dtype '{}' (f32, bf16, f16)", dt));
   if (a.dtypes.empty()) throw al::Error("bench: --dtype needs at least one of f32, bf16, f16");
   // Each implementation with the element type it runs in: the engine once per --dtype,
-  // the peers in float32.
+  // the peers in float32, and LibTorch in bfloat16 too when bf16 is asked.
   std::vector<attnlab::cli::BenchImpl> impls;
   for (const auto& name : a.impls) {
     if (name == "attnlab") {
@@ -192,10 +193,14 @@ void run_bench(const BenchArgs& a) {
             fmt::format("bench: the libtorch peer would materialise about {:.1f} GB of N×N matrices; "
                         "use --impls attnlab for this size",
                         gb));
-      std::string why;
-      auto peer = ab::make_libtorch_peer(shape, threads, &why);
-      if (!peer) throw al::Error("bench: " + why);
-      impls.push_back({std::move(peer)});
+      // float32, and bfloat16 too when --dtype asks for it: the peer in the engine's precision
+      for (const bool bf16 : {false, true}) {
+        if (bf16 && std::find(a.dtypes.begin(), a.dtypes.end(), "bf16") == a.dtypes.end()) continue;
+        std::string why;
+        auto peer = ab::make_libtorch_peer(shape, threads, &why, bf16);
+        if (!peer) throw al::Error("bench: " + why);
+        impls.push_back({std::move(peer), bf16 ? "bf16" : "f32"});
+      }
     } else {
       throw al::Error(fmt::format("bench: unknown implementation '{}' (attnlab, openblas, libtorch)", name));
     }
@@ -223,10 +228,14 @@ void run_bench(const BenchArgs& a) {
   // takes them from an earlier run's JSON.
   const bool measure_probes = a.probes == "measure";
   ab::Peak peak;
+  std::optional<ab::Peak> peak16;  // the bfloat16 dot products' (AVX512_BF16 only), timed beside the FMAs
   ab::Bandwidth bandwidth;
   if (measure_probes) {
-    say(fmt::format("measuring the FMA peak on {} threads (about 1 s)", threads));
+    say(fmt::format("measuring the FMA peak on {} threads (and the bfloat16 dot products' where the CPU has them; "
+                    "about 1 s)",
+                    threads));
     peak = ab::measure_peak(threads);
+    peak16 = ab::measure_bf16_dot_peak(threads);
     say("measuring the read bandwidth over a buffer of 16x the last-level cache (a few seconds)");
     bandwidth = ab::measure_read_bandwidth(threads);
   } else if (a.probes != "skip") {
@@ -250,6 +259,10 @@ void run_bench(const BenchArgs& a) {
     const ab::Peak after = ab::measure_peak(threads);
     peak.gflops = std::max(peak.gflops, after.gflops);
     peak.gflops_cpu = std::max(peak.gflops_cpu, after.gflops_cpu);
+    if (const auto after16 = ab::measure_bf16_dot_peak(threads); peak16 && after16) {
+      peak16->gflops = std::max(peak16->gflops, after16->gflops);
+      peak16->gflops_cpu = std::max(peak16->gflops_cpu, after16->gflops_cpu);
+    }
     const ab::Bandwidth bw_after = ab::measure_read_bandwidth(threads);
     if (bw_after.gbps > bandwidth.gbps) bandwidth.gbps = bw_after.gbps, bandwidth.reader = bw_after.reader;
     bandwidth.gbps_cpu = std::max(bandwidth.gbps_cpu, bw_after.gbps_cpu);
@@ -282,6 +295,10 @@ void run_bench(const BenchArgs& a) {
         measure_probes ? " (best of before and after the timings)" : "", peak.gflops, peak.gflops_cpu, peak.target,
         bandwidth.gbps, bandwidth.gbps_cpu, bandwidth.bytes >> 20, bandwidth.reader.name(), bandwidth.plain_gbps,
         load[0], load[1], load[2], a.repeats);
+  if (peak16)
+    fmt::print("bfloat16 dot-product peak (VDPBF16PS) on {} threads: {:.1f} GFLOP/s wall-clock, {:.1f} over CPU time "
+               "(bf16_dot_peak_fraction in the JSON: the engine's bfloat16 rows against it)\n",
+               threads, peak16->gflops, peak16->gflops_cpu);
   fmt::print("K and V in {} (transparent huge pages: {}{})\n", kv_pages, thp_mode.empty() ? "unknown" : thp_mode,
              bandwidth.pages.empty() ? "" : "; the probe's buffer in " + bandwidth.pages);
   if (a.evict_llc)
@@ -331,6 +348,8 @@ void run_bench(const BenchArgs& a) {
       const auto f32 = samples.find({"attnlab/f32", pass});
       const bool engine16 = impl.peer->name() == "attnlab" && impl.dtype != "f32" && f32 != samples.end();
       const double vs_f32 = engine16 ? median(f32->second.ms) / ms : 0.0;
+      // bfloat16 inputs' products run on VDPBF16PS where the CPU has it: their yardstick.
+      const bool on_bf16_peak = peak16 && impl.peer->name() == "attnlab" && impl.dtype == "bf16";
       fmt::print(
           "{:<9} {:<5} {:<9} {:>11.2f} {:>9.1f} {:>7} {:>9.1f} {:>7} {:>7} {:>7} {:>13.1f} {:>9.1f} "
           "{:>10} {:>9.1f} {:>9} {:>9.1e}\n",
@@ -339,8 +358,13 @@ void run_bench(const BenchArgs& a) {
           s.rss_mb, cpu_gflops, percent(cpu_gflops, peak.gflops_cpu), cpu_kv_gbps,
           percent(cpu_kv_gbps, bandwidth.gbps_cpu), max_diff);
       const std::string what = fmt::format("{} {} {}", impl.peer->name(), impl.dtype, pass);
-      warn(ab::above_yardstick(what, gflops, peak.gflops, "measured FMA peak", load[0]));
-      warn(ab::above_yardstick(what, cpu_gflops, peak.gflops_cpu, "CPU-time FMA peak", load[0]));
+      if (on_bf16_peak) {
+        warn(ab::above_yardstick(what, gflops, peak16->gflops, "measured bfloat16 dot-product peak", load[0]));
+        warn(ab::above_yardstick(what, cpu_gflops, peak16->gflops_cpu, "CPU-time bfloat16 dot-product peak", load[0]));
+      } else {
+        warn(ab::above_yardstick(what, gflops, peak.gflops, "measured FMA peak", load[0]));
+        warn(ab::above_yardstick(what, cpu_gflops, peak.gflops_cpu, "CPU-time FMA peak", load[0]));
+      }
       warn(ab::above_yardstick(what + " (K and V)", kv_gbps, bandwidth.gbps, "measured read bandwidth", load[0]));
       warn(ab::rounds_disagree(what, s.ms));
       results.push_back({{"impl", impl.peer->name()},
@@ -359,6 +383,8 @@ void run_bench(const BenchArgs& a) {
                          {"median_ms", ms},
                          {"gflops", gflops},
                          {"peak_fraction", fraction(gflops, peak.gflops)},
+                         {"bf16_dot_peak_fraction",
+                          on_bf16_peak ? fraction(gflops, peak16->gflops) : nlohmann::json(nullptr)},
                          {"kv_gbps", kv_gbps},
                          {"bandwidth_fraction", fraction(kv_gbps, bandwidth.gbps)},
                          {"read_bound_fraction", kv_gbps / read_gbps},
@@ -373,6 +399,9 @@ void run_bench(const BenchArgs& a) {
     const nlohmann::json doc = {{"peak_gflops", peak.gflops},
                                 {"peak_gflops_cpu", peak.gflops_cpu},
                                 {"peak_target", peak.target},
+                                {"bf16_dot_peak_gflops", peak16 ? nlohmann::json(peak16->gflops) : nlohmann::json(nullptr)},
+                                {"bf16_dot_peak_gflops_cpu",
+                                 peak16 ? nlohmann::json(peak16->gflops_cpu) : nlohmann::json(nullptr)},
                                 {"probes", a.probes == "measure" || a.probes == "skip" ? a.probes : "reused"},
                                 {"warnings", warnings},
                                 {"bandwidth_gbps", bandwidth.gbps},
@@ -436,7 +465,8 @@ attnlab::cli::Command attnlab::cli::bench_command() {
             ->default_str("attnlab,openblas,libtorch");
         attnlab::cli::add_list_option(
             sub, "--dtype", a.dtypes,
-            "element types of the engine's runs, interleaved: f32, bf16, f16 (the peers run in f32)")
+            "element types of the engine's runs, interleaved: f32, bf16, f16 (the peers run in f32; libtorch in bf16 "
+            "too when bf16 is asked)")
             ->default_str("f32");
         sub.callback([] { run_bench(a); });
       }};

@@ -1,10 +1,11 @@
 // `attnlab peak`: this machine's measured float32 FMA peak, on one thread and
 // on all of them (bench/peak_flops.cpp explains the loop), and the bfloat16 dot-product
-// peak where the CPU has one (bench/peak_bf16_dots.cpp); with --memory, its read
-// bandwidth the same way (bench/peak_memory.cpp).
+// peak where the CPU has one (bench/peak_bf16_dots.cpp), timed beside it, and their ratio;
+// with --memory, its read bandwidth the same way (bench/peak_memory.cpp).
 #include <omp.h>
 
 #include <cstdlib>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -65,22 +66,29 @@ void run_peak(const PeakArgs& a) {
   attnlab::check_threads(a.threads, "peak: --threads");
   const int all = a.threads > 0 ? a.threads : omp_get_max_threads();
   if (a.memory) return run_memory(a, all);
+  // The bfloat16 dot products (where the CPU has them) are timed beside the FMAs, each thread
+  // count in turn, so that their ratio is of one machine state.
   const auto one = attnlab::bench::measure_peak(1, a.seconds);
+  const auto one16 = attnlab::bench::measure_bf16_dot_peak(1, a.seconds);
   const auto many = attnlab::bench::measure_peak(all, a.seconds);
+  const auto many16 = one16 ? attnlab::bench::measure_bf16_dot_peak(all, a.seconds) : std::nullopt;
   fmt::print("float32 FMA peak, {} target ({} lanes, {} independent FMA chains per thread, best of 5)\n",
              one.target, one.lanes, one.chains);
   fmt::print("{:>8}  {:>14}  {:>14}\n", "threads", "GFLOP/s (wall)", "GFLOP/s (CPU)");
   fmt::print("{:>8}  {:>14.1f}  {:>14.1f}\n", 1, one.gflops, one.gflops_cpu);
   fmt::print("{:>8}  {:>14.1f}  {:>14.1f}\n", all, many.gflops, many.gflops_cpu);
-  // Where the CPU has them, the bfloat16 dot products that a bfloat16 cache's scores run on.
-  if (const auto one16 = attnlab::bench::measure_bf16_dot_peak(1, a.seconds)) {
-    const auto many16 = attnlab::bench::measure_bf16_dot_peak(all, a.seconds);
+  // Where the CPU has them, the bfloat16 dot products that bfloat16 inputs' products run on.
+  if (one16 && many16) {
     fmt::print("bfloat16 dot-product peak, VDPBF16PS ({} float lanes, each adding 2 bfloat16 products; {} independent "
                "chains per thread, best of 5)\n",
                one16->lanes, one16->chains);
     fmt::print("{:>8}  {:>14}  {:>14}\n", "threads", "GFLOP/s (wall)", "GFLOP/s (CPU)");
     fmt::print("{:>8}  {:>14.1f}  {:>14.1f}\n", 1, one16->gflops, one16->gflops_cpu);
     fmt::print("{:>8}  {:>14.1f}  {:>14.1f}\n", all, many16->gflops, many16->gflops_cpu);
+    fmt::print("bfloat16 dot products over float32 FMAs (CPU time): {:.2f}x on 1 thread, {:.2f}x on {}\n",
+               one16->gflops_cpu / one.gflops_cpu, many16->gflops_cpu / many.gflops_cpu, all);
+  } else {
+    fmt::print("bfloat16 dot-product peak: not available (this CPU has no AVX512_BF16)\n");
   }
   fmt::print("wall: over elapsed time, what the threads got with the machine's current load;\n"
              "CPU: over each thread's CPU time, what the cores do while they run (the hardware peak).\n");
