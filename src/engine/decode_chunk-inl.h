@@ -44,7 +44,7 @@ bool DecodeBlock(const DecodeWork& w, int64_t item, int64_t b, int64_t hk, int64
   const int64_t L = static_cast<int64_t>(hn::Lanes(DF()));
   const ConstView<E> kv = p.k.as<E>();
   const InPlaceRows<E> k_rows = RowsInPlace(st.k_in_place, kv, b, hk, j0);
-  if constexpr (std::is_same_v<E, float> || DecodeTarget::avx512) {
+  if constexpr (fused_takes_element(std::is_same_v<E, float>, DecodeTarget::avx512)) {
     if (st.fused && FusedTakesTile(w, b, j0, nc)) {
       FusedDecodeRows(w, item, b, hk, nc, ahead, k_rows, v_rows, sc);
       return true;

@@ -122,7 +122,8 @@ void forward_impl(ConstView<E> q, ConstView<E> k, ConstView<E> v, const Attentio
   detail::check_dropout_mask(outputs.dropout_mask, dims);
   if (diagnostics != nullptr) detail::check_diagnostics(*diagnostics, dims);
   const int team = resolve_threads(config);
-  const int64_t kv_bytes = (k.numel() + v.numel()) * static_cast<int64_t>(sizeof(E));
+  constexpr auto kBytes = static_cast<int64_t>(sizeof(E));
+  const int64_t kv_bytes = decode_kv_bytes(dims.B * dims.Hkv * dims.Nk, dims.d * kBytes, dims.dv * kBytes);
   Plan plan(dims, q, k, v, options, decode ? decode_threads(team, kv_bytes) : team, &config.interrupt);
   plan.dropout_mask = outputs.dropout_mask;
   attach_probe(plan, true);

@@ -6,20 +6,20 @@
 #include <cstdint>
 
 #include "core/kv_cache_access.hpp"
+#include "engine/decode_strategy.hpp"
 
 namespace attnlab::engine {
 
-inline constexpr int kCacheDecodeMaxRows = 8;    // query rows per K/V head the fused step takes
 inline constexpr int64_t kCacheChunkBlocks = 64;  // blocks per work item: the fixed split of a sequence
 
 // The query rows of one K/V head of one sequence and what each row sees.
 struct CacheDecodeRows {
   int rows = 0;
   const float* q = nullptr;  // [rows][head_dim], contiguous
-  float scale[kCacheDecodeMaxRows] = {};
-  int64_t key_begin[kCacheDecodeMaxRows] = {}, key_end[kCacheDecodeMaxRows] = {};  // positions [begin, end)
-  int64_t diag[kCacheDecodeMaxRows] = {};    // the row's position (ALiBi's distance is |diag − j|)
-  float slope[kCacheDecodeMaxRows] = {};     // ALiBi, 0 = none
+  float scale[kCacheFusedMaxRows] = {};
+  int64_t key_begin[kCacheFusedMaxRows] = {}, key_end[kCacheFusedMaxRows] = {};  // positions [begin, end)
+  int64_t diag[kCacheFusedMaxRows] = {};    // the row's position (ALiBi's distance is |diag − j|)
+  float slope[kCacheFusedMaxRows] = {};     // ALiBi, 0 = none
 };
 
 // One work item: the rows against positions [key_begin, key_end) of one K/V head.

@@ -45,7 +45,6 @@ const float* fp8_table() {
   static const Fp8Table table;
   return table.value;
 }
-constexpr int64_t kMaxDim = 256;  // choose_cache_decode's limit on head_dim and value_dim
 constexpr int64_t kSub = 32;      // positions per step
 constexpr int64_t kAskAhead = 64;  // the rows asked for are this many positions on
 }  // namespace
@@ -293,7 +292,7 @@ void ChunkRows(const CacheDecodeWork& w) {
   const ScoresFn<R> scores = scores_for<R>(cv.key_type);
   const ValuesFn<R> values = values_for<R>(cv.value_type);
   const float k_scale = cv.key_scales[w.head], v_scale = cv.value_scales[w.head];
-  HWY_ALIGN float q[R * kMaxDim], o[R * kMaxDim];
+  HWY_ALIGN float q[R * kCacheFusedMaxDim], o[R * kCacheFusedMaxDim];
   HWY_ALIGN float s[R][kSub], p[R][kSub];
   float m[R], l[R], corr[R];
   for (int r = 0; r < R; ++r) {

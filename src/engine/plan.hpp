@@ -118,6 +118,7 @@ struct TileRows {
 // converted up front, bit for bit. f32() gives the float view for the code that reads
 // float32 in place; the 16-bit types go through the packing functions.
 enum class ElementType { f32, bf16, f16 };
+inline int64_t element_bytes(ElementType t) { return t == ElementType::f32 ? 4 : 2; }
 
 class Operand {
  public:
