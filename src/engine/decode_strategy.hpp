@@ -77,6 +77,10 @@ inline constexpr int kQueriesHeldMinRows = 6;           // row order holds the q
 // and one sum tree for the pair; below, the pairs made the small steps' scores spill.
 inline constexpr int kFusedSoftmaxPairsMinRows = 6;
 
+// From memory too, a float32 cache not read in row order (d = 256) asks beside its loads from
+// this many rows: the spread requests' bookkeeping costs more than it brings there.
+inline constexpr int64_t kFusedBesideLoadsMinRows = 6;
+
 // The fused step's rows: AVX-512's 32 vector registers hold 8 rows' accumulators, 16 hold 4.
 constexpr int64_t fused_max_rows(bool avx512) { return avx512 ? 8 : 4; }
 // One row gains from the fused step only where its requests go into L2 (AVX-512): into L1
@@ -102,6 +106,26 @@ constexpr int fused_value_vectors(int64_t rows, int64_t dv_vectors) {
 constexpr bool row_order_asks_next_block(int64_t rows, bool f32) {
   return (rows == 1 && f32) || rows >= kQueriesHeldMinRows;
 }
+
+// The decode policy's inputs besides the shapes: the library's values (engine.cpp), or
+// those of a test's probe (engine/testing/engine_probe.hpp).
+struct DecodeSwitches {
+  bool fused = true;       // off: the tile step everywhere (as 16-bit caches off AVX-512)
+  bool bf16_dots = true;   // off: bfloat16 scores on converted values
+  bool row_order = true;   // off: from memory, the spread requests
+  // The fused step asks beside its loads when K and V hold at most this many bytes: the
+  // last-level cache's size (0 when unknown: never), so that a cache a call finds where the
+  // call before left it is read the way a cache is read fastest, one from memory the way
+  // memory is.
+  int64_t beside_loads_max_kv_bytes = 0;
+  // ... and, for a float32 cache not read in row order (d = 256), from this many rows per
+  // K/V head whatever the size.
+  int64_t beside_loads_min_rows = kFusedBesideLoadsMinRows;
+};
+// The library's switches: all on, the last-level cache's size (engine.cpp).
+DecodeSwitches default_decode_switches();
+// The switches a call takes: an installed test probe's, else the library's (engine.cpp).
+DecodeSwitches decode_switches();
 
 // What a SIMD target brings to the decision (decode_target-inl.h fills it per target).
 struct DecodeTargetFacts {
