@@ -80,7 +80,7 @@ void fused_sequence(const KVCache& cache, const detail::CacheLayerView& cv, int6
     CacheDecodeWork w;
     w.cache = &cv, w.blocks = blocks.data(), w.head = h;
     w.key_begin = std::max(span_begin, c * chunk), w.key_end = std::min(span_end, (c + 1) * chunk);
-    w.softcap = softcap, w.rows = &heads[static_cast<size_t>(h)];
+    w.softcap = softcap, w.queries = &heads[static_cast<size_t>(h)];
     w.m = m.data() + it * rows, w.l = l.data() + it * rows, w.acc = acc.data() + it * rows * dv;
     engine::cache_decode_chunk(w);
   }

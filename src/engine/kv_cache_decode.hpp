@@ -29,7 +29,7 @@ struct CacheDecodeWork {
   int64_t head = 0;
   int64_t key_begin = 0, key_end = 0;
   float softcap = 0.0f;  // 0 = none
-  const CacheDecodeRows* rows = nullptr;
+  const CacheDecodeRows* queries = nullptr;  // the head's query rows
   // Out: per row the running max m and sum l of exp(s − m), and acc = Σ exp(s − m)·v
   // ([rows][value_dim]); m = −inf, l = 0 when the row sees none of these positions.
   float* m = nullptr;
