@@ -80,8 +80,8 @@ struct KVCache::State {
   int64_t key_row = 0, value_row = 0;           // bytes of one head's row
   int64_t layer_block_bytes = 0;                // K then V of one layer in one block
   int64_t total_blocks = 0;
-  // [block][layer][K: heads × T rows | V: heads × T rows]; left uninitialised, so that the
-  // system commits a block's pages when a sequence first writes it, not at creation.
+  // Laid out as layer_view says; left uninitialised, so that the system commits a block's
+  // pages when a sequence first writes it, not at creation.
   struct Free {
     void operator()(std::byte* p) const { std::free(p); }
   };
@@ -95,15 +95,23 @@ struct KVCache::State {
   std::map<int64_t, Sequence> seqs;
   int64_t next_id = 0;
 
-  std::byte* key_row_ptr(int32_t block, int64_t layer, int64_t head, int64_t t) {
-    return pool.get() + block * config.layers * layer_block_bytes + layer * layer_block_bytes +
-           (head * config.block_tokens + t) * key_row;
-  }
-  std::byte* value_row_ptr(int32_t block, int64_t layer, int64_t head, int64_t t) {
-    return key_row_ptr(block, layer, 0, 0) + config.kv_heads * config.block_tokens * key_row +
-           (head * config.block_tokens + t) * value_row;
-  }
   int64_t block_bytes() const { return config.layers * layer_block_bytes; }
+  // Where layer `layer`'s rows are (CacheLayerView: the layout's one encoding).
+  detail::CacheLayerView layer_view(int64_t layer) const {
+    detail::CacheLayerView v;
+    v.pool = pool.get();
+    v.block_stride = block_bytes();
+    v.layer_offset = layer * layer_block_bytes;
+    v.value_offset = config.kv_heads * config.block_tokens * key_row;
+    v.key_row = key_row, v.value_row = value_row;
+    v.block_tokens = config.block_tokens, v.kv_heads = config.kv_heads;
+    v.head_dim = config.head_dim, v.value_dim = config.value_dim;
+    v.key_type = config.key_type, v.value_type = config.value_type;
+    v.key_scales = key_scales.data(), v.value_scales = value_scales.data();
+    return v;
+  }
+  // A place in the pool that a view points to, to write.
+  std::byte* writable(const std::byte* at) { return pool.get() + (at - pool.get()); }
 
   Sequence& find(int64_t seq, const char* what) {
     const auto it = seqs.find(seq);
@@ -311,11 +319,13 @@ void KVCache::append(int64_t layer, std::span<const int64_t> seqs, ConstView<flo
         sq.blocks.push_back(s.take());
       } else if (int32_t& old = sq.blocks[static_cast<size_t>(b)]; s.refcount[static_cast<size_t>(old)] > 1) {
         const int32_t fresh = s.take();  // copy-on-write, every layer at once: the table is shared by all
-        std::memcpy(s.key_row_ptr(fresh, 0, 0, 0), s.key_row_ptr(old, 0, 0, 0), static_cast<size_t>(s.block_bytes()));
+        const detail::CacheLayerView all = s.layer_view(0);  // a block's first bytes
+        std::memcpy(s.writable(all.keys(fresh, 0)), all.keys(old, 0), static_cast<size_t>(s.block_bytes()));
         s.release(old);
         old = fresh;
       }
     }
+    const detail::CacheLayerView lv = s.layer_view(layer);
     for (int kind = 0; kind < 2; ++kind) {
       const int64_t rb = kind == 0 ? s.key_row : s.value_row;
       const std::byte* base = encoded.data() + i * seq_bytes + (kind == 0 ? 0 : c.kv_heads * n * s.key_row);
@@ -323,8 +333,7 @@ void KVCache::append(int64_t layer, std::span<const int64_t> seqs, ConstView<flo
         for (int64_t t = 0; t < n; ++t) {
           const int64_t pos = start + t;
           const int32_t block = sq.blocks[static_cast<size_t>(pos / T)];
-          std::byte* dst =
-              kind == 0 ? s.key_row_ptr(block, layer, h, pos % T) : s.value_row_ptr(block, layer, h, pos % T);
+          std::byte* dst = s.writable(kind == 0 ? lv.key(block, h, pos % T) : lv.value(block, h, pos % T));
           std::memcpy(dst, base + (h * n + t) * rb, static_cast<size_t>(rb));
         }
     }
@@ -343,14 +352,15 @@ void KVCache::gather(int64_t layer, int64_t seq, TensorView<float> k, TensorView
     throw Error(fmt::format("kv_cache gather: k {} and v {} should be {} and {}", to_string(k.shape()),
                             to_string(v.shape()), to_string(kwant), to_string(vwant)));
   std::vector<float> row(static_cast<size_t>(std::max(c.head_dim, c.value_dim)));
+  const detail::CacheLayerView lv = s.layer_view(layer);
   for (int64_t h = 0; h < c.kv_heads; ++h)
     for (int64_t pos = 0; pos < len; ++pos) {
       const int32_t block = sq.blocks[static_cast<size_t>(pos / c.block_tokens)];
       const int64_t t = pos % c.block_tokens;
-      detail::decode_row(c.key_type, s.key_row_ptr(block, layer, h, t), c.head_dim,
+      detail::decode_row(c.key_type, lv.key(block, h, t), c.head_dim,
                          s.key_scales[static_cast<size_t>(h)], row.data());
       for (int64_t j = 0; j < c.head_dim; ++j) k(0, h, pos, j) = row[static_cast<size_t>(j)];
-      detail::decode_row(c.value_type, s.value_row_ptr(block, layer, h, t), c.value_dim,
+      detail::decode_row(c.value_type, lv.value(block, h, t), c.value_dim,
                          s.value_scales[static_cast<size_t>(h)], row.data());
       for (int64_t j = 0; j < c.value_dim; ++j) v(0, h, pos, j) = row[static_cast<size_t>(j)];
     }
@@ -372,17 +382,7 @@ KVCacheMemory KVCache::memory() const {
 detail::CacheLayerView detail::KVCacheAccess::layer(const KVCache& cache, int64_t layer) {
   const KVCache::State& s = *cache.state_;
   s.check_layer(layer, "attention");
-  const KVCacheConfig& c = s.config;
-  CacheLayerView v;
-  v.pool = s.pool.get();
-  v.block_stride = s.block_bytes();
-  v.layer_offset = layer * s.layer_block_bytes;
-  v.value_offset = c.kv_heads * c.block_tokens * s.key_row;
-  v.key_row = s.key_row, v.value_row = s.value_row;
-  v.block_tokens = c.block_tokens, v.kv_heads = c.kv_heads, v.head_dim = c.head_dim, v.value_dim = c.value_dim;
-  v.key_type = c.key_type, v.value_type = c.value_type;
-  v.key_scales = s.key_scales.data(), v.value_scales = s.value_scales.data();
-  return v;
+  return s.layer_view(layer);
 }
 
 std::span<const int32_t> detail::KVCacheAccess::blocks(const KVCache& cache, int64_t seq) {

@@ -1,7 +1,8 @@
 #pragma once
 // Read access to a KVCache's blocks for the fused attention kernels: where one layer's rows
-// of a block are (kv_cache.cpp's layout: [block][layer][K: heads × T rows | V: heads × T rows])
-// and each sequence's block table. The kernels read the cache's own bytes through these.
+// of a block are and each sequence's block table. The kernels read the cache's own bytes
+// through these, and kv_cache.cpp writes and gathers rows through CacheLayerView too: the
+// pool's layout, [block][layer][K: heads × T rows | V: heads × T rows], is encoded here only.
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -28,6 +29,9 @@ struct CacheLayerView {
   const std::byte* values(int32_t b, int64_t h) const {
     return pool + b * block_stride + layer_offset + value_offset + h * block_tokens * value_row;
   }
+  // Row t of those.
+  const std::byte* key(int32_t b, int64_t h, int64_t t) const { return keys(b, h) + t * key_row; }
+  const std::byte* value(int32_t b, int64_t h, int64_t t) const { return values(b, h) + t * value_row; }
 };
 
 struct KVCacheAccess {

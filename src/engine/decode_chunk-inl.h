@@ -36,7 +36,7 @@ namespace {
 // or packed into sc.v (float, [nc × dv_pad]); sc.q holds the item's packed queries.
 // Returns true if the block took the fused step.
 template <class E>
-bool DecodeBlock(const DecodeWork& w, int64_t item, int64_t b, int64_t hk, int64_t r0, int64_t W, int64_t j0,
+bool DecodeBlock(const DecodeWork& w, int64_t item, int64_t b, int64_t hk, int64_t r0, int64_t block_rows, int64_t j0,
                  int64_t nc, int64_t ahead, InPlaceRows<E> v_rows, DecodeScratch& sc) {
   const Plan& p = *w.p;
   const DecodeStrategy& st = w.strategy;
@@ -44,13 +44,13 @@ bool DecodeBlock(const DecodeWork& w, int64_t item, int64_t b, int64_t hk, int64
   const int64_t L = static_cast<int64_t>(hn::Lanes(DF()));
   const ConstView<E> kv = p.k.as<E>();
   const InPlaceRows<E> k_rows = RowsInPlace(st.k_in_place, kv, b, hk, j0);
-  if constexpr (std::is_same_v<E, float> || DecodeTarget::avx512) {
+  if constexpr (fused_takes_element(std::is_same_v<E, float>, DecodeTarget::avx512)) {
     if (st.fused && FusedTakesTile(w, b, j0, nc)) {
       FusedDecodeRows(w, item, b, hk, nc, ahead, k_rows, v_rows, sc);
       return true;
     }
   }
-  float* s = sc.s.get();  // S [W × width], row stride kBc
+  float* s = sc.s.get();  // S [block_rows × width], row stride kBc
   // V's first row block: the strategy's fetch; later ones find V in cache.
   const VFetch fetch = v_rows.data == nullptr || r0 != 0 ? VFetch::kCached : st.v_fetch;
   if (st.scores == DecodeScores::dots) {
@@ -62,17 +62,17 @@ bool DecodeBlock(const DecodeWork& w, int64_t item, int64_t b, int64_t hk, int64
                                          static_cast<size_t>(dm.dv) * sizeof(E)};
     const float* q = sc.q.get() + r0 * p.d_pad;
     if (k_rows.data != nullptr) {
-      ScoresByDot(static_cast<size_t>(W), static_cast<size_t>(nc), static_cast<size_t>(dm.d), q,
+      ScoresByDot(static_cast<size_t>(block_rows), static_cast<size_t>(nc), static_cast<size_t>(dm.d), q,
                   static_cast<size_t>(p.d_pad), k_rows.data, k_rows.stride, s, kBc, pv);
     } else {
       PackRows(kv, b, hk, j0, nc, dm.d, p.d_pad, sc.k.get());
-      ScoresByDot(static_cast<size_t>(W), static_cast<size_t>(nc), static_cast<size_t>(p.d_pad), q,
+      ScoresByDot(static_cast<size_t>(block_rows), static_cast<size_t>(nc), static_cast<size_t>(p.d_pad), q,
                   static_cast<size_t>(p.d_pad), sc.k.get(), static_cast<size_t>(p.d_pad), s, kBc, pv);
     }
   } else {
-    // Sᵀ [nc × w_pad] = K·Qᵀ, K's rows read in place (float32 with any strides; a 16-bit
+    // Sᵀ [nc × block_rows_pad] = K·Qᵀ, K's rows read in place (float32 with any strides; a 16-bit
     // K is converted into scratch first: this path is compute bound), then transposed.
-    const int64_t w_pad = round_up(W, L);
+    const int64_t block_rows_pad = round_up(block_rows, L);
     const float* k = sc.k.get();
     size_t k_rs = static_cast<size_t>(p.d_pad), k_ks = 1;
     size_t k_prefetchable = 0;  // K's rows the product asks for ahead (KeysTimesQueries)
@@ -83,9 +83,9 @@ bool DecodeBlock(const DecodeWork& w, int64_t item, int64_t b, int64_t hk, int64
     } else {
       PackRows(kv, b, hk, j0, nc, dm.d, p.d_pad, sc.k.get());
     }
-    KeysTimesQueries(static_cast<size_t>(nc), static_cast<size_t>(w_pad), static_cast<size_t>(dm.d), k, k_rs, k_ks,
-                     sc.q.get() + (r0 / kBr) * dm.d * kBr, sc.st.get(), k_prefetchable);
-    TransposeScores(W, nc, w_pad, sc.st.get(), s);
+    KeysTimesQueries(static_cast<size_t>(nc), static_cast<size_t>(block_rows_pad), static_cast<size_t>(dm.d), k, k_rs,
+                     k_ks, sc.q.get() + (r0 / kBr) * dm.d * kBr, sc.st.get(), k_prefetchable);
+    TransposeScores(block_rows, nc, block_rows_pad, sc.st.get(), s);
   }
   // Every score of a row involves every K value of the tile, and a NaN or ±inf in K makes
   // the score NaN or ±inf whatever q holds (0·inf is NaN): one row's raw scores check them.
@@ -93,7 +93,7 @@ bool DecodeBlock(const DecodeWork& w, int64_t item, int64_t b, int64_t hk, int64
   // The per-row softmax step (the tile's padding columns [nc, width) are zero before MaskRow hides them).
   const int64_t row0 = item * w.rows;  // this item's first partial row
   const int64_t width = TileWidth(nc);
-  for (int64_t r = 0; r < W; ++r) {
+  for (int64_t r = 0; r < block_rows; ++r) {
     float* srow = s + r * kBc;
     for (int64_t j = nc; j < width; ++j) srow[j] = 0.0f;
     const int64_t row = r0 + r, h = w.head_of(hk, row), i = w.query_of(row);
@@ -101,14 +101,14 @@ bool DecodeBlock(const DecodeWork& w, int64_t item, int64_t b, int64_t hk, int64
     SoftmaxRow(p, b, h, i, j0, nc, w.end[b * dm.Nq + i], w.scale[(b * dm.Hq + h) * dm.Nq + i], srow, w.m[at], w.l[at],
                w.nan_score[at], w.o + at * p.dv_pad, nullptr);
   }
-  // O [W × dv_pad] += P [W × nc] · V [nc × dv_pad]
+  // O [block_rows × dv_pad] += P [block_rows × nc] · V [nc × dv_pad]
   float* o = w.o + (row0 + r0) * p.dv_pad;
   if (v_rows.data != nullptr) {
-    ProbsTimesValues(static_cast<size_t>(W), static_cast<size_t>(p.dv_pad), static_cast<size_t>(nc), s, v_rows.data,
-                     v_rows.stride, o, fetch);
+    ProbsTimesValues(static_cast<size_t>(block_rows), static_cast<size_t>(p.dv_pad), static_cast<size_t>(nc), s,
+                     v_rows.data, v_rows.stride, o, fetch);
   } else {
-    ProbsTimesValues(static_cast<size_t>(W), static_cast<size_t>(p.dv_pad), static_cast<size_t>(nc), s, sc.v.get(),
-                     static_cast<size_t>(p.dv_pad), o);
+    ProbsTimesValues(static_cast<size_t>(block_rows), static_cast<size_t>(p.dv_pad), static_cast<size_t>(nc), s,
+                     sc.v.get(), static_cast<size_t>(p.dv_pad), o);
   }
   return false;
 }
@@ -140,12 +140,12 @@ std::pair<int64_t, int64_t> DecodeChunk(const DecodeWork& w, int64_t item, int64
     const int64_t nc = std::min(kBc, dm.Nk - j0);  // a whole tile (masking hides what lies past keys_end)
     bool used = false;  // V's rows packed (when not read in place) only if some block needs them
     for (int64_t r0 = 0; r0 < w.rows && j0 < keys_end; r0 += kBr) {
-      const int64_t W = std::min(kBr, w.rows - r0);
-      if (DecodeBlockHidden(w, b, hk, r0, W, j0, nc)) continue;
+      const int64_t block_rows = std::min(kBr, w.rows - r0);
+      if (DecodeBlockHidden(w, b, hk, r0, block_rows, j0, nc)) continue;
       const InPlaceRows<E> v_rows = RowsInPlace(w.strategy.v_in_place, p.v.as<E>(), b, hk, j0);
       if (!used && v_rows.data == nullptr) PackRows(p.v, b, hk, j0, nc, dm.dv, p.dv_pad, sc.v.get());
       used = true;
-      fused += DecodeBlock<E>(w, item, b, hk, r0, W, j0, nc, keys_end - j0, v_rows, sc);
+      fused += DecodeBlock<E>(w, item, b, hk, r0, block_rows, j0, nc, keys_end - j0, v_rows, sc);
       ++computed;
     }
     if (verify && !used && !(RowsFinite(p.k, b, hk, j0, nc, dm.d) && RowsFinite(p.v, b, hk, j0, nc, dm.dv)))

@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <bit>
 #include <type_traits>
+#include <utility>
 
 #include "hwy/highway.h"
 #include "engine/decode_fused_parts-inl.h"
@@ -61,7 +62,7 @@ HWY_NOINLINE void FusedDecodeBlock(const DecodeWork& w, int64_t item, int64_t b,
   float scale[R];
   for (int r = 0; r < R; ++r) scale[r] = w.scale[(b * dm.Hq + w.head_of(hk, r)) * dm.Nq + w.query_of(r)];
   // The product's register blocks, R rows × NV vectors of columns (DecodeStrategy::value_vectors).
-  constexpr int kNarrowNV = R <= 2 ? 4 : 2;
+  constexpr int kNarrowNV = fused_narrow_value_vectors(R);
   const bool three = st.value_vectors == 3;
   const size_t NV = three ? 3 : kNarrowNV;
   // Keys per group of the scores: R × KB accumulators.
@@ -144,30 +145,19 @@ void FusedDecodeRows(const DecodeWork& w, int64_t item, int64_t b, int64_t hk, i
     }
     FusedDecodeBlock<R, false, E, kDots, 0>(w, item, b, hk, nc, ahead, k_rows, v_rows, sc);
   };
-  auto rows = [&](auto r) {
+  auto for_rows = [&](auto r) {
     constexpr int R = decltype(r)::value;
     if constexpr (DecodeTarget::avx512 && std::is_same_v<E, bfloat16> && R >= 3)
       if (st.bf16_dots) return block(r, std::true_type());
     block(r, std::false_type());
   };
-  using std::integral_constant;
-  switch (st.rows) {
-    case 2: return rows(integral_constant<int, 2>());
-    case 3: return rows(integral_constant<int, 3>());
-    case 4: return rows(integral_constant<int, 4>());
-    default: break;
-  }
-  if constexpr (DecodeTarget::kMaxFusedRows == 8) {
-    switch (st.rows) {
-      case 1: return rows(integral_constant<int, 1>());
-      case 5: return rows(integral_constant<int, 5>());
-      case 6: return rows(integral_constant<int, 6>());
-      case 7: return rows(integral_constant<int, 7>());
-      case 8: return rows(integral_constant<int, 8>());
-      default: break;
-    }
-  }
-  HWY_ABORT("fused decoding step: %d rows", static_cast<int>(st.rows));
+  // The rows this target fuses (decode_strategy.hpp), each compiled for its R.
+  constexpr int kMinRows = static_cast<int>(fused_min_rows(DecodeTarget::avx512));
+  constexpr int kMaxRows = static_cast<int>(fused_max_rows(DecodeTarget::avx512));
+  const bool ran = [&]<int... I>(std::integer_sequence<int, I...>) {
+    return ((st.rows == kMinRows + I ? (for_rows(std::integral_constant<int, kMinRows + I>()), true) : false) || ...);
+  }(std::make_integer_sequence<int, kMaxRows - kMinRows + 1>());
+  if (!ran) HWY_ABORT("fused decoding step: %d rows", static_cast<int>(st.rows));
 }
 
 }  // namespace

@@ -70,13 +70,9 @@ HWY_INLINE void FusedSoftmaxRow(float* x, float scale, float& m, float& l, bool&
                          static_cast<int64_t>(dv_pad), nullptr, d8);
 }
 
-// From this many rows FusedSoftmaxRows takes two rows a vector on AVX-512 (one exponential
-// and one sum tree for the pair: the softmax weighed on the 8-row step; below 6 rows the
-// pairs cost the small steps spills).
-inline constexpr int kFusedSoftmaxPairsMinRows = 6;
-
 // FusedSoftmaxRow for the R rows of a block, s [R × kFusedKeys]; m, l, nan_score and the
-// rows of O (o, dv_pad apart) are the rows' own, row 0 first. Two rows share a vector
+// rows of O (o, dv_pad apart) are the rows' own, row 0 first. From kFusedSoftmaxPairsMinRows
+// (decode_strategy.hpp) rows on AVX-512 two rows share a vector. Two rows share a vector
 // where both are below their references (SoftmaxPairBelowMax), else each goes alone:
 // bitwise what the rows alone give.
 template <int R>

@@ -38,11 +38,12 @@ namespace attnlab::engine::HWY_NAMESPACE {
 
 // A test probe's counts (engine_probe.hpp), if one is installed: the strategy says how
 // the fused tiles ran.
-void CountTiles(const DecodeStrategy& st, const Plan& p, int64_t computed, int64_t fused) {
-  if (p.probe == nullptr) return;
-  p.tile_count->fetch_add(computed, std::memory_order_relaxed);
+void CountTiles(const DecodeStrategy& st, int64_t computed, int64_t fused) {
+  EngineProbe* probe = installed_engine_probe();
+  if (probe == nullptr) return;
+  TileCounts& counts = probe->counts;
+  counts.forward.fetch_add(computed, std::memory_order_relaxed);
   if (fused == 0) return;
-  TileCounts& counts = p.probe->counts;
   counts.decode_fused.fetch_add(fused, std::memory_order_relaxed);
   if (st.reads == FusedReads::beside_loads) counts.decode_fused_beside_loads.fetch_add(fused, std::memory_order_relaxed);
   if (st.reads == FusedReads::row_order) counts.decode_fused_row_order.fetch_add(fused, std::memory_order_relaxed);
@@ -66,7 +67,7 @@ bool DecodeForwardImpl(const Plan& p, TensorView<float> out, TensorView<float> l
 
   DecodeWork w;
   w.p = &p;
-  w.strategy = choose_decode_strategy(decode_shape(p), DecodeTarget::facts(), p.decode_switches);
+  w.strategy = choose_decode_strategy(decode_shape(p), DecodeTarget::facts(), decode_switches());
   w.rows = dm.group() * dm.Nq;
   w.chunk = decode_chunk_keys(dm.B, dm.Hkv, dm.Nk);
   w.n_chunks = ceil_div(dm.Nk, w.chunk);
@@ -109,7 +110,7 @@ bool DecodeForwardImpl(const Plan& p, TensorView<float> out, TensorView<float> l
           case ElementType::bf16: tiles = DecodeChunk<bfloat16>(w, it, kv0 + kvl, it % w.n_chunks, *sc); break;
           case ElementType::f16: tiles = DecodeChunk<float16>(w, it, kv0 + kvl, it % w.n_chunks, *sc); break;
         }
-        CountTiles(w.strategy, p, tiles.first, tiles.second);
+        CountTiles(w.strategy, tiles.first, tiles.second);
         // acq_rel: the last of a head's chunks sees the partials the others wrote.
         if (chunks_left[kvl].fetch_sub(1, std::memory_order_acq_rel) == 1)
           for (int64_t r = 0; r < w.rows; ++r) MergeRow(w, kvl, kv0 + kvl, r, out, lse);

@@ -57,6 +57,13 @@ inline int64_t decode_chunk_keys(int64_t B, int64_t Hkv, int64_t Nk) {
 // another pool keeps the cores busy: beside torch's pool the 90th percentile went from 81 µs
 // (one thread) to 403 µs (two) at 2 MiB (python/bench/decode_latency.py, docs/tuning.md).
 // Results do not depend on it: the split is a function of the shape alone.
+// The bytes of K and V a decode call reads: `key_rows` rows (B·Hkv·Nk, or a cache
+// sequence's positions × K/V heads) of a key and a value row each (a quantized cache's
+// rows with their scales).
+inline int64_t decode_kv_bytes(int64_t key_rows, int64_t key_row_bytes, int64_t value_row_bytes) {
+  return key_rows * (key_row_bytes + value_row_bytes);
+}
+
 inline constexpr int64_t kSmallDecodeBytes = int64_t{2} << 20;
 inline int decode_threads(int team, int64_t kv_bytes) { return kv_bytes <= kSmallDecodeBytes ? 1 : team; }
 

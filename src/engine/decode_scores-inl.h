@@ -177,8 +177,8 @@ void KeysTimesQueries(size_t nc, size_t w_pad, size_t d, const float* k, size_t 
 // O [W × dv_pad] += P [W × n] · V for the columns NV vectors at a time: one or two rows
 // would leave the microkernel's blocks mostly empty, so wider blocks keep 8 chains going.
 template <int R, int NV, class VE>
-HWY_INLINE void ValuesColumns(size_t nv, size_t n, const float* p, const VE* v, size_t v_rs, float* o,
-                              size_t o_rs) {
+HWY_INLINE void ProbsTimesValuesByColumns(size_t nv, size_t n, const float* p, const VE* v, size_t v_rs, float* o,
+                                          size_t o_rs) {
   const size_t L = hn::Lanes(DF());
   size_t c = 0;
   for (; c + NV <= nv; c += NV) GemmBlock<R, NV>(n, p, kBc, 1, v + c * L, v_rs, o + c * L, o_rs, true);
@@ -205,9 +205,9 @@ void ProbsTimesValues(size_t W, size_t dv_pad, size_t nc, const float* p, const 
     if (fetch == VFetch::kStream && j + kStreamAhead < nc)
       PrefetchRows(v, v_rs, j + kStreamAhead, std::min(n, nc - j - kStreamAhead), dv_pad * sizeof(VE), false);
     if (W == 1) {
-      ValuesColumns<1, 8>(nv, n, p + j, v + j * v_rs, v_rs, o, dv_pad);
+      ProbsTimesValuesByColumns<1, 8>(nv, n, p + j, v + j * v_rs, v_rs, o, dv_pad);
     } else if (W == 2) {
-      ValuesColumns<2, 4>(nv, n, p + j, v + j * v_rs, v_rs, o, dv_pad);
+      ProbsTimesValuesByColumns<2, 4>(nv, n, p + j, v + j * v_rs, v_rs, o, dv_pad);
     } else if (fetch != VFetch::kNextBlock) {
       Gemm(W, dv_pad, n, p + j, kBc, 1, v + j * v_rs, v_rs, o, dv_pad, true);
     } else {

@@ -63,7 +63,7 @@
 //   beyond, K·Qᵀ with a transpose.
 #include <cstdint>
 
-#include "attnlab/kv_cache.hpp"
+#include "engine/decode_path.hpp"
 #include "engine/plan.hpp"
 
 namespace attnlab::engine {
@@ -73,6 +73,32 @@ inline constexpr int64_t kDecodeDotsMaxRows = 14;       // dot products up to he
 inline constexpr int64_t kFusedManyRowsMinDim = 128;    // 5 to 8 rows fused from this d
 inline constexpr int64_t kBf16DotsMaxDim = 256;         // the fused step holds R × d bfloat16 queries
 inline constexpr int kQueriesHeldMinRows = 6;           // row order holds the queries from here
+// From this many rows the fused softmax takes two rows a vector on AVX-512: one exponential
+// and one sum tree for the pair; below, the pairs made the small steps' scores spill.
+inline constexpr int kFusedSoftmaxPairsMinRows = 6;
+
+// From memory too, a float32 cache not read in row order (d = 256) asks beside its loads from
+// this many rows: the spread requests' bookkeeping costs more than it brings there.
+inline constexpr int64_t kFusedBesideLoadsMinRows = 6;
+
+// The fused step's rows: AVX-512's 32 vector registers hold 8 rows' accumulators, 16 hold 4.
+constexpr int64_t fused_max_rows(bool avx512) { return avx512 ? 8 : 4; }
+// One row gains from the fused step only where its requests go into L2 (AVX-512): into L1
+// they hold its few miss buffers, and the tile step's dot products were faster.
+constexpr int64_t fused_min_rows(bool avx512) { return avx512 ? 1 : 2; }
+// 16-bit K and V take the fused step on AVX-512 only (requests into L2, as above); float32
+// on every target.
+constexpr bool fused_takes_element(bool f32, bool avx512) { return f32 || avx512; }
+
+// The fused P·V's register block, rows × this many vectors of columns: 4 for 1-2 rows, 2
+// for more...
+constexpr int fused_narrow_value_vectors(int64_t rows) { return rows <= 2 ? 4 : 2; }
+// ... or 3 for 3 to kThreeValueVectorsMaxRows rows up to 16 vectors of columns: 7 and 8
+// rows (21, 24 accumulators) and d = 256 lost with 3 (docs/tuning.md, register blocking).
+inline constexpr int64_t kThreeValueVectorsMaxRows = 6;
+constexpr int fused_value_vectors(int64_t rows, int64_t dv_vectors) {
+  return rows > 2 && rows <= kThreeValueVectorsMaxRows && dv_vectors <= 16 ? 3 : fused_narrow_value_vectors(rows);
+}
 
 // Whether the fused step in row order asks for the next block's first lines as each block
 // starts (one float32 row: its whole first row; from kQueriesHeldMinRows rows: its first
@@ -80,6 +106,26 @@ inline constexpr int kQueriesHeldMinRows = 6;           // row order holds the q
 constexpr bool row_order_asks_next_block(int64_t rows, bool f32) {
   return (rows == 1 && f32) || rows >= kQueriesHeldMinRows;
 }
+
+// The decode policy's inputs besides the shapes: the library's values (engine.cpp), or
+// those of a test's probe (engine/testing/engine_probe.hpp).
+struct DecodeSwitches {
+  bool fused = true;       // off: the tile step everywhere (as 16-bit caches off AVX-512)
+  bool bf16_dots = true;   // off: bfloat16 scores on converted values
+  bool row_order = true;   // off: from memory, the spread requests
+  // The fused step asks beside its loads when K and V hold at most this many bytes: the
+  // last-level cache's size (0 when unknown: never), so that a cache a call finds where the
+  // call before left it is read the way a cache is read fastest, one from memory the way
+  // memory is.
+  int64_t beside_loads_max_kv_bytes = 0;
+  // ... and, for a float32 cache not read in row order (d = 256), from this many rows per
+  // K/V head whatever the size.
+  int64_t beside_loads_min_rows = kFusedBesideLoadsMinRows;
+};
+// The library's switches: all on, the last-level cache's size (engine.cpp).
+DecodeSwitches default_decode_switches();
+// The switches a call takes: an installed test probe's, else the library's (engine.cpp).
+DecodeSwitches decode_switches();
 
 // What a SIMD target brings to the decision (decode_target-inl.h fills it per target).
 struct DecodeTargetFacts {
@@ -120,6 +166,7 @@ struct DecodeShape {
   ElementType type = ElementType::f32;
   bool k_unit_stride = true, v_unit_stride = true;  // stride along d is 1
   bool score_treatment = false;  // softcap, ALiBi, score_mod, mask_mod, an additive or boolean mask
+  int64_t kv_bytes() const { return decode_kv_bytes(B * Hkv * Nk, d * element_bytes(type), dv * element_bytes(type)); }
 };
 
 inline DecodeShape decode_shape(const Plan& p) {
@@ -148,8 +195,8 @@ inline DecodeStrategy choose_decode_strategy(const DecodeShape& c, const DecodeT
 
   st.bf16_dots = t.avx512 && c.type == ElementType::bf16 && c.rows >= 3 && c.d % 32 == 0 &&
                  c.d <= kBf16DotsMaxDim && t.bf16_dot_products && s.bf16_dots;
-  const int64_t max_rows = t.avx512 ? 8 : 4;
-  st.fused = s.fused && c.rows >= 1 && c.rows <= max_rows && (c.rows > 1 || t.avx512) && (f32 || t.avx512) &&
+  st.fused = s.fused && c.rows >= fused_min_rows(t.avx512) && c.rows <= fused_max_rows(t.avx512) &&
+             fused_takes_element(f32, t.avx512) &&
              (c.rows <= 4 || c.d >= kFusedManyRowsMinDim || st.bf16_dots) && st.k_in_place && st.v_in_place &&
              !c.score_treatment;
   if (t.avx512) {
@@ -157,19 +204,15 @@ inline DecodeStrategy choose_decode_strategy(const DecodeShape& c, const DecodeT
     const int row_vectors = s.row_order && c.dv == c.d && c.dv_pad == c.d && c.d % t.lanes == 0 && (n == 4 || n == 8)
                                 ? static_cast<int>(n)
                                 : 0;
-    const double kv_bytes = static_cast<double>(c.B * c.Hkv) * static_cast<double>(c.Nk) *
-                            static_cast<double>(c.d + c.dv) * (f32 ? 4.0 : 2.0);
     const bool beside = (f32 && c.rows >= s.beside_loads_min_rows && row_vectors == 0) ||
-                        kv_bytes <= static_cast<double>(s.beside_loads_max_kv_bytes);
+                        c.kv_bytes() <= s.beside_loads_max_kv_bytes;
     st.reads = beside ? FusedReads::beside_loads : row_vectors != 0 ? FusedReads::row_order : FusedReads::spread;
     if (st.reads == FusedReads::row_order) {
       st.row_vectors = row_vectors;
       st.asks_next_block = row_order_asks_next_block(c.rows, f32);
     }
   }
-  // The fused P·V: 3 vectors of columns for 3 to 6 rows up to 16 vectors, 4 for 1-2 rows, else 2.
-  const bool three = c.rows > 2 && c.rows < 7 && c.dv_pad / t.lanes <= 16;
-  st.value_vectors = three ? 3 : c.rows <= 2 ? 4 : 2;
+  st.value_vectors = fused_value_vectors(c.rows, c.dv_pad / t.lanes);
   return st;
 }
 
@@ -178,11 +221,11 @@ inline DecodeStrategy choose_decode_strategy(const DecodeShape& c, const DecodeT
 // (a quarter of float32's for int8) beats gathering them to float32 first; from 9 rows per K/V
 // head (chunked prefill) the tile step's reuse pays for the gather. d and dv in whole groups
 // of 32 channels (int8/int4's scales), up to 256 (the kernel's register blocks of queries).
+// Every element type has its fused loads, so the types do not enter.
 inline constexpr int64_t kCacheFusedMaxRows = 8;
 inline constexpr int64_t kCacheFusedMaxDim = 256;
 
-inline bool choose_cache_decode(int64_t rows, int64_t d, int64_t dv, CacheType key, CacheType value) {
-  (void)key, (void)value;  // every element type has its fused loads
+inline bool choose_cache_decode(int64_t rows, int64_t d, int64_t dv) {
   return rows >= 1 && rows <= kCacheFusedMaxRows && d % 32 == 0 && dv % 32 == 0 && d <= kCacheFusedMaxDim &&
          dv <= kCacheFusedMaxDim;
 }

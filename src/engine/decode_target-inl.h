@@ -32,11 +32,10 @@ namespace {
 
 // This target's facts, in one place. `avx512` is the one fact behind the requests into
 // L2, the fused step for one row and for 16-bit caches, its requests during the scores,
-// its 16 keys ahead and 8 rows: AVX-512's 32 registers and L2-bound prefetches.
+// its 16 keys ahead and 8 rows: AVX-512's 32 registers and L2-bound prefetches (the rows
+// and element types it brings are decode_strategy.hpp's fused_* functions of it).
 struct DecodeTarget {
   static constexpr bool avx512 = ATTNLAB_DECODE_AVX512;
-  static constexpr bool avx2 = HWY_TARGET == HWY_AVX2;
-  static constexpr int kMaxFusedRows = avx512 ? 8 : 4;
   static DecodeTargetFacts facts() {
     return {static_cast<int64_t>(hn::Lanes(DF())), avx512, avx512 && cpu_has_bf16_dot_products()};
   }

@@ -82,14 +82,14 @@ void PackQueries(const DecodeWork& w, int64_t b, int64_t hk, DecodeScratch& sc) 
   WithElementType(p.q, [&](auto qv) {
     const int64_t q_ks = qv.stride(Axis::dim);
     for (int64_t r0 = 0; r0 < w.rows; r0 += kBr) {
-      const int64_t W = std::min(kBr, w.rows - r0), w_pad = round_up(W, L);
+      const int64_t block_rows = std::min(kBr, w.rows - r0), block_rows_pad = round_up(block_rows, L);
       float* qt = sc.q.get() + (r0 / kBr) * d * kBr;
-      for (int64_t r = 0; r < W; ++r) {
+      for (int64_t r = 0; r < block_rows; ++r) {
         const auto* q = qv.row(b, w.head_of(hk, r0 + r), w.query_of(r0 + r));
-        for (int64_t c = 0; c < d; ++c) qt[c * w_pad + r] = ToFloat(q[c * q_ks]);
+        for (int64_t c = 0; c < d; ++c) qt[c * block_rows_pad + r] = ToFloat(q[c * q_ks]);
       }
       for (int64_t c = 0; c < d; ++c)
-        for (int64_t r = W; r < w_pad; ++r) qt[c * w_pad + r] = 0.0f;
+        for (int64_t r = block_rows; r < block_rows_pad; ++r) qt[c * block_rows_pad + r] = 0.0f;
     }
   });
 }
@@ -162,22 +162,23 @@ bool RowsFinite(const Operand& x, int64_t b, int64_t h, int64_t j0, int64_t n, i
   return finite;
 }
 
-// True if no row of block [r0, r0 + W) may see any key of tile [j0, j0 + nc): by
+// True if no row of block [r0, r0 + block_rows) may see any key of tile [j0, j0 + nc): by
 // causality and padding (key_end), a window or a packed sequence (key_begin), or
 // because the boolean mask hides them all. So a sliding window of a long cache reads
 // only the keys in the window.
-bool DecodeBlockHidden(const DecodeWork& w, int64_t b, int64_t hk, int64_t r0, int64_t W, int64_t j0, int64_t nc) {
+bool DecodeBlockHidden(const DecodeWork& w, int64_t b, int64_t hk, int64_t r0, int64_t block_rows, int64_t j0,
+                       int64_t nc) {
   const Plan& p = *w.p;
   const int64_t Nq = p.dims.Nq;
   bool hidden = true;
-  for (int64_t r = r0; r < r0 + W && hidden; ++r) {
+  for (int64_t r = r0; r < r0 + block_rows && hidden; ++r) {
     const int64_t at = b * Nq + w.query_of(r);
     hidden = w.end[at] <= j0 || w.begin[at] >= j0 + nc;
   }
   if (hidden) return true;
   // The block's rows, cut where the query head changes: runs of consecutive queries.
-  for (int64_t r = r0; r < r0 + W;) {
-    const int64_t i0 = w.query_of(r), run = std::min(r0 + W - r, Nq - i0);
+  for (int64_t r = r0; r < r0 + block_rows;) {
+    const int64_t i0 = w.query_of(r), run = std::min(r0 + block_rows - r, Nq - i0);
     if (!p.tile_masked_out(b, w.head_of(hk, r), i0, i0 + run, j0, j0 + nc)) return false;
     r += run;
   }

@@ -53,14 +53,6 @@ void clear_dropout_mask(TensorView<uint8_t> m) {
 
 // A test's probe, if one is installed: its switches for this call, and the counter of its
 // tile pairs (of the forward or the backward).
-void attach_probe(Plan& plan, bool forward) {
-  plan.probe = installed_engine_probe();
-  if (plan.probe == nullptr) return;
-  plan.decode_switches = plan.probe->switches();
-  plan.tile_count = forward ? &plan.probe->counts.forward : &plan.probe->counts.backward;
-  if (forward) plan.bf16_tile_count = &plan.probe->counts.forward_bf16_products;
-}
-
 void throw_if_interrupted(const Plan& plan) {
   if (plan.stop.stopped()) throw Interrupted("attention: interrupted by the caller (ComputeConfig::interrupt)");
 }
@@ -123,12 +115,12 @@ void forward_impl(ConstView<E> q, ConstView<E> k, ConstView<E> v, const Attentio
   detail::check_dropout_mask(outputs.dropout_mask, dims);
   if (diagnostics != nullptr) detail::check_diagnostics(*diagnostics, dims);
   const int team = resolve_threads(config);
-  const int64_t kv_bytes = (k.numel() + v.numel()) * static_cast<int64_t>(sizeof(E));
+  constexpr auto kBytes = static_cast<int64_t>(sizeof(E));
+  const int64_t kv_bytes = decode_kv_bytes(dims.B * dims.Hkv * dims.Nk, dims.d * kBytes, dims.dv * kBytes);
   Plan plan(dims, q, k, v, options, decode ? decode_threads(team, kv_bytes) : team, &config.interrupt);
   plan.dropout_mask = outputs.dropout_mask;
-  attach_probe(plan, true);
-  if (plan.probe != nullptr) plan.probe->last_path.store(path, std::memory_order_relaxed);
-  plan.bf16_products = std::is_same_v<E, bfloat16> && cpu_has_bf16_dot_products() && plan.decode_switches.bf16_dots;
+  if (EngineProbe* probe = installed_engine_probe()) probe->last_path.store(path, std::memory_order_relaxed);
+  plan.bf16_products = std::is_same_v<E, bfloat16> && cpu_has_bf16_dot_products() && decode_switches().bf16_dots;
   Tensor<float> own_out;
   const TensorView<float> out32 = float_result(out, own_out);
   std::optional<BlockMask> own_block_mask;
@@ -163,7 +155,6 @@ void backward_impl(ConstView<E> q, ConstView<E> k, ConstView<E> v, ConstView<E> 
   const std::span<float> dsinks = grads.dsinks;
   const auto dims = detail::check_backward_args(q, k, v, out, lse, grad_out, options, dq, dk, dv, dsinks);
   Plan plan(dims, q, k, v, options, resolve_threads(config), &config.interrupt);
-  attach_probe(plan, false);
   Tensor<float> own_dq, own_dk, own_dv;
   const TensorView<float> dq32 = float_result(dq, own_dq), dk32 = float_result(dk, own_dk),
                           dv32 = float_result(dv, own_dv);
@@ -244,6 +235,11 @@ DecodeSwitches default_decode_switches() {
   DecodeSwitches s;
   s.beside_loads_max_kv_bytes = last_level_cache_bytes();
   return s;
+}
+
+DecodeSwitches decode_switches() {
+  const EngineProbe* probe = installed_engine_probe();
+  return probe != nullptr ? probe->switches() : default_decode_switches();
 }
 
 std::atomic<EngineProbe*>& engine_probe_slot() {

@@ -57,6 +57,7 @@
 #include <vector>
 
 #include "engine/flash_kernels.hpp"
+#include "engine/testing/engine_probe.hpp"
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "engine/flash_backward_kernels.cpp"
@@ -296,7 +297,7 @@ void BackwardKeyTile(const BackwardArgs& a, int64_t b, int64_t hk, int64_t t, Ba
       c.store(t + 1, std::memory_order_release);
     }
   }
-  if (p.tile_count != nullptr) p.tile_count->fetch_add(computed, std::memory_order_relaxed);
+  count_tiles(&TileCounts::backward, computed);
   for (int64_t j = 0; j < nc; ++j) {
     float* dkr = a.dk.row(b, hk, j0 + j);
     float* dvr = a.dv.row(b, hk, j0 + j);

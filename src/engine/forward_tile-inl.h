@@ -20,6 +20,7 @@
 #include "engine/exp-inl.h"
 #include "engine/gemm-inl.h"
 #include "engine/philox-inl.h"
+#include "engine/testing/engine_probe.hpp"
 #include "engine/tile_ops-inl.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -354,8 +355,8 @@ void ForwardQueryTile(const Plan& p, int64_t b, int64_t h, int64_t qt, const flo
     Gemm(static_cast<size_t>(rr), static_cast<size_t>(p.dv_pad), static_cast<size_t>(st.nc), s, kBc, 1, v_rows,
          static_cast<size_t>(p.dv_pad), w.o.get() + rect.r0 * p.dv_pad, static_cast<size_t>(p.dv_pad), true);
   }
-  if (p.tile_count != nullptr) p.tile_count->fetch_add(computed, std::memory_order_relaxed);
-  if (bf16 && p.bf16_tile_count != nullptr) p.bf16_tile_count->fetch_add(computed, std::memory_order_relaxed);
+  count_tiles(&TileCounts::forward, computed);
+  if (bf16) count_tiles(&TileCounts::forward_bf16_products, computed);
   if (p.sinks) AddSinks(p, h, rows, w, diag != nullptr);
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t i = i0 + r;

@@ -80,7 +80,7 @@ void fused_sequence(const KVCache& cache, const detail::CacheLayerView& cv, int6
     CacheDecodeWork w;
     w.cache = &cv, w.blocks = blocks.data(), w.head = h;
     w.key_begin = std::max(span_begin, c * chunk), w.key_end = std::min(span_end, (c + 1) * chunk);
-    w.softcap = softcap, w.rows = &heads[static_cast<size_t>(h)];
+    w.softcap = softcap, w.queries = &heads[static_cast<size_t>(h)];
     w.m = m.data() + it * rows, w.l = l.data() + it * rows, w.acc = acc.data() + it * rows * dv;
     engine::cache_decode_chunk(w);
   }
@@ -134,9 +134,9 @@ void kv_cache_attention(const KVCache& cache, int64_t layer, std::span<const int
       [&](int64_t s, int64_t seq, int64_t len, ConstView<float> qs, TensorView<float> os, TensorView<float> ls) {
         const int64_t rows = qs.heads() / cache.config().kv_heads * qs.seq();
         const KVCacheConfig& c = cache.config();
-        if (!engine::choose_cache_decode(rows, c.head_dim, c.value_dim, c.key_type, c.value_type)) return false;
+        if (!engine::choose_cache_decode(rows, c.head_dim, c.value_dim)) return false;
         if (!have_view) cv = detail::KVCacheAccess::layer(cache, layer), have_view = true;
-        const int64_t kv_bytes = len * c.kv_heads * (cv.key_row + cv.value_row);
+        const int64_t kv_bytes = engine::decode_kv_bytes(len * c.kv_heads, cv.key_row, cv.value_row);
         fused_sequence(cache, cv, seq, s, len, qs, options, os, ls, engine::decode_threads(threads, kv_bytes), stop);
         return true;
       },

@@ -6,20 +6,20 @@
 #include <cstdint>
 
 #include "core/kv_cache_access.hpp"
+#include "engine/decode_strategy.hpp"
 
 namespace attnlab::engine {
 
-inline constexpr int kCacheDecodeMaxRows = 8;    // query rows per K/V head the fused step takes
 inline constexpr int64_t kCacheChunkBlocks = 64;  // blocks per work item: the fixed split of a sequence
 
 // The query rows of one K/V head of one sequence and what each row sees.
 struct CacheDecodeRows {
   int rows = 0;
   const float* q = nullptr;  // [rows][head_dim], contiguous
-  float scale[kCacheDecodeMaxRows] = {};
-  int64_t key_begin[kCacheDecodeMaxRows] = {}, key_end[kCacheDecodeMaxRows] = {};  // positions [begin, end)
-  int64_t diag[kCacheDecodeMaxRows] = {};    // the row's position (ALiBi's distance is |diag − j|)
-  float slope[kCacheDecodeMaxRows] = {};     // ALiBi, 0 = none
+  float scale[kCacheFusedMaxRows] = {};
+  int64_t key_begin[kCacheFusedMaxRows] = {}, key_end[kCacheFusedMaxRows] = {};  // positions [begin, end)
+  int64_t diag[kCacheFusedMaxRows] = {};    // the row's position (ALiBi's distance is |diag − j|)
+  float slope[kCacheFusedMaxRows] = {};     // ALiBi, 0 = none
 };
 
 // One work item: the rows against positions [key_begin, key_end) of one K/V head.
@@ -29,7 +29,7 @@ struct CacheDecodeWork {
   int64_t head = 0;
   int64_t key_begin = 0, key_end = 0;
   float softcap = 0.0f;  // 0 = none
-  const CacheDecodeRows* rows = nullptr;
+  const CacheDecodeRows* queries = nullptr;  // the head's query rows
   // Out: per row the running max m and sum l of exp(s − m), and acc = Σ exp(s − m)·v
   // ([rows][value_dim]); m = −inf, l = 0 when the row sees none of these positions.
   float* m = nullptr;

@@ -45,7 +45,6 @@ const float* fp8_table() {
   static const Fp8Table table;
   return table.value;
 }
-constexpr int64_t kMaxDim = 256;  // choose_cache_decode's limit on head_dim and value_dim
 constexpr int64_t kSub = 32;      // positions per step
 constexpr int64_t kAskAhead = 64;  // the rows asked for are this many positions on
 }  // namespace
@@ -168,8 +167,8 @@ void Scores(const detail::CacheLayerView& cv, const std::byte* keys, const std::
 
 // O[r][c0, c0 + 2N·P) = corr[r]·O + Σ_j p[r][j]·v_j, the accumulators held in registers.
 template <int R, int P, CacheType VT>
-HWY_INLINE void ValueColumns(const detail::CacheLayerView& cv, const std::byte* values, int64_t n, float head_scale,
-                             const float (*p)[kSub], const float* corr, int64_t c0, float* o) {
+HWY_INLINE void CacheValueColumns(const detail::CacheLayerView& cv, const std::byte* values, int64_t n,
+                                  float head_scale, const float (*p)[kSub], const float* corr, int64_t c0, float* o) {
   const DF df;
   const auto N = static_cast<int64_t>(hn::Lanes(df));
   const int64_t dv = cv.value_dim;
@@ -201,8 +200,9 @@ void Values(const detail::CacheLayerView& cv, const std::byte* values, const std
   constexpr int P = R == 1 ? 4 : R <= 4 ? 2 : 1;
   const auto N = static_cast<int64_t>(hn::Lanes(DF()));
   int64_t c0 = 0;
-  for (; c0 + 2 * N * P <= cv.value_dim; c0 += 2 * N * P) ValueColumns<R, P, VT>(cv, values, n, head_scale, p, corr, c0, o);
-  for (; c0 < cv.value_dim; c0 += 2 * N) ValueColumns<R, 1, VT>(cv, values, n, head_scale, p, corr, c0, o);
+  for (; c0 + 2 * N * P <= cv.value_dim; c0 += 2 * N * P)
+    CacheValueColumns<R, P, VT>(cv, values, n, head_scale, p, corr, c0, o);
+  for (; c0 < cv.value_dim; c0 += 2 * N) CacheValueColumns<R, 1, VT>(cv, values, n, head_scale, p, corr, c0, o);
 }
 
 template <int R>
@@ -245,7 +245,7 @@ void Softmax(const CacheDecodeWork& w, int r, int64_t pos, int64_t n, float* s, 
              float& corr) {
   const DF df;
   const auto N = static_cast<int64_t>(hn::Lanes(df));
-  const CacheDecodeRows& rw = *w.rows;
+  const CacheDecodeRows& rw = *w.queries;
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
   const int64_t n_vec = (n + N - 1) / N * N;
   const VF scale = hn::Set(df, rw.scale[r]);
@@ -288,12 +288,12 @@ void ChunkRows(const CacheDecodeWork& w) {
   const DF df;
   const auto N = static_cast<int64_t>(hn::Lanes(df));
   const detail::CacheLayerView& cv = *w.cache;
-  const CacheDecodeRows& rw = *w.rows;
+  const CacheDecodeRows& rw = *w.queries;
   const int64_t d = cv.head_dim, dv = cv.value_dim, T = cv.block_tokens;
   const ScoresFn<R> scores = scores_for<R>(cv.key_type);
   const ValuesFn<R> values = values_for<R>(cv.value_type);
   const float k_scale = cv.key_scales[w.head], v_scale = cv.value_scales[w.head];
-  HWY_ALIGN float q[R * kMaxDim], o[R * kMaxDim];
+  HWY_ALIGN float q[R * kCacheFusedMaxDim], o[R * kCacheFusedMaxDim];
   HWY_ALIGN float s[R][kSub], p[R][kSub];
   float m[R], l[R], corr[R];
   for (int r = 0; r < R; ++r) {
@@ -325,7 +325,7 @@ void ChunkRows(const CacheDecodeWork& w) {
 }  // namespace
 
 void CacheDecodeChunk(const CacheDecodeWork& w) {
-  const int rows = w.rows->rows;
+  const int rows = w.queries->rows;
   if (rows <= 1) return ChunkRows<1>(w);
   if (rows <= 2) return ChunkRows<2>(w);
   if (rows <= 4) return ChunkRows<4>(w);

@@ -120,6 +120,7 @@ struct TileRows {
 // float view for the code that reads float32 in place; the 16-bit types go through the
 // packing functions.
 enum class ElementType { f32, bf16, f16 };
+inline int64_t element_bytes(ElementType t) { return t == ElementType::f32 ? 4 : 2; }
 
 class Operand {
  public:
@@ -152,31 +153,6 @@ class Operand {
 // bfloat16 inputs' products (bf16_products.hpp).
 bool cpu_has_bf16_dot_products();
 
-// A test's view into the engine's calls (src/engine/testing/engine_probe.hpp defines it,
-// and only the testing library installs one): its switches replace the library's, and
-// the calls add their tile counts to it. None in production: nothing is counted.
-struct EngineProbe;
-// The installed probe, or null.
-EngineProbe* installed_engine_probe();
-
-// The decode policy's inputs (decode_strategy.hpp reads them): the library's values, or
-// an installed EngineProbe's.
-struct DecodeSwitches {
-  bool fused = true;       // off: the tile step everywhere (as 16-bit caches off AVX-512)
-  bool bf16_dots = true;   // off: bfloat16 products on converted values (decoding's scores, the tiled forward)
-  bool row_order = true;   // off: from memory, the spread requests
-  // The fused step asks beside its loads when K and V hold at most this many bytes: the
-  // last-level cache's size (0 when unknown: never), so that a cache a call finds where the
-  // call before left it is read the way a cache is read fastest, one from memory the way
-  // memory is.
-  int64_t beside_loads_max_kv_bytes = 0;
-  // ... and, for a float32 cache not read in row order (d = 256), from this many rows per
-  // K/V head whatever the size.
-  int64_t beside_loads_min_rows = 6;
-};
-// The library's switches: all on, the last-level cache's size (engine.cpp).
-DecodeSwitches default_decode_switches();
-
 struct Plan {
   detail::AttentionDims dims;
   Operand q, k, v;  // float32, bfloat16 or float16, all three the same type
@@ -201,15 +177,9 @@ struct Plan {
   mutable RowErrorLog overflowed_rows;  // written by the kernels (the Plan is const there)
   StopRequest stop{nullptr};            // the caller's interrupt (ComputeConfig::interrupt)
   TensorView<uint8_t> dropout_mask{};   // ForwardOutputs::dropout_mask: the forward writes the mask it applied
-  DecodeSwitches decode_switches = default_decode_switches();
   // The tiled forward's products on VDPBF16PS (bf16_products.hpp): bfloat16 inputs, a CPU
   // with AVX512_BF16, the switch on; the AVX-512 targets take them (forward_tile-inl.h).
   bool bf16_products = false;
-  EngineProbe* probe = nullptr;  // a test's (installed_engine_probe), else null
-  // The probe's count of this call's tile pairs (forward or backward), else null: nothing counted.
-  std::atomic<int64_t>* tile_count = nullptr;
-  // ... and of those the forward computed on bfloat16 products, else null.
-  std::atomic<int64_t>* bf16_tile_count = nullptr;
 
   Plan(const detail::AttentionDims& dm, Operand q_, Operand k_, Operand v_,
        const AttentionOptions<float>& opt, int threads_, const std::function<bool()>* interrupt = nullptr)

@@ -146,16 +146,15 @@ TEST(KVCacheFusedDecode, AnOverflowingScoreIsAnError) {
 
 // The cache axis of the decision table (decode_strategy.hpp), row by row.
 TEST(KVCacheFusedDecode, TheCacheAxisOfTheDecisionTable) {
+  // Every element type has its fused loads: the types do not enter.
   using attnlab::engine::choose_cache_decode;
-  for (CacheType t : kTypes) {
-    for (int64_t rows = 1; rows <= 8; ++rows) EXPECT_TRUE(choose_cache_decode(rows, 128, 128, t, t)) << rows;
-    EXPECT_FALSE(choose_cache_decode(9, 128, 128, t, t));   // chunked prefill: gathered, the tile step
-    EXPECT_FALSE(choose_cache_decode(0, 128, 128, t, t));
-    EXPECT_TRUE(choose_cache_decode(4, 32, 256, t, CacheType::int4));
-    EXPECT_FALSE(choose_cache_decode(4, 80, 80, t, t));     // not whole groups of 32 channels
-    EXPECT_FALSE(choose_cache_decode(4, 128, 96 + 8, t, t));
-    EXPECT_FALSE(choose_cache_decode(1, 288, 288, t, t));   // beyond the kernel's query registers
-  }
+  for (int64_t rows = 1; rows <= 8; ++rows) EXPECT_TRUE(choose_cache_decode(rows, 128, 128)) << rows;
+  EXPECT_FALSE(choose_cache_decode(9, 128, 128));   // chunked prefill: gathered, the tile step
+  EXPECT_FALSE(choose_cache_decode(0, 128, 128));
+  EXPECT_TRUE(choose_cache_decode(4, 32, 256));
+  EXPECT_FALSE(choose_cache_decode(4, 80, 80));     // not whole groups of 32 channels
+  EXPECT_FALSE(choose_cache_decode(4, 128, 96 + 8));
+  EXPECT_FALSE(choose_cache_decode(1, 288, 288));   // beyond the kernel's query registers
 }
 
 // ComputeConfig::interrupt (Python's Ctrl-C) is asked before and between the fused step's work
@@ -174,7 +173,7 @@ TEST(KVCacheFusedDecode, AnInterruptStopsALongDecode) {
   al::Tensor<float> q({1, 8, 1, 64}), out({1, 8, 1, 64}), lse({1, 8, 1, 1}), out2(out.shape()), lse2(lse.shape());
   for (float& x : q.storage()) x = normal(rng);
   const int64_t ids[] = {s};
-  ASSERT_TRUE(attnlab::engine::choose_cache_decode(4, 64, 64, CacheType::int8, CacheType::int8));  // the fused step
+  ASSERT_TRUE(attnlab::engine::choose_cache_decode(4, 64, 64));  // the fused step
   al::kv_cache_attention(cache, 0, ids, q, {}, {out, lse}, {}, {.threads = 2});
   for (int threads : {1, 2}) {
     int asked = 0;

@@ -12,6 +12,7 @@
 
 #include "attnlab/engine.hpp"
 #include "engine/machine_caches.hpp"
+#include "engine/decode_strategy.hpp"
 #include "engine/plan.hpp"
 
 namespace fs = std::filesystem;

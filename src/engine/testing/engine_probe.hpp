@@ -8,7 +8,7 @@
 #include <limits>
 
 #include "engine/decode_path.hpp"
-#include "engine/plan.hpp"
+#include "engine/decode_strategy.hpp"
 
 namespace attnlab::engine {
 
@@ -23,7 +23,7 @@ struct TileCounts {
 };
 
 struct EngineProbe {
-  // DecodeSwitches (plan.hpp), as atomics a test flips between calls.
+  // DecodeSwitches (decode_strategy.hpp), as atomics a test flips between calls.
   std::atomic<bool> fused{true}, bf16_dots{true}, row_order{true};
   std::atomic<int64_t> beside_loads_max_kv_bytes{default_decode_switches().beside_loads_max_kv_bytes};
   std::atomic<int64_t> beside_loads_min_rows{default_decode_switches().beside_loads_min_rows};
@@ -40,6 +40,13 @@ struct EngineProbe {
 
 // Where the library looks for a probe (engine.cpp).
 std::atomic<EngineProbe*>& engine_probe_slot();
+// The installed probe, or null (production: nothing is counted).
+EngineProbe* installed_engine_probe();
+
+// Adds n tile pairs to the installed probe's count `which` (forward, backward); none installed: nothing.
+inline void count_tiles(std::atomic<int64_t> TileCounts::*which, int64_t n) {
+  if (EngineProbe* probe = installed_engine_probe()) (probe->counts.*which).fetch_add(n, std::memory_order_relaxed);
+}
 
 namespace testing {
 

@@ -68,7 +68,8 @@ void DecodeChunkPieceImpl(const float* q, const float* k, const float* v, int64_
   const AttentionOptions<float> options;
   const ConstView<float> qv(q, {1, Hq, Nq, d}), kv(k, {1, Hkv, Nk, d}), vv(v, {1, Hkv, Nk, d});
   Plan p(dims, qv, kv, vv, options, 1);
-  if (from_memory) p.decode_switches.beside_loads_max_kv_bytes = 0;
+  DecodeSwitches switches = default_decode_switches();
+  if (from_memory) switches.beside_loads_max_kv_bytes = 0;
   std::vector<int64_t> begin(static_cast<size_t>(Nq)), end(begin.size());
   std::vector<float> scale(static_cast<size_t>(Hq * Nq), p.fixed_scale);
   for (int64_t i = 0; i < Nq; ++i) {
@@ -77,7 +78,7 @@ void DecodeChunkPieceImpl(const float* q, const float* k, const float* v, int64_
   }
   DecodeWork w;
   w.p = &p;
-  w.strategy = choose_decode_strategy(decode_shape(p), DecodeTarget::facts(), p.decode_switches);
+  w.strategy = choose_decode_strategy(decode_shape(p), DecodeTarget::facts(), switches);
   w.rows = dims.group() * Nq;
   w.chunk = decode_chunk_keys(dims.B, dims.Hkv, dims.Nk);
   w.n_chunks = 1;
