@@ -58,7 +58,14 @@ void attach_probe(Plan& plan, bool forward) {
   if (plan.probe == nullptr) return;
   plan.decode_switches = plan.probe->switches();
   plan.tile_count = forward ? &plan.probe->counts.forward : &plan.probe->counts.backward;
-  if (forward) plan.bf16_tile_count = &plan.probe->counts.forward_bf16_products;
+  plan.bf16_tile_count = forward ? &plan.probe->counts.forward_bf16_products : &plan.probe->counts.backward_bf16_products;
+}
+
+// Whether the tiled kernels take bfloat16 inputs' products on VDPBF16PS (after attach_probe:
+// a test's switch may turn them off).
+template <class E>
+bool bf16_products_for(const Plan& plan) {
+  return std::is_same_v<E, bfloat16> && cpu_has_bf16_dot_products() && plan.decode_switches.bf16_dots;
 }
 
 void throw_if_interrupted(const Plan& plan) {
@@ -128,7 +135,7 @@ void forward_impl(ConstView<E> q, ConstView<E> k, ConstView<E> v, const Attentio
   plan.dropout_mask = outputs.dropout_mask;
   attach_probe(plan, true);
   if (plan.probe != nullptr) plan.probe->last_path.store(path, std::memory_order_relaxed);
-  plan.bf16_products = std::is_same_v<E, bfloat16> && cpu_has_bf16_dot_products() && plan.decode_switches.bf16_dots;
+  plan.bf16_products = bf16_products_for<E>(plan);
   Tensor<float> own_out;
   const TensorView<float> out32 = float_result(out, own_out);
   std::optional<BlockMask> own_block_mask;
@@ -164,6 +171,7 @@ void backward_impl(ConstView<E> q, ConstView<E> k, ConstView<E> v, ConstView<E> 
   const auto dims = detail::check_backward_args(q, k, v, out, lse, grad_out, options, dq, dk, dv, dsinks);
   Plan plan(dims, q, k, v, options, resolve_threads(config), &config.interrupt);
   attach_probe(plan, false);
+  plan.bf16_products = bf16_products_for<E>(plan);
   Tensor<float> own_dq, own_dk, own_dv;
   const TensorView<float> dq32 = float_result(dq, own_dq), dk32 = float_result(dk, own_dk),
                           dv32 = float_result(dv, own_dv);

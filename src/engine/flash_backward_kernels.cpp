@@ -92,6 +92,9 @@ struct BackwardScratch {
   ScratchBuffer<float> dmod;      // ∂score/∂(scale·q·k) [Br × Bc] (softcap, score_mod)
   ScratchBuffer<float> pd;        // dropout: P·Z/(1 − p) [Br × Bc]
   ScratchBuffer<uint32_t> words;  // dropout: one row's random words [Bc + kDropoutSlack]
+  // bfloat16 products (Bf16Products; kt and vt then hold pairs, bf16_products.hpp)
+  ScratchBuffer<float> q16;   // Q rows as bfloat16 [Br × d_pad]
+  ScratchBuffer<float> do16;  // dO rows as bfloat16 [Br × dv_pad]
   explicit BackwardScratch(const Plan& p)
       : kt(Scratch(p.dims.d * kBc)),
         kr(Scratch(kBc * p.d_pad)),
@@ -105,7 +108,9 @@ struct BackwardScratch {
         dq(Scratch(kBr * p.d_pad)),
         dmod(Scratch(p.softcap != 0 || p.score_mod != nullptr ? kBr * kBc : 0)),
         pd(Scratch(p.dropout ? kBr * kBc : 0)),
-        words(ScratchWords(p.dropout ? kBc + kDropoutSlack : 0)) {}
+        words(ScratchWords(p.dropout ? kBc + kDropoutSlack : 0)),
+        q16(Scratch(Bf16Products(p) ? kBr * p.d_pad / 2 : 0)),
+        do16(Scratch(Bf16Products(p) ? kBr * p.dv_pad / 2 : 0)) {}
 };
 
 struct BackwardArgs {
@@ -169,9 +174,21 @@ void BackwardPair(const BackwardArgs& a, int64_t b, int64_t h, int64_t qt, int64
   float* dS = w.ds.get();
   float* dmod = w.dmod.get();
   const bool has_dmod = p.softcap != 0 || p.score_mod != nullptr;
+  // bfloat16 products: the rows of Q and dO as bfloat16, zero past d and dv.
+  const bool bf16 = Bf16Products(p);
+  auto* const q16 = reinterpret_cast<bfloat16*>(w.q16.get());
+  auto* const do16 = reinterpret_cast<bfloat16*>(w.do16.get());
+  if (bf16) {
+    bf16::pack_rows(p.q.as<bfloat16>(), b, h, i0, rows, dm.d, p.d_pad, q16);
+    bf16::pack_rows(a.grad_out.as<bfloat16>(), b, h, i0, rows, dm.dv, p.dv_pad, do16);
+  }
   // S = Q Kᵀ, then P = exp(score − L_i) with hidden keys at 0.
-  Gemm(static_cast<size_t>(rows), static_cast<size_t>(width), static_cast<size_t>(dm.d), Qr, q_rs, 1, w.kt.get() + col,
-       ktw, P, kBc, false);
+  if (bf16)
+    bf16::gemm(rows, width, round_up(dm.d, 2), q16, p.d_pad, reinterpret_cast<const uint32_t*>(w.kt.get()) + col,
+               KtPairStride(p, nc), P, kBc, false);
+  else
+    Gemm(static_cast<size_t>(rows), static_cast<size_t>(width), static_cast<size_t>(dm.d), Qr, q_rs, 1,
+         w.kt.get() + col, ktw, P, kBc, false);
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t i = i0 + r;
     float* pr = P + r * kBc;
@@ -213,9 +230,15 @@ void BackwardPair(const BackwardArgs& a, int64_t b, int64_t h, int64_t qt, int64
   Gemm(static_cast<size_t>(ncc), static_cast<size_t>(p.dv_pad), static_cast<size_t>(rows), Pd, 1, kBc, dOr, do_rs,
        w.dv.get() + col * p.dv_pad, static_cast<size_t>(p.dv_pad), true);
   // dP = dO Vᵀ;  dS = scale_i · P ∘ (dP − D_i) (· ∂score/∂(scale·q·k))
-  Gemm(static_cast<size_t>(rows), static_cast<size_t>(width), static_cast<size_t>(dm.dv), dOr, do_rs, 1,
-       w.vt.get() + col, ktw, dS, kBc, false);
+  if (bf16)
+    bf16::gemm(rows, width, round_up(dm.dv, 2), do16, p.dv_pad, reinterpret_cast<const uint32_t*>(w.vt.get()) + col,
+               TransposedPairStride(nc, dm.dv), dS, kBc, false);
+  else
+    Gemm(static_cast<size_t>(rows), static_cast<size_t>(width), static_cast<size_t>(dm.dv), dOr, do_rs, 1,
+         w.vt.get() + col, ktw, dS, kBc, false);
   const VF vzero = hn::Zero(df);
+  // Dropout's 1/(1 − p): in Vᵀ for float32 products, on dP for bfloat16 ones (V stays exact).
+  const VF vkeep = hn::Set(df, bf16 ? p.dropout_scale : 1.0f);
   for (int64_t r = 0; r < rows; ++r) {
     const VF vD = hn::Set(df, a.D[row0 + r]), vs = hn::Set(df, a.scale[row0 + r]);
     float* pr = P + r * kBc;
@@ -233,7 +256,7 @@ void BackwardPair(const BackwardArgs& a, int64_t b, int64_t h, int64_t qt, int64
       VF dp = hn::LoadU(df, dr + j);
       // With dropout dP_ij = Z_ij·(dO_i·v_j/(1 − p)) (V was scaled when packed); Z_ij = 0 shows
       // as P·Z = 0 (where P = 0 the product below is 0 anyway).
-      if (p.dropout) dp = hn::IfThenElseZero(hn::Ne(hn::LoadU(df, pdr + j), vzero), dp);
+      if (p.dropout) dp = hn::IfThenElseZero(hn::Ne(hn::LoadU(df, pdr + j), vzero), hn::Mul(dp, vkeep));
       VF x = hn::Mul(hn::Mul(hn::LoadU(df, pr + j), hn::Sub(dp, vD)), vs);
       if (mr != nullptr) x = hn::Mul(x, hn::LoadU(df, mr + j));
       hn::StoreU(x, df, dr + j);
@@ -250,12 +273,20 @@ void BackwardKeyTile(const BackwardArgs& a, int64_t b, int64_t hk, int64_t t, Ba
   const Plan& p = *a.p;
   const auto& dm = p.dims;
   const int64_t j0 = t * kBc, nc = std::min(kBc, dm.Nk - j0);
-  PackTransposed(p.k, b, hk, j0, nc, dm.d, w.kt.get());
+  const bool bf16 = Bf16Products(p);
+  if (bf16) {  // Kᵀ and Vᵀ as pairs (bf16_products.hpp), in the room of their float32 tiles
+    bf16::pack_key_pairs(p.k.as<bfloat16>(), b, hk, j0, nc, TileWidth(nc), KtPairStride(p, nc), dm.d,
+                         reinterpret_cast<uint32_t*>(w.kt.get()));
+    bf16::pack_key_pairs(p.v.as<bfloat16>(), b, hk, j0, nc, TileWidth(nc), TransposedPairStride(nc, dm.dv), dm.dv,
+                         reinterpret_cast<uint32_t*>(w.vt.get()));
+  } else {
+    PackTransposed(p.k, b, hk, j0, nc, dm.d, w.kt.get());
+    PackTransposed(p.v, b, hk, j0, nc, dm.dv, w.vt.get());
+  }
   PackRows(p.k, b, hk, j0, nc, dm.d, p.d_pad, w.kr.get());
-  PackTransposed(p.v, b, hk, j0, nc, dm.dv, w.vt.get());
   // Dropout: dP_ij = Z_ij·(dO_i·v_j/(1 − p)), with V scaled before the product so that it
   // rounds as the forward's O (which took P/(1 − p) times v) and D = dO·O do.
-  if (p.dropout) {
+  if (p.dropout && !bf16) {
     const DF df;
     const VF vk = hn::Set(df, p.dropout_scale);
     const int64_t n = dm.dv * TileWidth(nc);
@@ -297,6 +328,7 @@ void BackwardKeyTile(const BackwardArgs& a, int64_t b, int64_t hk, int64_t t, Ba
     }
   }
   if (p.tile_count != nullptr) p.tile_count->fetch_add(computed, std::memory_order_relaxed);
+  if (bf16 && p.bf16_tile_count != nullptr) p.bf16_tile_count->fetch_add(computed, std::memory_order_relaxed);
   for (int64_t j = 0; j < nc; ++j) {
     float* dkr = a.dk.row(b, hk, j0 + j);
     float* dvr = a.dv.row(b, hk, j0 + j);

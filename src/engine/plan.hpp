@@ -202,13 +202,13 @@ struct Plan {
   StopRequest stop{nullptr};            // the caller's interrupt (ComputeConfig::interrupt)
   TensorView<uint8_t> dropout_mask{};   // ForwardOutputs::dropout_mask: the forward writes the mask it applied
   DecodeSwitches decode_switches = default_decode_switches();
-  // The tiled forward's products on VDPBF16PS (bf16_products.hpp): bfloat16 inputs, a CPU
-  // with AVX512_BF16, the switch on; the AVX-512 targets take them (forward_tile-inl.h).
+  // The tiled forward's and backward's products on VDPBF16PS (bf16_products.hpp): bfloat16
+  // inputs, a CPU with AVX512_BF16, the switch on; the AVX-512 targets take them (tile_ops-inl.h).
   bool bf16_products = false;
   EngineProbe* probe = nullptr;  // a test's (installed_engine_probe), else null
   // The probe's count of this call's tile pairs (forward or backward), else null: nothing counted.
   std::atomic<int64_t>* tile_count = nullptr;
-  // ... and of those the forward computed on bfloat16 products, else null.
+  // ... and of those computed on bfloat16 products, else null.
   std::atomic<int64_t>* bf16_tile_count = nullptr;
 
   Plan(const detail::AttentionDims& dm, Operand q_, Operand k_, Operand v_,
