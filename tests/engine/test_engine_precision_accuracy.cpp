@@ -97,10 +97,13 @@ Used check_16bit_against_reference(const al::test::Problem& p0) {
   const int64_t bf16_tiles_before = bf16_tiles.load();
   al::attention_forward(q.view(), k.view(), v.view(), opt, {out.view(), lse.view()}, one_thread);
   const bool p_to_bfloat16 = bf16_tiles.load() > bf16_tiles_before;  // the forward ran on bfloat16 products
+  std::atomic<int64_t>& bf16_back_tiles = al::engine::testing::tile_counts().backward_bf16_products;
+  const int64_t bf16_back_tiles_before = bf16_back_tiles.load();
   al::attention_backward(
       q.view(), k.view(), v.view(), out.view(), lse.view(), g.view(), opt,
       {dq.view(), dk.view(), dv.view(), p.sinks.empty() ? std::span<float>() : std::span<float>(dsinks.storage())},
       one_thread);
+  const bool grads_bfloat16 = bf16_back_tiles.load() > bf16_back_tiles_before;  // so did the backward
 
   // Naive, in T's regime: float32 on the 16-bit inputs, outputs rounded to T, and the
   // backward's D = rowsum(dO∘O) from the rounded O (the O a caller of either holds).
@@ -112,7 +115,8 @@ Used check_16bit_against_reference(const al::test::Problem& p0) {
   // engine's own O, the forward's O to the naive forward in its regime.
   const al::Tensor<float> engine_out = as_float(out);
   al::test::NaiveResult nv =
-      al::test::naive_float_attention(p, f, true, p_to_bfloat16 ? &engine_out : &naive_out, p_to_bfloat16);
+      al::test::naive_float_attention(p, f, true, p_to_bfloat16 ? &engine_out : &naive_out, p_to_bfloat16,
+                                      grads_bfloat16);
   nv.out = naive_out;
   nv.dq = rounded_to<T>(nv.dq), nv.dk = rounded_to<T>(nv.dk), nv.dv = rounded_to<T>(nv.dv);
 
@@ -328,7 +332,8 @@ TEST(EnginePrecisionAccuracy, BFloat16ScoresOnTheCpuDotProductsWithinTheAccuracy
 // dot products where it has them (AVX512_BF16, AVX-512 targets; bf16_products.hpp): exact
 // products summed in float32 pair by pair, P rounded to bfloat16 for its product (a
 // relative error of up to 2^-8 in each term of O, as FlashAttention's). The tiled backward
-// takes S = Q·Kᵀ and dP = dO·Vᵀ on them. Over 1000 random problems of the tiled path (d of
+// takes all its products on them: S = Q·Kᵀ, dP = dO·Vᵀ, and with P rounded to bfloat16
+// dV += Pᵀ·dO, with dS rounded dQ += dS·K and dK += dSᵀ·Q. Over 1000 random problems of the tiled path (d of
 // 32 to 256, odd key counts, causal alignments, windows, masks, packed sequences, the
 // variants), O, L and the gradients within the 16-bit accuracy rule of the test above in
 // that regime (the naive implementation rounds alike); out, lse and the gradients bitwise

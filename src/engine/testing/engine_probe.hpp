@@ -62,7 +62,7 @@ inline ForwardPath last_forward_path() { return probe().last_path.load(); }
 // 16-bit results bitwise to the float32 engine's there too.
 inline std::atomic<bool>& fused_decode_allowed() { return probe().fused; }
 // Whether bfloat16 products may run on VDPBF16PS (a bfloat16 cache's scores, the tiled
-// forward's products). Off, the values are converted to float32 and multiplied there, the
+// forward's and backward's products). Off, the values are converted to float32 and multiplied there, the
 // float32 engine's results on the converted values.
 inline std::atomic<bool>& bf16_dot_products_allowed() { return probe().bf16_dots; }
 // The size up to which the fused step asks for its lines beside its loads (the policy's
