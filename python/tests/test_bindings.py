@@ -305,10 +305,10 @@ def bf16_products():
 @pytest.mark.parametrize("half", ["float16", "bfloat16"])
 def test_16bit_results_are_the_float32_engines_rounded_once(rng, half):
     """The promise of docs/engine.md: computed in float32 on the 16-bit inputs, rounded once,
-    bit for bit; lse (float32) equal to the float32 engine's. Where bfloat16's forward runs
-    on the bfloat16 dot products, its out and lse are the float32 engine's within those
-    products' roundings (P rounded to bfloat16 for P·V), and the gradients from that out
-    still bit for bit."""
+    bit for bit; lse (float32) equal to the float32 engine's. Where bfloat16 runs on the
+    bfloat16 dot products, out and lse are the float32 engine's within those products'
+    roundings (P rounded to bfloat16 for P·V), and so are the gradients (P and dS rounded
+    for theirs)."""
     q, k, v = qkv(rng, np.float32, shape=(2, 4, 70, 24))
     g = rng.standard_normal(q.shape).astype(np.float32)
     if half == "float16":
@@ -332,7 +332,12 @@ def test_16bit_results_are_the_float32_engines_rounded_once(rng, half):
     grads32 = attnlab.attention_backward(up(q), up(k), up(v), up(out), lse, up(g), causal="bottom_right")
     for name, x, x32 in zip(("dq", "dk", "dv"), grads, grads32):
         assert x.dtype == q.dtype, name
-        np.testing.assert_array_equal(x, down(x32), err_msg=name)
+        if half == "bfloat16" and bf16_products():
+            # Each term rounded by up to 2^-8 (P or dS), then the gradient once.
+            assert np.abs(up(x) - x32).max() <= 2.0 ** -5 * np.abs(x32).max(), name
+            assert not np.array_equal(x, down(x32)), name  # the products did run
+        else:
+            np.testing.assert_array_equal(x, down(x32), err_msg=name)
     # An int16 view of the bit patterns is read in place, the same bfloat16 values.
     if half == "bfloat16":
         out16, _ = attnlab.attention_forward(q.view(np.int16), k.view(np.int16), v.view(np.int16),

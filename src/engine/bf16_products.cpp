@@ -62,6 +62,15 @@ void pack_rows(ConstView<bfloat16> x, int64_t b, int64_t h, int64_t i0, int64_t 
   }
 }
 
+void transpose(const bfloat16* src, int64_t src_rs, int64_t rows, int64_t cols, int64_t rows_pad, bfloat16* dst,
+               int64_t dst_rs) {
+  for (int64_t c = 0; c < cols; ++c) {
+    bfloat16* out = dst + c * dst_rs;
+    for (int64_t r = 0; r < rows; ++r) out[r] = src[r * src_rs + c];
+    std::fill(out + rows, out + rows_pad, bfloat16{});
+  }
+}
+
 #ifdef ATTNLAB_BF16_PRODUCTS
 // Everything below runs only where the CPU has AVX512_BF16 (the caller's check).
 #pragma GCC push_options
@@ -132,6 +141,23 @@ void round_rows(const float* src, int64_t src_rs, int64_t rows, int64_t cols, bf
   }
 }
 
+void round_row_pairs(const float* src, int64_t src_rs, int64_t rows, int64_t cols, uint32_t* dst, int64_t dst_rs) {
+  for (int64_t t = 0; 2 * t < rows; ++t) {
+    const float* r0 = src + 2 * t * src_rs;
+    const float* r1 = 2 * t + 1 < rows ? r0 + src_rs : nullptr;
+    uint32_t* out = dst + t * dst_rs;
+    for (int64_t c = 0; c < cols; c += 16) {
+      // Each value's bfloat16 bits widened to a 32-bit lane: the first row's in the low half.
+      const __m512i lo = _mm512_cvtepu16_epi32((__m256i)_mm512_cvtneps_pbh(_mm512_loadu_ps(r0 + c)));
+      const __m512i hi = r1 != nullptr ? _mm512_slli_epi32(_mm512_cvtepu16_epi32((__m256i)_mm512_cvtneps_pbh(
+                                                               _mm512_loadu_ps(r1 + c))),
+                                                           16)
+                                       : _mm512_setzero_si512();
+      _mm512_storeu_si512(out + c, _mm512_or_si512(lo, hi));
+    }
+  }
+}
+
 void gemm(int64_t M, int64_t N, int64_t K, const bfloat16* A, int64_t a_rs, const uint32_t* B, int64_t b_rs, float* C,
           int64_t c_rs, bool accumulate) {
   const int64_t nvec = N / 16;
@@ -159,6 +185,7 @@ void gemm(int64_t M, int64_t N, int64_t K, const bfloat16* A, int64_t a_rs, cons
 #else
 // Not an x86 compiler: no caller ever asks (cpu_has_bf16_dot_products() is false there).
 void round_rows(const float*, int64_t, int64_t, int64_t, bfloat16*, int64_t) {}
+void round_row_pairs(const float*, int64_t, int64_t, int64_t, uint32_t*, int64_t) {}
 void gemm(int64_t, int64_t, int64_t, const bfloat16*, int64_t, const uint32_t*, int64_t, float*, int64_t, bool) {}
 #endif
 

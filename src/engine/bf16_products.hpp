@@ -1,5 +1,5 @@
 #pragma once
-// The tiled forward's products on AVX512_BF16's VDPBF16PS for bfloat16 inputs: each
+// The tiled forward's and backward's products on AVX512_BF16's VDPBF16PS for bfloat16 inputs: each
 // instruction adds, in 16 float lanes, the products of 16 pairs of bfloat16 values, twice
 // the multiply-adds of a float32 FMA at the same issue rate on Zen 5 (docs/tuning.md, "The
 // bfloat16 dot-product peak"). Operands are packed in the pair-interleaved layout the
@@ -49,6 +49,17 @@ void pack_rows(ConstView<bfloat16> x, int64_t b, int64_t h, int64_t i0, int64_t 
 // dst[r·dst_rs + c] = src[r·src_rs + c] rounded to bfloat16 (to nearest even), r < rows,
 // c < cols (cols a multiple of 16): P for its product, as FlashAttention rounds it.
 void round_rows(const float* src, int64_t src_rs, int64_t rows, int64_t cols, bfloat16* dst, int64_t dst_rs);
+
+// Rows [0, rows) of src (float32, row stride src_rs) rounded to bfloat16 (to nearest even)
+// as the B operand of a product over them: word (t, c) at dst[t·dst_rs + c] holds column c
+// of rows 2t and 2t + 1, for t < ceil(rows/2), c < cols (a multiple of 16); zero for the
+// row past an odd count. P for dVᵀ += dOᵀ·P and dS for dKᵀ += Qᵀ·dS.
+void round_row_pairs(const float* src, int64_t src_rs, int64_t rows, int64_t cols, uint32_t* dst, int64_t dst_rs);
+
+// The bfloat16 matrix src [rows × cols] (row stride src_rs) transposed into dst [cols ×
+// rows_pad] (row stride dst_rs), zero in columns [rows, rows_pad): Qᵀ and dOᵀ as A operands.
+void transpose(const bfloat16* src, int64_t src_rs, int64_t rows, int64_t cols, int64_t rows_pad, bfloat16* dst,
+               int64_t dst_rs);
 
 // C[M × N] (+)= A[M × K] · B[K × N], N a multiple of 16. A: bfloat16 rows at A + r·a_rs
 // (element K readable when K is odd: it is multiplied by zero). B: pair words,

@@ -53,6 +53,13 @@ void clear_dropout_mask(TensorView<uint8_t> m) {
 
 // A test's probe, if one is installed: its switches for this call, and the counter of its
 // tile pairs (of the forward or the backward).
+// Whether the tiled kernels take bfloat16 inputs' products on VDPBF16PS (a test's switch may
+// turn them off).
+template <class E>
+bool bf16_products_for() {
+  return std::is_same_v<E, bfloat16> && cpu_has_bf16_dot_products() && decode_switches().bf16_dots;
+}
+
 void throw_if_interrupted(const Plan& plan) {
   if (plan.stop.stopped()) throw Interrupted("attention: interrupted by the caller (ComputeConfig::interrupt)");
 }
@@ -120,7 +127,7 @@ void forward_impl(ConstView<E> q, ConstView<E> k, ConstView<E> v, const Attentio
   Plan plan(dims, q, k, v, options, decode ? decode_threads(team, kv_bytes) : team, &config.interrupt);
   plan.dropout_mask = outputs.dropout_mask;
   if (EngineProbe* probe = installed_engine_probe()) probe->last_path.store(path, std::memory_order_relaxed);
-  plan.bf16_products = std::is_same_v<E, bfloat16> && cpu_has_bf16_dot_products() && decode_switches().bf16_dots;
+  plan.bf16_products = bf16_products_for<E>();
   Tensor<float> own_out;
   const TensorView<float> out32 = float_result(out, own_out);
   std::optional<BlockMask> own_block_mask;
@@ -155,6 +162,7 @@ void backward_impl(ConstView<E> q, ConstView<E> k, ConstView<E> v, ConstView<E> 
   const std::span<float> dsinks = grads.dsinks;
   const auto dims = detail::check_backward_args(q, k, v, out, lse, grad_out, options, dq, dk, dv, dsinks);
   Plan plan(dims, q, k, v, options, resolve_threads(config), &config.interrupt);
+  plan.bf16_products = bf16_products_for<E>();
   Tensor<float> own_dq, own_dk, own_dv;
   const TensorView<float> dq32 = float_result(dq, own_dq), dk32 = float_result(dk, own_dk),
                           dv32 = float_result(dv, own_dv);

@@ -10,6 +10,9 @@
 //     dV += (P∘Z/(1 − p))ᵀ dO;   dP = Z ∘ (dO (Vᵀ/(1 − p)));   D = rowsum(dO∘O)
 //     dS  = scale_i · P ∘ (dP − D) ∘ score'   (score': through softcap's tanh and score_mod)
 //     dK += dSᵀ Q;   dQ_tile += dS K
+// bfloat16 inputs on a CPU with AVX512_BF16 take all five products on VDPBF16PS
+// (bf16_products.hpp), P and dS rounded to bfloat16 for theirs, dK and dV summed
+// transposed (dKᵀ += Qᵀ·dS, dVᵀ += dOᵀ·P) so that only the query-side tiles are transposed.
 // D is computed once per row in a first parallel pass (which also zeroes dq and
 // takes each row's share of dsinks, −exp(sink_h − L_i)·D_i, summed per head in a
 // fixed order afterwards). The dropout mask is regenerated from Philox, not stored.
@@ -76,6 +79,10 @@ namespace attnlab::engine::HWY_NAMESPACE {
 
 namespace {
 
+// Row stride, in words, of P and dS as pairs of rows (bf16::pair_row_stride: a tile's rows
+// of 1 KiB would share a quarter of L1's sets).
+const int64_t kPairRows = bf16::pair_row_stride(kBc, true);
+
 struct BackwardScratch {
   // key tile, packed once per work item
   ScratchBuffer<float> kt;  // Kᵀ [d × Bc]
@@ -93,6 +100,13 @@ struct BackwardScratch {
   ScratchBuffer<float> dmod;      // ∂score/∂(scale·q·k) [Br × Bc] (softcap, score_mod)
   ScratchBuffer<float> pd;        // dropout: P·Z/(1 − p) [Br × Bc]
   ScratchBuffer<uint32_t> words;  // dropout: one row's random words [Bc + kDropoutSlack]
+  // bfloat16 products (Bf16Products; kt and vt then hold pairs, bf16_products.hpp)
+  ScratchBuffer<float> q16;   // Q rows as bfloat16 [Br × d_pad]
+  ScratchBuffer<float> do16;  // dO rows as bfloat16 [Br × dv_pad]
+  ScratchBuffer<float> qt16;  // Qᵀ as bfloat16 [d × Br]
+  ScratchBuffer<float> dot16;  // dOᵀ as bfloat16 [dv × Br]
+  ScratchBuffer<float> ds16;  // dS rows as bfloat16 [Br × Bc]
+  ScratchBuffer<float> pairs;  // P, then dS, as pairs of rows [Br/2 × kPairRows] words
   explicit BackwardScratch(const Plan& p)
       : kt(Scratch(p.dims.d * kBc)),
         kr(Scratch(kBc * p.d_pad)),
@@ -106,7 +120,13 @@ struct BackwardScratch {
         dq(Scratch(kBr * p.d_pad)),
         dmod(Scratch(p.softcap != 0 || p.score_mod != nullptr ? kBr * kBc : 0)),
         pd(Scratch(p.dropout ? kBr * kBc : 0)),
-        words(ScratchWords(p.dropout ? kBc + kDropoutSlack : 0)) {}
+        words(ScratchWords(p.dropout ? kBc + kDropoutSlack : 0)),
+        q16(Scratch(Bf16Products(p) ? kBr * p.d_pad / 2 : 0)),
+        do16(Scratch(Bf16Products(p) ? kBr * p.dv_pad / 2 : 0)),
+        qt16(Scratch(Bf16Products(p) ? p.dims.d * kBr / 2 : 0)),
+        dot16(Scratch(Bf16Products(p) ? p.dims.dv * kBr / 2 : 0)),
+        ds16(Scratch(Bf16Products(p) ? kBr * kBc / 2 : 0)),
+        pairs(Scratch(Bf16Products(p) ? kBr / 2 * kPairRows : 0)) {}
 };
 
 struct BackwardArgs {
@@ -163,16 +183,28 @@ void BackwardPair(const BackwardArgs& a, int64_t b, int64_t h, int64_t qt, int64
   const int64_t jj0 = j0 + col, ncc = rect.c1 - jj0;
   const int64_t width = (ncc + static_cast<int64_t>(L) - 1) / static_cast<int64_t>(L) * static_cast<int64_t>(L);
   const size_t ktw = static_cast<size_t>(TileWidth(nc));  // row stride of the packed Kᵀ and Vᵀ
+  // bfloat16 products: the rows of Q and dO as bfloat16, zero past d and dv.
+  const bool bf16 = Bf16Products(p);
   size_t q_rs = 0, do_rs = 0;
-  const float* Qr = RowsOperand(p.q, b, h, i0, rows, dm.d, p.d_pad, w.qr.get(), q_rs);
-  const float* dOr = RowsOperand(a.grad_out, b, h, i0, rows, dm.dv, p.dv_pad, w.dor.get(), do_rs);
+  const float* Qr = bf16 ? nullptr : RowsOperand(p.q, b, h, i0, rows, dm.d, p.d_pad, w.qr.get(), q_rs);
+  const float* dOr = bf16 ? nullptr : RowsOperand(a.grad_out, b, h, i0, rows, dm.dv, p.dv_pad, w.dor.get(), do_rs);
   float* P = w.pt.get();
   float* dS = w.ds.get();
   float* dmod = w.dmod.get();
   const bool has_dmod = p.softcap != 0 || p.score_mod != nullptr;
+  auto* const q16 = reinterpret_cast<bfloat16*>(w.q16.get());
+  auto* const do16 = reinterpret_cast<bfloat16*>(w.do16.get());
+  if (bf16) {
+    bf16::pack_rows(p.q.as<bfloat16>(), b, h, i0, rows, dm.d, p.d_pad, q16);
+    bf16::pack_rows(a.grad_out.as<bfloat16>(), b, h, i0, rows, dm.dv, p.dv_pad, do16);
+  }
   // S = Q Kᵀ, then P = exp(score − L_i) with hidden keys at 0.
-  Gemm(static_cast<size_t>(rows), static_cast<size_t>(width), static_cast<size_t>(dm.d), Qr, q_rs, 1, w.kt.get() + col,
-       ktw, P, kBc, false);
+  if (bf16)
+    bf16::gemm(rows, width, round_up(dm.d, 2), q16, p.d_pad, reinterpret_cast<const uint32_t*>(w.kt.get()) + col,
+               KtPairStride(p, nc), P, kBc, false);
+  else
+    Gemm(static_cast<size_t>(rows), static_cast<size_t>(width), static_cast<size_t>(dm.d), Qr, q_rs, 1,
+         w.kt.get() + col, ktw, P, kBc, false);
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t i = i0 + r;
     float* pr = P + r * kBc;
@@ -210,13 +242,29 @@ void BackwardPair(const BackwardArgs& a, int64_t b, int64_t h, int64_t qt, int64
     }
     Pd = w.pd.get();
   }
-  // dV += Pᵀ dO
-  Gemm(static_cast<size_t>(ncc), static_cast<size_t>(p.dv_pad), static_cast<size_t>(rows), Pd, 1, kBc, dOr, do_rs,
-       w.dv.get() + col * p.dv_pad, static_cast<size_t>(p.dv_pad), true);
+  // dV += Pᵀ dO; on bfloat16 products as dVᵀ += dOᵀ·P (only the small dO tile transposed),
+  // P rounded to bfloat16 for it as FlashAttention does.
+  auto* const pairs = reinterpret_cast<uint32_t*>(w.pairs.get());
+  const int64_t rows_pad = round_up(rows, 2);
+  if (bf16) {
+    auto* const dot16 = reinterpret_cast<bfloat16*>(w.dot16.get());
+    bf16::transpose(do16, p.dv_pad, rows, dm.dv, rows_pad, dot16, kBr);
+    bf16::round_row_pairs(Pd, kBc, rows, width, pairs, kPairRows);
+    bf16::gemm(dm.dv, width, rows, dot16, kBr, pairs, kPairRows, w.dv.get() + col, kBc, true);
+  } else {
+    Gemm(static_cast<size_t>(ncc), static_cast<size_t>(p.dv_pad), static_cast<size_t>(rows), Pd, 1, kBc, dOr, do_rs,
+         w.dv.get() + col * p.dv_pad, static_cast<size_t>(p.dv_pad), true);
+  }
   // dP = dO Vᵀ;  dS = scale_i · P ∘ (dP − D_i) (· ∂score/∂(scale·q·k))
-  Gemm(static_cast<size_t>(rows), static_cast<size_t>(width), static_cast<size_t>(dm.dv), dOr, do_rs, 1,
-       w.vt.get() + col, ktw, dS, kBc, false);
+  if (bf16)
+    bf16::gemm(rows, width, round_up(dm.dv, 2), do16, p.dv_pad, reinterpret_cast<const uint32_t*>(w.vt.get()) + col,
+               TransposedPairStride(nc, dm.dv), dS, kBc, false);
+  else
+    Gemm(static_cast<size_t>(rows), static_cast<size_t>(width), static_cast<size_t>(dm.dv), dOr, do_rs, 1,
+         w.vt.get() + col, ktw, dS, kBc, false);
   const VF vzero = hn::Zero(df);
+  // Dropout's 1/(1 − p): in Vᵀ for float32 products, on dP for bfloat16 ones (V stays exact).
+  const VF vkeep = hn::Set(df, bf16 ? p.dropout_scale : 1.0f);
   for (int64_t r = 0; r < rows; ++r) {
     const VF vD = hn::Set(df, a.D[row0 + r]), vs = hn::Set(df, a.scale[row0 + r]);
     float* pr = P + r * kBc;
@@ -234,13 +282,26 @@ void BackwardPair(const BackwardArgs& a, int64_t b, int64_t h, int64_t qt, int64
       VF dp = hn::LoadU(df, dr + j);
       // With dropout dP_ij = Z_ij·(dO_i·v_j/(1 − p)) (V was scaled when packed); Z_ij = 0 shows
       // as P·Z = 0 (where P = 0 the product below is 0 anyway).
-      if (p.dropout) dp = hn::IfThenElseZero(hn::Ne(hn::LoadU(df, pdr + j), vzero), dp);
+      if (p.dropout) dp = hn::IfThenElseZero(hn::Ne(hn::LoadU(df, pdr + j), vzero), hn::Mul(dp, vkeep));
       VF x = hn::Mul(hn::Mul(hn::LoadU(df, pr + j), hn::Sub(dp, vD)), vs);
       if (mr != nullptr) x = hn::Mul(x, hn::LoadU(df, mr + j));
       hn::StoreU(x, df, dr + j);
     }
   }
-  // dK += dSᵀ Q;  dQ_pair = dS K
+  // dK += dSᵀ Q;  dQ_pair = dS K. On bfloat16 products dS is rounded to bfloat16 for both
+  // (as FlashAttention does), and dK is summed as dKᵀ += Qᵀ·dS.
+  if (bf16) {
+    auto* const qt16 = reinterpret_cast<bfloat16*>(w.qt16.get());
+    auto* const ds16 = reinterpret_cast<bfloat16*>(w.ds16.get());
+    bf16::round_row_pairs(dS, kBc, rows, width, pairs, kPairRows);
+    bf16::transpose(q16, p.d_pad, rows, dm.d, rows_pad, qt16, kBr);
+    bf16::gemm(dm.d, width, rows, qt16, kBr, pairs, kPairRows, w.dk.get() + col, kBc, true);
+    bf16::round_rows(dS, kBc, rows, width, ds16, kBc);
+    bf16::gemm(rows, p.d_pad, ncc, ds16, kBc,
+               reinterpret_cast<const uint32_t*>(w.kr.get()) + col / 2 * RowPairStride(p.d_pad),
+               RowPairStride(p.d_pad), w.dq.get(), p.d_pad, false);
+    return;
+  }
   Gemm(static_cast<size_t>(ncc), static_cast<size_t>(p.d_pad), static_cast<size_t>(rows), dS, 1, kBc, Qr, q_rs,
        w.dk.get() + col * p.d_pad, static_cast<size_t>(p.d_pad), true);
   Gemm(static_cast<size_t>(rows), static_cast<size_t>(p.d_pad), static_cast<size_t>(ncc), dS, kBc, 1,
@@ -251,20 +312,33 @@ void BackwardKeyTile(const BackwardArgs& a, int64_t b, int64_t hk, int64_t t, Ba
   const Plan& p = *a.p;
   const auto& dm = p.dims;
   const int64_t j0 = t * kBc, nc = std::min(kBc, dm.Nk - j0);
-  PackTransposed(p.k, b, hk, j0, nc, dm.d, w.kt.get());
-  PackRows(p.k, b, hk, j0, nc, dm.d, p.d_pad, w.kr.get());
-  PackTransposed(p.v, b, hk, j0, nc, dm.dv, w.vt.get());
+  const bool bf16 = Bf16Products(p);
+  if (bf16) {  // Kᵀ and Vᵀ as pairs (bf16_products.hpp), in the room of their float32 tiles
+    bf16::pack_key_pairs(p.k.as<bfloat16>(), b, hk, j0, nc, TileWidth(nc), KtPairStride(p, nc), dm.d,
+                         reinterpret_cast<uint32_t*>(w.kt.get()));
+    bf16::pack_key_pairs(p.v.as<bfloat16>(), b, hk, j0, nc, TileWidth(nc), TransposedPairStride(nc, dm.dv), dm.dv,
+                         reinterpret_cast<uint32_t*>(w.vt.get()));
+  } else {
+    PackTransposed(p.k, b, hk, j0, nc, dm.d, w.kt.get());
+    PackTransposed(p.v, b, hk, j0, nc, dm.dv, w.vt.get());
+  }
+  if (bf16)  // K as pairs of rows for dQ += dS·K
+    bf16::pack_value_pairs(p.k.as<bfloat16>(), b, hk, j0, nc, dm.d, p.d_pad, RowPairStride(p.d_pad),
+                           reinterpret_cast<uint32_t*>(w.kr.get()));
+  else
+    PackRows(p.k, b, hk, j0, nc, dm.d, p.d_pad, w.kr.get());
   // Dropout: dP_ij = Z_ij·(dO_i·v_j/(1 − p)), with V scaled before the product so that it
   // rounds as the forward's O (which took P/(1 − p) times v) and D = dO·O do.
-  if (p.dropout) {
+  if (p.dropout && !bf16) {
     const DF df;
     const VF vk = hn::Set(df, p.dropout_scale);
     const int64_t n = dm.dv * TileWidth(nc);
     for (int64_t x = 0; x < n; x += static_cast<int64_t>(hn::Lanes(df)))
       hn::StoreU(hn::Mul(hn::LoadU(df, w.vt.get() + x), vk), df, w.vt.get() + x);
   }
-  std::memset(w.dk.get(), 0, sizeof(float) * static_cast<size_t>(nc * p.d_pad));
-  std::memset(w.dv.get(), 0, sizeof(float) * static_cast<size_t>(nc * p.dv_pad));
+  // bfloat16 products sum dKᵀ [d × Bc] and dVᵀ [dv × Bc] in the same room.
+  std::memset(w.dk.get(), 0, sizeof(float) * static_cast<size_t>(bf16 ? dm.d * kBc : nc * p.d_pad));
+  std::memset(w.dv.get(), 0, sizeof(float) * static_cast<size_t>(bf16 ? dm.dv * kBc : nc * p.dv_pad));
   const int64_t group = dm.group();
   int64_t computed = 0;
   TileRows tr;
@@ -298,12 +372,14 @@ void BackwardKeyTile(const BackwardArgs& a, int64_t b, int64_t hk, int64_t t, Ba
     }
   }
   count_tiles(&TileCounts::backward, computed);
+  if (bf16) count_tiles(&TileCounts::backward_bf16_products, computed);
   for (int64_t j = 0; j < nc; ++j) {
     float* dkr = a.dk.row(b, hk, j0 + j);
     float* dvr = a.dv.row(b, hk, j0 + j);
     const int64_t sk = a.dk.stride(Axis::dim), sv = a.dv.stride(Axis::dim);
-    for (int64_t c = 0; c < dm.d; ++c) dkr[c * sk] = w.dk[j * p.d_pad + c];
-    for (int64_t c = 0; c < dm.dv; ++c) dvr[c * sv] = w.dv[j * p.dv_pad + c];
+    const int64_t k_rs = bf16 ? 1 : p.d_pad, k_cs = bf16 ? kBc : 1, v_rs = bf16 ? 1 : p.dv_pad, v_cs = bf16 ? kBc : 1;
+    for (int64_t c = 0; c < dm.d; ++c) dkr[c * sk] = w.dk[j * k_rs + c * k_cs];
+    for (int64_t c = 0; c < dm.dv; ++c) dvr[c * sv] = w.dv[j * v_rs + c * v_cs];
   }
 }
 

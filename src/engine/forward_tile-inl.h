@@ -32,26 +32,6 @@ struct RowDiag {
   double lo = 0, u2 = 0, u3 = 0, h = 0;  // over the non-max elements (h: over all)
 };
 
-// Whether this target computes the products of bfloat16 inputs on VDPBF16PS
-// (bf16_products.hpp) where the plan allows it: the AVX-512 targets, whose rows of 16
-// floats the pair layout is made for. Every other target keeps the float32 products.
-HWY_INLINE bool Bf16Products(const Plan& p) {
-#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
-  return p.bf16_products;
-#else
-  (void)p;
-  return false;
-#endif
-}
-
-// Row strides of the pair-packed Kᵀ tile of nc keys and of V (bf16::pair_row_stride):
-// padded where the room laid out for float32 holds it, ceil(d/2) rows of TileWidth + 16
-// words in d·TileWidth floats (a whole tile, d ≥ 2), and kBc/2 rows of dv_pad + 16 in a
-// tile's kBc·dv_pad floats of V.
-HWY_INLINE int64_t KtPairStride(const Plan& p, int64_t nc) {
-  return bf16::pair_row_stride(TileWidth(nc), TileWidth(nc) == kBc && p.dims.d >= 2);
-}
-HWY_INLINE int64_t VPairStride(const Plan& p) { return bf16::pair_row_stride(p.dv_pad, true); }
 
 // Per-thread buffers of the forward.
 struct ForwardScratch {

@@ -177,8 +177,8 @@ struct Plan {
   mutable RowErrorLog overflowed_rows;  // written by the kernels (the Plan is const there)
   StopRequest stop{nullptr};            // the caller's interrupt (ComputeConfig::interrupt)
   TensorView<uint8_t> dropout_mask{};   // ForwardOutputs::dropout_mask: the forward writes the mask it applied
-  // The tiled forward's products on VDPBF16PS (bf16_products.hpp): bfloat16 inputs, a CPU
-  // with AVX512_BF16, the switch on; the AVX-512 targets take them (forward_tile-inl.h).
+  // The tiled forward's and backward's products on VDPBF16PS (bf16_products.hpp): bfloat16
+  // inputs, a CPU with AVX512_BF16, the switch on; the AVX-512 targets take them (tile_ops-inl.h).
   bool bf16_products = false;
 
   Plan(const detail::AttentionDims& dm, Operand q_, Operand k_, Operand v_,

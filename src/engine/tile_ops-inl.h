@@ -25,6 +25,7 @@
 
 #include "hwy/aligned_allocator.h"
 #include "hwy/highway.h"
+#include "engine/bf16_products.hpp"
 #include "engine/gemm-inl.h"  // DF, VF
 #include "engine/plan.hpp"
 #include "engine/scratch_cache.hpp"
@@ -44,6 +45,30 @@ int64_t TileWidth(int64_t nc) {
   const int64_t L = static_cast<int64_t>(hn::Lanes(DF()));
   return std::min(kBc, (nc + L - 1) / L * L);
 }
+
+// Whether this target computes the products of bfloat16 inputs on VDPBF16PS
+// (bf16_products.hpp) where the plan allows it: the AVX-512 targets, whose rows of 16
+// floats the pair layout is made for. Every other target keeps the float32 products.
+HWY_INLINE bool Bf16Products(const Plan& p) {
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+  return p.bf16_products;
+#else
+  (void)p;
+  return false;
+#endif
+}
+
+// Row strides (bf16::pair_row_stride) of a tile of nc keys packed transposed as pairs of
+// `dims` dims (Kᵀ for S = Q·Kᵀ, Vᵀ for dP = dO·Vᵀ), and of `cols` columns packed as pairs of
+// rows (V for O += P·V, K for dQ += dS·K): padded where the room laid out for float32 holds
+// it, ceil(dims/2) rows of TileWidth + 16 words in dims·TileWidth floats (a whole tile,
+// dims ≥ 2), and kBc/2 rows of cols_pad + 16 in a tile's kBc·cols_pad floats.
+HWY_INLINE int64_t TransposedPairStride(int64_t nc, int64_t dims) {
+  return bf16::pair_row_stride(TileWidth(nc), TileWidth(nc) == kBc && dims >= 2);
+}
+HWY_INLINE int64_t RowPairStride(int64_t cols_pad) { return bf16::pair_row_stride(cols_pad, true); }
+HWY_INLINE int64_t KtPairStride(const Plan& p, int64_t nc) { return TransposedPairStride(nc, p.dims.d); }
+HWY_INLINE int64_t VPairStride(const Plan& p) { return RowPairStride(p.dv_pad); }
 
 // A working buffer of n floats, from the engine's cache (scratch_cache.hpp). Out of
 // memory is an OutOfMemory error naming the size, never an abort. Inside a parallel

@@ -53,7 +53,11 @@ struct NaiveResult {
 // p_to_bfloat16: P rounded to bfloat16 for O = P·V, as FlashAttention's bfloat16 products
 // (and the engine's on VDPBF16PS) do; the sums stay float32.
 inline NaiveResult naive_float_attention(const Problem& p, const FloatProblem& f, bool d_from_out = false,
-                                         const Tensor<float>* out_for_D = nullptr, bool p_to_bfloat16 = false) {
+                                         const Tensor<float>* out_for_D = nullptr, bool p_to_bfloat16 = false,
+                                         bool grads_bfloat16 = false) {
+  // grads_bfloat16: P (after dropout) rounded to bfloat16 for dV, dS for dQ and dK, as the
+  // engine's backward on VDPBF16PS and FlashAttention's do.
+  const auto r16 = [grads_bfloat16](float x) { return grads_bfloat16 ? round_to<bfloat16>(x) : x; };
   NaiveResult r{Tensor<float>({p.B, p.Hq, p.Nq, p.dv}), Tensor<float>({p.B, p.Hq, p.Nq, 1}),
                 Tensor<float>(p.q.shape()),          Tensor<float>(p.k.shape()),
                 Tensor<float>(p.v.shape()),          Tensor<float>({1, p.Hq, 1, 1})};
@@ -144,7 +148,7 @@ inline NaiveResult naive_float_attention(const Problem& p, const FloatProblem& f
       for (int64_t i = 0; i < p.Nq; ++i)
         for (int64_t c = 0; c < p.d; ++c) {
           float acc = 0;
-          for (int64_t j = 0; j < p.Nk; ++j) acc += dP[static_cast<size_t>(i * p.Nk + j)] * f.k(b, hk, j, c);
+          for (int64_t j = 0; j < p.Nk; ++j) acc += r16(dP[static_cast<size_t>(i * p.Nk + j)]) * f.k(b, hk, j, c);
           r.dq(b, h, i, c) = acc;
         }
       for (int64_t j = 0; j < p.Nk; ++j) {
@@ -153,14 +157,14 @@ inline NaiveResult naive_float_attention(const Problem& p, const FloatProblem& f
         r.max_column_mass = std::max(r.max_column_mass, mass * static_cast<double>(group));
         for (int64_t c = 0; c < p.d; ++c) {
           float acc = 0;
-          for (int64_t i = 0; i < p.Nq; ++i) acc += dP[static_cast<size_t>(i * p.Nk + j)] * f.q(b, h, i, c);
+          for (int64_t i = 0; i < p.Nq; ++i) acc += r16(dP[static_cast<size_t>(i * p.Nk + j)]) * f.q(b, h, i, c);
           r.dk(b, hk, j, c) += acc;
         }
         for (int64_t c = 0; c < p.dv; ++c) {
           float acc = 0;
           for (int64_t i = 0; i < p.Nq; ++i) {
             const size_t ij = static_cast<size_t>(i * p.Nk + j);
-            acc += P[ij] * Z[ij] * f.grad_out(b, h, i, c);
+            acc += r16(P[ij] * Z[ij]) * f.grad_out(b, h, i, c);
           }
           r.dv(b, hk, j, c) += acc;
         }

@@ -11,12 +11,14 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <random>
 #include <set>
+#include <span>
 #include <type_traits>
 #include <vector>
 
@@ -95,10 +97,13 @@ Used check_16bit_against_reference(const al::test::Problem& p0) {
   const int64_t bf16_tiles_before = bf16_tiles.load();
   al::attention_forward(q.view(), k.view(), v.view(), opt, {out.view(), lse.view()}, one_thread);
   const bool p_to_bfloat16 = bf16_tiles.load() > bf16_tiles_before;  // the forward ran on bfloat16 products
+  std::atomic<int64_t>& bf16_back_tiles = al::engine::testing::tile_counts().backward_bf16_products;
+  const int64_t bf16_back_tiles_before = bf16_back_tiles.load();
   al::attention_backward(
       q.view(), k.view(), v.view(), out.view(), lse.view(), g.view(), opt,
       {dq.view(), dk.view(), dv.view(), p.sinks.empty() ? std::span<float>() : std::span<float>(dsinks.storage())},
       one_thread);
+  const bool grads_bfloat16 = bf16_back_tiles.load() > bf16_back_tiles_before;  // so did the backward
 
   // Naive, in T's regime: float32 on the 16-bit inputs, outputs rounded to T, and the
   // backward's D = rowsum(dO∘O) from the rounded O (the O a caller of either holds).
@@ -110,7 +115,8 @@ Used check_16bit_against_reference(const al::test::Problem& p0) {
   // engine's own O, the forward's O to the naive forward in its regime.
   const al::Tensor<float> engine_out = as_float(out);
   al::test::NaiveResult nv =
-      al::test::naive_float_attention(p, f, true, p_to_bfloat16 ? &engine_out : &naive_out, p_to_bfloat16);
+      al::test::naive_float_attention(p, f, true, p_to_bfloat16 ? &engine_out : &naive_out, p_to_bfloat16,
+                                      grads_bfloat16);
   nv.out = naive_out;
   nv.dq = rounded_to<T>(nv.dq), nv.dk = rounded_to<T>(nv.dk), nv.dv = rounded_to<T>(nv.dv);
 
@@ -185,6 +191,36 @@ bool same_bits_on_1_to_3_threads(const al::Tensor<bfloat16>& q, const al::Tensor
     EXPECT_EQ(differ, 0) << t + 1 << " threads, out";
     EXPECT_TRUE(al::test::same_bits(lses[t], lses[0])) << t + 1 << " threads, lse";
   }
+  return counter.load() > at;
+}
+
+// The bfloat16 backward of q, k, v (and the forward's out and lse) on 1, 2 and 3 threads
+// gives bitwise the same dq, dk, dv; returns whether `counter` (a tile count) grew.
+bool same_gradient_bits_on_1_to_3_threads(const al::Tensor<bfloat16>& q, const al::Tensor<bfloat16>& k,
+                                          const al::Tensor<bfloat16>& v, const al::AttentionOptions<float>& opt,
+                                          const std::atomic<int64_t>& counter) {
+  const al::Shape out_shape{q.shape()[0], q.shape()[1], q.shape()[2], v.shape()[3]};
+  al::Tensor<bfloat16> out(out_shape), g(out_shape);
+  al::Tensor<float> lse(al::Shape{out_shape[0], out_shape[1], out_shape[2], 1});
+  std::mt19937_64 rng(7);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  for (bfloat16& x : g.storage()) x = bfloat16::from_float(nd(rng));
+  al::attention_forward(q.view(), k.view(), v.view(), opt, {out.view(), lse.view()}, al::ComputeConfig{1});
+  std::vector<std::array<al::Tensor<bfloat16>, 3>> grads;
+  const int64_t at = counter.load();
+  for (int threads = 1; threads <= 3; ++threads) {
+    grads.push_back({al::Tensor<bfloat16>(q.shape()), al::Tensor<bfloat16>(k.shape()), al::Tensor<bfloat16>(v.shape())});
+    auto& gr = grads.back();
+    al::attention_backward(q.view(), k.view(), v.view(), out.view(), lse.view(), g.view(), opt,
+                           {gr[0].view(), gr[1].view(), gr[2].view(), std::span<float>()}, al::ComputeConfig{threads});
+  }
+  for (int t = 1; t < 3; ++t)
+    for (int x = 0; x < 3; ++x) {
+      int64_t differ = 0;
+      for (int64_t i = 0; i < grads[0][x].numel(); ++i)
+        differ += grads[t][x].data()[i].bits != grads[0][x].data()[i].bits;
+      EXPECT_EQ(differ, 0) << t + 1 << " threads, " << "d" << "qkv"[x];
+    }
   return counter.load() > at;
 }
 
@@ -295,18 +331,22 @@ TEST(EnginePrecisionAccuracy, BFloat16ScoresOnTheCpuDotProductsWithinTheAccuracy
 // bfloat16 inputs of the tiled forward take S = Q·Kᵀ and O += P·V on the CPU's bfloat16
 // dot products where it has them (AVX512_BF16, AVX-512 targets; bf16_products.hpp): exact
 // products summed in float32 pair by pair, P rounded to bfloat16 for its product (a
-// relative error of up to 2^-8 in each term of O, as FlashAttention's). Over 1000 random
-// problems of the tiled path (d of 32 to 256, odd key counts, causal alignments, windows,
-// masks, packed sequences, the variants), within the 16-bit accuracy rule of the test above
-// in that regime (the naive implementation rounds P alike); bitwise the same for 1, 2 and
-// 3 threads. Counted: the products run exactly where the CPU and the target have them.
-TEST(EnginePrecisionAccuracy, BFloat16ProductsOfTheTiledForwardWithinTheAccuracyRule) {
+// relative error of up to 2^-8 in each term of O, as FlashAttention's). The tiled backward
+// takes all its products on them: S = Q·Kᵀ, dP = dO·Vᵀ, and with P rounded to bfloat16
+// dV += Pᵀ·dO, with dS rounded dQ += dS·K and dK += dSᵀ·Q. Over 1000 random problems of the tiled path (d of
+// 32 to 256, odd key counts, causal alignments, windows, masks, packed sequences, the
+// variants), O, L and the gradients within the 16-bit accuracy rule of the test above in
+// that regime (the naive implementation rounds alike); out, lse and the gradients bitwise
+// the same for 1, 2 and 3 threads. Counted: the products run exactly where the CPU and the
+// target have them, in the forward and the backward.
+TEST(EnginePrecisionAccuracy, BFloat16ProductsOfTheTiledForwardAndBackwardWithinTheAccuracyRule) {
   const char* env = std::getenv("ATTNLAB_TEST_SEED");
   const uint64_t seed = (env ? std::strtoull(env, nullptr, 10) : 20261206u) + 59;
   const bool expect_products =
       al::engine::target_name().rfind("AVX3", 0) == 0 && al::engine::cpu_has_bf16_dot_products();
   const auto& counts = al::engine::testing::tile_counts();
   const int64_t products_before = counts.forward_bf16_products.load(), tiles_before = counts.forward.load();
+  const int64_t back_products_before = counts.backward_bf16_products.load(), back_before = counts.backward.load();
   const int kProblems = std::getenv("ATTNLAB_TEST_PROBLEMS") ? std::atoi(std::getenv("ATTNLAB_TEST_PROBLEMS")) : 1000;
   Used worst{};
   std::set<int64_t> dims_seen;
@@ -335,16 +375,23 @@ TEST(EnginePrecisionAccuracy, BFloat16ProductsOfTheTiledForwardWithinTheAccuracy
   EXPECT_GE(tiled, kProblems * 8 / 10);  // the others take the decode path
   const int64_t product_tiles = counts.forward_bf16_products.load() - products_before,
                 tiles = counts.forward.load() - tiles_before;
-  if (expect_products)
+  const int64_t back_product_tiles = counts.backward_bf16_products.load() - back_products_before,
+                back_tiles = counts.backward.load() - back_before;
+  if (expect_products) {
     EXPECT_GT(product_tiles, tiles / 3) << "of " << tiles << " forward tiles";
-  else
+    // Every backward of a bfloat16 problem is tiled; the float32 engine's share the count.
+    EXPECT_GE(2 * back_product_tiles, back_tiles) << "of " << back_tiles << " backward tiles";
+  } else {
     EXPECT_EQ(product_tiles, 0) << "the bfloat16 products run only on AVX-512 CPUs that have them";
+    EXPECT_EQ(back_product_tiles, 0) << "the bfloat16 products run only on AVX-512 CPUs that have them";
+  }
   EXPECT_EQ(dims_seen.size(), 5u);
   EXPECT_GT(causal, kProblems / 10);
   EXPECT_GT(masked, kProblems / 10);
   EXPECT_GT(long_keys, kProblems / 50);
-  std::printf("forward tiles on the bfloat16 products: %lld of %lld\n", static_cast<long long>(product_tiles),
-              static_cast<long long>(tiles));
+  std::printf("forward tiles on the bfloat16 products: %lld of %lld; backward: %lld of %lld\n",
+              static_cast<long long>(product_tiles), static_cast<long long>(tiles),
+              static_cast<long long>(back_product_tiles), static_cast<long long>(back_tiles));
   print_worst(worst);
 
   // Several query and key tiles with causal rows and an odd key count: bitwise the same for
@@ -358,4 +405,5 @@ TEST(EnginePrecisionAccuracy, BFloat16ProductsOfTheTiledForwardWithinTheAccuracy
   al::AttentionOptions<float> opt;
   opt.causal = al::Causal::top_left;
   EXPECT_EQ(same_bits_on_1_to_3_threads(q, k, v, opt, counts.forward_bf16_products), expect_products);
+  EXPECT_EQ(same_gradient_bits_on_1_to_3_threads(q, k, v, opt, counts.backward_bf16_products), expect_products);
 }

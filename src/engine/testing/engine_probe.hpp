@@ -16,10 +16,10 @@ namespace attnlab::engine {
 // the calls made while the probe is installed, and the key tiles the decode path took
 // through its fused step, of those the ones that asked for their lines beside the loads,
 // read in row order, and whose bfloat16 scores ran on VDPBF16PS (DecodeStrategy); and the
-// forward's tile pairs whose products ran on VDPBF16PS (bf16_products.hpp).
+// forward's and the backward's tile pairs whose products ran on VDPBF16PS (bf16_products.hpp).
 struct TileCounts {
   std::atomic<int64_t> forward{0}, backward{0}, decode_fused{0}, decode_fused_beside_loads{0}, decode_fused_row_order{0},
-      decode_bf16_dots{0}, forward_bf16_products{0};
+      decode_bf16_dots{0}, forward_bf16_products{0}, backward_bf16_products{0};
 };
 
 struct EngineProbe {
@@ -69,7 +69,7 @@ inline ForwardPath last_forward_path() { return probe().last_path.load(); }
 // 16-bit results bitwise to the float32 engine's there too.
 inline std::atomic<bool>& fused_decode_allowed() { return probe().fused; }
 // Whether bfloat16 products may run on VDPBF16PS (a bfloat16 cache's scores, the tiled
-// forward's products). Off, the values are converted to float32 and multiplied there, the
+// forward's and backward's products). Off, the values are converted to float32 and multiplied there, the
 // float32 engine's results on the converted values.
 inline std::atomic<bool>& bf16_dot_products_allowed() { return probe().bf16_dots; }
 // The size up to which the fused step asks for its lines beside its loads (the policy's
