@@ -72,9 +72,9 @@ void transpose(const bfloat16* src, int64_t src_rs, int64_t rows, int64_t cols, 
 }
 
 #ifdef ATTNLAB_BF16_PRODUCTS
-// Everything below runs only where the CPU has AVX512_BF16 (the caller's check).
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx512bw,avx512dq,avx512vl,avx512bf16")
+// Everything below runs only where the CPU has AVX512_BF16 (the caller's check). Each function
+// carries the target itself: clang ignores GCC's target pragma.
+#define ATTNLAB_BF16_TARGET __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512bf16")))
 
 namespace {
 
@@ -82,14 +82,14 @@ namespace {
 // vectors of C in 24 registers, 4 of B and a broadcast of A's pair.
 constexpr int kRows = 6, kVecs = 4;
 
-inline __m512i BroadcastPair(const bfloat16* a) {
+ATTNLAB_BF16_TARGET inline __m512i BroadcastPair(const bfloat16* a) {
   uint32_t word;
   std::memcpy(&word, a, sizeof(word));
   return _mm512_set1_epi32(static_cast<int>(word));
 }
 
 template <int R, int NV>
-__attribute__((always_inline)) inline void Block(int64_t K, const bfloat16* A, int64_t a_rs, const uint32_t* B, int64_t b_rs, float* C, int64_t c_rs,
+ATTNLAB_BF16_TARGET __attribute__((always_inline)) inline void Block(int64_t K, const bfloat16* A, int64_t a_rs, const uint32_t* B, int64_t b_rs, float* C, int64_t c_rs,
                   bool accumulate) {
   // C or zero by a masked load: a branch here made GCC keep the accumulators on the stack
   // between the loops.
@@ -116,7 +116,7 @@ __attribute__((always_inline)) inline void Block(int64_t K, const bfloat16* A, i
 }
 
 template <int R>
-__attribute__((always_inline)) inline void Rows(int nv, int64_t K, const bfloat16* A, int64_t a_rs, const uint32_t* B, int64_t b_rs, float* C,
+ATTNLAB_BF16_TARGET __attribute__((always_inline)) inline void Rows(int nv, int64_t K, const bfloat16* A, int64_t a_rs, const uint32_t* B, int64_t b_rs, float* C,
                  int64_t c_rs, bool accumulate) {
   switch (nv) {
     case 1: return Block<R, 1>(K, A, a_rs, B, b_rs, C, c_rs, accumulate);
@@ -128,7 +128,7 @@ __attribute__((always_inline)) inline void Rows(int nv, int64_t K, const bfloat1
 
 }  // namespace
 
-void round_rows(const float* src, int64_t src_rs, int64_t rows, int64_t cols, bfloat16* dst, int64_t dst_rs) {
+ATTNLAB_BF16_TARGET void round_rows(const float* src, int64_t src_rs, int64_t rows, int64_t cols, bfloat16* dst, int64_t dst_rs) {
   for (int64_t r = 0; r < rows; ++r) {
     const float* s = src + r * src_rs;
     bfloat16* d = dst + r * dst_rs;
@@ -141,7 +141,7 @@ void round_rows(const float* src, int64_t src_rs, int64_t rows, int64_t cols, bf
   }
 }
 
-void round_row_pairs(const float* src, int64_t src_rs, int64_t rows, int64_t cols, uint32_t* dst, int64_t dst_rs) {
+ATTNLAB_BF16_TARGET void round_row_pairs(const float* src, int64_t src_rs, int64_t rows, int64_t cols, uint32_t* dst, int64_t dst_rs) {
   for (int64_t t = 0; 2 * t < rows; ++t) {
     const float* r0 = src + 2 * t * src_rs;
     const float* r1 = 2 * t + 1 < rows ? r0 + src_rs : nullptr;
@@ -158,7 +158,7 @@ void round_row_pairs(const float* src, int64_t src_rs, int64_t rows, int64_t col
   }
 }
 
-void gemm(int64_t M, int64_t N, int64_t K, const bfloat16* A, int64_t a_rs, const uint32_t* B, int64_t b_rs, float* C,
+ATTNLAB_BF16_TARGET void gemm(int64_t M, int64_t N, int64_t K, const bfloat16* A, int64_t a_rs, const uint32_t* B, int64_t b_rs, float* C,
           int64_t c_rs, bool accumulate) {
   const int64_t nvec = N / 16;
   // Column chunks outside, so that a chunk's pairs of B stay in L1 while every row block passes.
@@ -181,7 +181,7 @@ void gemm(int64_t M, int64_t N, int64_t K, const bfloat16* A, int64_t a_rs, cons
   }
 }
 
-#pragma GCC pop_options
+#undef ATTNLAB_BF16_TARGET
 #else
 // Not an x86 compiler: no caller ever asks (cpu_has_bf16_dot_products() is false there).
 void round_rows(const float*, int64_t, int64_t, int64_t, bfloat16*, int64_t) {}
