@@ -313,20 +313,18 @@ void BackwardKeyTile(const BackwardArgs& a, int64_t b, int64_t hk, int64_t t, Ba
   const auto& dm = p.dims;
   const int64_t j0 = t * kBc, nc = std::min(kBc, dm.Nk - j0);
   const bool bf16 = Bf16Products(p);
-  if (bf16) {  // Kᵀ and Vᵀ as pairs (bf16_products.hpp), in the room of their float32 tiles
+  if (bf16) {  // Kᵀ and Vᵀ as pairs (bf16_products.hpp), in the room of their float32 tiles; K as pairs of rows for dQ += dS·K
     bf16::pack_key_pairs(p.k.as<bfloat16>(), b, hk, j0, nc, TileWidth(nc), KtPairStride(p, nc), dm.d,
                          reinterpret_cast<uint32_t*>(w.kt.get()));
     bf16::pack_key_pairs(p.v.as<bfloat16>(), b, hk, j0, nc, TileWidth(nc), TransposedPairStride(nc, dm.dv), dm.dv,
                          reinterpret_cast<uint32_t*>(w.vt.get()));
+    bf16::pack_value_pairs(p.k.as<bfloat16>(), b, hk, j0, nc, dm.d, p.d_pad, RowPairStride(p.d_pad),
+                           reinterpret_cast<uint32_t*>(w.kr.get()));
   } else {
     PackTransposed(p.k, b, hk, j0, nc, dm.d, w.kt.get());
     PackTransposed(p.v, b, hk, j0, nc, dm.dv, w.vt.get());
-  }
-  if (bf16)  // K as pairs of rows for dQ += dS·K
-    bf16::pack_value_pairs(p.k.as<bfloat16>(), b, hk, j0, nc, dm.d, p.d_pad, RowPairStride(p.d_pad),
-                           reinterpret_cast<uint32_t*>(w.kr.get()));
-  else
     PackRows(p.k, b, hk, j0, nc, dm.d, p.d_pad, w.kr.get());
+  }
   // Dropout: dP_ij = Z_ij·(dO_i·v_j/(1 − p)), with V scaled before the product so that it
   // rounds as the forward's O (which took P/(1 − p) times v) and D = dO·O do.
   if (p.dropout && !bf16) {

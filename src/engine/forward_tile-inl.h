@@ -32,7 +32,6 @@ struct RowDiag {
   double lo = 0, u2 = 0, u3 = 0, h = 0;  // over the non-max elements (h: over all)
 };
 
-
 // Per-thread buffers of the forward.
 struct ForwardScratch {
   ScratchBuffer<float> s, o;      // S/P tile [Br × Bc], O accumulator [Br × dv_pad]
