@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "attnlab/error.hpp"
+#include "train/adam_update.hpp"
 
 namespace attnlab::train {
 
@@ -38,25 +39,15 @@ void Optimizer::step(double lr) {
     }
     return;
   }
-  const double c1 = 1.0 - std::pow(s.beta1, static_cast<double>(t_));
-  const double c2 = 1.0 - std::pow(s.beta2, static_cast<double>(t_));
+  AdamScalars a{s.beta1, s.beta2, s.eps, 1.0 - std::pow(s.beta1, static_cast<double>(t_)),
+                1.0 - std::pow(s.beta2, static_cast<double>(t_)), 0, false, 1.0f};
   for (size_t k = 0; k < params_.size(); ++k) {
     auto& w = params_[k]->value;
-    const auto& g = params_[k]->grad;
-    auto& m = m_[k];
-    auto& v = v_[k];
-    const double rate = lr * lr_factor_[k];
-    if (decay_[k] && s.weight_decay > 0) {
-      const auto shrink = static_cast<float>(1.0 - rate * s.weight_decay);
-      for (float& x : w) x *= shrink;
-    }
-    for (size_t i = 0; i < w.size(); ++i) {
-      // m and v in float like every framework; the update itself in double.
-      m[i] = static_cast<float>(s.beta1 * m[i] + (1 - s.beta1) * g[i]);
-      v[i] = static_cast<float>(s.beta2 * v[i] + (1 - s.beta2) * static_cast<double>(g[i]) * g[i]);
-      const double mhat = m[i] / c1, vhat = v[i] / c2;
-      w[i] -= static_cast<float>(rate * mhat / (std::sqrt(vhat) + s.eps));
-    }
+    a.rate = lr * lr_factor_[k];
+    a.decay = decay_[k] && s.weight_decay > 0;
+    a.shrink = static_cast<float>(1.0 - a.rate * s.weight_decay);
+    // m and v in float like every framework; the update itself in double.
+    adam_update(w.data(), params_[k]->grad.data(), m_[k].data(), v_[k].data(), w.size(), a);
   }
 }
 
