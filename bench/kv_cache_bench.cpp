@@ -5,6 +5,8 @@
 //   contiguous  the same kernel over one block holding the whole sequence (block_tokens = Nk)
 //   gathered    the path the fused step replaced: gather() to float32, then the engine
 //   engine      the contiguous engine on K/V tensors (float32 and float16 only)
+//   turned      with --turned: paged, keys and values rotated and keys centred
+//               (kv_cache.hpp, "Outliers"), against paged: the rotation's cost
 // timed in interleaved rounds (every case once a round, the order rotating), medians and the
 // spread (min and max), the GB/s of the K/V bytes each step reads (codes and scales), and
 // that rate as a fraction of this machine's read bandwidth (bench/peak_memory.hpp, probed
@@ -12,7 +14,7 @@
 // paged over contiguous, 32/8 over 8/8).
 //
 //   attnlab_bench_kv_cache [--threads 2] [--rounds 15] [--nk 32768] [--types float32,float16,int8,int4]
-//                          [--no-gathered] [--block-tokens N (default: the cache's)]
+//                          [--no-gathered] [--turned] [--block-tokens N (default: the cache's)]
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -37,7 +39,7 @@ struct Args {
   int threads = 2, rounds = 15;
   int64_t nk = 32768, d = 128, hkv = 8, block_tokens = al::KVCacheConfig{}.block_tokens;
   std::vector<std::string> types = {"float32", "float16", "int8", "int4"};
-  bool gathered = true;
+  bool gathered = true, turned = false;
 };
 
 Args parse(int argc, char** argv) {
@@ -54,6 +56,7 @@ Args parse(int argc, char** argv) {
     else if (f == "--block-tokens")
       a.block_tokens = std::stoll(value());
     else if (f == "--no-gathered") a.gathered = false;
+    else if (f == "--turned") a.turned = true;
     else if (f == "--types") {
       a.types.clear();
       std::string t = value();
@@ -113,10 +116,12 @@ int main(int argc, char** argv) try {
   std::vector<int64_t> seq_ids;
   for (const std::string& tn : a.types) {
     const al::CacheType t = al::parse_cache_type(tn);
-    for (bool paged : {true, false}) {
+    for (int layout = 0; layout < (a.turned ? 3 : 2); ++layout) {
+      const bool paged = layout != 1, turned = layout == 2;
       al::KVCacheConfig c;
       c.kv_heads = hkv, c.head_dim = d, c.max_tokens = nk, c.key_type = t, c.value_type = t;
       c.block_tokens = paged ? a.block_tokens : nk;
+      if (turned) c.key_rotation = c.value_rotation = al::CacheRotation::hadamard, c.center_keys = true;
       if (t == al::CacheType::fp8_e4m3) c.key_scales = {0.02f}, c.value_scales = {0.02f};
       caches.push_back(std::make_unique<al::KVCache>(c));
       al::KVCache& cache = *caches.back();
@@ -124,13 +129,14 @@ int main(int argc, char** argv) try {
       cache.append(0, s, k, v);
       const double bytes = static_cast<double>(cache.memory().bytes_per_token * nk);
       for (int64_t hq : heads) {
-        const std::string name = fmt::format("{} {} {}/{}", tn, paged ? "paged" : "contiguous", hq, hkv);
+        const std::string name =
+            fmt::format("{} {} {}/{}", tn, turned ? "turned" : paged ? "paged" : "contiguous", hq, hkv);
         al::KVCache* cp = &cache;
         cases.push_back({name, bytes, [cp, s, hq, &q, &out, &lse, &o, cfg] {
                            const int64_t id[] = {s};
                            al::kv_cache_attention(*cp, 0, id, q.at(hq).view(), o, {out.at(hq).view(), lse.at(hq).view()}, {}, cfg);
                          }, {}});
-        if (paged && a.gathered)
+        if (paged && !turned && a.gathered)
           cases.push_back({fmt::format("{} gathered {}/{}", tn, hq, hkv), bytes, [cp, s, hq, hkv, nk, d, &q, &out, &lse, &o, cfg] {
                              al::Tensor<float> kg({1, hkv, nk, d}), vg({1, hkv, nk, d});
                              cp->gather(0, s, kg, vg);
@@ -182,6 +188,8 @@ int main(int argc, char** argv) try {
     ratio(fmt::format("int4 paged {}", h), fmt::format("float16 paged {}", h), "speed-up, target >= 2.8");
     for (const std::string& tn : a.types)
       ratio(fmt::format("{} contiguous {}", tn, h), fmt::format("{} paged {}", tn, h), "paged time over contiguous, target <= 1.05");
+    for (const std::string& tn : a.types)
+      ratio(fmt::format("{} paged {}", tn, h), fmt::format("{} turned {}", tn, h), "rotated time over plain, target <= 1.05");
     ratio(fmt::format("float32 paged {}", h), fmt::format("float32 engine {}", h), "engine time over paged float32");
     ratio(fmt::format("float16 paged {}", h), fmt::format("float16 engine {}", h), "engine time over paged float16");
   }

@@ -22,6 +22,23 @@
 // appended row is an Error naming the layer, sequence, token and head; nothing is written.
 // Quantization is a pure function of the row (IEEE division and round-to-nearest-even), so
 // the same rows give the same bits on every machine and for any thread count.
+//
+// Outliers. Trained models' keys carry a few channels of large offset; a group's scale then
+// serves them, and the ordinary channels lose their resolution. Two options of the config
+// keep low-bit keys usable there (docs/python.md measures them), each invisible to the
+// caller: gather() returns the rows in the caller's basis and attention's results are the
+// caller's, exact up to float rounding:
+//   key_rotation, value_rotation = hadamard: each row is rotated by a fixed randomized
+//          Hadamard transform R (core/kv_rotation.hpp) before it is quantized, spreading an
+//          outlier channel over all channels; attention rotates the queries (q·k = Rq·Rk) and
+//          rotates each output row back (values). Per appended row and per query, not per key
+//          read: log₂ d butterflies a value.
+//   center_keys: the keys of each sequence, layer and head are stored minus their mean over
+//          the first rows appended to that layer of the sequence (a fork keeps its source's),
+//          removing the channels' offsets before quantizing. A score loses q·μ, the same for
+//          every key of a row, which softmax ignores; attention adds it back to lse (and to a
+//          sink's logit's rival). Softcap is not shift-invariant: its calls take the gathered
+//          path, which restores the keys first.
 // Not synchronised: append, fork and free must not run beside any other call on the same
 // cache; the const calls (gather, attention, memory) may run together.
 #include <cstdint>
@@ -42,6 +59,13 @@ ATTNLAB_API const char* to_string(CacheType type);
 // "float32" | "bfloat16" | "float16" | "int8" | "int4" | "fp8_e4m3"; throws Error otherwise.
 ATTNLAB_API CacheType parse_cache_type(const std::string& text);
 
+// How rows are transformed before they are quantized (see "Outliers" above).
+enum class CacheRotation { none, hadamard };
+
+ATTNLAB_API const char* to_string(CacheRotation rotation);
+// "none" | "hadamard"; throws Error otherwise.
+ATTNLAB_API CacheRotation parse_cache_rotation(const std::string& text);
+
 struct KVCacheConfig {
   int64_t layers = 1;
   int64_t kv_heads = 1;
@@ -58,6 +82,9 @@ struct KVCacheConfig {
   // fp8_e4m3 only: the scale of each K/V head ([kv_heads], or one value for all; empty = 1).
   std::vector<float> key_scales{};
   std::vector<float> value_scales{};
+  CacheRotation key_rotation = CacheRotation::none;
+  CacheRotation value_rotation = CacheRotation::none;
+  bool center_keys = false;
 };
 
 // What the pool holds, in bytes and blocks (a block: block_tokens positions of all layers).

@@ -183,10 +183,17 @@ class KVCache:
     Types: "float32", "bfloat16", "float16", "int8" and "int4" (a scale per 32 channels of
     each token and head), "fp8_e4m3" (key_scales/value_scales: one per K/V head, or one for
     all, fixed here; a value beyond 448·scale is a ValueError). The pool of max_tokens positions
-    (all layers) is allocated here and never grows."""
+    (all layers) is allocated here and never grows.
+
+    For keys with outlier channels (as trained models' are): key_rotation="hadamard" rotates
+    each key before it is quantized (value_rotation each value), center_keys=True stores each
+    sequence's keys minus their mean over its first rows; both invisible to the caller (gather
+    and attention work in the caller's basis). Together they keep int4 and int8 keys usable."""
     def __init__(self, layers: int, kv_heads: int, head_dim: int, max_tokens: int, key_type: str = "float32",
                  value_type: str = "float32", value_dim: int | None = None, block_tokens: int = 128,
-                 key_scales: Sequence[float] = (), value_scales: Sequence[float] = ()) -> None:
+                 key_scales: Sequence[float] = (), value_scales: Sequence[float] = (),
+                 key_rotation: Literal["none", "hadamard"] = "none",
+                 value_rotation: Literal["none", "hadamard"] = "none", center_keys: bool = False) -> None:
         """The cache's configuration (see the class)."""
     def add_sequence(self) -> int:
         """A new empty sequence; returns its id."""
@@ -243,3 +250,9 @@ class KVCache:
     def key_type(self) -> str: ...
     @property
     def value_type(self) -> str: ...
+    @property
+    def key_rotation(self) -> str: ...
+    @property
+    def value_rotation(self) -> str: ...
+    @property
+    def center_keys(self) -> bool: ...

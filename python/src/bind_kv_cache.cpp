@@ -52,7 +52,8 @@ int64_t layer_arg(const py::handle& x) { return int_arg(x, "layer", 0, kSize - 1
 KVCache make_cache(const py::object& layers, const py::object& kv_heads, const py::object& head_dim,
                    const py::object& max_tokens, const std::string& key_type, const std::string& value_type,
                    const py::object& value_dim, const py::object& block_tokens, std::vector<float> key_scales,
-                   std::vector<float> value_scales) {
+                   std::vector<float> value_scales, const std::string& key_rotation, const std::string& value_rotation,
+                   const py::object& center_keys) {
   KVCacheConfig c;
   c.layers = int_arg(layers, "layers", 1, kSize), c.kv_heads = int_arg(kv_heads, "kv_heads", 1, kSize);
   c.head_dim = int_arg(head_dim, "head_dim", 1, kSize), c.max_tokens = int_arg(max_tokens, "max_tokens", 1, kTokens);
@@ -60,6 +61,10 @@ KVCache make_cache(const py::object& layers, const py::object& kv_heads, const p
   c.block_tokens = int_arg(block_tokens, "block_tokens", 1, kSize);
   c.key_type = parse_cache_type(key_type), c.value_type = parse_cache_type(value_type);
   c.key_scales = std::move(key_scales), c.value_scales = std::move(value_scales);
+  c.key_rotation = parse_cache_rotation(key_rotation), c.value_rotation = parse_cache_rotation(value_rotation);
+  if (!py::isinstance<py::bool_>(center_keys))
+    throw py::type_error("center_keys: expected True or False, got " + std::string(py::str(center_keys.get_type())));
+  c.center_keys = center_keys.cast<bool>();
   return KVCache(c);
 }
 
@@ -181,7 +186,12 @@ void bind_kv_cache(py::module_& m) {
       .def_property_readonly("block_tokens", [](const KVCache& c) { return c.config().block_tokens; })
       .def_property_readonly("key_type", [](const KVCache& c) { return std::string(to_string(c.config().key_type)); })
       .def_property_readonly("value_type",
-                             [](const KVCache& c) { return std::string(to_string(c.config().value_type)); });
+                             [](const KVCache& c) { return std::string(to_string(c.config().value_type)); })
+      .def_property_readonly("key_rotation",
+                             [](const KVCache& c) { return std::string(to_string(c.config().key_rotation)); })
+      .def_property_readonly("value_rotation",
+                             [](const KVCache& c) { return std::string(to_string(c.config().value_rotation)); })
+      .def_property_readonly("center_keys", [](const KVCache& c) { return c.config().center_keys; });
 }
 
 }  // namespace attnlab::python

@@ -50,6 +50,7 @@ BLOCKS = {
     ("docs/python.md", "PYTHONPATH=build/python /usr/bin/python3 python/bench/torch_sdpa.py"): ("flags",),
     ("docs/python.md", "PYTHONPATH=build/python /usr/bin/python3 python/bench/op_overhead.py"): ("flags",),
     ("docs/python.md", "import numpy as np"): ("file", "python/examples/kv_cache.py"),
+    ("docs/python.md", "import attnlab"): ("run",),
     ("docs/python.md", "attnlab attention --q Q.npy"): ("flags",),
     ("docs/scale-out.md", "const auto layout = attnlab::mpi::RingLayout::zigzag"): (
         "names", "src/mpi/include/attnlab/ring_attention.hpp",

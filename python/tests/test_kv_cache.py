@@ -226,3 +226,51 @@ def test_attention_takes_named_scale_policies():  # as attention_forward does; a
     assert np.array_equal(cache.attention(0, [s], q, scale="inv_sqrt_d"), cache.attention(0, [s], q))
     with pytest.raises(ValueError, match="scale"):
         cache.attention(0, [s], q, scale="no_such_policy")
+
+
+def outlier_keys(rng, heads=2, n=600, d=128):
+    """docs/python.md's outlier keys: 4 channels per head of offset 20 and spread 4."""
+    k = rng.standard_normal((heads, n, d), dtype=np.float32)
+    k[:, :, [3, 40, 77, 101]] = 20 + 4 * k[:, :, [3, 40, 77, 101]]
+    return k, rng.standard_normal((heads, n, d), dtype=np.float32)
+
+
+def test_rotation_and_centring_are_invisible_to_the_caller(rng):
+    k, v = outlier_keys(rng)
+    plain = attnlab.KVCache(1, 2, 128, 1024)
+    turned = attnlab.KVCache(1, 2, 128, 1024, key_rotation="hadamard", value_rotation="hadamard", center_keys=True)
+    assert (turned.key_rotation, turned.value_rotation, turned.center_keys) == ("hadamard", "hadamard", True)
+    assert (plain.key_rotation, plain.center_keys) == ("none", False)
+    for cache in (plain, turned):
+        s = cache.add_sequence()
+        cache.append(0, s, k[:, :300], v[:, :300])  # the first rows fix the keys' means
+        cache.append(0, s, k[:, 300:], v[:, 300:])
+    gk, gv = turned.gather(0, 0)
+    np.testing.assert_allclose(gk, k, atol=2e-5 * np.abs(k).max())
+    np.testing.assert_allclose(gv, v, atol=2e-5 * np.abs(v).max())
+    q = rng.standard_normal((1, 8, 3, 128), dtype=np.float32)
+    for options in ({}, {"sinks": [0.5] * 8}, {"softcap": 4.0}):
+        want = plain.attention(0, [0], q, return_lse=True, **options)
+        got = turned.attention(0, [0], q, return_lse=True, **options)
+        np.testing.assert_allclose(got.out, want.out, atol=2e-5)
+        np.testing.assert_allclose(got.lse, want.lse, rtol=2e-5)
+
+
+def test_rotated_centred_int4_keys_stay_usable_on_outlier_keys(rng):
+    k, v = outlier_keys(rng)
+    q = rng.standard_normal((1, 8, 1, 128), dtype=np.float32)
+    out = {}
+    for name, extra in (("float32", {}), ("plain", {"key_type": "int4"}),
+                        ("turned", {"key_type": "int4", "key_rotation": "hadamard", "center_keys": True})):
+        cache = attnlab.KVCache(1, 2, 128, 1024, **extra)
+        cache.append(0, cache.add_sequence(), k, v)
+        out[name] = cache.attention(0, [0], q)
+    error = {name: np.abs(out[name] - out["float32"]).max() / np.abs(out["float32"]).max() for name in ("plain", "turned")}
+    assert error["turned"] < error["plain"] / 3, error
+
+
+def test_rotation_options_are_checked_by_name():
+    with pytest.raises(ValueError, match="unknown rotation 'walsh'"):
+        attnlab.KVCache(1, 2, 128, 1024, key_rotation="walsh")
+    with pytest.raises(TypeError, match="center_keys"):
+        attnlab.KVCache(1, 2, 128, 1024, center_keys=1)

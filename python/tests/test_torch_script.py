@@ -13,6 +13,7 @@ import torch  # noqa: E402
 from torch import nn  # noqa: E402
 
 import attnlab.torch as at  # noqa: E402
+from attnlab.torch import _ops  # noqa: E402
 from attnlab.torch._ops import KVCacheHandle  # noqa: E402
 
 VOCAB, N_EMBD, N_HEAD, N_KV_HEAD, N_LAYER = 50, 128, 4, 2, 2  # head_dim 32: the cache's fused decoding step
@@ -168,3 +169,24 @@ def test_a_saved_cache_loads_with_the_same_contents(cache_type):
         for seq in seqs:
             for got, want in zip(loaded.gather(layer, seq), cache.gather(layer, seq)):
                 assert torch.equal(got, want), (layer, seq)
+
+
+def test_a_saved_cache_keeps_its_rotation_and_centring():
+    torch.manual_seed(4)
+    cache = at.KVCache(1, 2, 64, 512, "int8", "int8", key_rotation="hadamard", value_rotation="hadamard",
+                       center_keys=True)
+    seq = cache.add_sequence()
+    k = torch.randn(1, 2, 50, 64)
+    k[..., 5] += 20
+    cache.append(0, [seq], k, torch.randn(1, 2, 50, 64))
+    loaded = copy.deepcopy(cache.handle)
+    q = torch.randn(1, 4, 1, 64)
+    args = (0, [seq], q, None, _ops.causal_name("bottom_right"), _ops.scale_name(None), None, None, None, None, 0)
+    want, _ = torch.ops.attnlab.kv_cache_attention(cache.handle, *args)
+    got, _ = torch.ops.attnlab.kv_cache_attention(loaded, *args)
+    # Loading quantizes the saved (dequantized) rows again, with means from all of them: close, not equal.
+    assert torch.allclose(got, want, atol=0.05), (got - want).abs().max()
+    gk, _ = loaded.gather(0, seq)
+    assert torch.allclose(gk, k[0], atol=0.2)
+    with pytest.raises(ValueError, match="unknown rotation"):
+        at.KVCache(1, 2, 64, 512, key_rotation="walsh")

@@ -109,7 +109,8 @@ std::tuple<at::Tensor, at::Tensor> attention(const Handle& self, int64_t layer, 
 
 Handle make_cache(int64_t layers, int64_t kv_heads, int64_t head_dim, int64_t max_tokens, const std::string& key_type,
                   const std::string& value_type, c10::optional<int64_t> value_dim, int64_t block_tokens,
-                  const std::vector<double>& key_scales, const std::vector<double>& value_scales) {
+                  const std::vector<double>& key_scales, const std::vector<double>& value_scales,
+                  const std::string& key_rotation, const std::string& value_rotation, bool center_keys) {
   return translate_errors([&] {
     KVCacheConfig c;
     c.layers = layers, c.kv_heads = kv_heads, c.head_dim = head_dim, c.max_tokens = max_tokens;
@@ -117,6 +118,8 @@ Handle make_cache(int64_t layers, int64_t kv_heads, int64_t head_dim, int64_t ma
     c.key_type = parse_cache_type(key_type), c.value_type = parse_cache_type(value_type);
     c.key_scales.assign(key_scales.begin(), key_scales.end());
     c.value_scales.assign(value_scales.begin(), value_scales.end());
+    c.key_rotation = parse_cache_rotation(key_rotation), c.value_rotation = parse_cache_rotation(value_rotation);
+    c.center_keys = center_keys;
     return c10::make_intrusive<TorchKVCache>(c);
   });
 }
@@ -143,7 +146,9 @@ int64_t new_id(TorchKVCache& self, int64_t id) {
 // Three items (a longer tuple makes GCC warn inside LibTorch's IValue):
 //   sizes    layers, kv_heads, head_dim, max_tokens, value_dim, block_tokens, next_id, then
 //            the live sequences' ids in increasing order
-//   types    key_type, value_type
+//   types    key_type, value_type, key_rotation, value_rotation, and "center_keys" or "" (a
+//            save without the last three is a cache without them; a centred cache's loaded
+//            sequences take their means from all their saved rows)
 //   tensors  key_scales, value_scales (float64), then for each live sequence and each layer
 //            k [kv_heads, length, head_dim] and v [kv_heads, length, value_dim], float32
 using SavedCache = std::tuple<std::vector<int64_t>, std::vector<std::string>, std::vector<at::Tensor>>;
@@ -174,14 +179,18 @@ SavedCache save_cache(const Handle& self) {
         tensors.push_back(v);
       }
     }
-    return SavedCache{sizes, {to_string(cf.key_type), to_string(cf.value_type)}, tensors};
+    return SavedCache{sizes,
+                      {to_string(cf.key_type), to_string(cf.value_type), to_string(cf.key_rotation),
+                       to_string(cf.value_rotation), cf.center_keys ? "center_keys" : ""},
+                      tensors};
   });
 }
 
 Handle load_cache(const SavedCache& saved) {
   const auto& [sizes, types, tensors] = saved;
   const char* const not_a_cache = "KVCache: the saved state is not a cache's: ";
-  TORCH_CHECK_VALUE(sizes.size() >= kSavedSizes && types.size() == 2 && tensors.size() >= 2, not_a_cache,
+  TORCH_CHECK_VALUE(sizes.size() >= kSavedSizes && (types.size() == 2 || types.size() == 5) && tensors.size() >= 2,
+                    not_a_cache,
                     sizes.size(), " sizes, ", types.size(), " types, ", tensors.size(), " tensors");
   const int64_t layers = sizes[0], next_id = sizes[6];
   const std::vector<int64_t> seqs(sizes.begin() + kSavedSizes, sizes.end());
@@ -190,8 +199,13 @@ Handle load_cache(const SavedCache& saved) {
   for (size_t i = 0; i < seqs.size(); ++i)
     TORCH_CHECK_VALUE(seqs[i] >= 0 && seqs[i] < next_id && (i == 0 || seqs[i - 1] < seqs[i]), not_a_cache,
                       "the sequence ids are not increasing ids below ", next_id);
+  const bool transforms = types.size() == 5;
+  TORCH_CHECK_VALUE(!transforms || types[4].empty() || types[4] == "center_keys", not_a_cache, "'", types[4],
+                    "' where center_keys or nothing belongs");
   Handle self = make_cache(layers, sizes[1], sizes[2], sizes[3], types[0], types[1], sizes[4], sizes[5],
-                           float_values<double>(tensors[0]), float_values<double>(tensors[1]));
+                           float_values<double>(tensors[0]), float_values<double>(tensors[1]),
+                           transforms ? types[2] : "none", transforms ? types[3] : "none",
+                           transforms && types[4] == "center_keys");
   translate_errors([&] {
     KVCache& c = self->cache;
     // The same ids: every id below next_id is created, and those no longer live are freed.
@@ -220,16 +234,19 @@ TORCH_LIBRARY_FRAGMENT(attnlab, m) {
       .def(torch::init([](int64_t layers, int64_t kv_heads, int64_t head_dim, int64_t max_tokens,
                           const std::string& key_type, const std::string& value_type,
                           c10::optional<int64_t> value_dim, int64_t block_tokens, std::vector<double> key_scales,
-                          std::vector<double> value_scales) {
+                          std::vector<double> value_scales, const std::string& key_rotation,
+                          const std::string& value_rotation, bool center_keys) {
              return make_cache(layers, kv_heads, head_dim, max_tokens, key_type, value_type, value_dim, block_tokens,
-                               key_scales, value_scales);
+                               key_scales, value_scales, key_rotation, value_rotation, center_keys);
            }),
            "KVCache(layers, kv_heads, head_dim, max_tokens, key_type, value_type, value_dim, block_tokens, "
-           "key_scales, value_scales): attnlab.KVCache's configuration",
+           "key_scales, value_scales, key_rotation, value_rotation, center_keys): attnlab.KVCache's configuration",
            {torch::arg("layers"), torch::arg("kv_heads"), torch::arg("head_dim"), torch::arg("max_tokens"),
             torch::arg("key_type") = "float32", torch::arg("value_type") = "float32",
             torch::arg("value_dim") = c10::IValue(), torch::arg("block_tokens") = int64_t{128},
-            torch::arg("key_scales") = std::vector<double>{}, torch::arg("value_scales") = std::vector<double>{}})
+            torch::arg("key_scales") = std::vector<double>{}, torch::arg("value_scales") = std::vector<double>{},
+            torch::arg("key_rotation") = "none", torch::arg("value_rotation") = "none",
+            torch::arg("center_keys") = false})
       .def("add_sequence",
            [](const Handle& self) { return locked(self, [&](KVCache& c) { return new_id(*self, c.add_sequence()); }); })
       .def("fork", [](const Handle& self, int64_t seq, int64_t tokens) {

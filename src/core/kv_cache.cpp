@@ -11,11 +11,13 @@
 #include <initializer_list>
 #include <map>
 #include <new>
+#include <optional>
 
 #include <sys/mman.h>
 
 #include "core/kv_cache_access.hpp"
 #include "core/kv_quantize.hpp"
+#include "core/kv_rotation.hpp"
 
 namespace attnlab {
 
@@ -68,6 +70,14 @@ int64_t checked_bytes(std::initializer_list<SizeFactor> factors, const char* wha
 
 const char* to_string(CacheType type) { return kTypeNames[static_cast<int>(type)]; }
 
+const char* to_string(CacheRotation rotation) { return rotation == CacheRotation::hadamard ? "hadamard" : "none"; }
+
+CacheRotation parse_cache_rotation(const std::string& text) {
+  for (CacheRotation r : {CacheRotation::none, CacheRotation::hadamard})
+    if (text == to_string(r)) return r;
+  throw Error("kv_cache: unknown rotation '" + text + "' (none, hadamard)");
+}
+
 CacheType parse_cache_type(const std::string& text) {
   for (int t = 0; t < 6; ++t)
     if (text == kTypeNames[t]) return static_cast<CacheType>(t);
@@ -77,6 +87,7 @@ CacheType parse_cache_type(const std::string& text) {
 struct KVCache::State {
   KVCacheConfig config;
   std::vector<float> key_scales, value_scales;  // per K/V head
+  std::optional<detail::Rotation> key_rotation, value_rotation;  // KVCacheConfig's, when not none
   int64_t key_row = 0, value_row = 0;           // bytes of one head's row
   int64_t layer_block_bytes = 0;                // K then V of one layer in one block
   int64_t total_blocks = 0;
@@ -91,6 +102,9 @@ struct KVCache::State {
   struct Sequence {
     std::vector<int32_t> blocks;
     std::vector<int64_t> length;  // per layer
+    // center_keys: per layer, the mean μ [kv_heads × head_dim] (in the stored, rotated basis)
+    // that the layer's keys are stored minus; empty until the layer's first rows.
+    std::vector<std::vector<float>> key_center;
   };
   std::map<int64_t, Sequence> seqs;
   int64_t next_id = 0;
@@ -150,6 +164,11 @@ KVCache::KVCache(const KVCacheConfig& config) : state_(std::make_unique<State>()
   positive(c.max_tokens, "max_tokens", int64_t{1} << 40);
   s.key_scales = head_scales(c.key_scales, c.kv_heads, c.key_type, "key_scales");
   s.value_scales = head_scales(c.value_scales, c.kv_heads, c.value_type, "value_scales");
+  for (CacheRotation r : {c.key_rotation, c.value_rotation})
+    if (r != CacheRotation::none && r != CacheRotation::hadamard)
+      throw Error(fmt::format("kv_cache: rotation {} is not none or hadamard", static_cast<int>(r)));
+  if (c.key_rotation == CacheRotation::hadamard) s.key_rotation.emplace(c.head_dim);
+  if (c.value_rotation == CacheRotation::hadamard) s.value_rotation.emplace(c.value_dim);
   s.key_row = detail::row_bytes(c.key_type, c.head_dim);
   s.value_row = detail::row_bytes(c.value_type, c.value_dim);
   const int64_t token_bytes = s.key_row + s.value_row;  // each below 2^19: no product yet
@@ -193,7 +212,9 @@ const KVCacheConfig& KVCache::config() const { return state_->config; }
 
 int64_t KVCache::add_sequence() {
   State& s = *state_;
-  s.seqs[s.next_id].length.assign(static_cast<size_t>(s.config.layers), 0);
+  State::Sequence& sq = s.seqs[s.next_id];
+  sq.length.assign(static_cast<size_t>(s.config.layers), 0);
+  sq.key_center.assign(static_cast<size_t>(s.config.layers), {});
   return s.next_id++;
 }
 
@@ -211,6 +232,8 @@ int64_t KVCache::fork(int64_t seq, int64_t tokens) {
   State::Sequence copy;
   copy.blocks.assign(src.blocks.begin(), src.blocks.begin() + blocks);
   copy.length.assign(static_cast<size_t>(s.config.layers), tokens);
+  // The shared rows were stored minus the source's means; an empty fork takes its own.
+  copy.key_center = tokens > 0 ? src.key_center : std::vector<std::vector<float>>(static_cast<size_t>(s.config.layers));
   for (int32_t b : copy.blocks) ++s.refcount[static_cast<size_t>(b)];
   s.seqs[s.next_id] = std::move(copy);
   return s.next_id++;
@@ -264,12 +287,44 @@ void KVCache::append(int64_t layer, std::span<const int64_t> seqs, ConstView<flo
       "append's encoded rows");
   std::vector<std::byte> encoded(static_cast<size_t>(
       checked_bytes({{"sequences", count}, {"bytes of a sequence's rows", seq_bytes}}, "append's encoded rows")));
+  // The rows as stored: rotated (key_rotation, value_rotation), keys minus their mean
+  // (center_keys; a layer's first rows of a sequence fix it, committed with the rows).
+  std::vector<std::vector<float>> centers(static_cast<size_t>(count));
+  std::vector<float> buf(static_cast<size_t>(std::max(c.head_dim, c.value_dim)));
+  auto stored_row = [&](int kind, const float* row, int64_t stride, const float* center) {
+    const int64_t dim = kind == 0 ? c.head_dim : c.value_dim;
+    for (int64_t j = 0; j < dim; ++j) buf[static_cast<size_t>(j)] = row[j * stride];
+    if (const auto& r = kind == 0 ? s.key_rotation : s.value_rotation) r->rotate(buf.data());
+    if (center != nullptr)
+      for (int64_t j = 0; j < dim; ++j) buf[static_cast<size_t>(j)] -= center[j];
+    return buf.data();
+  };
+  for (int64_t i = 0; i < count && c.center_keys; ++i) {
+    const auto& have = rows[static_cast<size_t>(i)]->key_center[static_cast<size_t>(layer)];
+    auto& mu = centers[static_cast<size_t>(i)];
+    if (!have.empty()) {
+      mu = have;
+      continue;
+    }
+    mu.assign(static_cast<size_t>(c.kv_heads * c.head_dim), 0.0f);
+    std::vector<double> sum(static_cast<size_t>(c.head_dim));
+    for (int64_t h = 0; h < c.kv_heads; ++h) {
+      std::fill(sum.begin(), sum.end(), 0.0);
+      for (int64_t t = 0; t < n; ++t) {
+        const float* x = stored_row(0, k.row(i, h, t), k.strides()[3], nullptr);
+        for (int64_t j = 0; j < c.head_dim; ++j) sum[static_cast<size_t>(j)] += x[j];
+      }
+      for (int64_t j = 0; j < c.head_dim; ++j)
+        mu[static_cast<size_t>(h * c.head_dim + j)] = static_cast<float>(sum[static_cast<size_t>(j)] / static_cast<double>(n));
+    }
+  }
   for (int64_t i = 0; i < count; ++i) {
     const int64_t start = rows[static_cast<size_t>(i)]->length[static_cast<size_t>(layer)];
     for (int kind = 0; kind < 2; ++kind) {
       const ConstView<float>& x = kind == 0 ? k : v;
       const CacheType type = kind == 0 ? c.key_type : c.value_type;
       const int64_t rb = kind == 0 ? s.key_row : s.value_row, dim = kind == 0 ? c.head_dim : c.value_dim;
+      const bool transformed = (kind == 0 ? s.key_rotation : s.value_rotation) || (kind == 0 && c.center_keys);
       std::byte* base = encoded.data() + i * seq_bytes + (kind == 0 ? 0 : c.kv_heads * n * s.key_row);
       for (int64_t h = 0; h < c.kv_heads; ++h)
         for (int64_t t = 0; t < n; ++t) {
@@ -280,13 +335,22 @@ void KVCache::append(int64_t layer, std::span<const int64_t> seqs, ConstView<flo
                   fmt::format("kv_cache append: {}[head {}, token {}, channel {}] is {} (layer {}, sequence {}, "
                               "position {})",
                               kind == 0 ? "k" : "v", h, t, j, row[j * x.strides()[3]], layer, seqs[i], start + t));
+          const float* center = kind == 0 && c.center_keys ? centers[static_cast<size_t>(i)].data() + h * dim : nullptr;
+          const float* y = transformed ? stored_row(kind, row, x.strides()[3], center) : row;
+          const int64_t y_stride = transformed ? 1 : x.strides()[3];
+          for (int64_t j = 0; j < dim && transformed; ++j)
+            if (!std::isfinite(y[j]))
+              throw Error(fmt::format("kv_cache append: {}[head {}, token {}] overflows float once rotated or "
+                                      "centred (channel {}; layer {}, sequence {}, position {})",
+                                      kind == 0 ? "k" : "v", h, t, j, layer, seqs[i], start + t));
           const float scale = (kind == 0 ? s.key_scales : s.value_scales)[static_cast<size_t>(h)];
-          const int64_t bad = detail::encode_row(type, row, x.strides()[3], dim, scale, base + (h * n + t) * rb);
+          const int64_t bad = detail::encode_row(type, y, y_stride, dim, scale, base + (h * n + t) * rb);
           if (bad >= 0)
             throw Error(fmt::format(
-                "kv_cache append: {}[head {}, token {}, channel {}] = {} does not fit {} (|x| ≤ {}{}; "
+                "kv_cache append: {}[head {}, token {}, {}channel {}] = {} does not fit {} (|x| ≤ {}{}; "
                 "layer {}, sequence {}, position {})",
-                kind == 0 ? "k" : "v", h, t, bad, row[bad * x.strides()[3]], to_string(type), detail::type_max(type),
+                kind == 0 ? "k" : "v", h, t, transformed ? "rotated or centred " : "", bad, y[bad * y_stride],
+                to_string(type), detail::type_max(type),
                 type == CacheType::fp8_e4m3 ? fmt::format("·scale {}: raise the head's scale", scale) : "", layer,
                 seqs[i], start + t));
         }
@@ -338,6 +402,7 @@ void KVCache::append(int64_t layer, std::span<const int64_t> seqs, ConstView<flo
         }
     }
     sq.length[static_cast<size_t>(layer)] = end;
+    if (c.center_keys) sq.key_center[static_cast<size_t>(layer)] = std::move(centers[static_cast<size_t>(i)]);
   }
 }
 
@@ -353,15 +418,20 @@ void KVCache::gather(int64_t layer, int64_t seq, TensorView<float> k, TensorView
                             to_string(v.shape()), to_string(kwant), to_string(vwant)));
   std::vector<float> row(static_cast<size_t>(std::max(c.head_dim, c.value_dim)));
   const detail::CacheLayerView lv = s.layer_view(layer);
+  const float* center = sq.key_center[static_cast<size_t>(layer)].data();
   for (int64_t h = 0; h < c.kv_heads; ++h)
     for (int64_t pos = 0; pos < len; ++pos) {
       const int32_t block = sq.blocks[static_cast<size_t>(pos / c.block_tokens)];
       const int64_t t = pos % c.block_tokens;
       detail::decode_row(c.key_type, lv.key(block, h, t), c.head_dim,
                          s.key_scales[static_cast<size_t>(h)], row.data());
+      if (c.center_keys)  // the stored rows are the caller's rotated keys minus μ
+        for (int64_t j = 0; j < c.head_dim; ++j) row[static_cast<size_t>(j)] += center[h * c.head_dim + j];
+      if (s.key_rotation) s.key_rotation->unrotate(row.data());
       for (int64_t j = 0; j < c.head_dim; ++j) k(0, h, pos, j) = row[static_cast<size_t>(j)];
       detail::decode_row(c.value_type, lv.value(block, h, t), c.value_dim,
                          s.value_scales[static_cast<size_t>(h)], row.data());
+      if (s.value_rotation) s.value_rotation->unrotate(row.data());
       for (int64_t j = 0; j < c.value_dim; ++j) v(0, h, pos, j) = row[static_cast<size_t>(j)];
     }
 }
@@ -387,6 +457,16 @@ detail::CacheLayerView detail::KVCacheAccess::layer(const KVCache& cache, int64_
 
 std::span<const int32_t> detail::KVCacheAccess::blocks(const KVCache& cache, int64_t seq) {
   return cache.state_->find(seq, "attention").blocks;
+}
+
+detail::CacheTransforms detail::KVCacheAccess::transforms(const KVCache& cache, int64_t seq, int64_t layer) {
+  const KVCache::State& s = *cache.state_;
+  CacheTransforms t;
+  t.key_rotation = s.key_rotation ? &*s.key_rotation : nullptr;
+  t.value_rotation = s.value_rotation ? &*s.value_rotation : nullptr;
+  const auto& mu = cache.state_->find(seq, "attention").key_center[static_cast<size_t>(layer)];
+  t.key_center = mu.empty() ? nullptr : mu.data();
+  return t;
 }
 
 }  // namespace attnlab

@@ -8,6 +8,7 @@
 #include <span>
 
 #include "attnlab/kv_cache.hpp"
+#include "core/kv_rotation.hpp"
 
 namespace attnlab::detail {
 
@@ -34,9 +35,19 @@ struct CacheLayerView {
   const std::byte* value(int32_t b, int64_t h, int64_t t) const { return values(b, h) + t * value_row; }
 };
 
+// How a sequence's stored rows differ from the caller's (kv_cache.hpp, "Outliers"): keys and
+// values rotated (nullptr: not), keys minus μ [kv_heads × head_dim] in the rotated basis.
+struct CacheTransforms {
+  const Rotation* key_rotation = nullptr;
+  const Rotation* value_rotation = nullptr;
+  const float* key_center = nullptr;
+  bool any() const { return key_rotation != nullptr || value_rotation != nullptr || key_center != nullptr; }
+};
+
 struct KVCacheAccess {
   static CacheLayerView layer(const KVCache& cache, int64_t layer);
   static std::span<const int32_t> blocks(const KVCache& cache, int64_t seq);  // in position order
+  static CacheTransforms transforms(const KVCache& cache, int64_t seq, int64_t layer);
 };
 
 }  // namespace attnlab::detail

@@ -7,6 +7,9 @@
 //   same bitwise for any thread count;
 // - otherwise (chunked prefill) the blocks dequantized into contiguous scratch
 //   (core/kv_cache_calls.hpp) and one ordinary engine call.
+// A cache that rotates or centres its rows (kv_cache.hpp, "Outliers"): the fused step rotates
+// the queries, adds each row's lost q·μ back to lse (and subtracts it from a sink's logit),
+// and rotates each output row back; the gathered path sees the caller's rows already.
 #include <fmt/format.h>
 #include <omp.h>
 
@@ -32,7 +35,7 @@ namespace {
 // The fused step for one sequence of `len` positions: q [1, Hq, n, d], out, lse likewise.
 void fused_sequence(const KVCache& cache, const detail::CacheLayerView& cv, int64_t seq, int64_t seq_index, int64_t len,
                     ConstView<float> q, const AttentionOptions<float>& o, TensorView<float> out, TensorView<float> lse,
-                    int threads, const engine::StopRequest& stop) {
+                    const detail::CacheTransforms& tf, int threads, const engine::StopRequest& stop) {
   using engine::CacheDecodeRows;
   using engine::CacheDecodeWork;
   const int64_t hq = q.heads(), hkv = cv.kv_heads, group = hq / hkv, n = q.seq(), rows = group * n;
@@ -41,6 +44,7 @@ void fused_sequence(const KVCache& cache, const detail::CacheLayerView& cv, int6
   // Per K/V head: its rows (row r = g·n + i: query head h·group + g, the chunk's row i).
   std::vector<float> qs(static_cast<size_t>(hkv * rows * d));
   std::vector<CacheDecodeRows> heads(static_cast<size_t>(hkv));
+  std::vector<double> shift(static_cast<size_t>(hkv * rows), 0.0);  // scale·q·μ per row (center_keys)
   int64_t span_begin = len, span_end = 0;
   for (int64_t h = 0; h < hkv; ++h) {
     CacheDecodeRows& hr = heads[static_cast<size_t>(h)];
@@ -55,11 +59,18 @@ void fused_sequence(const KVCache& cache, const detail::CacheLayerView& cv, int6
           throw Error(fmt::format("kv_cache_attention: q[{}, {}, {}] = {} (check_finite)", seq_index, head, i, x));
         qs[static_cast<size_t>((h * rows + r) * d + c)] = x;
       }
+      float* qr = qs.data() + (h * rows + r) * d;
+      if (tf.key_rotation != nullptr) tf.key_rotation->rotate(qr);
       detail::RowFrame f;
       f.seq = seq_index, f.key0 = 0, f.n_keys = len, f.i_local = i, f.diag = i + len - n;
       const detail::KeyRange kr = detail::key_range(f, o.causal, o.window);
       hr.key_begin[r] = kr.begin, hr.key_end[r] = kr.end, hr.diag[r] = f.diag;
       hr.scale[r] = static_cast<float>(o.scale(d, kr.end - kr.begin));
+      if (tf.key_center != nullptr) {
+        double dot = 0;
+        for (int64_t c = 0; c < d; ++c) dot += static_cast<double>(qr[c]) * tf.key_center[h * d + c];
+        shift[static_cast<size_t>(h * rows + r)] = static_cast<double>(hr.scale[r]) * dot;
+      }
       hr.slope[r] = o.alibi_slopes.empty() ? 0.0f : o.alibi_slopes[static_cast<size_t>(head)];  // [Hq]: checked
       span_begin = std::min(span_begin, kr.begin), span_end = std::max(span_end, kr.end);
     }
@@ -91,9 +102,14 @@ void fused_sequence(const KVCache& cache, const detail::CacheLayerView& cv, int6
   for (int64_t h = 0; h < hkv; ++h)
     for (int64_t r = 0; r < rows; ++r) {
       const int64_t head = h * group + r / n, i = r % n;
-      float mx = o.sinks.empty() ? kNegInf : o.sinks[static_cast<size_t>(head)];
+      // The kernel's scores lack shift = scale·q·μ (center_keys): the sink's logit loses it
+      // too, and L gets it back.
+      const double row_shift = shift[static_cast<size_t>(h * rows + r)];
+      const float sink =
+          o.sinks.empty() ? kNegInf : static_cast<float>(static_cast<double>(o.sinks[static_cast<size_t>(head)]) - row_shift);
+      float mx = sink;
       for (int64_t c = 0; c < n_chunks; ++c) mx = std::max(mx, m[static_cast<size_t>((h * n_chunks + c) * rows + r)]);
-      float total = o.sinks.empty() ? 0.0f : std::exp(o.sinks[static_cast<size_t>(head)] - mx);
+      float total = o.sinks.empty() ? 0.0f : std::exp(sink - mx);
       std::fill(row.begin(), row.end(), 0.0f);
       for (int64_t c = 0; c < n_chunks; ++c) {
         const int64_t it = h * n_chunks + c;
@@ -104,7 +120,7 @@ void fused_sequence(const KVCache& cache, const detail::CacheLayerView& cv, int6
         const float* a = acc.data() + (it * rows + r) * dv;
         for (int64_t j = 0; j < dv; ++j) row[static_cast<size_t>(j)] += a[j] * f;
       }
-      const float inv = 1.0f / total, L = mx + std::log(total);
+      const float inv = 1.0f / total, L = static_cast<float>(static_cast<double>(mx + std::log(total)) + row_shift);
       // Finite inputs can still overflow a score (|q|, |k| near float's limits): an error, as
       // the engine's, rather than NaN in the output (with check_finite off: NaN in, NaN out).
       bool finite = std::isfinite(L);
@@ -112,6 +128,7 @@ void fused_sequence(const KVCache& cache, const detail::CacheLayerView& cv, int6
       if (!finite && o.check_finite)
         throw Error(fmt::format("kv_cache_attention: the scores of q[{}, {}, {}] overflow (inputs too large)",
                                 seq_index, head, i));
+      if (tf.value_rotation != nullptr) tf.value_rotation->unrotate(row.data());
       float* oi = out.row(0, head, i);
       for (int64_t j = 0; j < dv; ++j) oi[j * out.stride(Axis::dim)] = row[static_cast<size_t>(j)];
       lse.row(0, head, i)[0] = L;
@@ -135,9 +152,11 @@ void kv_cache_attention(const KVCache& cache, int64_t layer, std::span<const int
         const int64_t rows = qs.heads() / cache.config().kv_heads * qs.seq();
         const KVCacheConfig& c = cache.config();
         if (!engine::choose_cache_decode(rows, c.head_dim, c.value_dim)) return false;
+        const detail::CacheTransforms tf = detail::KVCacheAccess::transforms(cache, seq, layer);
+        if (tf.key_center != nullptr && options.softcap) return false;  // not shift-invariant: the caller's keys
         if (!have_view) cv = detail::KVCacheAccess::layer(cache, layer), have_view = true;
         const int64_t kv_bytes = engine::decode_kv_bytes(len * c.kv_heads, cv.key_row, cv.value_row);
-        fused_sequence(cache, cv, seq, s, len, qs, options, os, ls, engine::decode_threads(threads, kv_bytes), stop);
+        fused_sequence(cache, cv, seq, s, len, qs, options, os, ls, tf, engine::decode_threads(threads, kv_bytes), stop);
         return true;
       },
       [&](const Tensor<float>& k, const Tensor<float>& v, ConstView<float> qs, TensorView<float> os,

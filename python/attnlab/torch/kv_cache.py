@@ -48,19 +48,25 @@ def _rows(x: torch.Tensor, name: str) -> torch.Tensor:
 class KVCache:
     """attnlab.KVCache over torch tensors. KVCache(layers, kv_heads, head_dim, max_tokens,
     key_type="float32", value_type="float32", *, value_dim=None, block_tokens=128,
-    key_scales=(), value_scales=()): attnlab.KVCache's configuration. `handle` is the
+    key_scales=(), value_scales=(), key_rotation="none", value_rotation="none", center_keys=False):
+    attnlab.KVCache's configuration. `handle` is the
     torch.classes.attnlab.KVCache object itself, for scripted and traced modules."""
 
     def __init__(self, layers: int, kv_heads: int, head_dim: int, max_tokens: int, key_type: str = "float32",
                  value_type: str = "float32", *, value_dim: int | None = None, block_tokens: int = 128,
-                 key_scales=(), value_scales=()):
+                 key_scales=(), value_scales=(), key_rotation: str = "none", value_rotation: str = "none",
+                 center_keys: bool = False):
+        if not isinstance(center_keys, bool):
+            raise TypeError(f"center_keys: expected True or False, got {type(center_keys).__name__}")
         self.handle = torch.classes.attnlab.KVCache(layers, kv_heads, head_dim, max_tokens, key_type, value_type,
                                                     value_dim, block_tokens, [float(s) for s in key_scales],
-                                                    [float(s) for s in value_scales])
+                                                    [float(s) for s in value_scales], key_rotation, value_rotation,
+                                                    center_keys)
         # attnlab.KVCache's read-only properties, as created (the handle checked them)
         self.layers, self.kv_heads, self.head_dim = layers, kv_heads, head_dim
         self.value_dim = head_dim if value_dim is None else value_dim
         self.block_tokens, self.key_type, self.value_type = block_tokens, key_type, value_type
+        self.key_rotation, self.value_rotation, self.center_keys = key_rotation, value_rotation, center_keys
 
     def add_sequence(self) -> int:
         return self.handle.add_sequence()
