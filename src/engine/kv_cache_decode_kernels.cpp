@@ -34,17 +34,6 @@
 #define ATTNLAB_KV_CACHE_DECODE_ONCE
 namespace attnlab::engine {
 namespace {
-// e4m3fn's 256 values (kv_quantize.cpp's decoder), gathered by code.
-struct Fp8Table {
-  float value[256];
-  Fp8Table() {
-    for (int i = 0; i < 256; ++i) value[i] = detail::fp8_e4m3_to_float(static_cast<uint8_t>(i));
-  }
-};
-const float* fp8_table() {
-  static const Fp8Table table;
-  return table.value;
-}
 constexpr int64_t kSub = 32;      // positions per step
 constexpr int64_t kAskAhead = 64;  // the rows asked for are this many positions on
 }  // namespace
@@ -93,20 +82,38 @@ HWY_INLINE void LoadPair(DF df, const std::byte* row, int64_t dim, int64_t c, fl
     const auto* p = reinterpret_cast<const uint8_t*>(row) + c / 2;
     float s;
     std::memcpy(&s, row + (dim + 1) / 2 + 4 * (c / detail::kQuantGroup), 4);
-    // (code − 8)·s as code·s − 8s in one multiply-add: exact before its one rounding (8s is
-    // exact), so the same bits as decode_row's product, and no integer subtract.
-    const VF vs = hn::Set(df, s), minus_8s = hn::Set(df, -8.0f * s);
+    const VF vs = hn::Set(df, s);
     const auto x = hn::PromoteTo(du, hn::LoadU(d8, p));
-    a = hn::MulAdd(hn::ConvertTo(df, hn::BitCast(di, hn::And(x, hn::Set(du, 0xFu)))), vs, minus_8s);
-    b = hn::MulAdd(hn::ConvertTo(df, hn::BitCast(di, hn::ShiftRight<4>(x))), vs, minus_8s);
+    const auto low = hn::BitCast(di, hn::And(x, hn::Set(du, 0xFu))), high = hn::BitCast(di, hn::ShiftRight<4>(x));
+#if HWY_NATIVE_FMA
+    // (code − 8)·s as code·s − 8s in one fused multiply-add: exact before its one rounding
+    // (8s is exact), so decode_row's value, and no integer subtract.
+    const VF minus_8s = hn::Set(df, -8.0f * s);
+    a = hn::MulAdd(hn::ConvertTo(df, low), vs, minus_8s);
+    b = hn::MulAdd(hn::ConvertTo(df, high), vs, minus_8s);
+#else
+    // Without a fused multiply-add, code·s would round before − 8s: subtract in integers.
+    const auto eight = hn::Set(di, 8);
+    a = hn::Mul(hn::ConvertTo(df, hn::Sub(low, eight)), vs);
+    b = hn::Mul(hn::ConvertTo(df, hn::Sub(high, eight)), vs);
+#endif
   } else {  // fp8_e4m3: the code's value times the head's scale
+    // e4m3's 7 bits of exponent and mantissa placed in a float16's (sign kept) make a
+    // float16 worth the code's value / 256, subnormals included: F16C converts it, the
+    // product by 256 is exact, and the value is decode_row's, bit for bit (a table gather
+    // a lane was 5× int8's time per byte).
     const hn::Rebind<uint8_t, DF> d8;
-    const hn::RebindToSigned<DF> di;
-    const hn::RebindToUnsigned<DF> du;
+    const hn::Rebind<uint16_t, DF> d16;
+    const hn::Rebind<hwy::float16_t, DF> dh;
     const auto* p = reinterpret_cast<const uint8_t*>(row) + c;
+    auto value = [&](const uint8_t* at) {
+      const auto x = hn::PromoteTo(d16, hn::LoadU(d8, at));
+      const auto h = hn::Or(hn::ShiftLeft<8>(hn::And(x, hn::Set(d16, 0x80))), hn::ShiftLeft<7>(hn::And(x, hn::Set(d16, 0x7F))));
+      return hn::Mul(hn::PromoteTo(df, hn::BitCast(dh, h)), hn::Set(df, 256.0f));
+    };
     const VF vs = hn::Set(df, head_scale);
-    a = hn::Mul(hn::GatherIndex(df, fp8_table(), hn::BitCast(di, hn::PromoteTo(du, hn::LoadU(d8, p)))), vs);
-    b = hn::Mul(hn::GatherIndex(df, fp8_table(), hn::BitCast(di, hn::PromoteTo(du, hn::LoadU(d8, p + N)))), vs);
+    a = hn::Mul(value(p), vs);
+    b = hn::Mul(value(p + N), vs);
   }
 }
 

@@ -7,12 +7,14 @@
 // threads. The quantization is not the kernels' error: both sides see the dequantized cache.
 // Also: an overflowing score's error, the decision table's cache axis, the caller's interrupt.
 #include <gtest/gtest.h>
+#include <hwy/targets.h>
 
 #include <cstring>
 #include <random>
 
 #include "attnlab/kv_cache.hpp"
 #include "attnlab/reference.hpp"
+#include "core/kv_quantize.hpp"
 #include "core/attention_results.hpp"
 #include "engine/decode_strategy.hpp"
 #include "engine_check.hpp"
@@ -113,6 +115,48 @@ TEST(KVCacheFusedDecode, EachTypeWithinTheAccuracyRuleAndTheSameForAnyThreads) {
   // Blocks of other sizes: steps cut at block ends (48: 32 + 16), blocks shorter than a step.
   check({CacheType::int8, CacheType::int8, 8, 2, 1, 64, 64, 0, 48});
   check({CacheType::int4, CacheType::float32, 8, 2, 1, 64, 64, 1, 16});
+}
+
+// Each SIMD target's loads (LoadPair) read every value as gather() does: with one position a
+// row's softmax weight is exactly 1, so O is the dequantized V row, equal value for value (a
+// zero's sign aside: int4's code 8 is +0 in the kernel's code·s − 8s, −0 in decode_row's
+// 0·s for a negative scale). fp8 rows hold all of its 254 finite codes (subnormals
+// included), the others random values.
+TEST(KVCacheFusedDecode, EveryTargetDequantizesAsGatherDoes) {
+  for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
+    hwy::SetSupportedTargetsForTest(target);
+    for (CacheType t : kTypes) {
+      const int64_t hkv = 2, d = 128;
+      al::KVCacheConfig c;
+      c.kv_heads = hkv, c.head_dim = d, c.max_tokens = 64, c.key_type = t, c.value_type = t;
+      if (t == CacheType::fp8_e4m3) c.key_scales = c.value_scales = {0.5f};
+      al::KVCache cache(c);
+      std::mt19937_64 rng(3);
+      std::normal_distribution<float> normal(0.0f, 3.0f);
+      al::Tensor<float> k({1, hkv, 1, d}), v({1, hkv, 1, d});
+      for (float& x : k.storage()) x = normal(rng);
+      for (int64_t i = 0; i < v.numel(); ++i) {
+        const auto code = static_cast<uint8_t>(i < 127 ? i : i < 254 ? i + 1 : 0);  // 0x7F, 0xFF (NaN) skipped
+        v.data()[i] = t == CacheType::fp8_e4m3 ? al::detail::fp8_e4m3_to_float(code) * 0.5f : normal(rng);
+      }
+      const int64_t s = cache.add_sequence();
+      cache.append(0, s, k, v);
+      al::Tensor<float> q({1, 2 * hkv, 1, d}), out({1, 2 * hkv, 1, d}), lse({1, 2 * hkv, 1, 1});
+      for (float& x : q.storage()) x = normal(rng);
+      al::kv_cache_attention(cache, 0, std::vector<int64_t>{s}, q, {}, {out, lse});
+      al::Tensor<float> gk({1, hkv, 1, d}), gv({1, hkv, 1, d});
+      cache.gather(0, s, gk, gv);
+      for (int64_t h = 0; h < 2 * hkv; ++h)
+        for (int64_t c = 0; c < d; ++c)
+          if (out.data()[h * d + c] != gv.data()[(h / 2) * d + c]) {
+            ADD_FAILURE() << al::to_string(t) << " on target " << hwy::TargetName(target) << ", query head " << h
+                          << ", channel " << c << ": " << out.data()[h * d + c] << " against gather's "
+                          << gv.data()[(h / 2) * d + c];
+            break;
+          }
+    }
+  }
+  hwy::SetSupportedTargetsForTest(0);
 }
 
 TEST(KVCacheFusedDecode, VariantsWithinTheAccuracyRule) {
