@@ -21,45 +21,57 @@ HWY_BEFORE_NAMESPACE();
 namespace attnlab::engine::HWY_NAMESPACE {
 namespace {
 
+// A row's n partials, chunk c's at m[c·stride], l[c·stride] and o + c·o_stride (cols values),
+// merged in chunk order into acc (which may be chunk 0's O), then a sink: one more logit with
+// no value row (−inf: none; attention_variants.hpp), as a partial of its own with m = sink,
+// l = 1, O = 0. Returns the merged m (NaN if a chunk's was) and l. Both decode paths merge
+// here: the contiguous one (MergeRow) and the paged cache's (kv_cache_decode_kernels.cpp).
+struct MergedRow {
+  float m = kNegInf, l = 0.0f;
+};
+HWY_INLINE MergedRow MergePartials(int64_t n, const float* m, const float* l, int64_t stride, const float* o,
+                                   int64_t o_stride, int64_t cols, float sink, float* acc) {
+  const DF df;
+  const auto L = static_cast<int64_t>(hn::Lanes(df));
+  MergedRow r;
+  bool nan_m = false;
+  for (int64_t c = 0; c < n; ++c) {
+    nan_m |= std::isnan(m[c * stride]);
+    r.m = std::max(r.m, m[c * stride]);
+  }
+  r.m = std::max(r.m, sink);
+  if (nan_m) r.m = std::numeric_limits<float>::quiet_NaN();
+  // The chunks' sums rescaled to the common max, added in chunk order.
+  if (r.m > kNegInf && r.m < std::numeric_limits<float>::infinity()) {
+    for (int64_t c = 0; c < n; ++c) {
+      const float mc = m[c * stride];
+      const float alpha = mc == r.m ? 1.0f : mc == kNegInf ? 0.0f : hn::GetLane(ExpNonPositive(df, hn::Set(df, mc - r.m)));
+      r.l += alpha * l[c * stride];
+      const float* oc = o + c * o_stride;
+      const VF va = hn::Set(df, alpha);
+      for (int64_t col = 0; col < cols; col += L) {
+        const VF x = hn::LoadU(df, oc + col);
+        hn::StoreU(c == 0 ? hn::Mul(va, x) : hn::MulAdd(va, x, hn::LoadU(df, acc + col)), df, acc + col);
+      }
+    }
+    if (sink > kNegInf) r.l += hn::GetLane(ExpNonPositive(df, hn::Set(df, sink - r.m)));
+  }
+  return r;
+}
+
 // Row r of key/value head kv (batch item kvl): its partials merged in chunk order and
 // the finished O and L written (FinishRow's rules for overflowed and empty rows).
 void MergeRow(const DecodeWork& w, int64_t kvl, int64_t kv, int64_t r, TensorView<float> out, TensorView<float> lse) {
   const Plan& p = *w.p;
   const auto& dm = p.dims;
-  const DF df;
-  const size_t L = hn::Lanes(df);
   const int64_t b = kv / dm.Hkv, hk = kv % dm.Hkv, h = w.head_of(hk, r), i = w.query_of(r);
-  auto at = [&](int64_t c) { return (kvl * w.n_chunks + c) * w.rows + r; };
-  float m = kNegInf;
-  bool nan_score = false, nan_m = false;
-  for (int64_t c = 0; c < w.n_chunks; ++c) {
-    nan_m |= std::isnan(w.m[at(c)]);
-    nan_score |= w.nan_score[at(c)];
-    m = std::max(m, w.m[at(c)]);
-  }
-  // A sink is one more logit with no value row (attention_variants.hpp): a partial of its
-  // own with m = sink, l = 1, O = 0, merged after the chunks.
-  const bool sink = p.sinks;
-  if (sink) m = std::max(m, p.sink(h));
-  if (nan_m) m = std::numeric_limits<float>::quiet_NaN();
-  // The chunks' sums rescaled to the common max, added in chunk order into chunk 0's O.
-  float* acc = w.o + at(0) * p.dv_pad;
-  float l = 0.0f;
-  if (m > kNegInf && m < std::numeric_limits<float>::infinity()) {
-    for (int64_t c = 0; c < w.n_chunks; ++c) {
-      const float mc = w.m[at(c)];
-      const float alpha = mc == m ? 1.0f : mc == kNegInf ? 0.0f : hn::GetLane(ExpNonPositive(df, hn::Set(df, mc - m)));
-      l += alpha * w.l[at(c)];
-      const float* oc = w.o + at(c) * p.dv_pad;
-      const VF va = hn::Set(df, alpha);
-      for (size_t col = 0; col < static_cast<size_t>(p.dv_pad); col += L) {
-        const VF x = hn::LoadU(df, oc + col);
-        hn::StoreU(c == 0 ? hn::Mul(va, x) : hn::MulAdd(va, x, hn::LoadU(df, acc + col)), df, acc + col);
-      }
-    }
-    if (sink) l += hn::GetLane(ExpNonPositive(df, hn::Set(df, p.sink(h) - m)));
-  }
-  FinishRow(p, b, h, i, m, l, nan_score, acc, out, lse);
+  const int64_t at0 = kvl * w.n_chunks * w.rows + r;  // chunk c's partial row: at0 + c·rows
+  bool nan_score = false;
+  for (int64_t c = 0; c < w.n_chunks; ++c) nan_score |= w.nan_score[at0 + c * w.rows];
+  float* acc = w.o + at0 * p.dv_pad;  // into chunk 0's O
+  const MergedRow mr = MergePartials(w.n_chunks, w.m + at0, w.l + at0, w.rows, acc, w.rows * p.dv_pad, p.dv_pad,
+                                     p.sinks ? p.sink(h) : kNegInf, acc);
+  FinishRow(p, b, h, i, mr.m, mr.l, nan_score, acc, out, lse);
 }
 
 }  // namespace

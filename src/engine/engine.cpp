@@ -13,6 +13,7 @@
 #include "core/attention_checks.hpp"
 #include "engine/decode_kernels.hpp"
 #include "engine/decode_path.hpp"
+#include "engine/row_end.hpp"
 #include "engine/flash_kernels.hpp"
 #include "engine/machine_caches.hpp"
 #include "engine/scratch_cache.hpp"
@@ -69,9 +70,7 @@ void throw_if_scores_overflowed(const Plan& plan) {
   const int64_t row = plan.overflowed_rows.first();
   if (row == RowErrorLog::kNone) return;
   const auto& dm = plan.dims;
-  throw Error(fmt::format("attention: scores of row [{}, {}, {}] overflow float32 (|scale·q·k| > 3.4e38); "
-                          "scale the inputs down or use the double-precision reference",
-                          row / (dm.Hq * dm.Nq), row / dm.Nq % dm.Hq, row % dm.Nq));
+  throw Error(scores_overflow_message("attention", row / (dm.Hq * dm.Nq), row / dm.Nq % dm.Hq, row % dm.Nq));
 }
 
 // Forward and backward for every element type E of q, k, v (float, bfloat16, float16).

@@ -20,6 +20,7 @@
 #include "engine/exp-inl.h"
 #include "engine/gemm-inl.h"
 #include "engine/philox-inl.h"
+#include "engine/row_end.hpp"
 #include "engine/testing/engine_probe.hpp"
 #include "engine/tile_ops-inl.h"
 
@@ -232,32 +233,14 @@ void AddSinks(const Plan& p, int64_t h, int64_t rows, ForwardScratch& w, bool di
   }
 }
 
-// How a finished row ends: its O (the accumulator `acc` [dv] divided by l) and L are
-// written, by the rules for rows whose scores overflowed and rows that saw no key.
-struct RowEnd {
-  bool overflow = false;  // logged; O = L = NaN (what a caller sees with check_finite off)
-  bool empty = false;     // overflowed, or no visible key: O = 0 (or NaN), L = −inf (or NaN)
-  float fill = 0.0f;      // the value of O (and of diagnostics) when empty
-};
-
+// A finished row's O and L written (row_end.hpp's rules); an overflowed row logged for the
+// entry point to report.
 RowEnd FinishRow(const Plan& p, int64_t b, int64_t h, int64_t i, float m, float l, bool nan_score, const float* acc,
                  TensorView<float> out, TensorView<float> lse) {
   const auto& dm = p.dims;
-  float* orow = out.row(b, h, i);
-  const int64_t st = out.stride(Axis::dim);
-  // A score that overflowed float (|scale·q·k| > 3.4e38, or inf − inf inside the
-  // dot product) leaves m = +inf or NaN, l = NaN, or a NaN among hidden keys. Such a
-  // row has no answer in float32: it is logged for the entry point to report, and gets
-  // O = L = NaN (what a caller sees only with check_finite off: NaN in, NaN out, as the
-  // reference).
-  RowEnd e;
-  e.overflow = std::isnan(m) || m == std::numeric_limits<float>::infinity() || std::isnan(l) || nan_score;
+  const RowEnd e = finish_row(m, l, nan_score, acc, dm.dv, out.row(b, h, i), out.stride(Axis::dim));
   if (e.overflow) p.overflowed_rows.record((b * dm.Hq + h) * dm.Nq + i);
-  e.empty = e.overflow || m == kNegInf || !(l > 0.0f);
-  const float inv = e.empty ? 0.0f : 1.0f / l;
-  e.fill = e.overflow ? std::numeric_limits<float>::quiet_NaN() : 0.0f;  // NaN in, NaN out
-  for (int64_t c = 0; c < dm.dv; ++c) orow[c * st] = e.empty ? e.fill : acc[c] * inv;
-  lse(b, h, i, 0) = e.overflow ? std::numeric_limits<float>::quiet_NaN() : e.empty ? kNegInf : m + std::log(l);
+  lse(b, h, i, 0) = e.lse;
   return e;
 }
 

@@ -27,6 +27,7 @@
 #include "engine/decode_strategy.hpp"
 #include "engine/kv_cache_decode.hpp"
 #include "engine/plan.hpp"
+#include "engine/row_end.hpp"
 
 namespace attnlab {
 
@@ -96,43 +97,30 @@ void fused_sequence(const KVCache& cache, const detail::CacheLayerView& cv, int6
     engine::cache_decode_chunk(w);
   }
   if (stop.stopped()) throw Interrupted("kv_cache_attention: interrupted by the caller (ComputeConfig::interrupt)");
-  // Each row's chunks in order, then the sink (a logit with no value row).
-  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  // Each row's chunks in order, then the sink (a logit with no value row): the decode paths'
+  // one merge, and one finish (engine/row_end.hpp).
   std::vector<float> row(static_cast<size_t>(dv));
   for (int64_t h = 0; h < hkv; ++h)
     for (int64_t r = 0; r < rows; ++r) {
-      const int64_t head = h * group + r / n, i = r % n;
+      const int64_t head = h * group + r / n, i = r % n, at0 = h * n_chunks * rows + r;
       // The kernel's scores lack shift = scale·q·μ (center_keys): the sink's logit loses it
       // too, and L gets it back.
       const double row_shift = shift[static_cast<size_t>(h * rows + r)];
-      const float sink =
-          o.sinks.empty() ? kNegInf : static_cast<float>(static_cast<double>(o.sinks[static_cast<size_t>(head)]) - row_shift);
-      float mx = sink;
-      for (int64_t c = 0; c < n_chunks; ++c) mx = std::max(mx, m[static_cast<size_t>((h * n_chunks + c) * rows + r)]);
-      float total = o.sinks.empty() ? 0.0f : std::exp(sink - mx);
-      std::fill(row.begin(), row.end(), 0.0f);
-      for (int64_t c = 0; c < n_chunks; ++c) {
-        const int64_t it = h * n_chunks + c;
-        const float mc = m[static_cast<size_t>(it * rows + r)];
-        if (mc == kNegInf) continue;
-        const float f = std::exp(mc - mx);
-        total += l[static_cast<size_t>(it * rows + r)] * f;
-        const float* a = acc.data() + (it * rows + r) * dv;
-        for (int64_t j = 0; j < dv; ++j) row[static_cast<size_t>(j)] += a[j] * f;
-      }
-      const float inv = 1.0f / total, L = static_cast<float>(static_cast<double>(mx + std::log(total)) + row_shift);
-      // Finite inputs can still overflow a score (|q|, |k| near float's limits): an error, as
-      // the engine's, rather than NaN in the output (with check_finite off: NaN in, NaN out).
-      bool finite = std::isfinite(L);
-      for (float& x : row) x *= inv, finite = finite && std::isfinite(x);
-      if (!finite && o.check_finite)
-        throw Error(fmt::format("kv_cache_attention: the scores of q[{}, {}, {}] overflow (inputs too large)",
-                                seq_index, head, i));
-      if (tf.value_rotation != nullptr) tf.value_rotation->unrotate(row.data());
-      float* oi = out.row(0, head, i);
-      for (int64_t j = 0; j < dv; ++j) oi[j * out.stride(Axis::dim)] = row[static_cast<size_t>(j)];
-      lse.row(0, head, i)[0] = L;
+      const float sink = o.sinks.empty() ? -std::numeric_limits<float>::infinity()
+                                         : static_cast<float>(static_cast<double>(o.sinks[static_cast<size_t>(head)]) - row_shift);
+      std::fill(row.begin(), row.end(), 0.0f);  // a row no chunk reaches (its sink alone) sums nothing
+      const engine::CacheMergedRow mr = engine::cache_merge_row(n_chunks, m.data() + at0, l.data() + at0, rows,
+                                                                acc.data() + at0 * dv, rows * dv, dv, sink, row.data());
+      if (tf.value_rotation != nullptr) tf.value_rotation->unrotate(row.data());  // O is linear in the rows
+      const engine::RowEnd e = engine::finish_row(mr.m, mr.l, false, row.data(), dv, out.row(0, head, i),
+                                                  out.stride(Axis::dim));
+      lse.row(0, head, i)[0] = e.empty ? e.lse : static_cast<float>(static_cast<double>(e.lse) + row_shift);
+      // Finite inputs can still overflow a score (|q|, |k| near float's limits): the engine's
+      // error (with check_finite off: NaN in, NaN out).
+      if (e.overflow && o.check_finite)
+        throw Error(engine::scores_overflow_message("kv_cache_attention", seq_index, head, i));
     }
+  if (o.check_finite) detail::check_result_finite<float>(out, "out");  // as the engine: sums beyond float
 }
 
 }  // namespace

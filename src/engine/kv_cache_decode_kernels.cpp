@@ -28,6 +28,7 @@
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wunused-function"
 #include "engine/decode_target-inl.h"
+#include "engine/decode_merge-inl.h"  // MergePartials: the decode paths' one merge
 #pragma GCC diagnostic pop
 
 #ifndef ATTNLAB_KV_CACHE_DECODE_ONCE
@@ -331,6 +332,12 @@ void ChunkRows(const CacheDecodeWork& w) {
 
 }  // namespace
 
+CacheMergedRow CacheMergeRow(int64_t n_chunks, const float* m, const float* l, int64_t stride, const float* acc,
+                             int64_t acc_stride, int64_t value_dim, float sink, float* row) {
+  const MergedRow r = MergePartials(n_chunks, m, l, stride, acc, acc_stride, value_dim, sink, row);
+  return {r.m, r.l};
+}
+
 void CacheDecodeChunk(const CacheDecodeWork& w) {
   const int rows = w.queries->rows;
   if (rows <= 1) return ChunkRows<1>(w);
@@ -345,6 +352,11 @@ HWY_AFTER_NAMESPACE();
 #if HWY_ONCE
 namespace attnlab::engine {
 HWY_EXPORT(CacheDecodeChunk);
+HWY_EXPORT(CacheMergeRow);
 void cache_decode_chunk(const CacheDecodeWork& w) { HWY_DYNAMIC_DISPATCH(CacheDecodeChunk)(w); }
+CacheMergedRow cache_merge_row(int64_t n_chunks, const float* m, const float* l, int64_t stride, const float* acc,
+                               int64_t acc_stride, int64_t value_dim, float sink, float* row) {
+  return HWY_DYNAMIC_DISPATCH(CacheMergeRow)(n_chunks, m, l, stride, acc, acc_stride, value_dim, sink, row);
+}
 }  // namespace attnlab::engine
 #endif
