@@ -7,7 +7,7 @@
 //   engine      the contiguous engine on K/V tensors (float32 and float16 only)
 //   turned      with --turned: paged, keys and values rotated and keys centred
 //               (kv_cache.hpp, "Outliers"), against paged: the rotation's cost
-// timed in interleaved rounds (every case once a round, the order rotating), medians and the
+// timed in interleaved rounds (every case once a round, in a shuffled order), medians and the
 // spread (min and max), the GB/s of the K/V bytes each step reads (codes and scales), and
 // that rate as a fraction of this machine's read bandwidth (bench/peak_memory.hpp, probed
 // before and after the rounds). Then the targets of the cache (int8 and int4 over float16,
@@ -156,13 +156,20 @@ int main(int argc, char** argv) try {
   }
   const al::bench::Bandwidth before = al::bench::measure_read_bandwidth(a.threads);
   for (Case& c : cases) c.run();  // warm: pages touched, threads created
-  for (int r = 0; r < a.rounds; ++r)
-    for (size_t i = 0; i < cases.size(); ++i) {
-      Case& c = cases[(i + static_cast<size_t>(r)) % cases.size()];
+  // Each round in its own order: a case that reads the K/V another case just read may find
+  // part of it in the last-level cache, so no case may always follow the same one.
+  std::vector<size_t> order(cases.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::mt19937_64 shuffle_rng(7);
+  for (int r = 0; r < a.rounds; ++r) {
+    std::shuffle(order.begin(), order.end(), shuffle_rng);
+    for (size_t i : order) {
+      Case& c = cases[i];
       const auto t0 = std::chrono::steady_clock::now();
       c.run();
       c.ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
     }
+  }
   const al::bench::Bandwidth after = al::bench::measure_read_bandwidth(a.threads);
   const double peak = std::max(before.gbps, after.gbps);
   std::printf("B = 1, one query, Nk = %lld, d = %lld, %d threads, %d interleaved rounds; read bandwidth %.1f GB/s "
