@@ -13,10 +13,16 @@
 //     --pages KIND       K and V in 4k (4 KiB pages), 2m (2 MiB transparent huge pages) or
 //                        both (two copies, each build timed on each in turn); by default
 //                        where the allocator puts them, which the output names
+//     --cache TYPE       decode over each build's own paged KVCache of TYPE (float32, bfloat16,
+//                        float16, int8, int4, fp8_e4m3; fp8 scales 0.02) instead: the same
+//                        K/V appended to each, kv_cache_attention timed (--seq-q rows a
+//                        sequence, bottom-right causal; --block-tokens N, default 128)
 //
 // Each BUILD.so is dlopen'ed with RTLD_LOCAL: copies of the library under different file
 // names load side by side, each with its own state. Only the public C++ ABI is used
-// (attnlab::attention_forward), so the builds must share this header's version of it.
+// (attnlab::attention_forward; with --cache, KVCache's constructor, add_sequence, append,
+// destructor and kv_cache_attention), so the builds must share these headers' versions of it
+// (KVCacheConfig: at least its leading fields).
 // Inputs are standard normal (fixed seed), 64-byte aligned; K and V are [B, Hkv, Nk, d].
 // Prints, per build (and page kind), the median time and its quartiles, K and V bytes over the median,
 // the ratio to the first build, and the largest difference of its output from the
@@ -30,12 +36,14 @@
 #include <cstdlib>
 #include <memory>
 #include <random>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "attnlab/attention_options.hpp"
 #include "attnlab/engine.hpp"
 #include "attnlab/float16.hpp"
+#include "attnlab/kv_cache.hpp"
 #include "attnlab/statistics.hpp"
 #include "attnlab/tensor.hpp"
 #include "page_kind.hpp"
@@ -59,8 +67,28 @@ constexpr const char* kForwardF16 =
     "_ZN7attnlab17attention_forwardINS_7float16EEEvNS_10TensorViewIKT_EES5_S5_RKNS_16AttentionOptionsINS_"
     "12AccumulationIS3_E4typeEEERKNS_14ForwardOutputsIS3_EERKNS_13ComputeConfigE";
 
+// KVCache's members and kv_cache_attention (attnlab/kv_cache.hpp), by their mangled names.
+using CacheNew = void (*)(void*, const al::KVCacheConfig&);
+using CacheDelete = void (*)(void*);
+using CacheAddSequence = int64_t (*)(void*);
+using CacheAppend = void (*)(void*, int64_t, int64_t, al::ConstView<float>, al::ConstView<float>);
+using CacheAttention = void (*)(const void*, int64_t, std::span<const int64_t>, al::ConstView<float>,
+                                const al::AttentionOptions<float>&, const al::ForwardOutputs<float>&,
+                                std::span<const int64_t>, const al::ComputeConfig&);
+constexpr const char* kCacheNew = "_ZN7attnlab7KVCacheC1ERKNS_13KVCacheConfigE";
+constexpr const char* kCacheDelete = "_ZN7attnlab7KVCacheD1Ev";
+constexpr const char* kCacheAddSequence = "_ZN7attnlab7KVCache12add_sequenceEv";
+constexpr const char* kCacheAppend = "_ZN7attnlab7KVCache6appendEllNS_10TensorViewIKfEES3_";
+constexpr const char* kCacheAttention =
+    "_ZN7attnlab18kv_cache_attentionERKNS_7KVCacheElSt4spanIKlLm18446744073709551615EENS_10TensorViewIKfEERKNS_"
+    "16AttentionOptionsIfEERKNS_14ForwardOutputsIfEES5_RKNS_13ComputeConfigE";
+
+// CacheType's names in its order (the type is parsed here: this program links no libattnlab).
+constexpr const char* kCacheTypes[] = {"float32", "bfloat16", "float16", "int8", "int4", "fp8_e4m3"};
+
 struct Args {
-  int64_t B = 1, Hq = 32, Hkv = 8, Nq = 1, Nk = 32768, d = 128;
+  int64_t B = 1, Hq = 32, Hkv = 8, Nq = 1, Nk = 32768, d = 128, block_tokens = 128;
+  std::string cache;  // --cache TYPE, "" = attention_forward
   bool bottom_right = false, bf16 = false, f16 = false;
   int rounds = 21, threads = 2;
   std::string pages;  // "", "4k", "2m" or "both"
@@ -90,6 +118,7 @@ Args parse(int argc, char** argv) {
     else if (f == "--seq-q") a.Nq = value();
     else if (f == "--seq-k") a.Nk = value();
     else if (f == "--dim") a.d = value();
+    else if (f == "--block-tokens") a.block_tokens = value();
     else if (f == "--rounds") a.rounds = static_cast<int>(value());
     else if (f == "--threads") a.threads = static_cast<int>(value());
     else if (f == "--bottom-right") a.bottom_right = true;
@@ -99,6 +128,12 @@ Args parse(int argc, char** argv) {
       if (i + 1 >= argc) usage("--pages needs a value");
       a.pages = argv[++i];
       if (a.pages != "4k" && a.pages != "2m" && a.pages != "both") usage("--pages takes 4k, 2m or both, got '" + a.pages + "'");
+    }
+    else if (f == "--cache") {
+      if (i + 1 >= argc) usage("--cache needs a type");
+      a.cache = argv[++i];
+      if (std::find(std::begin(kCacheTypes), std::end(kCacheTypes), a.cache) == std::end(kCacheTypes))
+        usage("--cache: unknown type '" + a.cache + "'");
     }
     else if (f.rfind("--", 0) == 0) usage("unknown option " + f);
     else a.builds.push_back(f);
@@ -210,10 +245,94 @@ int run(const Args& a) {
   return 0;
 }
 
+// --cache: each build's own KVCache holding the same rows, its kv_cache_attention timed.
+int run_cache(const Args& a) {
+  struct Build {
+    std::string path;
+    CacheDelete destroy;
+    CacheAppend append;
+    CacheAttention attention;
+    alignas(64) unsigned char cache[64];  // a KVCache: its one pointer to state
+    std::vector<int64_t> seqs;
+    std::vector<double> ms;
+    std::vector<float> out;
+  };
+  static_assert(sizeof(al::KVCache) <= 64);
+  al::KVCacheConfig c;
+  c.kv_heads = a.Hkv, c.head_dim = a.d, c.max_tokens = a.B * a.Nk, c.block_tokens = a.block_tokens;
+  c.key_type = c.value_type = static_cast<al::CacheType>(
+      std::find(std::begin(kCacheTypes), std::end(kCacheTypes), a.cache) - std::begin(kCacheTypes));
+  if (a.cache == "fp8_e4m3") c.key_scales = c.value_scales = {0.02f};
+  // Rows as Tensor allocates them (see run): [Hkv, Nk, d] per sequence, standard normal.
+  const size_t per_seq = static_cast<size_t>(a.Hkv * a.Nk * a.d);
+  al::Tensor<float>::Storage k(per_seq), v(per_seq), q(static_cast<size_t>(a.B * a.Hq * a.Nq * a.d)),
+      out(q.size()), lse(static_cast<size_t>(a.B * a.Hq * a.Nq));
+  std::mt19937_64 rng(1234);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  for (float& x : q) x = nd(rng);
+  std::vector<std::unique_ptr<Build>> builds;
+  for (const auto& path : a.builds) {
+    void* h = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (h == nullptr) usage(dlerror());
+    auto sym = [&](const char* name) {
+      void* f = dlsym(h, name);
+      if (f == nullptr) usage(path + " has no " + name);
+      return f;
+    };
+    auto b = std::make_unique<Build>();
+    b->path = path;
+    b->destroy = reinterpret_cast<CacheDelete>(sym(kCacheDelete));
+    b->append = reinterpret_cast<CacheAppend>(sym(kCacheAppend));
+    b->attention = reinterpret_cast<CacheAttention>(sym(kCacheAttention));
+    reinterpret_cast<CacheNew>(sym(kCacheNew))(b->cache, c);
+    for (int64_t s = 0; s < a.B; ++s) b->seqs.push_back(reinterpret_cast<CacheAddSequence>(sym(kCacheAddSequence))(b->cache));
+    builds.push_back(std::move(b));
+  }
+  // The same rows to every build, sequence by sequence.
+  for (int64_t s = 0; s < a.B; ++s) {
+    for (float& x : k) x = nd(rng);
+    for (float& x : v) x = nd(rng);
+    for (auto& b : builds)
+      b->append(b->cache, 0, b->seqs[static_cast<size_t>(s)], al::ConstView<float>(k.data(), {1, a.Hkv, a.Nk, a.d}),
+                al::ConstView<float>(v.data(), {1, a.Hkv, a.Nk, a.d}));
+  }
+  const al::Shape q_shape{a.B, a.Hq, a.Nq, a.d};
+  al::AttentionOptions<float> opt;
+  opt.causal = al::Causal::bottom_right;
+  al::ComputeConfig cfg;
+  cfg.threads = a.threads;
+  for (int r = -1; r < a.rounds; ++r)
+    for (auto& b : builds) {
+      const auto t0 = std::chrono::steady_clock::now();
+      b->attention(b->cache, 0, b->seqs, al::ConstView<float>(q.data(), q_shape), opt,
+                   {al::TensorView<float>(out.data(), q_shape), al::TensorView<float>(lse.data(), {a.B, a.Hq, a.Nq, 1})},
+                   {}, cfg);
+      const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      if (r >= 0) b->ms.push_back(ms);
+      else b->out.assign(out.begin(), out.end());
+    }
+  std::printf("B %lld, heads %lld/%lld, Nq %lld, Nk %lld, d %lld, a %s KVCache of %lld-position blocks, %d threads, %d rounds\n",
+              static_cast<long long>(a.B), static_cast<long long>(a.Hq), static_cast<long long>(a.Hkv),
+              static_cast<long long>(a.Nq), static_cast<long long>(a.Nk), static_cast<long long>(a.d), a.cache.c_str(),
+              static_cast<long long>(a.block_tokens), a.threads, a.rounds);
+  const double first = attnlab::stats::median(builds.front()->ms);
+  for (auto& b : builds) {
+    const double median = attnlab::stats::median(b->ms);
+    double diff = 0;
+    for (size_t i = 0; i < b->out.size(); ++i)
+      diff = std::max(diff, static_cast<double>(std::abs(b->out[i] - builds.front()->out[i])));
+    std::printf("%-32s median %8.3f ms (quartiles %.3f-%.3f)  x%.3f of the first  max|dO| %.1e\n", b->path.c_str(),
+                median, attnlab::stats::quantile(b->ms, 0.25), attnlab::stats::quantile(b->ms, 0.75), first / median, diff);
+    b->destroy(b->cache);
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   const Args a = parse(argc, argv);
   if (a.bf16 && a.f16) usage("--bf16 and --f16 exclude each other");
+  if (!a.cache.empty()) return run_cache(a);
   return a.bf16 ? run<al::bfloat16>(a) : a.f16 ? run<al::float16>(a) : run<float>(a);
 }

@@ -225,6 +225,15 @@ inline DecodeStrategy choose_decode_strategy(const DecodeShape& c, const DecodeT
 inline constexpr int64_t kCacheFusedMaxRows = 8;
 inline constexpr int64_t kCacheFusedMaxDim = 256;
 
+// Whether the fused step over a paged cache asks for the K (V) rows 64 positions ahead through
+// the block table, for rows of `row_bytes`: rows under 4 cache lines (int8, int4, fp8 at
+// d = 128: 80-144 bytes) are; longer ones (float32, float16, bfloat16) are left to the CPU's
+// prefetchers, which stream a head's 32-64 KiB run of a block, and which the requests only
+// crowd. Zen 5, two builds interleaved, 8/8 and 32/8: asking made the short rows 5-27 %
+// faster and the long ones 6-21 % slower (docs/tuning.md). Results do not depend on it.
+inline constexpr int64_t kCacheAskedRowMaxBytes = 255;
+constexpr bool cache_rows_asked_ahead(int64_t row_bytes) { return row_bytes <= kCacheAskedRowMaxBytes; }
+
 inline bool choose_cache_decode(int64_t rows, int64_t d, int64_t dv) {
   return rows >= 1 && rows <= kCacheFusedMaxRows && d % 32 == 0 && dv % 32 == 0 && d <= kCacheFusedMaxDim &&
          dv <= kCacheFusedMaxDim;

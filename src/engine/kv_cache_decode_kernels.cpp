@@ -310,15 +310,17 @@ void ChunkRows(const CacheDecodeWork& w) {
     for (int64_t j = 0; j < kSub; ++j) p[r][j] = 0.0f;
     m[r] = -std::numeric_limits<float>::infinity(), l[r] = 0.0f, corr[r] = 1.0f;
   }
+  const bool ask_k = cache_rows_asked_ahead(cv.key_row), ask_v = cache_rows_asked_ahead(cv.value_row);
   for (int64_t pos = w.key_begin; pos < w.key_end;) {
     const int32_t block = w.blocks[pos / T];
     const int64_t t0 = pos % T, n = std::min({kSub, T - t0, w.key_end - pos});
-    // The rows kAskAhead positions on, asked for beside this step's (when a whole step).
+    // The rows kAskAhead positions on, asked for beside this step's (when a whole step), if
+    // they are short (cache_rows_asked_ahead).
     const int64_t ahead = pos + kAskAhead;
     const bool ask = ahead + kSub <= w.key_end && n == kSub;
     const int32_t next_block = ask ? w.blocks[ahead / T] : 0;
-    const std::byte* k_next = ask ? cv.keys(next_block, w.head) + ahead % T * cv.key_row : nullptr;
-    const std::byte* v_next = ask ? cv.values(next_block, w.head) + ahead % T * cv.value_row : nullptr;
+    const std::byte* k_next = ask && ask_k ? cv.keys(next_block, w.head) + ahead % T * cv.key_row : nullptr;
+    const std::byte* v_next = ask && ask_v ? cv.values(next_block, w.head) + ahead % T * cv.value_row : nullptr;
     scores(cv, cv.keys(block, w.head) + t0 * cv.key_row, k_next, n, k_scale, q, s);
     for (int r = 0; r < rw.rows; ++r) Softmax(w, r, pos, n, s[r], p[r], m[r], l[r], corr[r]);
     values(cv, cv.values(block, w.head) + t0 * cv.value_row, v_next, n, v_scale, p, corr, o);
