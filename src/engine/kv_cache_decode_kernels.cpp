@@ -5,8 +5,9 @@
 // online softmax per row, and each V row dequantized in registers into O += p·v.
 // Compiled once per SIMD target and chosen at run time (Highway's dynamic dispatch).
 //
-// Dequantized values are exactly kv_quantize.cpp's decode_row (the same products code·scale),
-// so the item computes attention over the dequantized cache, in float32.
+// Dequantized values are exactly kv_quantize.cpp's decode_row's on every target (a zero's sign
+// aside; test_kv_cache_fused.cpp checks each target and type), so the item computes attention
+// over the dequantized cache, in float32.
 // int4 is read two codes a byte: one load gives the low nibbles (even channels) and the high
 // ones (odd channels), so the queries are permuted to that order for K and O permuted back for V.
 #include <cmath>
