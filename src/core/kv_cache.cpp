@@ -315,7 +315,8 @@ void KVCache::append(int64_t layer, std::span<const int64_t> seqs, ConstView<flo
         for (int64_t j = 0; j < c.head_dim; ++j) sum[static_cast<size_t>(j)] += x[j];
       }
       for (int64_t j = 0; j < c.head_dim; ++j)
-        mu[static_cast<size_t>(h * c.head_dim + j)] = static_cast<float>(sum[static_cast<size_t>(j)] / static_cast<double>(n));
+        mu[static_cast<size_t>(h * c.head_dim + j)] =
+            static_cast<float>(sum[static_cast<size_t>(j)] / static_cast<double>(n));
     }
   }
   for (int64_t i = 0; i < count; ++i) {

@@ -45,7 +45,9 @@ HWY_INLINE MergedRow MergePartials(int64_t n, const float* m, const float* l, in
   if (r.m > kNegInf && r.m < std::numeric_limits<float>::infinity()) {
     for (int64_t c = 0; c < n; ++c) {
       const float mc = m[c * stride];
-      const float alpha = mc == r.m ? 1.0f : mc == kNegInf ? 0.0f : hn::GetLane(ExpNonPositive(df, hn::Set(df, mc - r.m)));
+      const float alpha = mc == r.m    ? 1.0f
+                          : mc == kNegInf ? 0.0f
+                                          : hn::GetLane(ExpNonPositive(df, hn::Set(df, mc - r.m)));
       r.l += alpha * l[c * stride];
       const float* oc = o + c * o_stride;
       const VF va = hn::Set(df, alpha);

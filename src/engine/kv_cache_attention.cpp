@@ -106,8 +106,9 @@ void fused_sequence(const KVCache& cache, const detail::CacheLayerView& cv, int6
       // The kernel's scores lack shift = scale·q·μ (center_keys): the sink's logit loses it
       // too, and L gets it back.
       const double row_shift = shift[static_cast<size_t>(h * rows + r)];
+      const double given_sink = o.sinks.empty() ? 0.0 : o.sinks[static_cast<size_t>(head)];
       const float sink = o.sinks.empty() ? -std::numeric_limits<float>::infinity()
-                                         : static_cast<float>(static_cast<double>(o.sinks[static_cast<size_t>(head)]) - row_shift);
+                                         : static_cast<float>(given_sink - row_shift);
       std::fill(row.begin(), row.end(), 0.0f);  // a row no chunk reaches (its sink alone) sums nothing
       const engine::CacheMergedRow mr = engine::cache_merge_row(n_chunks, m.data() + at0, l.data() + at0, rows,
                                                                 acc.data() + at0 * dv, rows * dv, dv, sink, row.data());

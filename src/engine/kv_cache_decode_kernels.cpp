@@ -110,7 +110,8 @@ HWY_INLINE void LoadPair(DF df, const std::byte* row, int64_t dim, int64_t c, fl
     const auto* p = reinterpret_cast<const uint8_t*>(row) + c;
     auto value = [&](const uint8_t* at) {
       const auto x = hn::PromoteTo(d16, hn::LoadU(d8, at));
-      const auto h = hn::Or(hn::ShiftLeft<8>(hn::And(x, hn::Set(d16, 0x80))), hn::ShiftLeft<7>(hn::And(x, hn::Set(d16, 0x7F))));
+      const auto sign = hn::ShiftLeft<8>(hn::And(x, hn::Set(d16, 0x80)));
+      const auto h = hn::Or(sign, hn::ShiftLeft<7>(hn::And(x, hn::Set(d16, 0x7F))));
       return hn::Mul(hn::PromoteTo(df, hn::BitCast(dh, h)), hn::Set(df, 256.0f));
     };
     const VF vs = hn::Set(df, head_scale);

@@ -296,6 +296,11 @@ al::Tensor<float> per_channel_attention(const Problem& p, int bits) {
 // (rotated + centred) must also meet its targets on outlier keys: int4 within random data's
 // plain int4 error, int8 at most 1.5e-2.
 TEST(KVCacheRotation, AccuracyOfEachTypeAndScheme) {
+#ifdef __SANITIZE_ADDRESS__
+  // 360 caches of 32,768 rows: 2.5 min under the sanitizers, 35 s without. The release suite
+  // runs it; under ASan the tests above run the same code on smaller caches.
+  GTEST_SKIP() << "release suite only (a table of 360 caches)";
+#endif
   constexpr int kSeeds = 5;
   // [data][type][scheme], from the printed table.
   constexpr double kMeasured[3][6][4] = {
