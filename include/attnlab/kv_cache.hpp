@@ -36,9 +36,9 @@
 //   center_keys: the keys of each sequence, layer and head are stored minus their mean over
 //          the first rows appended to that layer of the sequence (a fork keeps its source's),
 //          removing the channels' offsets before quantizing. A score loses q·μ, the same for
-//          every key of a row, which softmax ignores; attention adds it back to lse (and to a
-//          sink's logit's rival). Softcap is not shift-invariant: its calls take the gathered
-//          path, which restores the keys first.
+//          every key of a row, which softmax ignores; attention adds it back to lse and takes
+//          it from a sink's logit (a sink has no key to lose it). Softcap is not
+//          shift-invariant: its calls take the gathered path, which restores the keys first.
 // Not synchronised: append, fork and free must not run beside any other call on the same
 // cache; the const calls (gather, attention, memory) may run together.
 #include <cstdint>
