@@ -26,9 +26,6 @@ namespace {
 // no value row (−inf: none; attention_variants.hpp), as a partial of its own with m = sink,
 // l = 1, O = 0. Returns the merged m (NaN if a chunk's was) and l. Both decode paths merge
 // here: the contiguous one (MergeRow) and the paged cache's (kv_cache_decode_kernels.cpp).
-struct MergedRow {
-  float m = kNegInf, l = 0.0f;
-};
 HWY_INLINE MergedRow MergePartials(int64_t n, const float* m, const float* l, int64_t stride, const float* o,
                                    int64_t o_stride, int64_t cols, float sink, float* acc) {
   const DF df;

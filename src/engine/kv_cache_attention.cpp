@@ -110,7 +110,7 @@ void fused_sequence(const KVCache& cache, const detail::CacheLayerView& cv, int6
       const float sink = o.sinks.empty() ? -std::numeric_limits<float>::infinity()
                                          : static_cast<float>(given_sink - row_shift);
       std::fill(row.begin(), row.end(), 0.0f);  // a row no chunk reaches (its sink alone) sums nothing
-      const engine::CacheMergedRow mr = engine::cache_merge_row(n_chunks, m.data() + at0, l.data() + at0, rows,
+      const engine::MergedRow mr = engine::cache_merge_row(n_chunks, m.data() + at0, l.data() + at0, rows,
                                                                 acc.data() + at0 * dv, rows * dv, dv, sink, row.data());
       if (tf.value_rotation != nullptr) tf.value_rotation->unrotate(row.data());  // O is linear in the rows
       const engine::RowEnd e = engine::finish_row(mr.m, mr.l, false, row.data(), dv, out.row(0, head, i),

@@ -7,6 +7,7 @@
 
 #include "core/kv_cache_access.hpp"
 #include "engine/decode_strategy.hpp"
+#include "engine/row_end.hpp"
 
 namespace attnlab::engine {
 
@@ -43,10 +44,7 @@ void cache_decode_chunk(const CacheDecodeWork& w);
 // One row's partials (the items' m, l, acc for it: chunk c's at m[c·stride], l[c·stride],
 // acc + c·acc_stride) merged in chunk order into `row` [value_dim], then the sink (−inf:
 // none): the contiguous decode's merge (decode_merge-inl.h's MergePartials). Returns m, l.
-struct CacheMergedRow {
-  float m, l;
-};
-CacheMergedRow cache_merge_row(int64_t n_chunks, const float* m, const float* l, int64_t stride, const float* acc,
+MergedRow cache_merge_row(int64_t n_chunks, const float* m, const float* l, int64_t stride, const float* acc,
                                int64_t acc_stride, int64_t value_dim, float sink, float* row);
 
 }  // namespace attnlab::engine

@@ -336,10 +336,9 @@ void ChunkRows(const CacheDecodeWork& w) {
 
 }  // namespace
 
-CacheMergedRow CacheMergeRow(int64_t n_chunks, const float* m, const float* l, int64_t stride, const float* acc,
-                             int64_t acc_stride, int64_t value_dim, float sink, float* row) {
-  const MergedRow r = MergePartials(n_chunks, m, l, stride, acc, acc_stride, value_dim, sink, row);
-  return {r.m, r.l};
+MergedRow CacheMergeRow(int64_t n_chunks, const float* m, const float* l, int64_t stride, const float* acc,
+                        int64_t acc_stride, int64_t value_dim, float sink, float* row) {
+  return MergePartials(n_chunks, m, l, stride, acc, acc_stride, value_dim, sink, row);
 }
 
 void CacheDecodeChunk(const CacheDecodeWork& w) {
@@ -358,7 +357,7 @@ namespace attnlab::engine {
 HWY_EXPORT(CacheDecodeChunk);
 HWY_EXPORT(CacheMergeRow);
 void cache_decode_chunk(const CacheDecodeWork& w) { HWY_DYNAMIC_DISPATCH(CacheDecodeChunk)(w); }
-CacheMergedRow cache_merge_row(int64_t n_chunks, const float* m, const float* l, int64_t stride, const float* acc,
+MergedRow cache_merge_row(int64_t n_chunks, const float* m, const float* l, int64_t stride, const float* acc,
                                int64_t acc_stride, int64_t value_dim, float sink, float* row) {
   return HWY_DYNAMIC_DISPATCH(CacheMergeRow)(n_chunks, m, l, stride, acc, acc_stride, value_dim, sink, row);
 }

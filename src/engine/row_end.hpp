@@ -12,6 +12,11 @@
 
 namespace attnlab::engine {
 
+// A row's merged running max m and sum l (decode_merge-inl.h's MergePartials).
+struct MergedRow {
+  float m = -std::numeric_limits<float>::infinity(), l = 0.0f;
+};
+
 struct RowEnd {
   // A score that overflowed float (|scale·q·k| > 3.4e38, or inf − inf inside the dot
   // product) leaves m = +inf or NaN, l = NaN, or a NaN among hidden keys. Such a row has no

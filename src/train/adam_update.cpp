@@ -38,7 +38,7 @@ void AdamUpdateImpl(float* w, const float* g, float* m, float* v, size_t n, cons
   const auto shrink = hn::Set(df, s.shrink);
   auto lanes = [&](float* wp, const float* gp, float* mp, float* vp, bool aligned) {
     auto wf = aligned ? hn::Load(df, wp) : hn::LoadU(df, wp);
-    if (s.decay) wf = hn::Mul(wf, shrink);
+    wf = Product(wf, shrink);  // rounded before the step is subtracted, as the scalar form
     const VD gd = hn::PromoteTo(dd, aligned ? hn::Load(df, gp) : hn::LoadU(df, gp));
     const VD md = hn::PromoteTo(dd, aligned ? hn::Load(df, mp) : hn::LoadU(df, mp));
     const VD vd = hn::PromoteTo(dd, aligned ? hn::Load(df, vp) : hn::LoadU(df, vp));

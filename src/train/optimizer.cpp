@@ -40,12 +40,11 @@ void Optimizer::step(double lr) {
     return;
   }
   AdamScalars a{s.beta1, s.beta2, s.eps, 1.0 - std::pow(s.beta1, static_cast<double>(t_)),
-                1.0 - std::pow(s.beta2, static_cast<double>(t_)), 0, false, 1.0f};
+                1.0 - std::pow(s.beta2, static_cast<double>(t_)), 0, 1.0f};
   for (size_t k = 0; k < params_.size(); ++k) {
     auto& w = params_[k]->value;
     a.rate = lr * lr_factor_[k];
-    a.decay = decay_[k] && s.weight_decay > 0;
-    a.shrink = static_cast<float>(1.0 - a.rate * s.weight_decay);
+    a.shrink = decay_[k] && s.weight_decay > 0 ? static_cast<float>(1.0 - a.rate * s.weight_decay) : 1.0f;
     // m and v in float like every framework; the update itself in double.
     adam_update(w.data(), params_[k]->grad.data(), m_[k].data(), v_[k].data(), w.size(), a);
   }

@@ -102,8 +102,8 @@ TEST(Optimizer, AdamUpdateGivesTheScalarFormsBitsOnThisCpusTarget) {
         m[i] = normal(rng) * 1e-3f;
         v[i] = std::abs(normal(rng)) * 1e-6f;
       }
-      const AdamScalars s{0.9, 0.95, 1e-8, 1 - std::pow(0.9, 3.0), 1 - std::pow(0.95, 3.0), 3e-3, decay,
-                          static_cast<float>(1.0 - 3e-3 * 0.1)};
+      const AdamScalars s{0.9, 0.95, 1e-8, 1 - std::pow(0.9, 3.0), 1 - std::pow(0.95, 3.0), 3e-3,
+                          decay ? static_cast<float>(1.0 - 3e-3 * 0.1) : 1.0f};
       auto ew = w, em = m, ev = v;
       for (size_t i = 0; i < n; ++i) {
         if (decay) ew[i] *= s.shrink;
