@@ -9,8 +9,10 @@
 #include <array>
 #include <limits>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -26,13 +28,30 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// The cases' working directory: made new by mkdtemp, so this process wrote everything in
+// it, and removed with its contents when the process ends.
+class ScratchDir {
+ public:
+  ScratchDir() {
+    std::string name = (fs::temp_directory_path() / "attnlab-robustness-XXXXXX").string();
+    if (::mkdtemp(name.data()) == nullptr) throw std::runtime_error("robustness: mkdtemp failed for " + name);
+    path_ = name;
+  }
+  ~ScratchDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  ScratchDir(const ScratchDir&) = delete;
+  ScratchDir& operator=(const ScratchDir&) = delete;
+  const fs::path& path() const { return path_; }
+
+ private:
+  fs::path path_;
+};
+
 fs::path scratch() {
-  static const fs::path dir = [] {
-    fs::path d = fs::temp_directory_path() / ("attnlab-robustness-" + std::to_string(::getpid()));
-    fs::create_directories(d);
-    return d;
-  }();
-  return dir;
+  static const ScratchDir dir;
+  return dir.path();
 }
 
 void write_bytes(const fs::path& p, const std::string& bytes) { std::ofstream(p, std::ios::binary) << bytes; }
