@@ -37,16 +37,28 @@ namespace {
 // Returns true if the block took the fused step.
 template <class E>
 bool DecodeBlock(const DecodeWork& w, int64_t item, int64_t b, int64_t hk, int64_t r0, int64_t block_rows, int64_t j0,
-                 int64_t nc, int64_t ahead, InPlaceRows<E> v_rows, DecodeScratch& sc) {
+                 int64_t nc, int64_t ahead, InPlaceRows<E> k_rows, InPlaceRows<E> v_rows, DecodeScratch& sc) {
   const Plan& p = *w.p;
   const DecodeStrategy& st = w.strategy;
   const auto& dm = p.dims;
   const int64_t L = static_cast<int64_t>(hn::Lanes(DF()));
   const ConstView<E> kv = p.k.as<E>();
-  const InPlaceRows<E> k_rows = RowsInPlace(st.k_in_place, kv, b, hk, j0);
   if constexpr (fused_takes_element(std::is_same_v<E, float>, DecodeTarget::avx512)) {
     if (st.fused && FusedTakesTile(w, b, j0, nc)) {
-      FusedDecodeRows(w, item, b, hk, nc, ahead, k_rows, v_rows, sc);
+      if (k_rows.data != nullptr) {
+        FusedDecodeRows(w, item, b, hk, nc, ahead, k_rows, v_rows, sc);
+        return true;
+      }
+      // A block table's tile across blocks: the fused step block by block, each run in
+      // place (whole blocks of 8 keys: block_keys is a multiple of 8), the same operations
+      // in the same order as over one run. Requests stay inside the block.
+      const int64_t T = p.kv_blocks->block_keys;
+      for (int64_t j = j0; j < j0 + nc;) {
+        const int64_t n = std::min(j0 + nc, (j / T + 1) * T) - j;
+        FusedDecodeRows(w, item, b, hk, n, n, RowsInPlace<E>(p, true, true, b, hk, j, n),
+                        RowsInPlace<E>(p, true, false, b, hk, j, n), sc);
+        j += n;
+      }
       return true;
     }
   }
@@ -77,7 +89,8 @@ bool DecodeBlock(const DecodeWork& w, int64_t item, int64_t b, int64_t hk, int64
     size_t k_rs = static_cast<size_t>(p.d_pad), k_ks = 1;
     size_t k_prefetchable = 0;  // K's rows the product asks for ahead (KeysTimesQueries)
     if constexpr (std::is_same_v<E, float>) {
-      k = kv.row(b, hk, j0), k_rs = static_cast<size_t>(kv.stride(Axis::seq)), k_ks = static_cast<size_t>(kv.stride(Axis::dim));
+      if (k_rows.data != nullptr) k = k_rows.data, k_rs = k_rows.stride;  // in place (a block table's rows)
+      else k = kv.row(b, hk, j0), k_rs = static_cast<size_t>(kv.stride(Axis::seq)), k_ks = static_cast<size_t>(kv.stride(Axis::dim));
       // The first row block asks for them (from memory, in place); the others find them in L2.
       if (r0 == 0) k_prefetchable = static_cast<size_t>(ahead);
     } else {
@@ -142,10 +155,20 @@ std::pair<int64_t, int64_t> DecodeChunk(const DecodeWork& w, int64_t item, int64
     for (int64_t r0 = 0; r0 < w.rows && j0 < keys_end; r0 += kBr) {
       const int64_t block_rows = std::min(kBr, w.rows - r0);
       if (DecodeBlockHidden(w, b, hk, r0, block_rows, j0, nc)) continue;
-      const InPlaceRows<E> v_rows = RowsInPlace(w.strategy.v_in_place, p.v.as<E>(), b, hk, j0);
-      if (!used && v_rows.data == nullptr) PackRows(p.v, b, hk, j0, nc, dm.dv, p.dv_pad, sc.v.get());
+      InPlaceRows<E> k_rows = RowsInPlace<E>(p, w.strategy.k_in_place, true, b, hk, j0, nc);
+      InPlaceRows<E> v_rows = RowsInPlace<E>(p, w.strategy.v_in_place, false, b, hk, j0, nc);
+      if (p.kv_blocks != nullptr && k_rows.data == nullptr && !(w.strategy.fused && FusedTakesTile(w, b, j0, nc))) {
+        // A tile across blocks for the tile step: its rows copied once, for every row block.
+        if (!used) {
+          CopyBlockRows(*p.kv_blocks, true, hk, j0, nc, dm.d, reinterpret_cast<E*>(sc.k_copy.get()));
+          CopyBlockRows(*p.kv_blocks, false, hk, j0, nc, dm.dv, reinterpret_cast<E*>(sc.v_copy.get()));
+        }
+        k_rows = {reinterpret_cast<const E*>(sc.k_copy.get()), static_cast<size_t>(dm.d)};
+        v_rows = {reinterpret_cast<const E*>(sc.v_copy.get()), static_cast<size_t>(dm.dv)};
+      }
+      if (!used && v_rows.data == nullptr && p.kv_blocks == nullptr) PackRows(p.v, b, hk, j0, nc, dm.dv, p.dv_pad, sc.v.get());
       used = true;
-      fused += DecodeBlock<E>(w, item, b, hk, r0, block_rows, j0, nc, keys_end - j0, v_rows, sc);
+      fused += DecodeBlock<E>(w, item, b, hk, r0, block_rows, j0, nc, keys_end - j0, k_rows, v_rows, sc);
       ++computed;
     }
     if (verify && !used && !(RowsFinite(p.k, b, hk, j0, nc, dm.d) && RowsFinite(p.v, b, hk, j0, nc, dm.dv)))

@@ -15,6 +15,7 @@
 #include <type_traits>
 
 #include "hwy/highway.h"
+#include "engine/decode_strategy.hpp"
 #include "engine/decode_target-inl.h"
 #include "engine/tile_ops-inl.h"
 
@@ -24,7 +25,7 @@ namespace {
 
 // Keys per block of the fused step, and how far ahead its requests go: 16 keys into L2
 // (gained at every d where 8 lost at d = 64), 8 into L1.
-inline constexpr size_t kFusedKeys = 8, kFusedAhead = DecodeTarget::avx512 ? 16 : 8;
+inline constexpr size_t kFusedKeys = static_cast<size_t>(kFusedBlockKeys), kFusedAhead = DecodeTarget::avx512 ? 16 : 8;
 
 // Asks for a run of rows line by line, a few lines per call: rows [0, rows) at
 // base + row·stride, `lines` 64-byte lines each. Called once per column block of the

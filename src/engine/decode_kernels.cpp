@@ -75,7 +75,8 @@ bool DecodeForwardImpl(const Plan& p, TensorView<float> out, TensorView<float> l
   w.end = end.data();
   w.scale = scale.data();
   std::atomic<bool> kv_suspect{false};
-  if (p.options->check_finite) w.kv_suspect = &kv_suspect;
+  // A block table's rows are a KV cache's, finite since their append: nothing to check.
+  if (p.options->check_finite && p.kv_blocks == nullptr) w.kv_suspect = &kv_suspect;
   // 2. Partials for as many key/value heads as fit the budget (at least one).
   constexpr int64_t kPartialBudget = (int64_t{64} << 20) / static_cast<int64_t>(sizeof(float));
   const int64_t per_head = w.n_chunks * w.rows * (p.dv_pad + 3);
@@ -121,6 +122,10 @@ bool DecodeForwardImpl(const Plan& p, TensorView<float> out, TensorView<float> l
   return kv_suspect.load();
 }
 
+DecodeStrategy DecodeStrategyFor(const DecodeShape& c) {
+  return choose_decode_strategy(c, DecodeTarget::facts(), decode_switches());
+}
+
 }  // namespace attnlab::engine::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
 
@@ -128,6 +133,9 @@ HWY_AFTER_NAMESPACE();
 namespace attnlab::engine {
 
 HWY_EXPORT(DecodeForwardImpl);
+HWY_EXPORT(DecodeStrategyFor);
+
+DecodeStrategy decode_strategy_for(const DecodeShape& c) { return HWY_DYNAMIC_DISPATCH(DecodeStrategyFor)(c); }
 
 bool decode_forward(const Plan& p, TensorView<float> out, TensorView<float> lse) {
   return HWY_DYNAMIC_DISPATCH(DecodeForwardImpl)(p, out, lse);

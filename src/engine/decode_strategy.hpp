@@ -39,14 +39,18 @@
 // on AVX2 the fused step with spread requests (test_engine_decode_strategy checks both).
 //
 // Over a paged KVCache (kv_cache_attention), the cache axis, decided per sequence by
-// choose_cache_decode below:
+// cache_takes_engine_decode and choose_cache_decode below:
 //   cache type (K, V)                rows   d, dv                 step
-//   any of f32 bf16 f16 int8 int4 fp8  1-8  multiples of 32, ≤ 256  fused over the blocks in place:
-//                                                                 dequantized in registers
-//                                                                 (kv_cache_decode_kernels.cpp)
+//   f32, bf16 or f16 alike, blocks   as above  multiples of 16    the table above itself, K and V
+//   of 8k positions, keys not centred,                           read in place through the block
+//   a call the table above fuses                                  table (Plan::kv_blocks)
+//   any of f32 bf16 f16 int8 int4 fp8  1-8  multiples of 32, ≤ 256  the cache's step, fused over the
+//                                                                 blocks in place: dequantized in
+//                                                                 registers (kv_cache_decode_kernels.cpp)
 //   any                              > 8 or other d               blocks gathered to float32, then
 //                                                                 the table above (contiguous)
-// e.g. B = 1, 32/8 heads, one query, Nk = 32768, d = 128, int8: 4 rows, fused, 64 blocks an item.
+// e.g. B = 1, 32/8 heads, one query, Nk = 32768, d = 128: float32, the table above's fused step
+// in row order over the blocks; int8: 4 rows, the cache's step, 64 blocks an item.
 //
 // Why, in a line each (docs/tuning.md holds the measurements):
 // - few rows do 2 FLOPs per byte: the step must keep the memory busy, so the fused step
@@ -80,6 +84,10 @@ inline constexpr int kFusedSoftmaxPairsMinRows = 6;
 // From memory too, a float32 cache not read in row order (d = 256) asks beside its loads from
 // this many rows: the spread requests' bookkeeping costs more than it brings there.
 inline constexpr int64_t kFusedBesideLoadsMinRows = 6;
+
+// Keys per block of the fused step (decode_fused_parts-inl.h): a block table's blocks hold a
+// whole number of them for the fused step to read them in place.
+inline constexpr int64_t kFusedBlockKeys = 8;
 
 // The fused step's rows: AVX-512's 32 vector registers hold 8 rows' accumulators, 16 hold 4.
 constexpr int64_t fused_max_rows(bool avx512) { return avx512 ? 8 : 4; }
@@ -164,6 +172,7 @@ struct DecodeStrategy {
 struct DecodeShape {
   int64_t B = 1, Hkv = 1, rows = 1, Nk = 0, d = 0, dv = 0, dv_pad = 0;
   ElementType type = ElementType::f32;
+  bool bf16_queries = false;  // q is bfloat16 too (VDPBF16PS takes q's bits as they are)
   bool k_unit_stride = true, v_unit_stride = true;  // stride along d is 1
   bool score_treatment = false;  // softcap, ALiBi, score_mod, mask_mod, an additive or boolean mask
   int64_t kv_bytes() const { return decode_kv_bytes(B * Hkv * Nk, d * element_bytes(type), dv * element_bytes(type)); }
@@ -175,6 +184,7 @@ inline DecodeShape decode_shape(const Plan& p) {
   DecodeShape c;
   c.B = dm.B, c.Hkv = dm.Hkv, c.rows = dm.group() * dm.Nq, c.Nk = dm.Nk, c.d = dm.d, c.dv = dm.dv, c.dv_pad = p.dv_pad;
   c.type = p.k.type();
+  c.bf16_queries = p.q.type() == ElementType::bf16;
   c.k_unit_stride = p.k.stride(Axis::dim) == 1, c.v_unit_stride = p.v.stride(Axis::dim) == 1;
   c.score_treatment = p.softcap != 0.0f || p.alibi || p.score_mod != nullptr || p.mask_mod != nullptr ||
                       o.additive_mask.present() || o.bool_mask.present();
@@ -193,7 +203,7 @@ inline DecodeStrategy choose_decode_strategy(const DecodeShape& c, const DecodeT
   if (st.v_in_place)
     st.v_fetch = st.scores == DecodeScores::dots ? (c.rows >= 2 ? VFetch::kStream : VFetch::kCached) : VFetch::kNextBlock;
 
-  st.bf16_dots = t.avx512 && c.type == ElementType::bf16 && c.rows >= 3 && c.d % 32 == 0 &&
+  st.bf16_dots = t.avx512 && c.type == ElementType::bf16 && c.bf16_queries && c.rows >= 3 && c.d % 32 == 0 &&
                  c.d <= kBf16DotsMaxDim && t.bf16_dot_products && s.bf16_dots;
   st.fused = s.fused && c.rows >= fused_min_rows(t.avx512) && c.rows <= fused_max_rows(t.avx512) &&
              fused_takes_element(f32, t.avx512) &&
@@ -233,6 +243,18 @@ inline constexpr int64_t kCacheFusedMaxDim = 256;
 // faster and the long ones 6-21 % slower (docs/tuning.md). Results do not depend on it.
 inline constexpr int64_t kCacheAskedRowMaxBytes = 255;
 constexpr bool cache_rows_asked_ahead(int64_t row_bytes) { return row_bytes <= kCacheAskedRowMaxBytes; }
+
+// Whether a paged cache's sequence takes the contiguous decode path itself, K and V read in
+// place through the block table (the cache axis's first row): its float32, float16 or bfloat16
+// rows are what that path reads (`float_alike`: K and V of one such type), so it gives the
+// engine's bits; centred keys need a sink per row, which the engine's one per head is not;
+// and where that path would not fuse the call (`fused`: its strategy for the call, on this
+// CPU), the cache's own step, which treats the scores itself, stays the faster.
+constexpr bool cache_takes_engine_decode(bool float_alike, bool keys_centred, int64_t block_tokens, int64_t d,
+                                         int64_t dv, bool fused) {
+  return float_alike && !keys_centred && block_tokens % kFusedBlockKeys == 0 && d % kPad == 0 && dv % kPad == 0 &&
+         fused;
+}
 
 inline bool choose_cache_decode(int64_t rows, int64_t d, int64_t dv) {
   return rows >= 1 && rows <= kCacheFusedMaxRows && d % 32 == 0 && dv % 32 == 0 && d <= kCacheFusedMaxDim &&

@@ -21,6 +21,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstring>
 
 #include "hwy/highway.h"
 #include "engine/decode_path.hpp"
@@ -65,9 +66,13 @@ struct DecodeScratch {
   ScratchBuffer<float> s;   // S, then P, of the row block [Br × Bc]
   ScratchBuffer<float> k;   // the tile's K rows [Bc × d_pad], when the dot products cannot read them in place
   ScratchBuffer<float> v;   // the tile's V rows [Bc × dv_pad], when not read in place
+  // A block table's tile that crosses blocks, K's and V's rows as stored (CopyBlockRows).
+  ScratchBuffer<float> k_copy, v_copy;
   explicit DecodeScratch(const Plan& p)
       : q(Scratch(p.d_pad * round_up(p.dims.group() * p.dims.Nq, kBr))), st(Scratch(kBc * kBr)), s(Scratch(kBr * kBc)),
-        k(Scratch(kBc * p.d_pad)), v(Scratch(kBc * p.dv_pad)) {}
+        k(Scratch(kBc * p.d_pad)), v(Scratch(kBc * p.dv_pad)),
+        k_copy(Scratch(p.kv_blocks != nullptr ? kBc * p.d_pad : 0)),
+        v_copy(Scratch(p.kv_blocks != nullptr ? kBc * p.dv_pad : 0)) {}
 };
 
 // Packs the queries of key/value head (b, hk) into sc.q, laid out as DecodeScratch says.
@@ -94,7 +99,7 @@ void PackQueries(const DecodeWork& w, int64_t b, int64_t hk, DecodeScratch& sc) 
   });
 }
 
-// Rows of x (K or V) read in place by the decode kernels (the strategy's k_in_place,
+// Rows of K or V read in place by the decode kernels (the strategy's k_in_place,
 // v_in_place: unit-stride rows, whole vectors), of their own element type; null otherwise:
 // the rows are then packed into float scratch.
 template <class E>
@@ -102,10 +107,30 @@ struct InPlaceRows {
   const E* data = nullptr;
   size_t stride = 0;  // elements between rows
 };
+// Rows [j0, j0 + n) of (b, h) of K (keys) or V as one run in place: from the call's tensor,
+// or from the block table (Plan::kv_blocks) when they lie in one block; else {}.
 template <class E>
-InPlaceRows<E> RowsInPlace(bool in_place, ConstView<E> x, int64_t b, int64_t h, int64_t j0) {
+InPlaceRows<E> RowsInPlace(const Plan& p, bool in_place, bool keys, int64_t b, int64_t h, int64_t j0, int64_t n) {
   if (!in_place) return {};
+  if (const KVBlocks* t = p.kv_blocks) {
+    if (n < 1 || !t->one_block(j0, n)) return {};
+    const int64_t row_bytes = keys ? t->k_row_bytes : t->v_row_bytes;
+    return {reinterpret_cast<const E*>(keys ? t->key(h, j0) : t->value(h, j0)),
+            static_cast<size_t>(row_bytes) / sizeof(E)};
+  }
+  const ConstView<E> x = (keys ? p.k : p.v).as<E>();
   return {x.row(b, h, j0), static_cast<size_t>(x.stride(Axis::seq))};
+}
+
+// Rows [j0, j0 + n) of the block table's K (keys) or V of head h copied, as stored, into
+// dst (rows of `row` elements): a tile that crosses blocks, for the tile step, which then
+// reads the copy as it reads rows in place (the same operations, so the same bits).
+template <class E>
+InPlaceRows<E> CopyBlockRows(const KVBlocks& t, bool keys, int64_t h, int64_t j0, int64_t n, int64_t row, E* dst) {
+  const size_t bytes = static_cast<size_t>(keys ? t.k_row_bytes : t.v_row_bytes);
+  for (int64_t j = 0; j < n; ++j)
+    std::memcpy(dst + j * row, keys ? t.key(h, j0 + j) : t.value(h, j0 + j), bytes);
+  return {dst, static_cast<size_t>(row)};
 }
 
 // Asks for rows [j, j + n) of x (row stride x_rs elements, `bytes` each) to be brought

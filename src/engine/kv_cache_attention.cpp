@@ -1,21 +1,27 @@
-// Attention over a KVCache with the float32 engine. Per sequence, choose_cache_decode
-// (decode_strategy.hpp) picks:
-// - the fused step (decode: up to 8 query rows per K/V head): work items of (K/V head, chunk
-//   of kCacheChunkBlocks blocks), each reading its blocks in place through the block table
-//   (kv_cache_decode_kernels.cpp), in parallel; then each row's partials merged in chunk
-//   order, the sink included. The split depends on the lengths only, so the result is the
-//   same bitwise for any thread count;
+// Attention over a KVCache with the float32 engine. Per sequence, kv_cache_attention picks:
+// - a float32, float16 or bfloat16 cache (K and V alike) whose call the engine's decode path
+//   takes by its fused step: that path itself, reading the blocks in place through the block
+//   table (Plan::kv_blocks, decode_work-inl.h). The result is bitwise the engine's on the same
+//   values held as tensors;
+// - otherwise, up to 8 query rows per K/V head (choose_cache_decode): the cache's fused step,
+//   work items of (K/V head, chunk of kCacheChunkBlocks blocks), each reading its blocks in
+//   place and dequantizing in registers (kv_cache_decode_kernels.cpp), in parallel; then each
+//   row's partials merged in chunk order, the sink included. The split depends on the lengths
+//   only, so the result is the same bitwise for any thread count;
 // - otherwise (chunked prefill) the blocks dequantized into contiguous scratch
 //   (core/kv_cache_calls.hpp) and one ordinary engine call.
-// A cache that rotates or centres its rows (kv_cache.hpp, "Outliers"): the fused step rotates
-// the queries, adds each row's lost q·μ back to lse (and subtracts it from a sink's logit),
-// and rotates each output row back; the gathered path sees the caller's rows already.
+// A cache that rotates or centres its rows (kv_cache.hpp, "Outliers"): the fused steps rotate
+// the queries and rotate each output row back; the cache's step also adds each row's lost
+// q·μ back to lse (and subtracts it from a sink's logit), so a centred cache takes it, not the
+// engine's; the gathered path sees the caller's rows already.
 #include <fmt/format.h>
 #include <omp.h>
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
+#include <span>
 #include <vector>
 
 #include "attnlab/engine.hpp"
@@ -23,6 +29,7 @@
 #include "core/kv_cache_access.hpp"
 #include "core/kv_cache_calls.hpp"
 #include "core/visibility.hpp"
+#include "engine/decode_kernels.hpp"
 #include "engine/decode_path.hpp"
 #include "engine/decode_strategy.hpp"
 #include "engine/kv_cache_decode.hpp"
@@ -32,6 +39,85 @@
 namespace attnlab {
 
 namespace {
+
+// The element type the engine reads a cache's rows as, if it can: K and V both float32,
+// float16 or bfloat16.
+std::optional<engine::ElementType> engine_element(const detail::CacheLayerView& cv) {
+  if (cv.key_type != cv.value_type) return std::nullopt;
+  switch (cv.key_type) {
+    case CacheType::float32: return engine::ElementType::f32;
+    case CacheType::float16: return engine::ElementType::f16;
+    case CacheType::bfloat16: return engine::ElementType::bf16;
+    default: return std::nullopt;
+  }
+}
+
+// Whether the engine's decode path takes this sequence over its blocks (decode_strategy.hpp's
+// cache axis): asks that path's strategy for the call on this CPU.
+bool engine_takes_blocks(const detail::CacheLayerView& cv, const detail::CacheTransforms& tf, int64_t hq, int64_t n,
+                         int64_t len, const AttentionOptions<float>& o) {
+  const std::optional<engine::ElementType> type = engine_element(cv);
+  if (!engine::cache_takes_engine_decode(type.has_value(), tf.key_center != nullptr, cv.block_tokens, cv.head_dim,
+                                         cv.value_dim, true))
+    return false;
+  if (engine::choose_forward_path(1, hq, cv.kv_heads, n, len, false, false) != engine::ForwardPath::decode) return false;
+  engine::DecodeShape c;
+  c.Hkv = cv.kv_heads, c.rows = hq / cv.kv_heads * n, c.Nk = len, c.d = cv.head_dim, c.dv = cv.value_dim;
+  c.dv_pad = cv.value_dim, c.type = *type;
+  c.score_treatment = o.softcap.has_value() || !o.alibi_slopes.empty();
+  return engine::decode_strategy_for(c).fused;
+}
+
+// The engine's decode path over the sequence's blocks, for its element type E: q [1, Hq, n, d],
+// out, lse likewise.
+template <class E>
+void engine_sequence(const detail::CacheLayerView& cv, std::span<const int32_t> blocks, int64_t seq_index, int64_t len,
+                     ConstView<float> q, const AttentionOptions<float>& o, TensorView<float> out, TensorView<float> lse,
+                     const detail::CacheTransforms& tf, int threads, const ComputeConfig& config) {
+  const int64_t hq = q.heads(), n = q.seq(), d = cv.head_dim, dv = cv.value_dim, T = cv.block_tokens;
+  // The stored keys are rotated: so are the queries (a copy).
+  Tensor<float> rotated;
+  ConstView<float> qs = q;
+  if (tf.key_rotation != nullptr) {
+    rotated = Tensor<float>({1, hq, n, d});
+    for (int64_t h = 0; h < hq; ++h)
+      for (int64_t i = 0; i < n; ++i) {
+        float* r = rotated.data() + (h * n + i) * d;
+        for (int64_t c = 0; c < d; ++c) r[c] = q(0, h, i, c);
+        tf.key_rotation->rotate(r);
+      }
+    qs = rotated.view();
+  }
+  detail::AttentionDims dims;
+  dims.B = 1, dims.Hq = hq, dims.Hkv = cv.kv_heads, dims.Nq = n, dims.Nk = len, dims.d = d, dims.dv = dv;
+  // k and v give the plan their type and shape; their rows come from the table.
+  const ConstView<E> k(nullptr, Shape{1, cv.kv_heads, len, d}), v(nullptr, Shape{1, cv.kv_heads, len, dv});
+  engine::Plan plan(dims, qs, k, v, o, threads, &config.interrupt);
+  const std::byte* layer = cv.pool + cv.layer_offset;
+  engine::KVBlocks table;
+  table.table = blocks.data(), table.block_keys = T, table.k = layer, table.v = layer + cv.value_offset;
+  table.block_bytes = cv.block_stride, table.k_head_bytes = T * cv.key_row, table.v_head_bytes = T * cv.value_row;
+  table.k_row_bytes = cv.key_row, table.v_row_bytes = cv.value_row;
+  plan.kv_blocks = &table;
+  engine::decode_forward(plan, out, lse);
+  if (plan.stop.stopped()) throw Interrupted("kv_cache_attention: interrupted by the caller (ComputeConfig::interrupt)");
+  if (o.check_finite && plan.overflowed_rows.first() != engine::RowErrorLog::kNone) {
+    const int64_t row = plan.overflowed_rows.first();
+    throw Error(engine::scores_overflow_message("kv_cache_attention", seq_index, row / n % hq, row % n));
+  }
+  if (tf.value_rotation != nullptr) {  // O is linear in V's rows: rotate each back
+    std::vector<float> row(static_cast<size_t>(dv));
+    for (int64_t h = 0; h < hq; ++h)
+      for (int64_t i = 0; i < n; ++i) {
+        float* o_row = out.row(0, h, i);
+        const int64_t st = out.stride(Axis::dim);
+        for (int64_t c = 0; c < dv; ++c) row[static_cast<size_t>(c)] = o_row[c * st];
+        tf.value_rotation->unrotate(row.data());
+        for (int64_t c = 0; c < dv; ++c) o_row[c * st] = row[static_cast<size_t>(c)];
+      }
+  }
+  if (o.check_finite) detail::check_result_finite<float>(out, "out");
+}
 
 // The fused step for one sequence of `len` positions: q [1, Hq, n, d], out, lse likewise.
 void fused_sequence(const KVCache& cache, const detail::CacheLayerView& cv, int64_t seq, int64_t seq_index, int64_t len,
@@ -145,7 +231,17 @@ void kv_cache_attention(const KVCache& cache, int64_t layer, std::span<const int
         if (tf.key_center != nullptr && options.softcap) return false;  // not shift-invariant: the caller's keys
         if (!have_view) cv = detail::KVCacheAccess::layer(cache, layer), have_view = true;
         const int64_t kv_bytes = engine::decode_kv_bytes(len * c.kv_heads, cv.key_row, cv.value_row);
-        fused_sequence(cache, cv, seq, s, len, qs, options, os, ls, tf, engine::decode_threads(threads, kv_bytes), stop);
+        const int team = engine::decode_threads(threads, kv_bytes);
+        if (engine_takes_blocks(cv, tf, qs.heads(), qs.seq(), len, options)) {
+          const std::span<const int32_t> blocks = detail::KVCacheAccess::blocks(cache, seq);
+          switch (*engine_element(cv)) {
+            case engine::ElementType::f32: engine_sequence<float>(cv, blocks, s, len, qs, options, os, ls, tf, team, config); break;
+            case engine::ElementType::f16: engine_sequence<float16>(cv, blocks, s, len, qs, options, os, ls, tf, team, config); break;
+            case engine::ElementType::bf16: engine_sequence<bfloat16>(cv, blocks, s, len, qs, options, os, ls, tf, team, config); break;
+          }
+          return true;
+        }
+        fused_sequence(cache, cv, seq, s, len, qs, options, os, ls, tf, team, stop);
         return true;
       },
       [&](const Tensor<float>& k, const Tensor<float>& v, ConstView<float> qs, TensorView<float> os,

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstddef>
 #include <functional>
 #include <cstdint>
 #include <limits>
@@ -153,6 +154,29 @@ class Operand {
 // bfloat16 inputs' products (bf16_products.hpp).
 bool cpu_has_bf16_dot_products();
 
+// K and V of one sequence (B = 1) as a table of blocks, as a paged KV cache stores them: key j
+// of K/V head h is row j % block_keys of block table[j / block_keys], whose rows of head h
+// start at k + table[·]·block_bytes + h·k_head_bytes (v likewise), k_row_bytes apart, unit
+// stride. The decode path reads such rows in place (decode_work-inl.h); a tensor is the
+// table's special case of one block per (batch, head).
+struct KVBlocks {
+  const int32_t* table = nullptr;
+  int64_t block_keys = 0;
+  const std::byte* k = nullptr;
+  const std::byte* v = nullptr;
+  int64_t block_bytes = 0, k_head_bytes = 0, v_head_bytes = 0, k_row_bytes = 0, v_row_bytes = 0;
+
+  const std::byte* key(int64_t h, int64_t j) const { return row(k, k_head_bytes, k_row_bytes, h, j); }
+  const std::byte* value(int64_t h, int64_t j) const { return row(v, v_head_bytes, v_row_bytes, h, j); }
+  // Keys [j, j + n) lie in one block.
+  bool one_block(int64_t j, int64_t n) const { return j / block_keys == (j + n - 1) / block_keys; }
+
+ private:
+  const std::byte* row(const std::byte* base, int64_t head_bytes, int64_t row_bytes, int64_t h, int64_t j) const {
+    return base + table[j / block_keys] * block_bytes + h * head_bytes + (j % block_keys) * row_bytes;
+  }
+};
+
 struct Plan {
   detail::AttentionDims dims;
   Operand q, k, v;  // float32, bfloat16 or float16, all three the same type
@@ -180,6 +204,9 @@ struct Plan {
   // The tiled forward's and backward's products on VDPBF16PS (bf16_products.hpp): bfloat16
   // inputs, a CPU with AVX512_BF16, the switch on; the AVX-512 targets take them (tile_ops-inl.h).
   bool bf16_products = false;
+  // K's and V's rows from a block table (B = 1) instead of k's and v's views, which then
+  // give the element type and the shape only: the decode path alone reads them so.
+  const KVBlocks* kv_blocks = nullptr;
 
   Plan(const detail::AttentionDims& dm, Operand q_, Operand k_, Operand v_,
        const AttentionOptions<float>& opt, int threads_, const std::function<bool()>* interrupt = nullptr)

@@ -27,6 +27,7 @@ DecodeStrategy choose(const DecodeTargetFacts& t, int64_t Hq, int64_t Hkv, int64
                       ElementType type = ElementType::f32) {
   DecodeShape c;
   c.Hkv = Hkv, c.rows = Hq / Hkv * Nq, c.Nk = Nk, c.d = d, c.dv = d, c.dv_pad = (d + 15) / 16 * 16, c.type = type;
+  c.bf16_queries = type == ElementType::bf16;
   DecodeSwitches s;
   s.beside_loads_max_kv_bytes = kLlc;
   return al::engine::choose_decode_strategy(c, t, s);
@@ -71,6 +72,11 @@ TEST(DecodeStrategy, TheTableRowByRow) {
   EXPECT_TRUE(choose(kAvx512, 64, 8, 1, 32768, 64, ElementType::bf16).fused);
   EXPECT_TRUE(choose(kAvx512, 64, 8, 1, 32768, 64, ElementType::bf16).bf16_dots);
   EXPECT_FALSE(choose(kAvx512, 16, 8, 1, 32768, 128, ElementType::bf16).bf16_dots);  // 2 rows
+  // float32 queries on a bfloat16 cache (kv_cache_attention): VDPBF16PS would truncate them.
+  DecodeShape float_queries;
+  float_queries.Hkv = 8, float_queries.rows = 8, float_queries.Nk = 32768, float_queries.d = float_queries.dv = 64;
+  float_queries.dv_pad = 64, float_queries.type = ElementType::bf16;
+  EXPECT_FALSE(al::engine::choose_decode_strategy(float_queries, kAvx512, DecodeSwitches{}).bf16_dots);
   // 16-bit caches off AVX-512 and 5 or more rows there: the tile step, V streamed.
   EXPECT_FALSE(choose(kAvx2, 32, 8, 1, 32768, 128, ElementType::bf16).fused);
   EXPECT_EQ(choose(kAvx2, 32, 8, 1, 32768, 128, ElementType::bf16).v_fetch, VFetch::kStream);

@@ -1,0 +1,113 @@
+// A float32, float16 or bfloat16 cache read by the engine's decode path through its block
+// table (kv_cache_attention.cpp): the same bits as the engine on the same values held as
+// tensors (the cache's gather), for block sizes that cut the engine's 256-key tiles anywhere
+// on the fused step's 8-key grid, sequence ends inside a block and across one, grouped heads,
+// several query rows under the causal mask, windows and sinks; and the same bits for 1 and 2
+// threads. Where this CPU's decode strategy does not fuse the call, the cache's own step takes
+// it and the bits need not agree: the test then checks that it did not take the engine's.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+
+#include "attnlab/engine.hpp"
+#include "attnlab/kv_cache.hpp"
+#include "engine/testing/engine_probe.hpp"
+
+namespace al = attnlab;
+using al::CacheType;
+
+namespace {
+
+struct Case {
+  CacheType type;
+  int64_t block_tokens, hq, hkv, nq, d, dv;
+};
+
+// variant: 0 plain, 1 a window, 2 sinks, 3 no causal mask.
+std::string describe(const Case& c, int variant, int64_t len) {
+  return std::string(al::to_string(c.type)) + " block " + std::to_string(c.block_tokens) + " heads " +
+         std::to_string(c.hq) + "/" + std::to_string(c.hkv) + " nq " + std::to_string(c.nq) + " d " +
+         std::to_string(c.d) + "/" + std::to_string(c.dv) + " variant " + std::to_string(variant) + " len " +
+         std::to_string(len);
+}
+
+// Uniform values in [-2, 2) from a xorshift generator: the test's time is its data's otherwise.
+struct Values {
+  uint64_t x;
+  float operator()() {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    return static_cast<float>(x >> 40) * 0x1p-22f - 2.0f;
+  }
+};
+
+bool same_bits(const al::Tensor<float>& a, const al::Tensor<float>& b) {
+  return std::memcmp(a.data(), b.data(), static_cast<size_t>(a.numel()) * sizeof(float)) == 0;
+}
+
+constexpr int64_t kLengths[] = {40, 300, 1000, 4500};
+
+// Returns how many calls took the engine's fused decode over the blocks.
+int check(const Case& cs) {
+  al::KVCacheConfig c;
+  c.kv_heads = cs.hkv, c.head_dim = cs.d, c.value_dim = cs.dv, c.max_tokens = 6000 + 12 * cs.block_tokens;
+  c.key_type = c.value_type = cs.type, c.block_tokens = cs.block_tokens;
+  al::KVCache cache(c);
+  Values normal{static_cast<uint64_t>(cs.block_tokens * 31 + cs.d) | 1};
+  // A filler first, so that no sequence's blocks start the pool.
+  std::vector<int64_t> seqs;
+  for (int64_t n : {3 * cs.block_tokens + 5, kLengths[0], kLengths[1], kLengths[2], kLengths[3]}) {
+    seqs.push_back(cache.add_sequence());
+    al::Tensor<float> k({1, cs.hkv, n, cs.d}), v({1, cs.hkv, n, cs.dv});
+    for (float& x : k.storage()) x = normal();
+    for (float& x : v.storage()) x = normal();
+    cache.append(0, seqs.back(), k, v);
+  }
+  al::Tensor<float> q({1, cs.hq, cs.nq, cs.d});
+  for (float& x : q.storage()) x = normal();
+  std::vector<float> sinks;
+  for (int64_t h = 0; h < cs.hq; ++h) sinks.push_back(0.7f * static_cast<float>(h % 3) - 0.5f);
+  int taken = 0;
+  for (size_t at = 1; at < seqs.size(); ++at)
+    for (int variant = 0; variant < 4; ++variant) {
+      const int64_t len = kLengths[at - 1];
+      al::AttentionOptions<float> o;
+      o.causal = variant == 3 ? al::Causal::none : al::Causal::bottom_right;
+      if (variant == 1) o.window = {100, 0};
+      if (variant == 2) o.sinks = sinks;
+      al::Tensor<float> out({1, cs.hq, cs.nq, cs.dv}), lse({1, cs.hq, cs.nq, 1}), out2(out.shape()), lse2(lse.shape());
+      const int64_t fused_before = al::engine::testing::tile_counts().decode_fused.load();
+      const int64_t one[] = {seqs[at]};
+      al::kv_cache_attention(cache, 0, one, q, o, {out, lse}, {}, {.threads = 2});
+      const bool engine_took_it = al::engine::testing::tile_counts().decode_fused.load() > fused_before;
+      al::kv_cache_attention(cache, 0, one, q, o, {out2, lse2}, {}, {.threads = 1});
+      const std::string what = describe(cs, variant, len);
+      EXPECT_TRUE(same_bits(out, out2) && same_bits(lse, lse2)) << "1 and 2 threads differ: " << what;
+      if (!engine_took_it) continue;
+      ++taken;
+      al::Tensor<float> k({1, cs.hkv, len, cs.d}), v({1, cs.hkv, len, cs.dv});
+      cache.gather(0, seqs[at], k, v);
+      al::Tensor<float> want(out.shape()), want_lse(lse.shape());
+      al::engine::attention_forward<float>(q, k, v, o, {want, want_lse}, {.threads = 2});
+      EXPECT_TRUE(same_bits(out, want)) << "out is not the engine's: " << what;
+      EXPECT_TRUE(same_bits(lse, want_lse)) << "lse is not the engine's: " << what;
+    }
+  return taken;
+}
+
+}  // namespace
+
+TEST(KVCacheBlocks, FloatCachesGiveTheEnginesBitsForEveryBlockSize) {
+  int taken = 0, calls = 0;
+  for (CacheType t : {CacheType::float32, CacheType::float16, CacheType::bfloat16})
+    for (int64_t block : {8, 24, 128, 256, 520}) {
+      // 1, 4 and 8 rows per K/V head; d = dv and d ≠ dv.
+      taken += check({t, block, 8, 8, 1, 128, 128});
+      taken += check({t, block, 32, 8, 1, 64, 64});
+      taken += check({t, block, 4, 2, 4, 128, 64});
+      calls += 3 * 4 * 4;
+    }
+  // On AVX-512 every call here is fused; elsewhere at least float32's 4-row ones are.
+  EXPECT_GT(taken, 0) << "no call took the engine's decode path over the blocks (" << calls << " calls)";
+}
