@@ -59,6 +59,7 @@ BLOCKS = {
     ("docs/scale-out.md", "from mpi4py import MPI"): (
         "names", "python/attnlab/mpi.py", ("def zigzag_rows", "def ring_attention")),
     ("docs/scale-out.md", "mpirun -np 2 build/attnlab report"): ("flags",),
+    ("docs/engine.md", "attnlab tune --out decode-tuning.txt"): ("flags",),
     ("docs/lm.md", "attnlab run lm   "): ("flags",),
     ("docs/training.md", "attnlab run train   "): ("flags",),
     ("docs/training.md", "/usr/bin/time -v build/attnlab run train --full"): ("flags",),

@@ -65,6 +65,7 @@
 // - 5 to 8 rows below d = 128 weigh the fused step's per-key costs against half the FMAs;
 // - up to 14 rows (or fewer than a vector's lanes) dot products along d use every lane;
 //   beyond, K·Qᵀ with a transpose.
+#include <array>
 #include <cstdint>
 
 #include "engine/decode_path.hpp"
@@ -115,6 +116,18 @@ constexpr bool row_order_asks_next_block(int64_t rows, bool f32) {
   return (rows == 1 && f32) || rows >= kQueriesHeldMinRows;
 }
 
+// The fused step's reads from memory as measured on this machine per cell (type, rows, d;
+// attnlab/decode_tuning.hpp), or the rule's way. Every way gives the same bits.
+enum class TunedReads : uint8_t { rule, beside_loads, spread, row_order };
+inline constexpr int kTunedCells = 3 * 8 * 3;  // ElementType × rows 1-8 × d of 64, 128, 256
+using TunedReadsTable = std::array<TunedReads, kTunedCells>;
+// The cell of a shape, or -1 when no cell holds it.
+constexpr int tuned_cell(ElementType t, int64_t rows, int64_t d) {
+  const int dc = d == 64 ? 0 : d == 128 ? 1 : d == 256 ? 2 : -1;
+  if (dc < 0 || rows < 1 || rows > 8) return -1;
+  return (static_cast<int>(t) * 8 + static_cast<int>(rows - 1)) * 3 + dc;
+}
+
 // The decode policy's inputs besides the shapes: the library's values (engine.cpp), or
 // those of a test's probe (engine/testing/engine_probe.hpp).
 struct DecodeSwitches {
@@ -129,9 +142,16 @@ struct DecodeSwitches {
   // ... and, for a float32 cache not read in row order (d = 256), from this many rows per
   // K/V head whatever the size.
   int64_t beside_loads_min_rows = kFusedBesideLoadsMinRows;
+  // From memory, the measured way where a cell holds one (decode_tuning.hpp): all `rule`
+  // unless a tuning is in use.
+  TunedReadsTable tuned_reads{};
 };
-// The library's switches: all on, the last-level cache's size (engine.cpp).
+// The library's switches: all on, the last-level cache's size, the tuning in use (engine.cpp).
 DecodeSwitches default_decode_switches();
+// The tuning in use (decode_tuning.cpp): this thread's while measure_decode_tuning times a way,
+// else the process's (use_decode_tuning, or at the first call the file ATTNLAB_DECODE_TUNING
+// names: an Error if it cannot be used), else none (null).
+const TunedReadsTable* tuned_reads_in_use();
 // The switches a call takes: an installed test probe's, else the library's (engine.cpp).
 DecodeSwitches decode_switches();
 
@@ -217,6 +237,14 @@ inline DecodeStrategy choose_decode_strategy(const DecodeShape& c, const DecodeT
     const bool beside = (f32 && c.rows >= s.beside_loads_min_rows && row_vectors == 0) ||
                         c.kv_bytes() <= s.beside_loads_max_kv_bytes;
     st.reads = beside ? FusedReads::beside_loads : row_vectors != 0 ? FusedReads::row_order : FusedReads::spread;
+    // From memory, a measured cell's way instead (row order only where rows are 4 or 8 vectors).
+    const int cell = tuned_cell(c.type, c.rows, c.d);
+    const TunedReads tuned = cell >= 0 && c.dv == c.d && c.dv_pad == c.d && c.kv_bytes() > s.beside_loads_max_kv_bytes
+                                 ? s.tuned_reads[static_cast<size_t>(cell)]
+                                 : TunedReads::rule;
+    if (tuned == TunedReads::beside_loads) st.reads = FusedReads::beside_loads;
+    if (tuned == TunedReads::spread) st.reads = FusedReads::spread;
+    if (tuned == TunedReads::row_order && row_vectors != 0) st.reads = FusedReads::row_order;
     if (st.reads == FusedReads::row_order) {
       st.row_vectors = row_vectors;
       st.asks_next_block = row_order_asks_next_block(c.rows, f32);

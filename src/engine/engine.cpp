@@ -241,6 +241,7 @@ bool cpu_has_bf16_dot_products() {
 DecodeSwitches default_decode_switches() {
   DecodeSwitches s;
   s.beside_loads_max_kv_bytes = last_level_cache_bytes();
+  if (const TunedReadsTable* tuned = tuned_reads_in_use()) s.tuned_reads = *tuned;
   return s;
 }
 

@@ -15,7 +15,7 @@ std::vector<Command> commands() {
   return {
       attention_command(), attention_backward_command(), demo_command(), report_command(), run_command(),
 #ifndef ATTNLAB_CLI_WITHOUT_BENCHMARKS  // the CLI fuzzer's build (tests/fuzz): no peers, no FMA peak
-      bench_command(),     bench_variants_command(),     peak_command(),
+      bench_command(),     bench_variants_command(),     peak_command(),     tune_command(),
 #endif
   };
 }

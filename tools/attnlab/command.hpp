@@ -33,6 +33,7 @@ Command demo_command();
 Command peak_command();
 Command report_command();
 Command run_command();
+Command tune_command();
 
 // Adds every subcommand to app (in name order).
 void build_app(CLI::App& app);

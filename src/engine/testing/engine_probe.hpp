@@ -32,9 +32,12 @@ struct EngineProbe {
   // Not a timing; lets tests prove that the decode shapes they check ran the decode path.
   std::atomic<ForwardPath> last_path{ForwardPath::tiled};
 
+  // The library's switches (its tuning in use among them) with these replaced.
   DecodeSwitches switches() const {
-    return {fused.load(), bf16_dots.load(), row_order.load(), beside_loads_max_kv_bytes.load(),
-            beside_loads_min_rows.load()};
+    DecodeSwitches s = default_decode_switches();
+    s.fused = fused.load(), s.bf16_dots = bf16_dots.load(), s.row_order = row_order.load();
+    s.beside_loads_max_kv_bytes = beside_loads_max_kv_bytes.load(), s.beside_loads_min_rows = beside_loads_min_rows.load();
+    return s;
   }
 };
 
