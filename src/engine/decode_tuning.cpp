@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <fstream>
 #include <mutex>
 #include <optional>
@@ -83,8 +84,17 @@ TunedReadsTable table_of(const DecodeTuning& t) {
   return table;
 }
 
-// The process's tuning (tables are small and few: one is never freed while a call may read it).
+// The process's tuning, and every table it has held: a call may still read one that was
+// replaced, so none is freed before the process ends (they are small and few).
 std::atomic<const TunedReadsTable*> g_in_use{nullptr};
+
+const TunedReadsTable* kept(const TunedReadsTable& t) {
+  static std::mutex m;
+  static std::deque<TunedReadsTable> tables;  // a deque: the addresses stay as it grows
+  const std::lock_guard<std::mutex> lock(m);
+  tables.push_back(t);
+  return &tables.back();
+}
 thread_local const TunedReadsTable* t_measuring = nullptr;
 
 void check_cell(const DecodeTuningCell& c, const std::string& where) {
@@ -264,7 +274,7 @@ void use_decode_tuning(const DecodeTuning& t) {
   if (t.machine != here)
     throw Error(fmt::format("decode tuning: measured on '{}', but this is '{}': measure it here (attnlab tune)",
                             t.machine, here));
-  g_in_use.store(new TunedReadsTable(table_of(t)), std::memory_order_release);  // the old one stays valid
+  g_in_use.store(kept(table_of(t)), std::memory_order_release);  // the old one stays valid
 }
 
 void use_decode_rule() { g_in_use.store(nullptr, std::memory_order_release); }
