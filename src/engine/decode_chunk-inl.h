@@ -46,7 +46,7 @@ bool DecodeBlock(const DecodeWork& w, int64_t item, int64_t b, int64_t hk, int64
   if constexpr (fused_takes_element(std::is_same_v<E, float>, DecodeTarget::avx512)) {
     if (st.fused && FusedTakesTile(w, b, j0, nc)) {
       if (k_rows.data != nullptr) {
-        FusedDecodeRows(w, item, b, hk, nc, ahead, k_rows, v_rows, sc);
+        FusedDecodeRows(w, item, b, hk, j0, nc, ahead, k_rows, v_rows, sc);
         return true;
       }
       // A block table's tile across blocks: the fused step block by block, each run in
@@ -64,7 +64,7 @@ bool DecodeBlock(const DecodeWork& w, int64_t item, int64_t b, int64_t hk, int64
           PrefetchRows(k_next.data, k_next.stride, 0, rows, static_cast<size_t>(dm.d) * sizeof(E), false);
           PrefetchRows(v_next.data, v_next.stride, 0, rows, static_cast<size_t>(dm.dv) * sizeof(E), false);
         }
-        FusedDecodeRows(w, item, b, hk, n, n, RowsInPlace<E>(p, true, true, b, hk, j, n),
+        FusedDecodeRows(w, item, b, hk, j, n, j0 + ahead - j, RowsInPlace<E>(p, true, true, b, hk, j, n),
                         RowsInPlace<E>(p, true, false, b, hk, j, n), sc);
         j += n;
       }

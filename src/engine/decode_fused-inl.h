@@ -50,7 +50,7 @@ bool FusedTakesTile(const DecodeWork& w, int64_t b, int64_t j0, int64_t nc) {
 // on VDPBF16PS. sc.q holds the item's packed queries. Kept out of line: inlined into
 // DecodeBlock it made the grouped-heads step slower.
 template <int R, bool kBesideLoads, class E, bool kBf16Dots, int kRowVectors>
-HWY_NOINLINE void FusedDecodeBlock(const DecodeWork& w, int64_t item, int64_t b, int64_t hk, int64_t nc,
+HWY_NOINLINE void FusedDecodeBlock(const DecodeWork& w, int64_t item, int64_t b, int64_t hk, int64_t key0, int64_t nc,
                                    int64_t ahead, InPlaceRows<E> k_rows, InPlaceRows<E> v_rows, DecodeScratch& sc) {
   const Plan& p = *w.p;
   const DecodeStrategy& st = w.strategy;
@@ -91,9 +91,9 @@ HWY_NOINLINE void FusedDecodeBlock(const DecodeWork& w, int64_t item, int64_t b,
     // then asks for this block's lines again). In row order none of these.
     const bool ask = kRowVectors == 0 && j + static_cast<int64_t>(kFusedAhead + kFusedKeys) <= ahead;
     const size_t pf_rows = ask ? kFusedKeys : 0, pf_key = static_cast<size_t>(j) + (ask ? kFusedAhead : 0);
-    LinePrefetcher kpf{reinterpret_cast<const char*>(k_rows.data + pf_key * k_rows.stride),
+    LinePrefetcher kpf{reinterpret_cast<const char*>(RowAhead(p, k_rows, true, b, hk, key0, nc, pf_key)),
                        k_rows.stride * sizeof(E), k_lines, pf_rows};
-    LinePrefetcher vpf{reinterpret_cast<const char*>(v_rows.data + pf_key * v_rows.stride),
+    LinePrefetcher vpf{reinterpret_cast<const char*>(RowAhead(p, v_rows, false, b, hk, key0, nc, pf_key)),
                        v_rows.stride * sizeof(E), v_lines, pf_rows};
     // In row order, the next block's first lines as this one starts (DecodeStrategy::
     // asks_next_block, compiled in): a float32 block of 8 keys at d = 128 is one 4 KiB page, which the
@@ -101,8 +101,10 @@ HWY_NOINLINE void FusedDecodeBlock(const DecodeWork& w, int64_t item, int64_t b,
     if constexpr (kRowVectors > 0 && row_order_asks_next_block(R, std::is_same_v<E, float>)) {
       const size_t next = static_cast<size_t>(j) + kFusedKeys;
       if (static_cast<int64_t>(next + kFusedKeys) <= ahead) {
-        PrefetchRows(k_rows.data, k_rows.stride, next, 1, d * sizeof(E), /*first_line=*/R > 1);
-        PrefetchRows(v_rows.data, v_rows.stride, next, 1, dv_pad * sizeof(E), /*first_line=*/R > 1);
+        PrefetchRows(RowAhead(p, k_rows, true, b, hk, key0, nc, next), k_rows.stride, 0, 1, d * sizeof(E),
+                     /*first_line=*/R > 1);
+        PrefetchRows(RowAhead(p, v_rows, false, b, hk, key0, nc, next), v_rows.stride, 0, 1, dv_pad * sizeof(E),
+                     /*first_line=*/R > 1);
       }
     }
     if constexpr (kRowVectors > 0 && kBf16Dots)
@@ -130,7 +132,7 @@ HWY_NOINLINE void FusedDecodeBlock(const DecodeWork& w, int64_t item, int64_t b,
 // with spread requests; on it 1 to 8 rows of each type in each reading order, bfloat16
 // dot products from 3 rows, and rows of 4 vectors (d = 64) from 5 rows only with them.
 template <class E>
-void FusedDecodeRows(const DecodeWork& w, int64_t item, int64_t b, int64_t hk, int64_t nc, int64_t ahead,
+void FusedDecodeRows(const DecodeWork& w, int64_t item, int64_t b, int64_t hk, int64_t key0, int64_t nc, int64_t ahead,
                      InPlaceRows<E> k_rows, InPlaceRows<E> v_rows, DecodeScratch& sc) {
   const DecodeStrategy& st = w.strategy;
   auto block = [&](auto r, auto on_dots) {
@@ -138,12 +140,12 @@ void FusedDecodeRows(const DecodeWork& w, int64_t item, int64_t b, int64_t hk, i
     constexpr bool kDots = decltype(on_dots)::value;
     if constexpr (DecodeTarget::avx512) {
       if (st.reads == FusedReads::beside_loads)
-        return FusedDecodeBlock<R, true, E, kDots, 0>(w, item, b, hk, nc, ahead, k_rows, v_rows, sc);
-      if (st.row_vectors == 8) return FusedDecodeBlock<R, false, E, kDots, 8>(w, item, b, hk, nc, ahead, k_rows, v_rows, sc);
+        return FusedDecodeBlock<R, true, E, kDots, 0>(w, item, b, hk, key0, nc, ahead, k_rows, v_rows, sc);
+      if (st.row_vectors == 8) return FusedDecodeBlock<R, false, E, kDots, 8>(w, item, b, hk, key0, nc, ahead, k_rows, v_rows, sc);
       if constexpr (R <= 4 || kDots)
-        if (st.row_vectors == 4) return FusedDecodeBlock<R, false, E, kDots, 4>(w, item, b, hk, nc, ahead, k_rows, v_rows, sc);
+        if (st.row_vectors == 4) return FusedDecodeBlock<R, false, E, kDots, 4>(w, item, b, hk, key0, nc, ahead, k_rows, v_rows, sc);
     }
-    FusedDecodeBlock<R, false, E, kDots, 0>(w, item, b, hk, nc, ahead, k_rows, v_rows, sc);
+    FusedDecodeBlock<R, false, E, kDots, 0>(w, item, b, hk, key0, nc, ahead, k_rows, v_rows, sc);
   };
   auto for_rows = [&](auto r) {
     constexpr int R = decltype(r)::value;

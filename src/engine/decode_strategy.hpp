@@ -90,6 +90,13 @@ inline constexpr int64_t kFusedBesideLoadsMinRows = 6;
 // whole number of them for the fused step to read them in place.
 inline constexpr int64_t kFusedBlockKeys = 8;
 
+// Over a block table whose K run per head and block is at most this long (blocks of up to 256
+// positions of 16-bit rows at d = 128), a 16-bit cache's fused step asks beside its loads
+// through the table instead of reading in row order. Zen 4, two builds interleaved, d = 128:
+// 32/8 1.16-1.25x faster at 32 KiB runs, 1.70x at 4 KiB, 8/8 even; runs of 128 KiB and more
+// lost 11-13 % at 8/8. float32 gained nothing beyond the noise (docs/tuning.md).
+inline constexpr int64_t kAskedBlockRunMaxBytes = int64_t{64} << 10;
+
 // The fused step's rows: AVX-512's 32 vector registers hold 8 rows' accumulators, 16 hold 4.
 constexpr int64_t fused_max_rows(bool avx512) { return avx512 ? 8 : 4; }
 // One row gains from the fused step only where its requests go into L2 (AVX-512): into L1
@@ -193,6 +200,7 @@ struct DecodeShape {
   int64_t B = 1, Hkv = 1, rows = 1, Nk = 0, d = 0, dv = 0, dv_pad = 0;
   ElementType type = ElementType::f32;
   bool bf16_queries = false;  // q is bfloat16 too (VDPBF16PS takes q's bits as they are)
+  int64_t block_run_bytes = 0;  // through a block table (Plan::kv_blocks): a head's K run in a block; 0: none
   bool k_unit_stride = true, v_unit_stride = true;  // stride along d is 1
   bool score_treatment = false;  // softcap, ALiBi, score_mod, mask_mod, an additive or boolean mask
   int64_t kv_bytes() const { return decode_kv_bytes(B * Hkv * Nk, d * element_bytes(type), dv * element_bytes(type)); }
@@ -205,6 +213,7 @@ inline DecodeShape decode_shape(const Plan& p) {
   c.B = dm.B, c.Hkv = dm.Hkv, c.rows = dm.group() * dm.Nq, c.Nk = dm.Nk, c.d = dm.d, c.dv = dm.dv, c.dv_pad = p.dv_pad;
   c.type = p.k.type();
   c.bf16_queries = p.q.type() == ElementType::bf16;
+  c.block_run_bytes = p.kv_blocks != nullptr ? p.kv_blocks->block_keys * p.kv_blocks->k_row_bytes : 0;
   c.k_unit_stride = p.k.stride(Axis::dim) == 1, c.v_unit_stride = p.v.stride(Axis::dim) == 1;
   c.score_treatment = p.softcap != 0.0f || p.alibi || p.score_mod != nullptr || p.mask_mod != nullptr ||
                       o.additive_mask.present() || o.bool_mask.present();
@@ -245,6 +254,12 @@ inline DecodeStrategy choose_decode_strategy(const DecodeShape& c, const DecodeT
     if (tuned == TunedReads::beside_loads) st.reads = FusedReads::beside_loads;
     if (tuned == TunedReads::spread) st.reads = FusedReads::spread;
     if (tuned == TunedReads::row_order && row_vectors != 0) st.reads = FusedReads::row_order;
+    // A 16-bit cache over a block table of short runs (a paged cache): row order leaves each
+    // block's start to the CPU's prefetchers, which stop there; asking beside the loads goes
+    // through the table.
+    if (!f32 && c.block_run_bytes > 0 && c.block_run_bytes <= kAskedBlockRunMaxBytes &&
+        st.reads == FusedReads::row_order)
+      st.reads = FusedReads::beside_loads;
     if (st.reads == FusedReads::row_order) {
       st.row_vectors = row_vectors;
       st.asks_next_block = row_order_asks_next_block(c.rows, f32);

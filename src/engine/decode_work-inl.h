@@ -122,6 +122,13 @@ InPlaceRows<E> RowsInPlace(const Plan& p, bool in_place, bool keys, int64_t b, i
   return {x.row(b, h, j0), static_cast<size_t>(x.stride(Axis::seq))};
 }
 
+template <class E>
+HWY_INLINE const E* RowAhead(const Plan& p, const InPlaceRows<E>& rows, bool keys, int64_t b, int64_t h, int64_t key0,
+                             int64_t n, size_t j) {
+  if (p.kv_blocks == nullptr || static_cast<int64_t>(j) < n) return rows.data + j * rows.stride;
+  return RowsInPlace<E>(p, true, keys, b, h, key0 + static_cast<int64_t>(j), 1).data;
+}
+
 // Rows [j0, j0 + n) of the block table's K (keys) or V of head h copied, as stored, into
 // dst (rows of `row` elements): a tile that crosses blocks, for the tile step, which then
 // reads the copy as it reads rows in place (the same operations, so the same bits).

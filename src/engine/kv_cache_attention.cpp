@@ -63,7 +63,7 @@ bool engine_takes_blocks(const detail::CacheLayerView& cv, const detail::CacheTr
   if (engine::choose_forward_path(1, hq, cv.kv_heads, n, len, false, false) != engine::ForwardPath::decode) return false;
   engine::DecodeShape c;
   c.Hkv = cv.kv_heads, c.rows = hq / cv.kv_heads * n, c.Nk = len, c.d = cv.head_dim, c.dv = cv.value_dim;
-  c.dv_pad = cv.value_dim, c.type = *type;
+  c.dv_pad = cv.value_dim, c.type = *type, c.block_run_bytes = cv.block_tokens * cv.key_row;
   c.score_treatment = o.softcap.has_value() || !o.alibi_slopes.empty();
   return engine::decode_strategy_for(c).fused;
 }

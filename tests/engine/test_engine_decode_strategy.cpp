@@ -77,6 +77,23 @@ TEST(DecodeStrategy, TheTableRowByRow) {
   float_queries.Hkv = 8, float_queries.rows = 8, float_queries.Nk = 32768, float_queries.d = float_queries.dv = 64;
   float_queries.dv_pad = 64, float_queries.type = ElementType::bf16;
   EXPECT_FALSE(al::engine::choose_decode_strategy(float_queries, kAvx512, DecodeSwitches{}).bf16_dots);
+}
+
+TEST(DecodeStrategy, SixteenBitBlocksOfShortRunsAskBesideTheLoads) {
+  // 32/8 heads, d = 128, from memory: row order over a tensor; over a paged cache's blocks of
+  // 128 positions (a 32 KiB run of float16 K per head) beside the loads; of 512 (128 KiB) row
+  // order again; float32 keeps row order.
+  DecodeShape c;
+  c.Hkv = 8, c.rows = 4, c.Nk = 32768, c.d = c.dv = c.dv_pad = 128, c.type = ElementType::f16;
+  DecodeSwitches s;
+  s.beside_loads_max_kv_bytes = kLlc;
+  EXPECT_EQ(al::engine::choose_decode_strategy(c, kAvx512, s).reads, FusedReads::row_order);
+  c.block_run_bytes = 128 * 256;
+  EXPECT_EQ(al::engine::choose_decode_strategy(c, kAvx512, s).reads, FusedReads::beside_loads);
+  c.block_run_bytes = 512 * 256;
+  EXPECT_EQ(al::engine::choose_decode_strategy(c, kAvx512, s).reads, FusedReads::row_order);
+  c.type = ElementType::f32, c.block_run_bytes = 128 * 512;
+  EXPECT_EQ(al::engine::choose_decode_strategy(c, kAvx512, s).reads, FusedReads::row_order);
   // 16-bit caches off AVX-512 and 5 or more rows there: the tile step, V streamed.
   EXPECT_FALSE(choose(kAvx2, 32, 8, 1, 32768, 128, ElementType::bf16).fused);
   EXPECT_EQ(choose(kAvx2, 32, 8, 1, 32768, 128, ElementType::bf16).v_fetch, VFetch::kStream);
