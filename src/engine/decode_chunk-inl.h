@@ -51,7 +51,8 @@ bool DecodeBlock(const DecodeWork& w, int64_t item, int64_t b, int64_t hk, int64
       }
       // A block table's tile across blocks: the fused step block by block, each run in
       // place (whole blocks of 8 keys: block_keys is a multiple of 8), the same operations
-      // in the same order as over one run. Requests stay inside the block.
+      // in the same order as over one run. Its requests ahead reach the next blocks through
+      // the table (RowAhead).
       const int64_t T = p.kv_blocks->block_keys;
       for (int64_t j = j0; j < j0 + nc;) {
         const int64_t n = std::min(j0 + nc, (j / T + 1) * T) - j;

@@ -287,16 +287,14 @@ inline constexpr int64_t kCacheFusedMaxDim = 256;
 inline constexpr int64_t kCacheAskedRowMaxBytes = 255;
 constexpr bool cache_rows_asked_ahead(int64_t row_bytes) { return row_bytes <= kCacheAskedRowMaxBytes; }
 
-// Whether a paged cache's sequence takes the contiguous decode path itself, K and V read in
-// place through the block table (the cache axis's first row): its float32, float16 or bfloat16
-// rows are what that path reads (`float_alike`: K and V of one such type), so it gives the
-// engine's bits; centred keys need a sink per row, which the engine's one per head is not;
-// and where that path would not fuse the call (`fused`: its strategy for the call, on this
-// CPU), the cache's own step, which treats the scores itself, stays the faster.
-constexpr bool cache_takes_engine_decode(bool float_alike, bool keys_centred, int64_t block_tokens, int64_t d,
-                                         int64_t dv, bool fused) {
-  return float_alike && !keys_centred && block_tokens % kFusedBlockKeys == 0 && d % kPad == 0 && dv % kPad == 0 &&
-         fused;
+// Whether a paged cache's float32, float16 or bfloat16 sequence (K and V of one such type:
+// what the contiguous decode path reads, so it gives the engine's bits) takes that path itself,
+// K and V read in place through the block table (the cache axis's first row): keys not centred
+// (their shift needs a sink per row, the engine's is one per head), blocks of whole groups of
+// the fused step's keys, rows of whole vectors, and a call that path fuses on this CPU
+// (`fused`); elsewhere the cache's own step, which treats the scores itself, stays the faster.
+constexpr bool cache_takes_engine_decode(bool keys_centred, int64_t block_tokens, int64_t d, int64_t dv, bool fused) {
+  return !keys_centred && block_tokens % kFusedBlockKeys == 0 && d % kPad == 0 && dv % kPad == 0 && fused;
 }
 
 inline bool choose_cache_decode(int64_t rows, int64_t d, int64_t dv) {

@@ -122,6 +122,9 @@ InPlaceRows<E> RowsInPlace(const Plan& p, bool in_place, bool keys, int64_t b, i
   return {x.row(b, h, j0), static_cast<size_t>(x.stride(Axis::seq))};
 }
 
+// Row j of a run of n rows in place that starts at key key0, for a request that may look past
+// the run: past a block table's run, the row is found through the table (a request only, so
+// the address never faults; the right one brings the right line).
 template <class E>
 HWY_INLINE const E* RowAhead(const Plan& p, const InPlaceRows<E>& rows, bool keys, int64_t b, int64_t h, int64_t key0,
                              int64_t n, size_t j) {

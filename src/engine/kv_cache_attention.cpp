@@ -57,15 +57,15 @@ std::optional<engine::ElementType> engine_element(const detail::CacheLayerView& 
 bool engine_takes_blocks(const detail::CacheLayerView& cv, const detail::CacheTransforms& tf, int64_t hq, int64_t n,
                          int64_t len, const AttentionOptions<float>& o) {
   const std::optional<engine::ElementType> type = engine_element(cv);
-  if (!engine::cache_takes_engine_decode(type.has_value(), tf.key_center != nullptr, cv.block_tokens, cv.head_dim,
-                                         cv.value_dim, true))
-    return false;
-  if (engine::choose_forward_path(1, hq, cv.kv_heads, n, len, false, false) != engine::ForwardPath::decode) return false;
+  if (!type) return false;
   engine::DecodeShape c;
   c.Hkv = cv.kv_heads, c.rows = hq / cv.kv_heads * n, c.Nk = len, c.d = cv.head_dim, c.dv = cv.value_dim;
   c.dv_pad = cv.value_dim, c.type = *type, c.block_run_bytes = cv.block_tokens * cv.key_row;
   c.score_treatment = o.softcap.has_value() || !o.alibi_slopes.empty();
-  return engine::decode_strategy_for(c).fused;
+  const bool fused = engine::choose_forward_path(1, hq, cv.kv_heads, n, len, false, false) ==
+                         engine::ForwardPath::decode &&
+                     engine::decode_strategy_for(c).fused;
+  return engine::cache_takes_engine_decode(tf.key_center != nullptr, cv.block_tokens, cv.head_dim, cv.value_dim, fused);
 }
 
 // The engine's decode path over the sequence's blocks, for its element type E: q [1, Hq, n, d],
