@@ -31,47 +31,17 @@ HWY_BEFORE_NAMESPACE();
 namespace attnlab::engine::HWY_NAMESPACE {
 namespace {
 
-// One row block on one key tile: the fused step where the strategy and the tile allow it,
-// else S = scores, the online-softmax step, O += P·V. V's rows: in place (v_rows.data),
-// or packed into sc.v (float, [nc × dv_pad]); sc.q holds the item's packed queries.
-// Returns true if the block took the fused step.
+// One row block on one key tile by the tile step: S = scores, the online-softmax step, O += P·V.
+// V's rows: in place (v_rows.data), or packed into sc.v (float, [nc × dv_pad]).
 template <class E>
-bool DecodeBlock(const DecodeWork& w, int64_t item, int64_t b, int64_t hk, int64_t r0, int64_t block_rows, int64_t j0,
-                 int64_t nc, int64_t ahead, InPlaceRows<E> k_rows, InPlaceRows<E> v_rows, DecodeScratch& sc) {
+void DecodeTileStep(const DecodeWork& w, int64_t item, int64_t b, int64_t hk, int64_t r0, int64_t block_rows,
+                    int64_t j0, int64_t nc, int64_t ahead, InPlaceRows<E> k_rows, InPlaceRows<E> v_rows,
+                    DecodeScratch& sc) {
   const Plan& p = *w.p;
   const DecodeStrategy& st = w.strategy;
   const auto& dm = p.dims;
   const int64_t L = static_cast<int64_t>(hn::Lanes(DF()));
   const ConstView<E> kv = p.k.as<E>();
-  if constexpr (fused_takes_element(std::is_same_v<E, float>, DecodeTarget::avx512)) {
-    if (st.fused && FusedTakesTile(w, b, j0, nc)) {
-      if (k_rows.data != nullptr) {
-        FusedDecodeRows(w, item, b, hk, j0, nc, ahead, k_rows, v_rows, sc);
-        return true;
-      }
-      // A block table's tile across blocks: the fused step block by block, each run in
-      // place (whole blocks of 8 keys: block_keys is a multiple of 8), the same operations
-      // in the same order as over one run. Its requests ahead reach the next blocks through
-      // the table (RowAhead).
-      const int64_t T = p.kv_blocks->block_keys;
-      for (int64_t j = j0; j < j0 + nc;) {
-        const int64_t n = std::min(j0 + nc, (j / T + 1) * T) - j;
-        // The next block's first 8 K and V rows, asked for as this one starts: the CPU's
-        // prefetchers do not cross into it (blocks of 16 positions 5 % faster, of 128 2 %).
-        if (j + n < j0 + ahead) {
-          const int64_t rows = std::min<int64_t>(kFusedBlockKeys, j0 + ahead - (j + n));
-          const InPlaceRows<E> k_next = RowsInPlace<E>(p, true, true, b, hk, j + n, 1);
-          const InPlaceRows<E> v_next = RowsInPlace<E>(p, true, false, b, hk, j + n, 1);
-          PrefetchRows(k_next.data, k_next.stride, 0, rows, static_cast<size_t>(dm.d) * sizeof(E), false);
-          PrefetchRows(v_next.data, v_next.stride, 0, rows, static_cast<size_t>(dm.dv) * sizeof(E), false);
-        }
-        FusedDecodeRows(w, item, b, hk, j, n, j0 + ahead - j, RowsInPlace<E>(p, true, true, b, hk, j, n),
-                        RowsInPlace<E>(p, true, false, b, hk, j, n), sc);
-        j += n;
-      }
-      return true;
-    }
-  }
   float* s = sc.s.get();  // S [block_rows × width], row stride kBc
   // V's first row block: the strategy's fetch; later ones find V in cache.
   const VFetch fetch = v_rows.data == nullptr || r0 != 0 ? VFetch::kCached : st.v_fetch;
@@ -133,12 +103,56 @@ bool DecodeBlock(const DecodeWork& w, int64_t item, int64_t b, int64_t hk, int64
     ProbsTimesValues(static_cast<size_t>(block_rows), static_cast<size_t>(p.dv_pad), static_cast<size_t>(nc), s,
                      sc.v.get(), static_cast<size_t>(p.dv_pad), o);
   }
-  return false;
+}
+
+// One row block on one key tile: the fused step where the strategy and the tile allow it,
+// else the tile step (rows of codes never reach it: DecodeChunk decodes them to float first);
+// sc.q holds the item's packed queries. Returns true if the block took the fused step.
+template <class E>
+bool DecodeBlock(const DecodeWork& w, int64_t item, int64_t b, int64_t hk, int64_t r0, int64_t block_rows, int64_t j0,
+                 int64_t nc, int64_t ahead, InPlaceRows<E> k_rows, InPlaceRows<E> v_rows, DecodeScratch& sc) {
+  const Plan& p = *w.p;
+  const DecodeStrategy& st = w.strategy;
+  if constexpr (fused_takes_element(std::is_same_v<E, float> || kIsCode<E>, DecodeTarget::avx512)) {
+    if (st.fused && FusedTakesTile(w, b, j0, nc)) {
+      if (k_rows.data != nullptr) {
+        FusedDecodeRows(w, item, b, hk, j0, nc, ahead, k_rows, v_rows, sc);
+        return true;
+      }
+      // A block table's tile across blocks: the fused step block by block, each run in
+      // place (whole blocks of 8 keys: block_keys is a multiple of 8), the same operations
+      // in the same order as over one run. Its requests ahead reach the next blocks through
+      // the table (RowAhead).
+      const int64_t T = p.kv_blocks->block_keys;
+      for (int64_t j = j0; j < j0 + nc;) {
+        const int64_t n = std::min(j0 + nc, (j / T + 1) * T) - j;
+        // The next block's first 8 K and V rows, asked for as this one starts: the CPU's
+        // prefetchers do not cross into it (blocks of 16 positions 5 % faster, of 128 2 %).
+        if (j + n < j0 + ahead) {
+          const int64_t rows = std::min<int64_t>(kFusedBlockKeys, j0 + ahead - (j + n));
+          const InPlaceRows<E> k_next = RowsInPlace<E>(p, true, true, b, hk, j + n, 1);
+          const InPlaceRows<E> v_next = RowsInPlace<E>(p, true, false, b, hk, j + n, 1);
+          PrefetchRows(k_next.data, k_next.stride, 0, rows, static_cast<size_t>(p.kv_blocks->k_row_bytes), false);
+          PrefetchRows(v_next.data, v_next.stride, 0, rows, static_cast<size_t>(p.kv_blocks->v_row_bytes), false);
+        }
+        FusedDecodeRows(w, item, b, hk, j, n, j0 + ahead - j, RowsInPlace<E>(p, true, true, b, hk, j, n),
+                        RowsInPlace<E>(p, true, false, b, hk, j, n), sc);
+        j += n;
+      }
+      return true;
+    }
+  }
+  if constexpr (kIsCode<E>) {
+    HWY_ABORT("decode: a tile of codes for the tile step (DecodeChunk decodes it to float first)");
+  } else {
+    DecodeTileStep(w, item, b, hk, r0, block_rows, j0, nc, ahead, k_rows, v_rows, sc);
+    return false;
+  }
 }
 
 // Item `item` of the batch: key/value head kv = b·Hkv + hk, chunk c. Writes its partial;
 // returns the (row block, key tile) pairs it computed and those of them fused.
-// E: the element type of q, k, v (float, bfloat16, float16).
+// E: the element type of k and v (float, bfloat16, float16; or a block table's codes, CodeByte).
 template <class E>
 std::pair<int64_t, int64_t> DecodeChunk(const DecodeWork& w, int64_t item, int64_t kv, int64_t c, DecodeScratch& sc) {
   const Plan& p = *w.p;
@@ -165,6 +179,22 @@ std::pair<int64_t, int64_t> DecodeChunk(const DecodeWork& w, int64_t item, int64
     for (int64_t r0 = 0; r0 < w.rows && j0 < keys_end; r0 += kBr) {
       const int64_t block_rows = std::min(kBr, w.rows - r0);
       if (DecodeBlockHidden(w, b, hk, r0, block_rows, j0, nc)) continue;
+      if constexpr (kIsCode<E>) {
+        if (!(w.strategy.fused && FusedTakesTile(w, b, j0, nc))) {
+          // Codes for the tile step: the tile's rows decoded to float once, for every row
+          // block: the values the cache's gather gives, so the float32 tile step's bits.
+          if (!used) {
+            DecodeBlockRows(p, RowCodec<E>::Of(p, true, hk), true, hk, j0, nc, sc.k.get(), static_cast<size_t>(p.d_pad));
+            DecodeBlockRows(p, RowCodec<E>::Of(p, false, hk), false, hk, j0, nc, sc.v.get(),
+                            static_cast<size_t>(p.dv_pad));
+          }
+          used = true;
+          DecodeTileStep<float>(w, item, b, hk, r0, block_rows, j0, nc, keys_end - j0,
+                                {sc.k.get(), static_cast<size_t>(p.d_pad)}, {sc.v.get(), static_cast<size_t>(p.dv_pad)}, sc);
+          ++computed;
+          continue;
+        }
+      }
       InPlaceRows<E> k_rows = RowsInPlace<E>(p, w.strategy.k_in_place, true, b, hk, j0, nc);
       InPlaceRows<E> v_rows = RowsInPlace<E>(p, w.strategy.v_in_place, false, b, hk, j0, nc);
       if (p.kv_blocks != nullptr && k_rows.data == nullptr && !(w.strategy.fused && FusedTakesTile(w, b, j0, nc))) {

@@ -70,7 +70,8 @@ HWY_NOINLINE void FusedDecodeBlock(const DecodeWork& w, int64_t item, int64_t b,
   // 64-byte lines asked for as each column block of the product starts (and on AVX-512 as
   // each group of keys of the scores starts): all of the K and V lines of the block
   // kFusedAhead keys ahead, spread over those calls.
-  const size_t k_lines = (d * sizeof(E) + 63) / 64, v_lines = (dv_pad * sizeof(E) + 63) / 64;
+  const RowCodec<E> kc = RowCodec<E>::Of(p, true, hk), vc = RowCodec<E>::Of(p, false, hk);
+  const size_t k_lines = (kc.RowBytes(d) + 63) / 64, v_lines = (vc.RowBytes(dv_pad) + 63) / 64;
   const size_t calls = (dv_pad / L + NV - 1) / NV + (DecodeTarget::avx512 ? kFusedKeys / KB : 0);
   const size_t per_call = (std::max(k_lines, v_lines) * kFusedKeys + calls - 1) / calls;
   HWY_ALIGN float s[R * kFusedKeys];  // S, then P, of the block [R × kFusedKeys]
@@ -89,8 +90,9 @@ HWY_NOINLINE void FusedDecodeBlock(const DecodeWork& w, int64_t item, int64_t b,
     const E* v = v_rows.data + static_cast<size_t>(j) * v_rows.stride;
     // The block kFusedAhead keys ahead, if it is the item's; else none (LinePrefetcher::At
     // then asks for this block's lines again). In row order none of these.
-    const bool ask = kRowVectors == 0 && j + static_cast<int64_t>(kFusedAhead + kFusedKeys) <= ahead;
-    const size_t pf_rows = ask ? kFusedKeys : 0, pf_key = static_cast<size_t>(j) + (ask ? kFusedAhead : 0);
+    constexpr size_t kAhead = kIsCode<E> ? kCodesAhead : kFusedAhead;
+    const bool ask = kRowVectors == 0 && j + static_cast<int64_t>(kAhead + kFusedKeys) <= ahead;
+    const size_t pf_rows = ask ? kFusedKeys : 0, pf_key = static_cast<size_t>(j) + (ask ? kAhead : 0);
     LinePrefetcher kpf{reinterpret_cast<const char*>(RowAhead(p, k_rows, true, b, hk, key0, nc, pf_key)),
                        k_rows.stride * sizeof(E), k_lines, pf_rows};
     LinePrefetcher vpf{reinterpret_cast<const char*>(RowAhead(p, v_rows, false, b, hk, key0, nc, pf_key)),
@@ -115,22 +117,23 @@ HWY_NOINLINE void FusedDecodeBlock(const DecodeWork& w, int64_t item, int64_t b,
       FusedScoresOnBf16Dots<R, KB, kBesideLoads>(d, q16, d, reinterpret_cast<const bfloat16*>(k), k_rows.stride, s,
                                                  per_call, kpf, vpf);
     else
-      FusedScores<R, KB, kBesideLoads>(d, sc.q.get(), static_cast<size_t>(p.d_pad), k, k_rows.stride, s, per_call, kpf,
-                                       vpf);
+      FusedScores<R, KB, kBesideLoads>(d, sc.q.get(), static_cast<size_t>(p.d_pad), kc, k, k_rows.stride, s, per_call,
+                                       kpf, vpf);
     if (w.kv_suspect != nullptr)
       for (size_t j8 = 0; j8 < kFusedKeys; j8 += hn::Lanes(d8)) finite8 = hn::MulAdd(hn::LoadU(d8, s + j8), hn::Zero(d8), finite8);
     FusedSoftmaxRows<R>(s, scale, w.m + row0, w.l + row0, w.nan_score + row0, o, dv_pad);
     if constexpr (kRowVectors > 0) FusedValuesInRowOrder<R, kRowVectors>(s, v, v_rows.stride, o);
-    else if (three) FusedValues<R, 3, kBesideLoads>(0, dv_pad, s, v, v_rows.stride, o, per_call, kpf, vpf);
-    else FusedValues<R, kNarrowNV, kBesideLoads>(0, dv_pad, s, v, v_rows.stride, o, per_call, kpf, vpf);
+    else if (three) FusedValues<R, 3, kBesideLoads>(0, dv_pad, s, vc, v, v_rows.stride, o, per_call, kpf, vpf);
+    else FusedValues<R, kNarrowNV, kBesideLoads>(0, dv_pad, s, vc, v, v_rows.stride, o, per_call, kpf, vpf);
   }
   if (w.kv_suspect != nullptr && !hn::AllFalse(d8, hn::IsNaN(finite8))) w.kv_suspect->store(true, std::memory_order_relaxed);
 }
 
 // FusedDecodeBlock for the strategy's rows, reads and products. Only the variants the
 // strategy can choose on this target are compiled: off AVX-512, 2 to 4 rows of float32
-// with spread requests; on it 1 to 8 rows of each type in each reading order, bfloat16
-// dot products from 3 rows, and rows of 4 vectors (d = 64) from 5 rows only with them.
+// and of each code with spread requests; on it 1 to 8 rows of each type in each reading
+// order, bfloat16 dot products from 3 rows, rows of 4 vectors (d = 64) from 5 rows only
+// with them, and each code's rows beside the loads.
 template <class E>
 void FusedDecodeRows(const DecodeWork& w, int64_t item, int64_t b, int64_t hk, int64_t key0, int64_t nc, int64_t ahead,
                      InPlaceRows<E> k_rows, InPlaceRows<E> v_rows, DecodeScratch& sc) {
@@ -138,14 +141,21 @@ void FusedDecodeRows(const DecodeWork& w, int64_t item, int64_t b, int64_t hk, i
   auto block = [&](auto r, auto on_dots) {
     constexpr int R = decltype(r)::value;
     constexpr bool kDots = decltype(on_dots)::value;
-    if constexpr (DecodeTarget::avx512) {
-      if (st.reads == FusedReads::beside_loads)
-        return FusedDecodeBlock<R, true, E, kDots, 0>(w, item, b, hk, key0, nc, ahead, k_rows, v_rows, sc);
-      if (st.row_vectors == 8) return FusedDecodeBlock<R, false, E, kDots, 8>(w, item, b, hk, key0, nc, ahead, k_rows, v_rows, sc);
-      if constexpr (R <= 4 || kDots)
-        if (st.row_vectors == 4) return FusedDecodeBlock<R, false, E, kDots, 4>(w, item, b, hk, key0, nc, ahead, k_rows, v_rows, sc);
+    if constexpr (kIsCode<E>) {
+      // Codes: the strategy's one way of reading them (every way gives the same bits).
+      FusedDecodeBlock<R, DecodeTarget::avx512, E, false, 0>(w, item, b, hk, key0, nc, ahead, k_rows, v_rows, sc);
+    } else {
+      if constexpr (DecodeTarget::avx512) {
+        if (st.reads == FusedReads::beside_loads)
+          return FusedDecodeBlock<R, true, E, kDots, 0>(w, item, b, hk, key0, nc, ahead, k_rows, v_rows, sc);
+        if (st.row_vectors == 8)
+          return FusedDecodeBlock<R, false, E, kDots, 8>(w, item, b, hk, key0, nc, ahead, k_rows, v_rows, sc);
+        if constexpr (R <= 4 || kDots)
+          if (st.row_vectors == 4)
+            return FusedDecodeBlock<R, false, E, kDots, 4>(w, item, b, hk, key0, nc, ahead, k_rows, v_rows, sc);
+      }
+      FusedDecodeBlock<R, false, E, kDots, 0>(w, item, b, hk, key0, nc, ahead, k_rows, v_rows, sc);
     }
-    FusedDecodeBlock<R, false, E, kDots, 0>(w, item, b, hk, key0, nc, ahead, k_rows, v_rows, sc);
   };
   auto for_rows = [&](auto r) {
     constexpr int R = decltype(r)::value;

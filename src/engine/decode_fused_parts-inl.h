@@ -17,6 +17,7 @@
 #include "hwy/highway.h"
 #include "engine/decode_strategy.hpp"
 #include "engine/decode_target-inl.h"
+#include "engine/row_codec-inl.h"
 #include "engine/tile_ops-inl.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -26,6 +27,9 @@ namespace {
 // Keys per block of the fused step, and how far ahead its requests go: 16 keys into L2
 // (gained at every d where 8 lost at d = 64), 8 into L1.
 inline constexpr size_t kFusedKeys = static_cast<size_t>(kFusedBlockKeys), kFusedAhead = DecodeTarget::avx512 ? 16 : 8;
+// A quantized cache's rows are a few lines (80-144 bytes at d = 128): its requests go this
+// many keys ahead, as far in bytes as float32's.
+inline constexpr size_t kCodesAhead = 64;
 
 // Asks for a run of rows line by line, a few lines per call: rows [0, rows) at
 // base + row·stride, `lines` 64-byte lines each. Called once per column block of the
@@ -47,15 +51,38 @@ struct LinePrefetcher {
   HWY_INLINE void At(size_t r, size_t byte) const { PrefetchLine(base + r * stride + byte); }
 };
 
+// FusedScores' NP vectors of columns from c for keys [j0, j0 + KB): each key's loaded (a pair
+// at once where the codec loads pairs), then each row's multiply-adds in column order.
+template <int R, int KB, int NP, bool kBesideLoads, class KE>
+HWY_INLINE void ScoreColumns(size_t c, const float* HWY_RESTRICT q, size_t q_rs, const RowCodec<KE>& kc,
+                             const KE* HWY_RESTRICT k, size_t k_rs, size_t j0, LinePrefetcher& kpf, VF (&acc)[R][KB]) {
+  const DF df;
+  const size_t L = hn::Lanes(df);
+  VF kv[KB][NP];
+  for (int j = 0; j < KB; ++j) {
+    const KE* row = k + (j0 + j) * k_rs;
+    if constexpr (NP == 2) kc.LoadTwo(row, c, kv[j][0], kv[j][1]);
+    else kv[j][0] = kc.Load(row, c);
+    if constexpr (kBesideLoads) kpf.At(j0 + j, kc.AskedByte(c + (NP - 1) * L));
+    for (int u = 0; u < NP; ++u) KeepInRegister(kv[j][u]);
+  }
+  for (int r = 0; r < R; ++r)
+    for (int u = 0; u < NP; ++u) {
+      VF qv = hn::LoadU(df, q + r * q_rs + c + u * L);
+      KeepInRegister(qv);
+      for (int j = 0; j < KB; ++j) acc[r][j] = hn::MulAdd(qv, kv[j][u], acc[r][j]);
+    }
+}
+
 // The raw scores of R rows against keys [0, kFusedKeys) of k (row stride k_rs): dot
 // products over `cols` values (whole vectors), KB keys at a time, reduced across lanes
 // into s[r · kFusedKeys + j]. With kBesideLoads, asks kpf for the line of K ahead beside
 // each K vector it loads; else, on AVX-512, `per_group` lines of each prefetcher as each
 // group of keys starts (the product's column blocks alone asked for too many at once).
 template <int R, int KB, bool kBesideLoads, class KE>
-HWY_INLINE void FusedScores(size_t cols, const float* HWY_RESTRICT q, size_t q_rs, const KE* HWY_RESTRICT k,
-                            size_t k_rs, float* HWY_RESTRICT s, size_t per_group, LinePrefetcher& kpf,
-                            LinePrefetcher& vpf) {
+HWY_INLINE void FusedScores(size_t cols, const float* HWY_RESTRICT q, size_t q_rs, const RowCodec<KE>& kc,
+                            const KE* HWY_RESTRICT k, size_t k_rs, float* HWY_RESTRICT s, size_t per_group,
+                            LinePrefetcher& kpf, LinePrefetcher& vpf) {
   const DF df;
   const size_t L = hn::Lanes(df);
   HWY_ALIGN float acc_out[R * kFusedKeys * (HWY_MAX_BYTES / sizeof(float))];  // [R][kFusedKeys][L]
@@ -67,19 +94,10 @@ HWY_INLINE void FusedScores(size_t cols, const float* HWY_RESTRICT q, size_t q_r
     VF acc[R][KB];
     for (int r = 0; r < R; ++r)
       for (int j = 0; j < KB; ++j) acc[r][j] = hn::Zero(df);
-    for (size_t c = 0; c < cols; c += L) {
-      VF kv[KB];
-      for (int j = 0; j < KB; ++j) {
-        kv[j] = LoadAsFloat(k + (j0 + j) * k_rs + c);
-        if constexpr (kBesideLoads) kpf.At(j0 + j, c * sizeof(KE));
-        KeepInRegister(kv[j]);
-      }
-      for (int r = 0; r < R; ++r) {
-        VF qv = hn::LoadU(df, q + r * q_rs + c);
-        KeepInRegister(qv);
-        for (int j = 0; j < KB; ++j) acc[r][j] = hn::MulAdd(qv, kv[j], acc[r][j]);
-      }
-    }
+    size_t c = 0;
+    if constexpr (RowCodec<KE>::kLoadsPairs)
+      for (; c + 2 * L <= cols; c += 2 * L) ScoreColumns<R, KB, 2, kBesideLoads>(c, q, q_rs, kc, k, k_rs, j0, kpf, acc);
+    for (; c < cols; c += L) ScoreColumns<R, KB, 1, kBesideLoads>(c, q, q_rs, kc, k, k_rs, j0, kpf, acc);
     for (int r = 0; r < R; ++r)
       for (int j = 0; j < KB; ++j) hn::Store(acc[r][j], df, acc_out + (r * kFusedKeys + j0 + j) * L);
   }
@@ -147,9 +165,9 @@ HWY_INLINE void FusedScoresOnBf16DotsInRowOrder(const uint16_t* HWY_RESTRICT q, 
 // on, NV vectors of columns at a time, asking `per_block` lines of each prefetcher as
 // each column block starts, or with kBesideLoads vpf's line of V ahead beside each load.
 template <int R, int NV, bool kBesideLoads, class VE>
-HWY_INLINE void FusedValues(size_t c, size_t dv_pad, const float* HWY_RESTRICT p, const VE* HWY_RESTRICT v,
-                            size_t v_rs, float* HWY_RESTRICT o, size_t per_block, LinePrefetcher& kpf,
-                            LinePrefetcher& vpf) {
+HWY_INLINE void FusedValues(size_t c, size_t dv_pad, const float* HWY_RESTRICT p, const RowCodec<VE>& vc,
+                            const VE* HWY_RESTRICT v, size_t v_rs, float* HWY_RESTRICT o, size_t per_block,
+                            LinePrefetcher& kpf, LinePrefetcher& vpf) {
   const DF df;
   const size_t L = hn::Lanes(df);
   for (; c + NV * L <= dv_pad; c += NV * L) {
@@ -163,10 +181,18 @@ HWY_INLINE void FusedValues(size_t c, size_t dv_pad, const float* HWY_RESTRICT p
     for (size_t j = 0; j < kFusedKeys; ++j) {
       VF vv[NV];
       for (int u = 0; u < NV; ++u) {
-        vv[u] = LoadAsFloat(v + j * v_rs + c + u * L);
-        if constexpr (kBesideLoads) vpf.At(j, (c + u * L) * sizeof(VE));
+        if constexpr (RowCodec<VE>::kLoadsPairs) {  // a pair at once, the last odd one alone
+          if (u % 2 == 1) continue;
+          if (u + 1 < NV) vc.LoadTwo(v + j * v_rs, c + u * L, vv[u], vv[u + 1]);
+          else vv[u] = vc.Load(v + j * v_rs, c + u * L);
+        } else {
+          vv[u] = vc.Load(v + j * v_rs, c + u * L);
+        }
+        if constexpr (kBesideLoads) vpf.At(j, vc.AskedByte(c + u * L));
         KeepInRegister(vv[u]);
       }
+      if constexpr (RowCodec<VE>::kLoadsPairs)
+        for (int u = 1; u < NV; u += 2) KeepInRegister(vv[u]);
       for (int r = 0; r < R; ++r) {
         const VF pr = hn::Set(df, p[r * kFusedKeys + j]);
         for (int u = 0; u < NV; ++u) acc[r][u] = hn::MulAdd(pr, vv[u], acc[r][u]);
@@ -176,7 +202,7 @@ HWY_INLINE void FusedValues(size_t c, size_t dv_pad, const float* HWY_RESTRICT p
       for (int u = 0; u < NV; ++u) hn::StoreU(acc[r][u], df, o + r * dv_pad + c + u * L);
   }
   if constexpr (NV > 1)
-    if (c < dv_pad) FusedValues<R, 1, kBesideLoads>(c, dv_pad, p, v, v_rs, o, per_block, kpf, vpf);
+    if (c < dv_pad) FusedValues<R, 1, kBesideLoads>(c, dv_pad, p, vc, v, v_rs, o, per_block, kpf, vpf);
 }
 
 // Row order. A prefetcher follows a stream of lines whose first use goes up the

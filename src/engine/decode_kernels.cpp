@@ -50,6 +50,23 @@ void CountTiles(const DecodeStrategy& st, int64_t computed, int64_t fused) {
   if (st.bf16_dots) counts.decode_bf16_dots.fetch_add(fused, std::memory_order_relaxed);
 }
 
+// DecodeChunk for the call's K and V: their element type, or a block table's codes.
+std::pair<int64_t, int64_t> DecodeChunkOfType(const DecodeWork& w, int64_t item, int64_t kv, int64_t c,
+                                              DecodeScratch& sc) {
+  switch (w.p->kv_blocks != nullptr ? w.p->kv_blocks->code : RowCode::none) {
+    case RowCode::int8: return DecodeChunk<CodeByte<RowCode::int8>>(w, item, kv, c, sc);
+    case RowCode::int4: return DecodeChunk<CodeByte<RowCode::int4>>(w, item, kv, c, sc);
+    case RowCode::fp8_e4m3: return DecodeChunk<CodeByte<RowCode::fp8_e4m3>>(w, item, kv, c, sc);
+    case RowCode::none: break;
+  }
+  switch (w.p->k.type()) {
+    case ElementType::bf16: return DecodeChunk<bfloat16>(w, item, kv, c, sc);
+    case ElementType::f16: return DecodeChunk<float16>(w, item, kv, c, sc);
+    case ElementType::f32: break;
+  }
+  return DecodeChunk<float>(w, item, kv, c, sc);
+}
+
 bool DecodeForwardImpl(const Plan& p, TensorView<float> out, TensorView<float> lse) {
   const auto& dm = p.dims;
   // 1. Per-row values.
@@ -106,11 +123,7 @@ bool DecodeForwardImpl(const Plan& p, TensorView<float> out, TensorView<float> l
         if (!sc || p.stop()) continue;
         const int64_t kvl = it / w.n_chunks;
         std::pair<int64_t, int64_t> tiles;  // computed, fused
-        switch (p.k.type()) {
-          case ElementType::f32: tiles = DecodeChunk<float>(w, it, kv0 + kvl, it % w.n_chunks, *sc); break;
-          case ElementType::bf16: tiles = DecodeChunk<bfloat16>(w, it, kv0 + kvl, it % w.n_chunks, *sc); break;
-          case ElementType::f16: tiles = DecodeChunk<float16>(w, it, kv0 + kvl, it % w.n_chunks, *sc); break;
-        }
+        tiles = DecodeChunkOfType(w, it, kv0 + kvl, it % w.n_chunks, *sc);
         CountTiles(w.strategy, tiles.first, tiles.second);
         // acq_rel: the last of a head's chunks sees the partials the others wrote.
         if (chunks_left[kvl].fetch_sub(1, std::memory_order_acq_rel) == 1)

@@ -41,16 +41,18 @@
 // Over a paged KVCache (kv_cache_attention), the cache axis, decided per sequence by
 // cache_takes_engine_decode and choose_cache_decode below:
 //   cache type (K, V)                rows   d, dv                 step
-//   f32, bf16 or f16 alike, blocks   as above  multiples of 16    the table above itself, K and V
-//   of 8k positions, keys not centred,                           read in place through the block
-//   a call the table above fuses                                  table (Plan::kv_blocks)
+//   f32 bf16 f16 int8 int4 fp8, K    as above  multiples of 16    the table above itself, K and V
+//   and V alike, blocks of 8k                                     read in place through the block
+//   positions, keys not centred, a                                table (Plan::kv_blocks); int8,
+//   call the table above fuses                                    int4, fp8 rows decoded in registers
+//                                                                 (row_codec-inl.h), beside the loads
 //   any of f32 bf16 f16 int8 int4 fp8  1-8  multiples of 32, ≤ 256  the cache's step, fused over the
 //                                                                 blocks in place: dequantized in
 //                                                                 registers (kv_cache_decode_kernels.cpp)
 //   any                              > 8 or other d               blocks gathered to float32, then
 //                                                                 the table above (contiguous)
 // e.g. B = 1, 32/8 heads, one query, Nk = 32768, d = 128: float32, the table above's fused step
-// in row order over the blocks; int8: 4 rows, the cache's step, 64 blocks an item.
+// in row order over the blocks; int8: the same step, its rows decoded as they are loaded.
 //
 // Why, in a line each (docs/tuning.md holds the measurements):
 // - few rows do 2 FLOPs per byte: the step must keep the memory busy, so the fused step
@@ -199,11 +201,16 @@ struct DecodeStrategy {
 struct DecodeShape {
   int64_t B = 1, Hkv = 1, rows = 1, Nk = 0, d = 0, dv = 0, dv_pad = 0;
   ElementType type = ElementType::f32;
+  RowCode code = RowCode::none;  // a block table of a quantized cache's codes (type is then f32)
   bool bf16_queries = false;  // q is bfloat16 too (VDPBF16PS takes q's bits as they are)
   int64_t block_run_bytes = 0;  // through a block table (Plan::kv_blocks): a head's K run in a block; 0: none
+  int64_t k_row_bytes = 0, v_row_bytes = 0;  // a block table's rows; 0: d, dv elements of the type
   bool k_unit_stride = true, v_unit_stride = true;  // stride along d is 1
   bool score_treatment = false;  // softcap, ALiBi, score_mod, mask_mod, an additive or boolean mask
-  int64_t kv_bytes() const { return decode_kv_bytes(B * Hkv * Nk, d * element_bytes(type), dv * element_bytes(type)); }
+  int64_t kv_bytes() const {
+    return decode_kv_bytes(B * Hkv * Nk, k_row_bytes > 0 ? k_row_bytes : d * element_bytes(type),
+                           v_row_bytes > 0 ? v_row_bytes : dv * element_bytes(type));
+  }
 };
 
 inline DecodeShape decode_shape(const Plan& p) {
@@ -213,7 +220,10 @@ inline DecodeShape decode_shape(const Plan& p) {
   c.B = dm.B, c.Hkv = dm.Hkv, c.rows = dm.group() * dm.Nq, c.Nk = dm.Nk, c.d = dm.d, c.dv = dm.dv, c.dv_pad = p.dv_pad;
   c.type = p.k.type();
   c.bf16_queries = p.q.type() == ElementType::bf16;
-  c.block_run_bytes = p.kv_blocks != nullptr ? p.kv_blocks->block_keys * p.kv_blocks->k_row_bytes : 0;
+  if (const KVBlocks* t = p.kv_blocks) {
+    c.code = t->code, c.block_run_bytes = t->block_keys * t->k_row_bytes;
+    c.k_row_bytes = t->k_row_bytes, c.v_row_bytes = t->v_row_bytes;
+  }
   c.k_unit_stride = p.k.stride(Axis::dim) == 1, c.v_unit_stride = p.v.stride(Axis::dim) == 1;
   c.score_treatment = p.softcap != 0.0f || p.alibi || p.score_mod != nullptr || p.mask_mod != nullptr ||
                       o.additive_mask.present() || o.bool_mask.present();
@@ -223,7 +233,8 @@ inline DecodeShape decode_shape(const Plan& p) {
 // The one decision (see the table above).
 inline DecodeStrategy choose_decode_strategy(const DecodeShape& c, const DecodeTargetFacts& t,
                                              const DecodeSwitches& s) {
-  const bool f32 = c.type == ElementType::f32;
+  const bool f32 = c.type == ElementType::f32 && c.code == RowCode::none;
+  const bool codes = c.code != RowCode::none;
   DecodeStrategy st;
   st.rows = c.rows;
   st.scores = c.rows < t.lanes || c.rows <= kDecodeDotsMaxRows ? DecodeScores::dots : DecodeScores::keys_times_queries;
@@ -235,7 +246,7 @@ inline DecodeStrategy choose_decode_strategy(const DecodeShape& c, const DecodeT
   st.bf16_dots = t.avx512 && c.type == ElementType::bf16 && c.bf16_queries && c.rows >= 3 && c.d % 32 == 0 &&
                  c.d <= kBf16DotsMaxDim && t.bf16_dot_products && s.bf16_dots;
   st.fused = s.fused && c.rows >= fused_min_rows(t.avx512) && c.rows <= fused_max_rows(t.avx512) &&
-             fused_takes_element(f32, t.avx512) &&
+             fused_takes_element(f32 || codes, t.avx512) &&
              (c.rows <= 4 || c.d >= kFusedManyRowsMinDim || st.bf16_dots) && st.k_in_place && st.v_in_place &&
              !c.score_treatment;
   if (t.avx512) {
@@ -260,12 +271,17 @@ inline DecodeStrategy choose_decode_strategy(const DecodeShape& c, const DecodeT
     if (!f32 && c.block_run_bytes > 0 && c.block_run_bytes <= kAskedBlockRunMaxBytes &&
         st.reads == FusedReads::row_order)
       st.reads = FusedReads::beside_loads;
+    // Codes ask beside their loads: rows of a few lines, each load's request a line (one
+    // way compiled for them; all give the same bits).
+    if (codes) st.reads = FusedReads::beside_loads;
     if (st.reads == FusedReads::row_order) {
       st.row_vectors = row_vectors;
       st.asks_next_block = row_order_asks_next_block(c.rows, f32);
     }
   }
-  st.value_vectors = fused_value_vectors(c.rows, c.dv_pad / t.lanes);
+  // int4 loads its values two vectors at a time (row_codec-inl.h): an even register block.
+  st.value_vectors = c.code == RowCode::int4 ? fused_narrow_value_vectors(c.rows)
+                                             : fused_value_vectors(c.rows, c.dv_pad / t.lanes);
   return st;
 }
 
@@ -287,9 +303,10 @@ inline constexpr int64_t kCacheFusedMaxDim = 256;
 inline constexpr int64_t kCacheAskedRowMaxBytes = 255;
 constexpr bool cache_rows_asked_ahead(int64_t row_bytes) { return row_bytes <= kCacheAskedRowMaxBytes; }
 
-// Whether a paged cache's float32, float16 or bfloat16 sequence (K and V of one such type:
-// what the contiguous decode path reads, so it gives the engine's bits) takes that path itself,
-// K and V read in place through the block table (the cache axis's first row): keys not centred
+// Whether a paged cache's sequence (K and V of one type; float32, float16 or bfloat16 as the
+// contiguous decode path reads them, int8, int4 or fp8 decoded to the values gather() gives:
+// the engine's bits on those values) takes that path itself, K and V read in place through the
+// block table (the cache axis's first row): keys not centred
 // (their shift needs a sink per row, the engine's is one per head), blocks of whole groups of
 // the fused step's keys, rows of whole vectors, and a call that path fuses on this CPU
 // (`fused`); elsewhere the cache's own step, which treats the scores itself, stays the faster.

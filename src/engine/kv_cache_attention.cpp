@@ -1,8 +1,9 @@
 // Attention over a KVCache with the float32 engine. Per sequence, kv_cache_attention picks:
-// - a float32, float16 or bfloat16 cache (K and V alike) whose call the engine's decode path
-//   takes by its fused step: that path itself, reading the blocks in place through the block
-//   table (Plan::kv_blocks, decode_work-inl.h). The result is bitwise the engine's on the same
-//   values held as tensors;
+// - a cache whose K and V are of one type and whose call the engine's decode path takes by its
+//   fused step: that path itself, reading the blocks in place through the block table
+//   (Plan::kv_blocks, decode_work-inl.h); int8, int4 and fp8 rows decoded in registers
+//   (row_codec-inl.h). The result is bitwise the engine's on the same values held as tensors
+//   (gather()'s);
 // - otherwise, up to 8 query rows per K/V head (choose_cache_decode): the cache's fused step,
 //   work items of (K/V head, chunk of kCacheChunkBlocks blocks), each reading its blocks in
 //   place and dequantizing in registers (kv_cache_decode_kernels.cpp), in parallel; then each
@@ -22,6 +23,7 @@
 #include <limits>
 #include <optional>
 #include <span>
+#include <type_traits>
 #include <vector>
 
 #include "attnlab/engine.hpp"
@@ -40,27 +42,40 @@ namespace attnlab {
 
 namespace {
 
-// The element type the engine reads a cache's rows as, if it can: K and V both float32,
-// float16 or bfloat16.
-std::optional<engine::ElementType> engine_element(const detail::CacheLayerView& cv) {
+// How the engine reads a cache's rows, if it can: K and V of one type, float32, float16 or
+// bfloat16 as elements; int8, int4 or fp8 (head scales up to kFp8MaxHeadScale) as codes
+// (RowCode) that its kernels decode, the plan's type then float32.
+struct EngineRows {
+  engine::ElementType type = engine::ElementType::f32;
+  engine::RowCode code = engine::RowCode::none;
+};
+std::optional<EngineRows> engine_rows(const detail::CacheLayerView& cv) {
   if (cv.key_type != cv.value_type) return std::nullopt;
   switch (cv.key_type) {
-    case CacheType::float32: return engine::ElementType::f32;
-    case CacheType::float16: return engine::ElementType::f16;
-    case CacheType::bfloat16: return engine::ElementType::bf16;
-    default: return std::nullopt;
+    case CacheType::float32: return EngineRows{};
+    case CacheType::float16: return EngineRows{engine::ElementType::f16};
+    case CacheType::bfloat16: return EngineRows{engine::ElementType::bf16};
+    case CacheType::int8: return EngineRows{.code = engine::RowCode::int8};
+    case CacheType::int4: return EngineRows{.code = engine::RowCode::int4};
+    case CacheType::fp8_e4m3:
+      for (int64_t h = 0; h < cv.kv_heads; ++h)
+        if (cv.key_scales[h] > engine::kFp8MaxHeadScale || cv.value_scales[h] > engine::kFp8MaxHeadScale)
+          return std::nullopt;
+      return EngineRows{.code = engine::RowCode::fp8_e4m3};
   }
+  return std::nullopt;
 }
 
 // Whether the engine's decode path takes this sequence over its blocks (decode_strategy.hpp's
 // cache axis): asks that path's strategy for the call on this CPU.
 bool engine_takes_blocks(const detail::CacheLayerView& cv, const detail::CacheTransforms& tf, int64_t hq, int64_t n,
                          int64_t len, const AttentionOptions<float>& o) {
-  const std::optional<engine::ElementType> type = engine_element(cv);
-  if (!type) return false;
+  const std::optional<EngineRows> rows = engine_rows(cv);
+  if (!rows) return false;
   engine::DecodeShape c;
   c.Hkv = cv.kv_heads, c.rows = hq / cv.kv_heads * n, c.Nk = len, c.d = cv.head_dim, c.dv = cv.value_dim;
-  c.dv_pad = cv.value_dim, c.type = *type, c.block_run_bytes = cv.block_tokens * cv.key_row;
+  c.dv_pad = cv.value_dim, c.type = rows->type, c.code = rows->code, c.block_run_bytes = cv.block_tokens * cv.key_row;
+  c.k_row_bytes = cv.key_row, c.v_row_bytes = cv.value_row;
   c.score_treatment = o.softcap.has_value() || !o.alibi_slopes.empty();
   const bool fused = engine::choose_forward_path(1, hq, cv.kv_heads, n, len, false, false) ==
                          engine::ForwardPath::decode &&
@@ -68,8 +83,8 @@ bool engine_takes_blocks(const detail::CacheLayerView& cv, const detail::CacheTr
   return engine::cache_takes_engine_decode(tf.key_center != nullptr, cv.block_tokens, cv.head_dim, cv.value_dim, fused);
 }
 
-// The engine's decode path over the sequence's blocks, for its element type E: q [1, Hq, n, d],
-// out, lse likewise.
+// The engine's decode path over the sequence's blocks, for its element type E (or codes,
+// engine::CodeByte): q [1, Hq, n, d], out, lse likewise.
 template <class E>
 void engine_sequence(const detail::CacheLayerView& cv, std::span<const int32_t> blocks, int64_t seq_index, int64_t len,
                      ConstView<float> q, const AttentionOptions<float>& o, TensorView<float> out, TensorView<float> lse,
@@ -90,14 +105,16 @@ void engine_sequence(const detail::CacheLayerView& cv, std::span<const int32_t> 
   }
   detail::AttentionDims dims;
   dims.B = 1, dims.Hq = hq, dims.Hkv = cv.kv_heads, dims.Nq = n, dims.Nk = len, dims.d = d, dims.dv = dv;
-  // k and v give the plan their type and shape; their rows come from the table.
-  const ConstView<E> k(nullptr, Shape{1, cv.kv_heads, len, d}), v(nullptr, Shape{1, cv.kv_heads, len, dv});
+  // k and v give the plan their type and shape (float32 for codes); their rows come from the table.
+  using Element = std::conditional_t<engine::kIsCode<E>, float, E>;
+  const ConstView<Element> k(nullptr, Shape{1, cv.kv_heads, len, d}), v(nullptr, Shape{1, cv.kv_heads, len, dv});
   engine::Plan plan(dims, qs, k, v, o, threads, &config.interrupt);
   const std::byte* layer = cv.pool + cv.layer_offset;
   engine::KVBlocks table;
   table.table = blocks.data(), table.block_keys = T, table.k = layer, table.v = layer + cv.value_offset;
   table.block_bytes = cv.block_stride, table.k_head_bytes = T * cv.key_row, table.v_head_bytes = T * cv.value_row;
   table.k_row_bytes = cv.key_row, table.v_row_bytes = cv.value_row;
+  if constexpr (engine::kIsCode<E>) table.code = E::kCode, table.k_head_scales = cv.key_scales, table.v_head_scales = cv.value_scales;
   plan.kv_blocks = &table;
   engine::decode_forward(plan, out, lse);
   if (plan.stop.stopped()) throw Interrupted("kv_cache_attention: interrupted by the caller (ComputeConfig::interrupt)");
@@ -234,10 +251,14 @@ void kv_cache_attention(const KVCache& cache, int64_t layer, std::span<const int
         const int team = engine::decode_threads(threads, kv_bytes);
         if (engine_takes_blocks(cv, tf, qs.heads(), qs.seq(), len, options)) {
           const std::span<const int32_t> blocks = detail::KVCacheAccess::blocks(cache, seq);
-          switch (*engine_element(cv)) {
-            case engine::ElementType::f32: engine_sequence<float>(cv, blocks, s, len, qs, options, os, ls, tf, team, config); break;
-            case engine::ElementType::f16: engine_sequence<float16>(cv, blocks, s, len, qs, options, os, ls, tf, team, config); break;
-            case engine::ElementType::bf16: engine_sequence<bfloat16>(cv, blocks, s, len, qs, options, os, ls, tf, team, config); break;
+          auto run = [&]<class E>() { engine_sequence<E>(cv, blocks, s, len, qs, options, os, ls, tf, team, config); };
+          switch (cv.key_type) {
+            case CacheType::float32: run.operator()<float>(); break;
+            case CacheType::float16: run.operator()<float16>(); break;
+            case CacheType::bfloat16: run.operator()<bfloat16>(); break;
+            case CacheType::int8: run.operator()<engine::CodeByte<engine::RowCode::int8>>(); break;
+            case CacheType::int4: run.operator()<engine::CodeByte<engine::RowCode::int4>>(); break;
+            case CacheType::fp8_e4m3: run.operator()<engine::CodeByte<engine::RowCode::fp8_e4m3>>(); break;
           }
           return true;
         }

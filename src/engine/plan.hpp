@@ -154,17 +154,41 @@ class Operand {
 // bfloat16 inputs' products (bf16_products.hpp).
 bool cpu_has_bf16_dot_products();
 
+// How a block table's rows hold their values (KVBlocks::code): as the plan's element type
+// (none), or as a quantized cache's codes (core/kv_quantize.hpp's layouts): int8 and int4 codes
+// then a float32 scale per group of 32 channels; fp8 e4m3 codes times the K/V head's scale.
+enum class RowCode : uint8_t { none, int8, int4, fp8_e4m3 };
+// The decode kernels' element type for rows of codes: a byte of the row (int4: two codes, the
+// even channel in the low nibble). Its values exist only as the row codec decodes them
+// (row_codec-inl.h), exactly as the cache's gather does.
+template <RowCode C>
+struct CodeByte {
+  static constexpr RowCode kCode = C;
+  uint8_t bits;
+};
+// The largest fp8 head scale the codec takes: it multiplies by 256 × the scale in one step,
+// which must be finite (a larger scale's cache keeps its own kernel: kv_cache_attention.cpp).
+inline constexpr float kFp8MaxHeadScale = std::numeric_limits<float>::max() / 256.0f;
+template <class E>
+inline constexpr bool kIsCode = false;
+template <RowCode C>
+inline constexpr bool kIsCode<CodeByte<C>> = true;
+
 // K and V of one sequence (B = 1) as a table of blocks, as a paged KV cache stores them: key j
 // of K/V head h is row j % block_keys of block table[j / block_keys], whose rows of head h
 // start at k + table[·]·block_bytes + h·k_head_bytes (v likewise), k_row_bytes apart, unit
 // stride. The decode path reads such rows in place (decode_work-inl.h); a tensor is the
-// table's special case of one block per (batch, head).
+// table's special case of one block per (batch, head). With a code, the plan's K and V are
+// float32 views that give the shapes only, and the rows hold codes (RowCode).
 struct KVBlocks {
   const int32_t* table = nullptr;
   int64_t block_keys = 0;
   const std::byte* k = nullptr;
   const std::byte* v = nullptr;
   int64_t block_bytes = 0, k_head_bytes = 0, v_head_bytes = 0, k_row_bytes = 0, v_row_bytes = 0;
+  RowCode code = RowCode::none;  // K's and V's alike
+  const float* k_head_scales = nullptr;  // fp8 e4m3: per K/V head
+  const float* v_head_scales = nullptr;
 
   const std::byte* key(int64_t h, int64_t j) const { return row(k, k_head_bytes, k_row_bytes, h, j); }
   const std::byte* value(int64_t h, int64_t j) const { return row(v, v_head_bytes, v_row_bytes, h, j); }

@@ -1,6 +1,7 @@
-// A float32, float16 or bfloat16 cache read by the engine's decode path through its block
-// table (kv_cache_attention.cpp): the same bits as the engine on the same values held as
-// tensors (the cache's gather), for block sizes that cut the engine's 256-key tiles anywhere
+// A cache read by the engine's decode path through its block table (kv_cache_attention.cpp):
+// float32, float16 or bfloat16 rows as elements, int8, int4 or fp8 rows as codes decoded in
+// registers. The same bits as the engine on the same values held as float32 tensors (the
+// cache's gather), for block sizes that cut the engine's 256-key tiles anywhere
 // on the fused step's 8-key grid, sequence ends inside a block and across one, grouped heads,
 // several query rows under the causal mask, windows and sinks; and the same bits for 1 and 2
 // threads. Where this CPU's decode strategy does not fuse the call, the cache's own step takes
@@ -9,11 +10,14 @@
 
 #include <cstdint>
 #include <cstring>
+#include <initializer_list>
 #include <string>
 
 #include "attnlab/engine.hpp"
 #include "attnlab/kv_cache.hpp"
+#include "engine/plan.hpp"
 #include "engine/testing/engine_probe.hpp"
+#include "hwy/targets.h"
 
 namespace al = attnlab;
 using al::CacheType;
@@ -96,18 +100,75 @@ int check(const Case& cs) {
   return taken;
 }
 
+// Every type against every block size: 1, 4 and 8 rows per K/V head; d = dv and d ≠ dv (dv = 96:
+// three int4 groups). Returns the calls the engine's decode path took.
+int check_blocks(std::initializer_list<CacheType> types, std::initializer_list<int64_t> blocks) {
+  int taken = 0;
+  for (CacheType t : types)
+    for (int64_t block : blocks)
+      taken += check({t, block, 8, 8, 1, 128, 128}) + check({t, block, 32, 8, 1, 64, 64}) +
+               check({t, block, 4, 2, 4, 128, 96});
+  return taken;
+}
+
 }  // namespace
 
 TEST(KVCacheBlocks, FloatCachesGiveTheEnginesBitsForEveryBlockSize) {
-  int taken = 0, calls = 0;
-  for (CacheType t : {CacheType::float32, CacheType::float16, CacheType::bfloat16})
-    for (int64_t block : {8, 24, 128, 256, 520}) {
-      // 1, 4 and 8 rows per K/V head; d = dv and d ≠ dv.
-      taken += check({t, block, 8, 8, 1, 128, 128});
-      taken += check({t, block, 32, 8, 1, 64, 64});
-      taken += check({t, block, 4, 2, 4, 128, 64});
-      calls += 3 * 4 * 4;
-    }
   // On AVX-512 every call here is fused; elsewhere at least float32's 4-row ones are.
-  EXPECT_GT(taken, 0) << "no call took the engine's decode path over the blocks (" << calls << " calls)";
+  EXPECT_GT(check_blocks({CacheType::float32, CacheType::float16, CacheType::bfloat16}, {8, 24, 128, 256, 520}), 0)
+      << "no call took the engine's decode path over the blocks";
+}
+
+// The codes: sequence ends inside a block leave the last tile to the tile step, which takes the
+// rows decoded to float; the rest is fused, the codes decoded in registers.
+TEST(KVCacheBlocks, QuantizedCachesGiveTheEnginesBitsOnTheirDecodedValues) {
+  EXPECT_GT(check_blocks({CacheType::int8, CacheType::int4, CacheType::fp8_e4m3}, {8, 24, 256, 520}), 0)
+      << "no call took the engine's decode path over the blocks";
+}
+
+// The codecs of every SIMD target this build has (each loads its own way: int4's nibbles, fp8
+// through float16), fused and on the tile step (a sequence end inside a block).
+TEST(KVCacheBlocks, QuantizedCachesGiveTheEnginesBitsOnEveryTarget) {
+  for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
+    hwy::SetSupportedTargetsForTest(target);
+    int taken = 0;
+    for (CacheType t : {CacheType::int8, CacheType::int4, CacheType::fp8_e4m3})
+      taken += check({t, 24, 32, 8, 1, 64, 64}) + check({t, 24, 4, 2, 4, 128, 96});
+    EXPECT_GT(taken, 0) << hwy::TargetName(target) << ": no call took the engine's decode path over the blocks";
+  }
+  hwy::SetSupportedTargetsForTest(0);
+}
+
+// The fp8 codec multiplies by 256 × the head's scale in one step: up to kFp8MaxHeadScale the
+// engine takes the cache (the same bits as on the gathered values); above, 256 × the scale is
+// no float, and the cache's own kernel takes it, its result still the gathered values' attention.
+TEST(KVCacheBlocks, Fp8HeadScalesBeyondTheCodecsRangeKeepTheCachesKernel) {
+  for (const float scale : {1e36f, 2e36f}) {
+    al::KVCacheConfig c;
+    c.kv_heads = 2, c.head_dim = 64, c.value_dim = 64, c.max_tokens = 512, c.block_tokens = 16;
+    c.key_type = c.value_type = CacheType::fp8_e4m3, c.key_scales = {scale};
+    al::KVCache cache(c);
+    const int64_t seq = cache.add_sequence(), len = 200;
+    Values normal{7};
+    al::Tensor<float> k({1, 2, len, 64}), v({1, 2, len, 64}), q({1, 8, 1, 64});
+    for (float& x : k.storage()) x = normal() * 1e38f;  // codes up to ±200: the scale is needed
+    for (float& x : v.storage()) x = normal();
+    for (float& x : q.storage()) x = normal() * 1e-37f;
+    cache.append(0, seq, k, v);
+    cache.gather(0, seq, k, v);
+    al::AttentionOptions<float> o;
+    al::Tensor<float> out({1, 8, 1, 64}), lse({1, 8, 1, 1}), want(out.shape()), want_lse(lse.shape());
+    const int64_t fused_before = al::engine::testing::tile_counts().decode_fused.load();
+    const int64_t one[] = {seq};
+    al::kv_cache_attention(cache, 0, one, q, o, {out, lse}, {}, {.threads = 2});
+    const bool engine_took_it = al::engine::testing::tile_counts().decode_fused.load() > fused_before;
+    al::engine::attention_forward<float>(q, k, v, o, {want, want_lse}, {.threads = 2});
+    EXPECT_EQ(engine_took_it, scale <= al::engine::kFp8MaxHeadScale) << "scale " << scale;
+    if (engine_took_it) {
+      EXPECT_TRUE(same_bits(out, want) && same_bits(lse, want_lse)) << "scale " << scale;
+    } else {
+      for (int64_t i = 0; i < out.numel(); ++i)
+        EXPECT_NEAR(out.data()[i], want.data()[i], 1e-5) << "scale " << scale << " at " << i;
+    }
+  }
 }
