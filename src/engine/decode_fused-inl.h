@@ -90,9 +90,8 @@ HWY_NOINLINE void FusedDecodeBlock(const DecodeWork& w, int64_t item, int64_t b,
     const E* v = v_rows.data + static_cast<size_t>(j) * v_rows.stride;
     // The block kFusedAhead keys ahead, if it is the item's; else none (LinePrefetcher::At
     // then asks for this block's lines again). In row order none of these.
-    constexpr size_t kAhead = kIsCode<E> ? kCodesAhead : kFusedAhead;
-    const bool ask = kRowVectors == 0 && j + static_cast<int64_t>(kAhead + kFusedKeys) <= ahead;
-    const size_t pf_rows = ask ? kFusedKeys : 0, pf_key = static_cast<size_t>(j) + (ask ? kAhead : 0);
+    const bool ask = kRowVectors == 0 && j + static_cast<int64_t>(kFusedAhead + kFusedKeys) <= ahead;
+    const size_t pf_rows = ask ? kFusedKeys : 0, pf_key = static_cast<size_t>(j) + (ask ? kFusedAhead : 0);
     LinePrefetcher kpf{reinterpret_cast<const char*>(RowAhead(p, k_rows, true, b, hk, key0, nc, pf_key)),
                        k_rows.stride * sizeof(E), k_lines, pf_rows};
     LinePrefetcher vpf{reinterpret_cast<const char*>(RowAhead(p, v_rows, false, b, hk, key0, nc, pf_key)),

@@ -27,9 +27,6 @@ namespace {
 // Keys per block of the fused step, and how far ahead its requests go: 16 keys into L2
 // (gained at every d where 8 lost at d = 64), 8 into L1.
 inline constexpr size_t kFusedKeys = static_cast<size_t>(kFusedBlockKeys), kFusedAhead = DecodeTarget::avx512 ? 16 : 8;
-// A quantized cache's rows are a few lines (80-144 bytes at d = 128): its requests go this
-// many keys ahead, as far in bytes as float32's.
-inline constexpr size_t kCodesAhead = 64;
 
 // Asks for a run of rows line by line, a few lines per call: rows [0, rows) at
 // base + row·stride, `lines` 64-byte lines each. Called once per column block of the

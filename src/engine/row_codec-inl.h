@@ -95,8 +95,19 @@ struct RowCodec<CodeByte<C>> {
       const hn::RebindToSigned<DF> di;
       const hn::RebindToUnsigned<DF> du;
       const float sa = GroupScale(bytes, c), sb = c % kGroup + L < kGroup ? sa : GroupScale(bytes, c + L);
-      a = Int4Values(hn::BitCast(di, hn::PromoteTo(du, hn::InterleaveLower(d8, low, high))), sa);
-      b = Int4Values(hn::BitCast(di, hn::PromoteTo(du, hn::InterleaveUpper(d8, low, high))), sb);
+      const auto ca = hn::BitCast(di, hn::PromoteTo(du, hn::InterleaveLower(d8, low, high)));
+      const auto cb = hn::BitCast(di, hn::PromoteTo(du, hn::InterleaveUpper(d8, low, high)));
+      if constexpr (hn::MaxLanes(DF()) == 16) {
+        // A vector holds the 16 values (code − 8)·s of the group: each lane looks its own up.
+        const DF df;
+        const VF offsets = hn::Sub(hn::Iota(df, 0.0f), hn::Set(df, 8.0f));
+        const VF ta = hn::Mul(offsets, hn::Set(df, sa));
+        a = hn::TableLookupLanes(ta, hn::IndicesFromVec(df, ca));
+        b = hn::TableLookupLanes(sb == sa ? ta : hn::Mul(offsets, hn::Set(df, sb)), hn::IndicesFromVec(df, cb));
+      } else {
+        a = Int4Values(ca, sa);
+        b = Int4Values(cb, sb);
+      }
       return;
     }
 #endif
