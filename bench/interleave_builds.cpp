@@ -13,10 +13,12 @@
 //     --pages KIND       K and V in 4k (4 KiB pages), 2m (2 MiB transparent huge pages) or
 //                        both (two copies, each build timed on each in turn); by default
 //                        where the allocator puts them, which the output names
-//     --cache TYPE       decode over each build's own paged KVCache of TYPE (float32, bfloat16,
-//                        float16, int8, int4, fp8_e4m3; fp8 scales 0.02) instead: the same
-//                        K/V appended to each, kv_cache_attention timed (--seq-q rows a
-//                        sequence, bottom-right causal; --block-tokens N, default 128)
+//     --cache TYPE[/VTYPE]  decode over each build's own paged KVCache of TYPE (float32, bfloat16,
+//                        float16, int8, int4, fp8_e4m3; fp8 scales 0.02), V of VTYPE if given,
+//                        instead: the same K/V appended to each, kv_cache_attention timed
+//                        (--seq-q rows a sequence, bottom-right causal; --block-tokens N,
+//                        default 128)
+//     --softcap C        with --cache: the scores softcapped at C
 //
 // Each BUILD.so is dlopen'ed with RTLD_LOCAL: copies of the library under different file
 // names load side by side, each with its own state. Only the public C++ ABI is used
@@ -88,7 +90,8 @@ constexpr const char* kCacheTypes[] = {"float32", "bfloat16", "float16", "int8",
 
 struct Args {
   int64_t B = 1, Hq = 32, Hkv = 8, Nq = 1, Nk = 32768, d = 128, block_tokens = 128;
-  std::string cache;  // --cache TYPE, "" = attention_forward
+  std::string cache, value_cache;  // --cache TYPE[/VTYPE], "" = attention_forward
+  double softcap = 0;  // --softcap C, 0 = none
   bool bottom_right = false, bf16 = false, f16 = false;
   int rounds = 21, threads = 2;
   std::string pages;  // "", "4k", "2m" or "both"
@@ -132,8 +135,18 @@ Args parse(int argc, char** argv) {
     else if (f == "--cache") {
       if (i + 1 >= argc) usage("--cache needs a type");
       a.cache = argv[++i];
-      if (std::find(std::begin(kCacheTypes), std::end(kCacheTypes), a.cache) == std::end(kCacheTypes))
-        usage("--cache: unknown type '" + a.cache + "'");
+      const size_t slash = a.cache.find('/');
+      a.value_cache = slash == std::string::npos ? a.cache : a.cache.substr(slash + 1);
+      a.cache = a.cache.substr(0, slash);
+      for (const std::string& t : {a.cache, a.value_cache})
+        if (std::find(std::begin(kCacheTypes), std::end(kCacheTypes), t) == std::end(kCacheTypes))
+          usage("--cache: unknown type '" + t + "'");
+    }
+    else if (f == "--softcap") {
+      if (i + 1 >= argc) usage("--softcap needs a value");
+      char* end = nullptr;
+      a.softcap = std::strtod(argv[++i], &end);
+      if (*end != '\0' || !(a.softcap > 0)) usage(std::string("--softcap needs a positive number, got '") + argv[i] + "'");
     }
     else if (f.rfind("--", 0) == 0) usage("unknown option " + f);
     else a.builds.push_back(f);
@@ -260,9 +273,13 @@ int run_cache(const Args& a) {
   static_assert(sizeof(al::KVCache) <= 64);
   al::KVCacheConfig c;
   c.kv_heads = a.Hkv, c.head_dim = a.d, c.max_tokens = a.B * a.Nk, c.block_tokens = a.block_tokens;
-  c.key_type = c.value_type = static_cast<al::CacheType>(
-      std::find(std::begin(kCacheTypes), std::end(kCacheTypes), a.cache) - std::begin(kCacheTypes));
-  if (a.cache == "fp8_e4m3") c.key_scales = c.value_scales = {0.02f};
+  auto type = [](const std::string& name) {
+    return static_cast<al::CacheType>(std::find(std::begin(kCacheTypes), std::end(kCacheTypes), name) -
+                                      std::begin(kCacheTypes));
+  };
+  c.key_type = type(a.cache), c.value_type = type(a.value_cache);
+  if (a.cache == "fp8_e4m3") c.key_scales = {0.02f};
+  if (a.value_cache == "fp8_e4m3") c.value_scales = {0.02f};
   // Rows as Tensor allocates them (see run): [Hkv, Nk, d] per sequence, standard normal.
   const size_t per_seq = static_cast<size_t>(a.Hkv * a.Nk * a.d);
   al::Tensor<float>::Storage k(per_seq), v(per_seq), q(static_cast<size_t>(a.B * a.Hq * a.Nq * a.d)),
@@ -299,6 +316,7 @@ int run_cache(const Args& a) {
   const al::Shape q_shape{a.B, a.Hq, a.Nq, a.d};
   al::AttentionOptions<float> opt;
   opt.causal = al::Causal::bottom_right;
+  if (a.softcap > 0) opt.softcap = a.softcap;
   al::ComputeConfig cfg;
   cfg.threads = a.threads;
   for (int r = -1; r < a.rounds; ++r)
@@ -311,10 +329,11 @@ int run_cache(const Args& a) {
       if (r >= 0) b->ms.push_back(ms);
       else b->out.assign(out.begin(), out.end());
     }
-  std::printf("B %lld, heads %lld/%lld, Nq %lld, Nk %lld, d %lld, a %s KVCache of %lld-position blocks, %d threads, %d rounds\n",
+  std::printf("B %lld, heads %lld/%lld, Nq %lld, Nk %lld, d %lld, a %s/%s KVCache of %lld-position blocks, softcap %g, "
+              "%d threads, %d rounds\n",
               static_cast<long long>(a.B), static_cast<long long>(a.Hq), static_cast<long long>(a.Hkv),
               static_cast<long long>(a.Nq), static_cast<long long>(a.Nk), static_cast<long long>(a.d), a.cache.c_str(),
-              static_cast<long long>(a.block_tokens), a.threads, a.rounds);
+              a.value_cache.c_str(), static_cast<long long>(a.block_tokens), a.softcap, a.threads, a.rounds);
   const double first = attnlab::stats::median(builds.front()->ms);
   for (auto& b : builds) {
     const double median = attnlab::stats::median(b->ms);
