@@ -151,10 +151,12 @@ class ATTNLAB_API KVCache {
 // Options: scale, causal (none or bottom_right), window, softcap, alibi_slopes ([Hq]),
 // sinks, check_finite (of q). Masks, key_lengths, packed sequences, dropout, mask_mod and
 // score_mod are an Error here. Hq must be a multiple of kv_heads (grouped-query attention).
-// Float32 attention over each sequence's dequantized K/V, the same for any thread count:
-// decoding (up to 8 rows per K/V head, head_dim and value_dim multiples of 32 up to 256)
-// reads the blocks in place, within the engine's accuracy rule of the reference; other calls
-// are bitwise the engine's result on gather()'s tensors (docs/engine.md, the cache axis).
+// Float32 attention over each sequence's dequantized K/V, the same for any thread count, the
+// blocks read in place: bitwise the engine's result on gather()'s tensors, except where the
+// cache's own decoding step takes the call (up to 8 rows per K/V head that the engine's fused
+// step cannot read in place, such as K and V of two types, softcap, ALiBi, or blocks of other
+// than a multiple of 8 positions): within the engine's accuracy rule of the reference
+// (docs/engine.md, the cache axis).
 ATTNLAB_API void kv_cache_attention(const KVCache& cache, int64_t layer, std::span<const int64_t> seqs,
                                     ConstView<float> q, const AttentionOptions<float>& options,
                                     const ForwardOutputs<float>& outputs, std::span<const int64_t> query_lengths = {},

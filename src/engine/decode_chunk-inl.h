@@ -73,6 +73,10 @@ void DecodeTileStep(const DecodeWork& w, int64_t item, int64_t b, int64_t hk, in
       else k = kv.row(b, hk, j0), k_rs = static_cast<size_t>(kv.stride(Axis::seq)), k_ks = static_cast<size_t>(kv.stride(Axis::dim));
       // The first row block asks for them (from memory, in place); the others find them in L2.
       if (r0 == 0) k_prefetchable = static_cast<size_t>(ahead);
+    } else if (k_rows.data != nullptr) {  // a block table's rows, in place or copied
+      const int64_t rs = static_cast<int64_t>(k_rows.stride);
+      PackRows(ConstView<E>(k_rows.data, Shape{1, 1, nc, dm.d}, Shape{nc * rs, nc * rs, rs, 1}), 0, 0, 0, nc, dm.d,
+               p.d_pad, sc.k.get());
     } else {
       PackRows(kv, b, hk, j0, nc, dm.d, p.d_pad, sc.k.get());
     }
@@ -152,7 +156,8 @@ bool DecodeBlock(const DecodeWork& w, int64_t item, int64_t b, int64_t hk, int64
 
 // Item `item` of the batch: key/value head kv = b·Hkv + hk, chunk c. Writes its partial;
 // returns the (row block, key tile) pairs it computed and those of them fused.
-// E: the element type of k and v (float, bfloat16, float16; or a block table's codes, CodeByte).
+// E: the element type of k and v (float, bfloat16, float16), or of a block table's rows: its codes
+// (CodeByte), or DecodedTiles.
 template <class E>
 std::pair<int64_t, int64_t> DecodeChunk(const DecodeWork& w, int64_t item, int64_t kv, int64_t c, DecodeScratch& sc) {
   const Plan& p = *w.p;
@@ -179,37 +184,41 @@ std::pair<int64_t, int64_t> DecodeChunk(const DecodeWork& w, int64_t item, int64
     for (int64_t r0 = 0; r0 < w.rows && j0 < keys_end; r0 += kBr) {
       const int64_t block_rows = std::min(kBr, w.rows - r0);
       if (DecodeBlockHidden(w, b, hk, r0, block_rows, j0, nc)) continue;
-      if constexpr (kIsCode<E>) {
-        if (!(w.strategy.fused && FusedTakesTile(w, b, j0, nc))) {
-          // Codes for the tile step: the tile's rows decoded to float once, for every row
-          // block: the values the cache's gather gives, so the float32 tile step's bits.
+      constexpr bool kDecoded = std::is_same_v<E, DecodedTiles>;
+      if constexpr (kIsCode<E> || kDecoded) {
+        if (kDecoded || !(w.strategy.fused && FusedTakesTile(w, b, j0, nc))) {
+          // The tile's rows decoded to float once, for every row block (codes: a tile for the
+          // tile step; a table whose tiles are decoded: every tile, for either step): the
+          // values the cache's gather gives, so the float32 steps' bits.
           if (!used) {
-            DecodeBlockRows(p, RowCodec<E>::Of(p, true, hk), true, hk, j0, nc, sc.k.get(), static_cast<size_t>(p.d_pad));
-            DecodeBlockRows(p, RowCodec<E>::Of(p, false, hk), false, hk, j0, nc, sc.v.get(),
-                            static_cast<size_t>(p.dv_pad));
+            DecodeBlockRows(p, true, hk, j0, nc, sc.k.get(), static_cast<size_t>(p.d_pad));
+            DecodeBlockRows(p, false, hk, j0, nc, sc.v.get(), static_cast<size_t>(p.dv_pad));
           }
           used = true;
-          DecodeTileStep<float>(w, item, b, hk, r0, block_rows, j0, nc, keys_end - j0,
-                                {sc.k.get(), static_cast<size_t>(p.d_pad)}, {sc.v.get(), static_cast<size_t>(p.dv_pad)}, sc);
+          fused += DecodeBlock<float>(w, item, b, hk, r0, block_rows, j0, nc, keys_end - j0,
+                                      {sc.k.get(), static_cast<size_t>(p.d_pad)},
+                                      {sc.v.get(), static_cast<size_t>(p.dv_pad)}, sc);
           ++computed;
           continue;
         }
       }
-      InPlaceRows<E> k_rows = RowsInPlace<E>(p, w.strategy.k_in_place, true, b, hk, j0, nc);
-      InPlaceRows<E> v_rows = RowsInPlace<E>(p, w.strategy.v_in_place, false, b, hk, j0, nc);
-      if (p.kv_blocks != nullptr && k_rows.data == nullptr && !(w.strategy.fused && FusedTakesTile(w, b, j0, nc))) {
-        // A tile across blocks for the tile step: its rows copied once, for every row block.
-        if (!used) {
-          CopyBlockRows(*p.kv_blocks, true, hk, j0, nc, dm.d, reinterpret_cast<E*>(sc.k_copy.get()));
-          CopyBlockRows(*p.kv_blocks, false, hk, j0, nc, dm.dv, reinterpret_cast<E*>(sc.v_copy.get()));
+      if constexpr (!kDecoded) {
+        InPlaceRows<E> k_rows = RowsInPlace<E>(p, w.strategy.k_in_place, true, b, hk, j0, nc);
+        InPlaceRows<E> v_rows = RowsInPlace<E>(p, w.strategy.v_in_place, false, b, hk, j0, nc);
+        if (p.kv_blocks != nullptr && k_rows.data == nullptr && !(w.strategy.fused && FusedTakesTile(w, b, j0, nc))) {
+          // A tile across blocks for the tile step: its rows copied once, for every row block.
+          if (!used) {
+            CopyBlockRows(*p.kv_blocks, true, hk, j0, nc, dm.d, reinterpret_cast<E*>(sc.k_copy.get()));
+            CopyBlockRows(*p.kv_blocks, false, hk, j0, nc, dm.dv, reinterpret_cast<E*>(sc.v_copy.get()));
+          }
+          k_rows = {reinterpret_cast<const E*>(sc.k_copy.get()), static_cast<size_t>(dm.d)};
+          v_rows = {reinterpret_cast<const E*>(sc.v_copy.get()), static_cast<size_t>(dm.dv)};
         }
-        k_rows = {reinterpret_cast<const E*>(sc.k_copy.get()), static_cast<size_t>(dm.d)};
-        v_rows = {reinterpret_cast<const E*>(sc.v_copy.get()), static_cast<size_t>(dm.dv)};
+        if (!used && v_rows.data == nullptr && p.kv_blocks == nullptr) PackRows(p.v, b, hk, j0, nc, dm.dv, p.dv_pad, sc.v.get());
+        used = true;
+        fused += DecodeBlock<E>(w, item, b, hk, r0, block_rows, j0, nc, keys_end - j0, k_rows, v_rows, sc);
+        ++computed;
       }
-      if (!used && v_rows.data == nullptr && p.kv_blocks == nullptr) PackRows(p.v, b, hk, j0, nc, dm.dv, p.dv_pad, sc.v.get());
-      used = true;
-      fused += DecodeBlock<E>(w, item, b, hk, r0, block_rows, j0, nc, keys_end - j0, k_rows, v_rows, sc);
-      ++computed;
     }
     if (verify && !used && !(RowsFinite(p.k, b, hk, j0, nc, dm.d) && RowsFinite(p.v, b, hk, j0, nc, dm.dv)))
       w.kv_suspect->store(true, std::memory_order_relaxed);

@@ -50,14 +50,18 @@ void CountTiles(const DecodeStrategy& st, int64_t computed, int64_t fused) {
   if (st.bf16_dots) counts.decode_bf16_dots.fetch_add(fused, std::memory_order_relaxed);
 }
 
-// DecodeChunk for the call's K and V: their element type, or a block table's codes.
+// DecodeChunk for the call's K and V: their element type, or a block table's codes or
+// decoded tiles.
 std::pair<int64_t, int64_t> DecodeChunkOfType(const DecodeWork& w, int64_t item, int64_t kv, int64_t c,
                                               DecodeScratch& sc) {
-  switch (w.p->kv_blocks != nullptr ? w.p->kv_blocks->code : RowCode::none) {
-    case RowCode::int8: return DecodeChunk<CodeByte<RowCode::int8>>(w, item, kv, c, sc);
-    case RowCode::int4: return DecodeChunk<CodeByte<RowCode::int4>>(w, item, kv, c, sc);
-    case RowCode::fp8_e4m3: return DecodeChunk<CodeByte<RowCode::fp8_e4m3>>(w, item, kv, c, sc);
-    case RowCode::none: break;
+  if (const KVBlocks* t = w.p->kv_blocks) {
+    if (t->decodes_tiles()) return DecodeChunk<DecodedTiles>(w, item, kv, c, sc);
+    switch (t->codes()) {
+      case RowType::int8: return DecodeChunk<CodeByte<RowType::int8>>(w, item, kv, c, sc);
+      case RowType::int4: return DecodeChunk<CodeByte<RowType::int4>>(w, item, kv, c, sc);
+      case RowType::fp8_e4m3: return DecodeChunk<CodeByte<RowType::fp8_e4m3>>(w, item, kv, c, sc);
+      default: break;
+    }
   }
   switch (w.p->k.type()) {
     case ElementType::bf16: return DecodeChunk<bfloat16>(w, item, kv, c, sc);

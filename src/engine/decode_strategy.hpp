@@ -39,20 +39,23 @@
 // on AVX2 the fused step with spread requests (test_engine_decode_strategy checks both).
 //
 // Over a paged KVCache (kv_cache_attention), the cache axis, decided per sequence by
-// cache_takes_engine_decode and choose_cache_decode below:
-//   cache type (K, V)                rows   d, dv                 step
-//   f32 bf16 f16 int8 int4 fp8, K    as above  multiples of 16    the table above itself, K and V
-//   and V alike, blocks of 8k                                     read in place through the block
-//   positions, keys not centred, a                                table (Plan::kv_blocks); int8,
-//   call the table above fuses                                    int4, fp8 rows decoded in registers
-//                                                                 (row_codec-inl.h), beside the loads
-//   any of f32 bf16 f16 int8 int4 fp8  1-8  multiples of 32, ≤ 256  the cache's step, fused over the
-//                                                                 blocks in place: dequantized in
-//                                                                 registers (kv_cache_decode_kernels.cpp)
-//   any                              > 8 or other d               blocks gathered to float32, then
-//                                                                 the table above (contiguous)
+// choose_cache_step below (d, dv multiples of 16 for the engine):
+//   call                                       step
+//   the fused step above takes it in place:    the table above itself, K and V read in place
+//   K and V of one type, blocks of 8k          through the block table (Plan::kv_blocks):
+//   positions, no softcap or ALiBi             float32, float16, bfloat16 rows as they are, int8,
+//                                              int4, fp8 rows decoded in registers (row_codec-inl.h)
+//   otherwise, 1-8 rows, d, dv multiples of    the cache's step, fused over the blocks in place:
+//   32 up to 256                               dequantized in registers, the scores treated there
+//                                              (kv_cache_decode_kernels.cpp)
+//   otherwise, a call the decode path takes    the table above over the block table, its tile
+//   (chunked prefill)                          step; K and V of two types or blocks off the 8-key
+//                                              grid decoded to float32 a tile at a time
+//   otherwise                                  blocks gathered to float32, then the tiled path
+//   (centred keys: softcap gathered; sinks with several rows a head not the engine's)
 // e.g. B = 1, 32/8 heads, one query, Nk = 32768, d = 128: float32, the table above's fused step
-// in row order over the blocks; int8: the same step, its rows decoded as they are loaded.
+// in row order over the blocks; int8: the same step, its rows decoded as they are loaded; int8
+// keys with int4 values: the cache's step.
 //
 // Why, in a line each (docs/tuning.md holds the measurements):
 // - few rows do 2 FLOPs per byte: the step must keep the memory busy, so the fused step
@@ -88,9 +91,6 @@ inline constexpr int kFusedSoftmaxPairsMinRows = 6;
 // this many rows: the spread requests' bookkeeping costs more than it brings there.
 inline constexpr int64_t kFusedBesideLoadsMinRows = 6;
 
-// Keys per block of the fused step (decode_fused_parts-inl.h): a block table's blocks hold a
-// whole number of them for the fused step to read them in place.
-inline constexpr int64_t kFusedBlockKeys = 8;
 
 // Over a block table whose K run per head and block is at most this long (blocks of up to 256
 // positions of 16-bit rows at d = 128), a 16-bit cache's fused step asks beside its loads
@@ -201,7 +201,7 @@ struct DecodeStrategy {
 struct DecodeShape {
   int64_t B = 1, Hkv = 1, rows = 1, Nk = 0, d = 0, dv = 0, dv_pad = 0;
   ElementType type = ElementType::f32;
-  RowCode code = RowCode::none;  // a block table of a quantized cache's codes (type is then f32)
+  RowType codes = RowType::f32;  // a block table of a quantized cache's codes read in place (type is then f32); f32: none
   bool bf16_queries = false;  // q is bfloat16 too (VDPBF16PS takes q's bits as they are)
   int64_t block_run_bytes = 0;  // through a block table (Plan::kv_blocks): a head's K run in a block; 0: none
   int64_t k_row_bytes = 0, v_row_bytes = 0;  // a block table's rows; 0: d, dv elements of the type
@@ -221,7 +221,7 @@ inline DecodeShape decode_shape(const Plan& p) {
   c.type = p.k.type();
   c.bf16_queries = p.q.type() == ElementType::bf16;
   if (const KVBlocks* t = p.kv_blocks) {
-    c.code = t->code, c.block_run_bytes = t->block_keys * t->k_row_bytes;
+    c.codes = t->codes(), c.block_run_bytes = t->block_keys * t->k_row_bytes;
     c.k_row_bytes = t->k_row_bytes, c.v_row_bytes = t->v_row_bytes;
   }
   c.k_unit_stride = p.k.stride(Axis::dim) == 1, c.v_unit_stride = p.v.stride(Axis::dim) == 1;
@@ -233,8 +233,8 @@ inline DecodeShape decode_shape(const Plan& p) {
 // The one decision (see the table above).
 inline DecodeStrategy choose_decode_strategy(const DecodeShape& c, const DecodeTargetFacts& t,
                                              const DecodeSwitches& s) {
-  const bool f32 = c.type == ElementType::f32 && c.code == RowCode::none;
-  const bool codes = c.code != RowCode::none;
+  const bool codes = is_code(c.codes);
+  const bool f32 = c.type == ElementType::f32 && !codes;
   DecodeStrategy st;
   st.rows = c.rows;
   st.scores = c.rows < t.lanes || c.rows <= kDecodeDotsMaxRows ? DecodeScores::dots : DecodeScores::keys_times_queries;
@@ -280,43 +280,49 @@ inline DecodeStrategy choose_decode_strategy(const DecodeShape& c, const DecodeT
     }
   }
   // int4 loads its values two vectors at a time (row_codec-inl.h): an even register block.
-  st.value_vectors = c.code == RowCode::int4 ? fused_narrow_value_vectors(c.rows)
+  st.value_vectors = c.codes == RowType::int4 ? fused_narrow_value_vectors(c.rows)
                                              : fused_value_vectors(c.rows, c.dv_pad / t.lanes);
   return st;
 }
 
-// The cache axis (the table above): whether a sequence of a paged cache takes the fused step.
+// The cache axis (the table above): how a paged cache's sequence is read.
+//   engine:  the decode path itself, K and V read in place through the block table
+//            (Plan::kv_blocks), whatever the cache's types;
+//   cache:   the cache's own fused step (kv_cache_decode_kernels.cpp);
+//   gather:  the blocks gathered to float32, then an ordinary engine call.
 // A decode step reads each K/V byte once for all its rows, so reading the cache's own bytes
-// (a quarter of float32's for int8) beats gathering them to float32 first; from 9 rows per K/V
-// head (chunked prefill) the tile step's reuse pays for the gather. d and dv in whole groups
-// of 32 channels (int8/int4's scales), up to 256 (the kernel's register blocks of queries).
-// Every element type has its fused loads, so the types do not enter.
+// beats gathering them (8-11x at 16 rows against 32k positions, docs/tuning.md). The engine
+// takes a call its fused step takes in place (`fused_in_place`: K and V of one type, blocks of
+// whole groups of 8 keys, a call the decode strategy fuses: no softcap or ALiBi) at least as
+// fast as the cache's step; elsewhere, up to kCacheFusedMaxRows rows, the cache's step, which
+// treats the scores itself and reads two types, stays the faster (decoding each tile to float32
+// first took 1.3-2x its time); beyond, the engine's tile step over the table. The engine needs
+// rows of whole vectors (its row codec) and, for centred keys, a lost q·μ it can give back: a
+// sink is per query head, so not with sinks and several query rows (`row_sinks`), and softcap is
+// no shift (the cache's step gives each row its own; with softcap neither can).
+enum class CacheStep { engine, cache, gather };
 inline constexpr int64_t kCacheFusedMaxRows = 8;
+// The cache's step: d and dv in whole groups of 32 channels (int8/int4's scales), up to 256
+// (its register blocks of queries).
 inline constexpr int64_t kCacheFusedMaxDim = 256;
+constexpr CacheStep choose_cache_step(bool decode_path, bool fused_in_place, int64_t rows, int64_t d, int64_t dv,
+                                      bool keys_centred, bool row_sinks, bool softcap) {
+  if (keys_centred && softcap) return CacheStep::gather;
+  const bool engine = decode_path && d % kPad == 0 && dv % kPad == 0 && !(keys_centred && row_sinks);
+  const bool cache = rows >= 1 && rows <= kCacheFusedMaxRows && d % 32 == 0 && dv % 32 == 0 &&
+                     d <= kCacheFusedMaxDim && dv <= kCacheFusedMaxDim;
+  if (engine && fused_in_place) return CacheStep::engine;
+  if (cache) return CacheStep::cache;
+  return engine ? CacheStep::engine : CacheStep::gather;
+}
 
-// Whether the fused step over a paged cache asks for the K (V) rows 64 positions ahead through
-// the block table, for rows of `row_bytes`: rows under 4 cache lines (int8, int4, fp8 at
-// d = 128: 80-144 bytes) are; longer ones (float32, float16, bfloat16) are left to the CPU's
-// prefetchers, which stream a head's 32-64 KiB run of a block, and which the requests only
-// crowd. Zen 5, two builds interleaved, 8/8 and 32/8: asking made the short rows 5-27 %
-// faster and the long ones 6-21 % slower (docs/tuning.md). Results do not depend on it.
+// Whether the cache's step asks for the K (V) rows 64 positions ahead through the block table,
+// for rows of `row_bytes`: rows under 4 cache lines (int8, int4, fp8 at d = 128: 80-144 bytes)
+// are; longer ones (float32, float16, bfloat16) are left to the CPU's prefetchers, which stream
+// a head's 32-64 KiB run of a block, and which the requests only crowd. Zen 5, two builds
+// interleaved, 8/8 and 32/8: asking made the short rows 5-27 % faster and the long ones 6-21 %
+// slower (docs/tuning.md). Results do not depend on it.
 inline constexpr int64_t kCacheAskedRowMaxBytes = 255;
 constexpr bool cache_rows_asked_ahead(int64_t row_bytes) { return row_bytes <= kCacheAskedRowMaxBytes; }
-
-// Whether a paged cache's sequence (K and V of one type; float32, float16 or bfloat16 as the
-// contiguous decode path reads them, int8, int4 or fp8 decoded to the values gather() gives:
-// the engine's bits on those values) takes that path itself, K and V read in place through the
-// block table (the cache axis's first row): keys not centred
-// (their shift needs a sink per row, the engine's is one per head), blocks of whole groups of
-// the fused step's keys, rows of whole vectors, and a call that path fuses on this CPU
-// (`fused`); elsewhere the cache's own step, which treats the scores itself, stays the faster.
-constexpr bool cache_takes_engine_decode(bool keys_centred, int64_t block_tokens, int64_t d, int64_t dv, bool fused) {
-  return !keys_centred && block_tokens % kFusedBlockKeys == 0 && d % kPad == 0 && dv % kPad == 0 && fused;
-}
-
-inline bool choose_cache_decode(int64_t rows, int64_t d, int64_t dv) {
-  return rows >= 1 && rows <= kCacheFusedMaxRows && d % 32 == 0 && dv % 32 == 0 && d <= kCacheFusedMaxDim &&
-         dv <= kCacheFusedMaxDim;
-}
 
 }  // namespace attnlab::engine

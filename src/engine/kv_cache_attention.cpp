@@ -1,20 +1,25 @@
-// Attention over a KVCache with the float32 engine. Per sequence, kv_cache_attention picks:
-// - a cache whose K and V are of one type and whose call the engine's decode path takes by its
-//   fused step: that path itself, reading the blocks in place through the block table
-//   (Plan::kv_blocks, decode_work-inl.h); int8, int4 and fp8 rows decoded in registers
-//   (row_codec-inl.h). The result is bitwise the engine's on the same values held as tensors
-//   (gather()'s);
-// - otherwise, up to 8 query rows per K/V head (choose_cache_decode): the cache's fused step,
-//   work items of (K/V head, chunk of kCacheChunkBlocks blocks), each reading its blocks in
-//   place and dequantizing in registers (kv_cache_decode_kernels.cpp), in parallel; then each
-//   row's partials merged in chunk order, the sink included. The split depends on the lengths
-//   only, so the result is the same bitwise for any thread count;
-// - otherwise (chunked prefill) the blocks dequantized into contiguous scratch
-//   (core/kv_cache_calls.hpp) and one ordinary engine call.
-// A cache that rotates or centres its rows (kv_cache.hpp, "Outliers"): the fused steps rotate
-// the queries and rotate each output row back; the cache's step also adds each row's lost
-// q·μ back to lse (and subtracts it from a sink's logit), so a centred cache takes it, not the
-// engine's; the gathered path sees the caller's rows already.
+// Attention over a KVCache with the float32 engine. Per sequence, kv_cache_attention picks
+// (decode_strategy.hpp's choose_cache_step, the cache axis):
+// - the engine's decode path itself, reading the blocks in place through the block table
+//   (Plan::kv_blocks, decode_work-inl.h), where its fused step takes the call in place (K and V
+//   of one type, blocks of whole groups of 8 keys, no softcap or ALiBi), and for the calls with
+//   more rows that the decode path takes (chunked prefill). float32, float16 and bfloat16 rows
+//   are read as they are, int8, int4 and fp8 rows decoded in registers (row_codec-inl.h); K and
+//   V of two types, or blocks off the 8-key grid, have each tile decoded to float32 first. The
+//   result is bitwise the engine's on the same values held as float32 tensors (gather()'s);
+// - otherwise, up to 8 query rows per K/V head: the cache's fused step, work items of (K/V
+//   head, chunk of kCacheChunkBlocks blocks), each reading its blocks in place and dequantizing
+//   in registers (kv_cache_decode_kernels.cpp), in parallel; then each row's partials merged in
+//   chunk order, the sink included. The split depends on the lengths only, so the result is the
+//   same bitwise for any thread count;
+// - otherwise the blocks dequantized into contiguous scratch (core/kv_cache_calls.hpp) and one
+//   ordinary engine call.
+// A cache that rotates or centres its rows (kv_cache.hpp, "Outliers"): the queries are rotated
+// and each output row rotated back. Centred keys k − μ lose each row's q·μ from their scores,
+// which the softmax does not see (a shift): lse gets it back and a sink's logit gives it up, in
+// the engine with a sink per query head (so not with sinks and several rows a head), in the
+// cache's step per row. Softcap is no shift: with centred keys the gathered path, where
+// gather() has restored the caller's rows.
 #include <fmt/format.h>
 #include <omp.h>
 
@@ -42,79 +47,100 @@ namespace attnlab {
 
 namespace {
 
-// How the engine reads a cache's rows, if it can: K and V of one type, float32, float16 or
-// bfloat16 as elements; int8, int4 or fp8 (head scales up to kFp8MaxHeadScale) as codes
-// (RowCode) that its kernels decode, the plan's type then float32.
-struct EngineRows {
-  engine::ElementType type = engine::ElementType::f32;
-  engine::RowCode code = engine::RowCode::none;
-};
-std::optional<EngineRows> engine_rows(const detail::CacheLayerView& cv) {
-  if (cv.key_type != cv.value_type) return std::nullopt;
-  switch (cv.key_type) {
-    case CacheType::float32: return EngineRows{};
-    case CacheType::float16: return EngineRows{engine::ElementType::f16};
-    case CacheType::bfloat16: return EngineRows{engine::ElementType::bf16};
-    case CacheType::int8: return EngineRows{.code = engine::RowCode::int8};
-    case CacheType::int4: return EngineRows{.code = engine::RowCode::int4};
-    case CacheType::fp8_e4m3:
-      for (int64_t h = 0; h < cv.kv_heads; ++h)
-        if (cv.key_scales[h] > engine::kFp8MaxHeadScale || cv.value_scales[h] > engine::kFp8MaxHeadScale)
-          return std::nullopt;
-      return EngineRows{.code = engine::RowCode::fp8_e4m3};
+// The block table's type of rows of a cache type (the two enumerations list the same types).
+engine::RowType row_type(CacheType t) { return static_cast<engine::RowType>(t); }
+static_assert(static_cast<int>(CacheType::fp8_e4m3) == static_cast<int>(engine::RowType::fp8_e4m3));
+
+// How this sequence, n query rows a head against len positions, is read (the cache axis,
+// decode_strategy.hpp's choose_cache_step).
+engine::CacheStep cache_step(const detail::CacheLayerView& cv, const detail::CacheTransforms& tf, int64_t hq, int64_t n,
+                             int64_t len, const AttentionOptions<float>& o) {
+  bool fp8_scales_fit = true;  // the codec's 256 × scale is a float (engine::kFp8MaxHeadScale)
+  for (int64_t h = 0; h < cv.kv_heads; ++h)
+    fp8_scales_fit = fp8_scales_fit && (cv.key_type != CacheType::fp8_e4m3 || cv.key_scales[h] <= engine::kFp8MaxHeadScale) &&
+                     (cv.value_type != CacheType::fp8_e4m3 || cv.value_scales[h] <= engine::kFp8MaxHeadScale);
+  const bool decode_path =
+      fp8_scales_fit && engine::choose_forward_path(1, hq, cv.kv_heads, n, len, false, false) == engine::ForwardPath::decode;
+  bool fused_in_place = false;  // K and V of one type read in place by the fused step
+  if (decode_path && cv.key_type == cv.value_type && cv.block_tokens % engine::kFusedBlockKeys == 0) {
+    engine::DecodeShape c;
+    c.Hkv = cv.kv_heads, c.rows = hq / cv.kv_heads * n, c.Nk = len, c.d = cv.head_dim, c.dv = cv.value_dim;
+    c.dv_pad = cv.value_dim, c.block_run_bytes = cv.block_tokens * cv.key_row;
+    c.k_row_bytes = cv.key_row, c.v_row_bytes = cv.value_row;
+    const engine::RowType t = row_type(cv.key_type);
+    if (is_code(t)) c.codes = t;
+    else c.type = t == engine::RowType::bf16 ? engine::ElementType::bf16
+                  : t == engine::RowType::f16 ? engine::ElementType::f16 : engine::ElementType::f32;
+    c.score_treatment = o.softcap.has_value() || !o.alibi_slopes.empty();
+    fused_in_place = engine::decode_strategy_for(c).fused;
   }
-  return std::nullopt;
+  return engine::choose_cache_step(decode_path, fused_in_place, hq / cv.kv_heads * n, cv.head_dim, cv.value_dim,
+                                   tf.key_center != nullptr, n > 1 && !o.sinks.empty(), o.softcap.has_value());
 }
 
-// Whether the engine's decode path takes this sequence over its blocks (decode_strategy.hpp's
-// cache axis): asks that path's strategy for the call on this CPU.
-bool engine_takes_blocks(const detail::CacheLayerView& cv, const detail::CacheTransforms& tf, int64_t hq, int64_t n,
-                         int64_t len, const AttentionOptions<float>& o) {
-  const std::optional<EngineRows> rows = engine_rows(cv);
-  if (!rows) return false;
-  engine::DecodeShape c;
-  c.Hkv = cv.kv_heads, c.rows = hq / cv.kv_heads * n, c.Nk = len, c.d = cv.head_dim, c.dv = cv.value_dim;
-  c.dv_pad = cv.value_dim, c.type = rows->type, c.code = rows->code, c.block_run_bytes = cv.block_tokens * cv.key_row;
-  c.k_row_bytes = cv.key_row, c.v_row_bytes = cv.value_row;
-  c.score_treatment = o.softcap.has_value() || !o.alibi_slopes.empty();
-  const bool fused = engine::choose_forward_path(1, hq, cv.kv_heads, n, len, false, false) ==
-                         engine::ForwardPath::decode &&
-                     engine::decode_strategy_for(c).fused;
-  return engine::cache_takes_engine_decode(tf.key_center != nullptr, cv.block_tokens, cv.head_dim, cv.value_dim, fused);
+// A view of no data that gives the plan K's or V's shape and the element type it reads.
+engine::Operand shape_only(engine::ElementType t, const Shape& shape) {
+  switch (t) {
+    case engine::ElementType::bf16: return ConstView<bfloat16>(nullptr, shape);
+    case engine::ElementType::f16: return ConstView<float16>(nullptr, shape);
+    case engine::ElementType::f32: break;
+  }
+  return ConstView<float>(nullptr, shape);
 }
 
-// The engine's decode path over the sequence's blocks, for its element type E (or codes,
-// engine::CodeByte): q [1, Hq, n, d], out, lse likewise.
-template <class E>
+// The engine's decode path over the sequence's blocks: q [1, Hq, n, d], out, lse likewise.
 void engine_sequence(const detail::CacheLayerView& cv, std::span<const int32_t> blocks, int64_t seq_index, int64_t len,
                      ConstView<float> q, const AttentionOptions<float>& o, TensorView<float> out, TensorView<float> lse,
                      const detail::CacheTransforms& tf, int threads, const ComputeConfig& config) {
-  const int64_t hq = q.heads(), n = q.seq(), d = cv.head_dim, dv = cv.value_dim, T = cv.block_tokens;
-  // The stored keys are rotated: so are the queries (a copy).
-  Tensor<float> rotated;
-  ConstView<float> qs = q;
-  if (tf.key_rotation != nullptr) {
-    rotated = Tensor<float>({1, hq, n, d});
-    for (int64_t h = 0; h < hq; ++h)
-      for (int64_t i = 0; i < n; ++i) {
-        float* r = rotated.data() + (h * n + i) * d;
-        for (int64_t c = 0; c < d; ++c) r[c] = q(0, h, i, c);
-        tf.key_rotation->rotate(r);
+  const int64_t hq = q.heads(), group = hq / cv.kv_heads, n = q.seq(), d = cv.head_dim, dv = cv.value_dim;
+  const int64_t T = cv.block_tokens;
+  // The queries as the stored keys are: rotated with them (a copy), and checked here, where the
+  // engine's entry would check them.
+  Tensor<float> qs({1, hq, n, d});
+  for (int64_t h = 0; h < hq; ++h)
+    for (int64_t i = 0; i < n; ++i) {
+      float* r = qs.data() + (h * n + i) * d;
+      for (int64_t c = 0; c < d; ++c) {
+        r[c] = q(0, h, i, c);
+        if (o.check_finite && !std::isfinite(r[c]))
+          throw Error(fmt::format("kv_cache_attention: q[{}, {}, {}] = {} (check_finite)", seq_index, h, i, r[c]));
       }
-    qs = rotated.view();
-  }
+      if (tf.key_rotation != nullptr) tf.key_rotation->rotate(r);
+    }
   detail::AttentionDims dims;
   dims.B = 1, dims.Hq = hq, dims.Hkv = cv.kv_heads, dims.Nq = n, dims.Nk = len, dims.d = d, dims.dv = dv;
-  // k and v give the plan their type and shape (float32 for codes); their rows come from the table.
-  using Element = std::conditional_t<engine::kIsCode<E>, float, E>;
-  const ConstView<Element> k(nullptr, Shape{1, cv.kv_heads, len, d}), v(nullptr, Shape{1, cv.kv_heads, len, dv});
-  engine::Plan plan(dims, qs, k, v, o, threads, &config.interrupt);
-  const std::byte* layer = cv.pool + cv.layer_offset;
+  // Centred keys k − μ: each row's scores lack shift = scale_i·q·μ (in double). The softmax does
+  // not see it; lse gets it back below and a sink's logit gives it up (one row a head: checked).
+  std::vector<double> shift(static_cast<size_t>(hq * n), 0.0);
+  AttentionOptions<float> options = o;
+  std::vector<float> sinks(o.sinks.begin(), o.sinks.end());
+  if (tf.key_center != nullptr) {
+    for (int64_t h = 0; h < hq; ++h)
+      for (int64_t i = 0; i < n; ++i) {
+        const detail::KeyRange kr = detail::key_range(dims, o, 0, i);
+        double dot = 0;
+        for (int64_t c = 0; c < d; ++c)
+          dot += static_cast<double>(qs.data()[(h * n + i) * d + c]) * tf.key_center[(h / group) * d + c];
+        shift[static_cast<size_t>(h * n + i)] = static_cast<double>(static_cast<float>(o.scale(d, kr.end - kr.begin))) * dot;
+      }
+    for (size_t h = 0; h < sinks.size(); ++h)
+      sinks[h] = static_cast<float>(static_cast<double>(o.sinks[h]) - shift[h * static_cast<size_t>(n)]);
+    options.sinks = sinks;
+  }
   engine::KVBlocks table;
-  table.table = blocks.data(), table.block_keys = T, table.k = layer, table.v = layer + cv.value_offset;
-  table.block_bytes = cv.block_stride, table.k_head_bytes = T * cv.key_row, table.v_head_bytes = T * cv.value_row;
+  table.table = blocks.data(), table.block_keys = T, table.k = cv.pool + cv.layer_offset;
+  table.v = table.k + cv.value_offset, table.block_bytes = cv.block_stride;
+  table.k_head_bytes = T * cv.key_row, table.v_head_bytes = T * cv.value_row;
   table.k_row_bytes = cv.key_row, table.v_row_bytes = cv.value_row;
-  if constexpr (engine::kIsCode<E>) table.code = E::kCode, table.k_head_scales = cv.key_scales, table.v_head_scales = cv.value_scales;
+  table.k_type = row_type(cv.key_type), table.v_type = row_type(cv.value_type);
+  table.k_head_scales = cv.key_scales, table.v_head_scales = cv.value_scales;
+  // K and V give the plan their shapes and the element type its kernels read (float32 for
+  // codes and decoded tiles); their rows come from the table.
+  engine::ElementType element = engine::ElementType::f32;
+  if (!table.decodes_tiles() && cv.key_type == CacheType::bfloat16) element = engine::ElementType::bf16;
+  if (!table.decodes_tiles() && cv.key_type == CacheType::float16) element = engine::ElementType::f16;
+  engine::Plan plan(dims, qs.view(), shape_only(element, Shape{1, cv.kv_heads, len, d}),
+                    shape_only(element, Shape{1, cv.kv_heads, len, dv}), options, threads, &config.interrupt);
   plan.kv_blocks = &table;
   engine::decode_forward(plan, out, lse);
   if (plan.stop.stopped()) throw Interrupted("kv_cache_attention: interrupted by the caller (ComputeConfig::interrupt)");
@@ -122,17 +148,18 @@ void engine_sequence(const detail::CacheLayerView& cv, std::span<const int32_t> 
     const int64_t row = plan.overflowed_rows.first();
     throw Error(engine::scores_overflow_message("kv_cache_attention", seq_index, row / n % hq, row % n));
   }
-  if (tf.value_rotation != nullptr) {  // O is linear in V's rows: rotate each back
-    std::vector<float> row(static_cast<size_t>(dv));
-    for (int64_t h = 0; h < hq; ++h)
-      for (int64_t i = 0; i < n; ++i) {
-        float* o_row = out.row(0, h, i);
-        const int64_t st = out.stride(Axis::dim);
-        for (int64_t c = 0; c < dv; ++c) row[static_cast<size_t>(c)] = o_row[c * st];
-        tf.value_rotation->unrotate(row.data());
-        for (int64_t c = 0; c < dv; ++c) o_row[c * st] = row[static_cast<size_t>(c)];
-      }
-  }
+  std::vector<float> row(static_cast<size_t>(dv));
+  for (int64_t h = 0; h < hq; ++h)
+    for (int64_t i = 0; i < n; ++i) {
+      float& l = lse.row(0, h, i)[0];
+      if (std::isfinite(l)) l = static_cast<float>(static_cast<double>(l) + shift[static_cast<size_t>(h * n + i)]);
+      if (tf.value_rotation == nullptr) continue;
+      float* o_row = out.row(0, h, i);  // O is linear in V's rows: rotated back
+      const int64_t st = out.stride(Axis::dim);
+      for (int64_t c = 0; c < dv; ++c) row[static_cast<size_t>(c)] = o_row[c * st];
+      tf.value_rotation->unrotate(row.data());
+      for (int64_t c = 0; c < dv; ++c) o_row[c * st] = row[static_cast<size_t>(c)];
+    }
   if (o.check_finite) detail::check_result_finite<float>(out, "out");
 }
 
@@ -241,28 +268,15 @@ void kv_cache_attention(const KVCache& cache, int64_t layer, std::span<const int
   detail::for_each_cached_sequence<float>(
       cache, layer, seqs, q, options, out, lse, query_lengths,
       [&](int64_t s, int64_t seq, int64_t len, ConstView<float> qs, TensorView<float> os, TensorView<float> ls) {
-        const int64_t rows = qs.heads() / cache.config().kv_heads * qs.seq();
-        const KVCacheConfig& c = cache.config();
-        if (!engine::choose_cache_decode(rows, c.head_dim, c.value_dim)) return false;
         const detail::CacheTransforms tf = detail::KVCacheAccess::transforms(cache, seq, layer);
-        if (tf.key_center != nullptr && options.softcap) return false;  // not shift-invariant: the caller's keys
         if (!have_view) cv = detail::KVCacheAccess::layer(cache, layer), have_view = true;
-        const int64_t kv_bytes = engine::decode_kv_bytes(len * c.kv_heads, cv.key_row, cv.value_row);
-        const int team = engine::decode_threads(threads, kv_bytes);
-        if (engine_takes_blocks(cv, tf, qs.heads(), qs.seq(), len, options)) {
-          const std::span<const int32_t> blocks = detail::KVCacheAccess::blocks(cache, seq);
-          auto run = [&]<class E>() { engine_sequence<E>(cv, blocks, s, len, qs, options, os, ls, tf, team, config); };
-          switch (cv.key_type) {
-            case CacheType::float32: run.operator()<float>(); break;
-            case CacheType::float16: run.operator()<float16>(); break;
-            case CacheType::bfloat16: run.operator()<bfloat16>(); break;
-            case CacheType::int8: run.operator()<engine::CodeByte<engine::RowCode::int8>>(); break;
-            case CacheType::int4: run.operator()<engine::CodeByte<engine::RowCode::int4>>(); break;
-            case CacheType::fp8_e4m3: run.operator()<engine::CodeByte<engine::RowCode::fp8_e4m3>>(); break;
-          }
-          return true;
-        }
-        fused_sequence(cache, cv, seq, s, len, qs, options, os, ls, tf, team, stop);
+        const engine::CacheStep step = cache_step(cv, tf, qs.heads(), qs.seq(), len, options);
+        if (step == engine::CacheStep::gather) return false;
+        const int team = engine::decode_threads(threads, engine::decode_kv_bytes(len * cv.kv_heads, cv.key_row, cv.value_row));
+        if (step == engine::CacheStep::engine)
+          engine_sequence(cv, detail::KVCacheAccess::blocks(cache, seq), s, len, qs, options, os, ls, tf, team, config);
+        else
+          fused_sequence(cache, cv, seq, s, len, qs, options, os, ls, tf, team, stop);
         return true;
       },
       [&](const Tensor<float>& k, const Tensor<float>& v, ConstView<float> qs, TensorView<float> os,

@@ -154,41 +154,56 @@ class Operand {
 // bfloat16 inputs' products (bf16_products.hpp).
 bool cpu_has_bf16_dot_products();
 
-// How a block table's rows hold their values (KVBlocks::code): as the plan's element type
-// (none), or as a quantized cache's codes (core/kv_quantize.hpp's layouts): int8 and int4 codes
-// then a float32 scale per group of 32 channels; fp8 e4m3 codes times the K/V head's scale.
-enum class RowCode : uint8_t { none, int8, int4, fp8_e4m3 };
+// Keys per block of the decode path's fused step (decode_fused_parts-inl.h): a block table's
+// blocks hold a whole number of them for the fused step to read them in place.
+inline constexpr int64_t kFusedBlockKeys = 8;
+
+// What a block table's rows hold (KVBlocks::k_type, v_type), as a KVCache's types: float32,
+// bfloat16 or float16 values, or a quantized cache's codes (core/kv_quantize.hpp's layouts):
+// int8 and int4 codes then a float32 scale per group of 32 channels; fp8 e4m3 codes times the
+// K/V head's scale.
+enum class RowType : uint8_t { f32, bf16, f16, int8, int4, fp8_e4m3 };
+constexpr bool is_code(RowType t) { return t >= RowType::int8; }
 // The decode kernels' element type for rows of codes: a byte of the row (int4: two codes, the
 // even channel in the low nibble). Its values exist only as the row codec decodes them
 // (row_codec-inl.h), exactly as the cache's gather does.
-template <RowCode C>
+template <RowType C>
 struct CodeByte {
-  static constexpr RowCode kCode = C;
+  static constexpr RowType kType = C;
   uint8_t bits;
 };
+// The decode kernels' element type for a block table whose tiles are decoded to float32 rows
+// before use: K and V of two types, or blocks off the fused step's grid of 8 keys.
+struct DecodedTiles {};
 // The largest fp8 head scale the codec takes: it multiplies by 256 × the scale in one step,
-// which must be finite (a larger scale's cache keeps its own kernel: kv_cache_attention.cpp).
+// which must be finite (a larger scale's cache is gathered: kv_cache_attention.cpp).
 inline constexpr float kFp8MaxHeadScale = std::numeric_limits<float>::max() / 256.0f;
 template <class E>
 inline constexpr bool kIsCode = false;
-template <RowCode C>
+template <RowType C>
 inline constexpr bool kIsCode<CodeByte<C>> = true;
 
 // K and V of one sequence (B = 1) as a table of blocks, as a paged KV cache stores them: key j
 // of K/V head h is row j % block_keys of block table[j / block_keys], whose rows of head h
 // start at k + table[·]·block_bytes + h·k_head_bytes (v likewise), k_row_bytes apart, unit
 // stride. The decode path reads such rows in place (decode_work-inl.h); a tensor is the
-// table's special case of one block per (batch, head). With a code, the plan's K and V are
-// float32 views that give the shapes only, and the rows hold codes (RowCode).
+// table's special case of one block per (batch, head). With codes, or K and V of two types,
+// the plan's K and V are float32 views that give the shapes only.
 struct KVBlocks {
   const int32_t* table = nullptr;
   int64_t block_keys = 0;
   const std::byte* k = nullptr;
   const std::byte* v = nullptr;
   int64_t block_bytes = 0, k_head_bytes = 0, v_head_bytes = 0, k_row_bytes = 0, v_row_bytes = 0;
-  RowCode code = RowCode::none;  // K's and V's alike
+  RowType k_type = RowType::f32, v_type = RowType::f32;
   const float* k_head_scales = nullptr;  // fp8 e4m3: per K/V head
   const float* v_head_scales = nullptr;
+
+  // Whether the kernels decode each tile to float32 rows first (DecodedTiles): K and V of two
+  // types (the fused step reads one), or blocks the fused step cannot take whole.
+  bool decodes_tiles() const { return k_type != v_type || block_keys % kFusedBlockKeys != 0; }
+  // The codes the kernels read in place, if any: K's and V's type when it is one of codes.
+  RowType codes() const { return !decodes_tiles() && is_code(k_type) ? k_type : RowType::f32; }
 
   const std::byte* key(int64_t h, int64_t j) const { return row(k, k_head_bytes, k_row_bytes, h, j); }
   const std::byte* value(int64_t h, int64_t j) const { return row(v, v_head_bytes, v_row_bytes, h, j); }

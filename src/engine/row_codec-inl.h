@@ -1,6 +1,6 @@
 // How the decode kernels load a row of K or V as float32 vectors, whatever holds it: the row
 // codec, one per element type. float32, bfloat16 and float16 rows are their values (LoadAsFloat);
-// a quantized cache's rows (RowCode, plan.hpp) are codes that the codec dequantizes in registers,
+// a quantized cache's rows (RowType, plan.hpp) are codes that the codec dequantizes in registers,
 // to exactly the values the cache's gather writes (core/kv_quantize.cpp's decode_row), so the
 // kernels' operations on them are those on the gathered float32 rows, bit for bit. Included
 // once per SIMD target.
@@ -38,7 +38,7 @@ struct RowCodec {
 
 // Rows of a quantized cache (KVBlocks::code): `row` is the row's first byte; int8 and int4 rows
 // end in their group scales (kv_quantize.hpp), fp8 rows take the K/V head's scale.
-template <RowCode C>
+template <RowType C>
 struct RowCodec<CodeByte<C>> {
   static constexpr size_t kGroup = 32;  // channels per scale (kv_quantize.hpp's kQuantGroup)
   size_t scales = 0;                    // int8, int4: the scales' first byte in the row
@@ -47,26 +47,26 @@ struct RowCodec<CodeByte<C>> {
 
   // int4 loads columns two vectors at a time (LoadTwo): one load of bytes gives both, and
   // unpacking them together took half the instructions of a vector at a time.
-  static constexpr bool kLoadsPairs = C == RowCode::int4 && HWY_TARGET != HWY_SCALAR;
+  static constexpr bool kLoadsPairs = C == RowType::int4 && HWY_TARGET != HWY_SCALAR;
   static RowCodec Of(const Plan& p, bool keys, int64_t h) {
     const KVBlocks& t = *p.kv_blocks;
     RowCodec rc;
     rc.cols = static_cast<size_t>(keys ? p.dims.d : p.dims.dv);
     rc.row_bytes = static_cast<size_t>(keys ? t.k_row_bytes : t.v_row_bytes);
-    rc.scales = C == RowCode::int4 ? (rc.cols + 1) / 2 : rc.cols;
-    if constexpr (C == RowCode::fp8_e4m3) rc.scale_256 = 256.0f * (keys ? t.k_head_scales : t.v_head_scales)[h];
+    rc.scales = C == RowType::int4 ? (rc.cols + 1) / 2 : rc.cols;
+    if constexpr (C == RowType::fp8_e4m3) rc.scale_256 = 256.0f * (keys ? t.k_head_scales : t.v_head_scales)[h];
     return rc;
   }
 
   HWY_INLINE VF Load(const CodeByte<C>* HWY_RESTRICT row, size_t c) const {
     const DF df;
     const auto* bytes = reinterpret_cast<const uint8_t*>(row);
-    if constexpr (C == RowCode::int8) {
+    if constexpr (C == RowType::int8) {
       const hn::Rebind<int8_t, DF> d8;
       const hn::RebindToSigned<DF> di;
       const VF codes = hn::ConvertTo(df, hn::PromoteTo(di, hn::LoadU(d8, reinterpret_cast<const int8_t*>(bytes) + c)));
       return hn::Mul(codes, hn::Set(df, GroupScale(bytes, c)));
-    } else if constexpr (C == RowCode::int4) {
+    } else if constexpr (C == RowType::int4) {
       return Int4Values(Int4Codes(bytes, c), GroupScale(bytes, c));
     } else {
       // e4m3's exponent and mantissa placed in a float16's (sign kept) make a float16 worth
@@ -85,7 +85,7 @@ struct RowCodec<CodeByte<C>> {
   HWY_INLINE void LoadTwo(const CodeByte<C>* HWY_RESTRICT row, size_t c, VF& a, VF& b) const {
     const size_t L = hn::Lanes(DF());
 #if HWY_TARGET != HWY_SCALAR
-    if constexpr (C == RowCode::int4) {
+    if constexpr (C == RowType::int4) {
       // Lanes bytes: their low nibbles (the even channels) and high ones (the odd)
       // interleaved back into channel order, a vector's codes each half.
       const auto* bytes = reinterpret_cast<const uint8_t*>(row);
@@ -153,17 +153,30 @@ struct RowCodec<CodeByte<C>> {
   }
 };
 
-// Rows [j0, j0 + n) of the block table's K (keys) or V of head h, decoded into float rows of
-// dst (dst_stride apart): a tile of codes for the tile step, which reads float rows.
+// Rows [j0, j0 + n) of the block table's K (keys) or V of head h, of element type E, decoded
+// into float rows of dst (dst_stride apart).
 template <class E>
-void DecodeBlockRows(const Plan& p, const RowCodec<E>& rc, bool keys, int64_t h, int64_t j0, int64_t n, float* dst,
-                     size_t dst_stride) {
+void DecodeBlockRowsOf(const Plan& p, bool keys, int64_t h, int64_t j0, int64_t n, float* dst, size_t dst_stride) {
   const KVBlocks& t = *p.kv_blocks;
+  const RowCodec<E> rc = RowCodec<E>::Of(p, keys, h);
   const size_t cols = static_cast<size_t>(keys ? p.dims.d : p.dims.dv), L = hn::Lanes(DF());
   for (int64_t j = 0; j < n; ++j) {
     const auto* row = reinterpret_cast<const E*>(keys ? t.key(h, j0 + j) : t.value(h, j0 + j));
     float* out = dst + static_cast<size_t>(j) * dst_stride;
     for (size_t c = 0; c < cols; c += L) hn::StoreU(rc.Load(row, c), DF(), out + c);
+  }
+}
+
+// DecodeBlockRowsOf for the type K's (keys) or V's rows hold: a tile for the tile step, or every
+// tile of a table whose tiles are decoded (KVBlocks::decodes_tiles), whose kernels read float rows.
+void DecodeBlockRows(const Plan& p, bool keys, int64_t h, int64_t j0, int64_t n, float* dst, size_t dst_stride) {
+  switch (keys ? p.kv_blocks->k_type : p.kv_blocks->v_type) {
+    case RowType::f32: return DecodeBlockRowsOf<float>(p, keys, h, j0, n, dst, dst_stride);
+    case RowType::bf16: return DecodeBlockRowsOf<bfloat16>(p, keys, h, j0, n, dst, dst_stride);
+    case RowType::f16: return DecodeBlockRowsOf<float16>(p, keys, h, j0, n, dst, dst_stride);
+    case RowType::int8: return DecodeBlockRowsOf<CodeByte<RowType::int8>>(p, keys, h, j0, n, dst, dst_stride);
+    case RowType::int4: return DecodeBlockRowsOf<CodeByte<RowType::int4>>(p, keys, h, j0, n, dst, dst_stride);
+    case RowType::fp8_e4m3: return DecodeBlockRowsOf<CodeByte<RowType::fp8_e4m3>>(p, keys, h, j0, n, dst, dst_stride);
   }
 }
 

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <cstring>
 #include <initializer_list>
+#include <optional>
 #include <string>
 
 #include "attnlab/engine.hpp"
@@ -27,11 +28,12 @@ namespace {
 struct Case {
   CacheType type;
   int64_t block_tokens, hq, hkv, nq, d, dv;
+  std::optional<CacheType> value_type = {};  // V's, if not K's
 };
 
 // variant: 0 plain, 1 a window, 2 sinks, 3 no causal mask.
 std::string describe(const Case& c, int variant, int64_t len) {
-  return std::string(al::to_string(c.type)) + " block " + std::to_string(c.block_tokens) + " heads " +
+  return std::string(al::to_string(c.type)) + "/" + al::to_string(c.value_type.value_or(c.type)) + " block " + std::to_string(c.block_tokens) + " heads " +
          std::to_string(c.hq) + "/" + std::to_string(c.hkv) + " nq " + std::to_string(c.nq) + " d " +
          std::to_string(c.d) + "/" + std::to_string(c.dv) + " variant " + std::to_string(variant) + " len " +
          std::to_string(len);
@@ -53,10 +55,12 @@ bool same_bits(const al::Tensor<float>& a, const al::Tensor<float>& b) {
 constexpr int64_t kLengths[] = {40, 300, 1000, 4500};
 
 // Returns how many calls took the engine's fused decode over the blocks.
-int check(const Case& cs) {
+// tile_step: the calls of many rows, which the engine's decode path takes by its tile step
+// (counted by its tiles; calls of few rows by its fused tiles: the cache's own step counts none).
+int check(const Case& cs, bool tile_step = false) {
   al::KVCacheConfig c;
   c.kv_heads = cs.hkv, c.head_dim = cs.d, c.value_dim = cs.dv, c.max_tokens = 6000 + 12 * cs.block_tokens;
-  c.key_type = c.value_type = cs.type, c.block_tokens = cs.block_tokens;
+  c.key_type = cs.type, c.value_type = cs.value_type.value_or(cs.type), c.block_tokens = cs.block_tokens;
   al::KVCache cache(c);
   Values normal{static_cast<uint64_t>(cs.block_tokens * 31 + cs.d) | 1};
   // A filler first, so that no sequence's blocks start the pool.
@@ -81,10 +85,11 @@ int check(const Case& cs) {
       if (variant == 1) o.window = {100, 0};
       if (variant == 2) o.sinks = sinks;
       al::Tensor<float> out({1, cs.hq, cs.nq, cs.dv}), lse({1, cs.hq, cs.nq, 1}), out2(out.shape()), lse2(lse.shape());
-      const int64_t fused_before = al::engine::testing::tile_counts().decode_fused.load();
+      auto& counts = al::engine::testing::tile_counts();
+      const int64_t before = tile_step ? counts.forward.load() : counts.decode_fused.load();
       const int64_t one[] = {seqs[at]};
       al::kv_cache_attention(cache, 0, one, q, o, {out, lse}, {}, {.threads = 2});
-      const bool engine_took_it = al::engine::testing::tile_counts().decode_fused.load() > fused_before;
+      const bool engine_took_it = (tile_step ? counts.forward.load() : counts.decode_fused.load()) > before;
       al::kv_cache_attention(cache, 0, one, q, o, {out2, lse2}, {}, {.threads = 1});
       const std::string what = describe(cs, variant, len);
       EXPECT_TRUE(same_bits(out, out2) && same_bits(lse, lse2)) << "1 and 2 threads differ: " << what;
@@ -126,6 +131,25 @@ TEST(KVCacheBlocks, QuantizedCachesGiveTheEnginesBitsOnTheirDecodedValues) {
       << "no call took the engine's decode path over the blocks";
 }
 
+// Chunks of new queries, 16 rows per K/V head (the tile step) and more: K and V of two types,
+// and blocks off the fused step's grid of 8 keys, each tile decoded to float32 rows first, then
+// the same steps as over tensors; and each type on the grid. (With few rows the cache's own step
+// takes the first two.)
+TEST(KVCacheBlocks, ChunksOfQueriesGiveTheEnginesBits) {
+  const std::pair<CacheType, CacheType> pairs[] = {{CacheType::int8, CacheType::int4},
+                                                   {CacheType::float16, CacheType::int8},
+                                                   {CacheType::int4, CacheType::fp8_e4m3},
+                                                   {CacheType::float32, CacheType::bfloat16}};
+  int taken = 0;
+  for (const auto& [kt, vt] : pairs)
+    for (int64_t block : {20, 128}) taken += check({kt, block, 32, 8, 4, 128, 96, vt}, true);
+  for (CacheType t : {CacheType::float16, CacheType::int8}) taken += check({t, 20, 16, 2, 8, 64, 64}, true);
+  // One type on the grid: read in place (16-bit keys converted for K·Qᵀ), or codes decoded.
+  for (CacheType t : {CacheType::float32, CacheType::float16, CacheType::bfloat16, CacheType::int4})
+    taken += check({t, 128, 32, 8, 4, 128, 96}, true);
+  EXPECT_GT(taken, 0) << "no call took the engine's decode path over the blocks";
+}
+
 // The codecs of every SIMD target this build has (each loads its own way: int4's nibbles, fp8
 // through float16), fused and on the tile step (a sequence end inside a block).
 TEST(KVCacheBlocks, QuantizedCachesGiveTheEnginesBitsOnEveryTarget) {
@@ -140,10 +164,12 @@ TEST(KVCacheBlocks, QuantizedCachesGiveTheEnginesBitsOnEveryTarget) {
 }
 
 // The fp8 codec multiplies by 256 × the head's scale in one step: up to kFp8MaxHeadScale the
-// engine takes the cache (the same bits as on the gathered values); above, 256 × the scale is
-// no float, and the cache's own kernel takes it, its result still the gathered values' attention.
-TEST(KVCacheBlocks, Fp8HeadScalesBeyondTheCodecsRangeKeepTheCachesKernel) {
+// engine reads the cache's codes (the engine's bits on the gathered values); above, 256 × the
+// scale is no float and the cache's own step reads them (the gathered values' attention).
+TEST(KVCacheBlocks, Fp8HeadScalesBeyondTheCodecsRangeKeepTheCachesStep) {
   for (const float scale : {1e36f, 2e36f}) {
+    const bool fits = scale <= al::engine::kFp8MaxHeadScale;
+    ASSERT_EQ(fits, scale == 1e36f);
     al::KVCacheConfig c;
     c.kv_heads = 2, c.head_dim = 64, c.value_dim = 64, c.max_tokens = 512, c.block_tokens = 16;
     c.key_type = c.value_type = CacheType::fp8_e4m3, c.key_scales = {scale};
@@ -158,13 +184,10 @@ TEST(KVCacheBlocks, Fp8HeadScalesBeyondTheCodecsRangeKeepTheCachesKernel) {
     cache.gather(0, seq, k, v);
     al::AttentionOptions<float> o;
     al::Tensor<float> out({1, 8, 1, 64}), lse({1, 8, 1, 1}), want(out.shape()), want_lse(lse.shape());
-    const int64_t fused_before = al::engine::testing::tile_counts().decode_fused.load();
     const int64_t one[] = {seq};
     al::kv_cache_attention(cache, 0, one, q, o, {out, lse}, {}, {.threads = 2});
-    const bool engine_took_it = al::engine::testing::tile_counts().decode_fused.load() > fused_before;
     al::engine::attention_forward<float>(q, k, v, o, {want, want_lse}, {.threads = 2});
-    EXPECT_EQ(engine_took_it, scale <= al::engine::kFp8MaxHeadScale) << "scale " << scale;
-    if (engine_took_it) {
+    if (fits) {
       EXPECT_TRUE(same_bits(out, want) && same_bits(lse, want_lse)) << "scale " << scale;
     } else {
       for (int64_t i = 0; i < out.numel(); ++i)

@@ -1,4 +1,5 @@
-// The fused decode over the paged cache (kv_cache_decode_kernels.cpp): for every element
+// Decoding over the paged cache (the engine's decode path through the block table,
+// kv_cache_attention.cpp): for every element
 // type (keys and values of different types too), grouped heads, 1-2 query rows per sequence,
 // several sequences of odd lengths in one call (some longer than one work item of 64
 // blocks), d = 64 and 128 with dv = 96, the variants; the result within the engine's
@@ -117,11 +118,10 @@ TEST(KVCacheFusedDecode, EachTypeWithinTheAccuracyRuleAndTheSameForAnyThreads) {
   check({CacheType::int4, CacheType::float32, 8, 2, 1, 64, 64, 1, 16});
 }
 
-// Each SIMD target's loads (LoadPair) read every value as gather() does: with one position a
-// row's softmax weight is exactly 1, so O is the dequantized V row, equal value for value (a
-// zero's sign aside: int4's code 8 is +0 in the kernel's code·s − 8s, −0 in decode_row's
-// 0·s for a negative scale). fp8 rows hold all of its 254 finite codes (subnormals
-// included), the others random values.
+// Each SIMD target's row codec (row_codec-inl.h) reads every value as gather() does: with one
+// position a row's softmax weight is exactly 1, so O is the dequantized V row, equal value for
+// value. fp8 rows hold all of its 254 finite codes (subnormals included), the others random
+// values.
 TEST(KVCacheFusedDecode, EveryTargetDequantizesAsGatherDoes) {
   for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
     hwy::SetSupportedTargetsForTest(target);
@@ -190,19 +190,33 @@ TEST(KVCacheFusedDecode, AnOverflowingScoreIsAnError) {
 
 // The cache axis of the decision table (decode_strategy.hpp), row by row.
 TEST(KVCacheFusedDecode, TheCacheAxisOfTheDecisionTable) {
-  // Every element type has its fused loads: the types do not enter.
-  using attnlab::engine::choose_cache_decode;
-  for (int64_t rows = 1; rows <= 8; ++rows) EXPECT_TRUE(choose_cache_decode(rows, 128, 128)) << rows;
-  EXPECT_FALSE(choose_cache_decode(9, 128, 128));   // chunked prefill: gathered, the tile step
-  EXPECT_FALSE(choose_cache_decode(0, 128, 128));
-  EXPECT_TRUE(choose_cache_decode(4, 32, 256));
-  EXPECT_FALSE(choose_cache_decode(4, 80, 80));     // not whole groups of 32 channels
-  EXPECT_FALSE(choose_cache_decode(4, 128, 96 + 8));
-  EXPECT_FALSE(choose_cache_decode(1, 288, 288));   // beyond the kernel's query registers
+  using attnlab::engine::CacheStep;
+  auto step = [](bool decode_path, bool fused_in_place, int64_t rows, int64_t d, int64_t dv, bool centred = false,
+                 bool row_sinks = false, bool softcap = false) {
+    return attnlab::engine::choose_cache_step(decode_path, fused_in_place, rows, d, dv, centred, row_sinks, softcap);
+  };
+  // The fused step in place: the engine, whatever the rows' type.
+  for (int64_t rows = 1; rows <= 8; ++rows) EXPECT_EQ(step(true, true, rows, 128, 128), CacheStep::engine) << rows;
+  // Not in place (two types, blocks off the grid, softcap, ALiBi, a call not fused): the cache's step.
+  EXPECT_EQ(step(true, false, 4, 128, 128), CacheStep::cache);
+  EXPECT_EQ(step(true, false, 8, 64, 256), CacheStep::cache);
+  // Beyond its rows or head sizes: the engine's tile step over the table where the decode path
+  // takes the call, else gathered.
+  EXPECT_EQ(step(true, false, 16, 128, 128), CacheStep::engine);
+  EXPECT_EQ(step(true, false, 4, 80, 80), CacheStep::engine);      // not whole groups of 32 channels
+  EXPECT_EQ(step(true, false, 1, 288, 288), CacheStep::engine);    // beyond the cache's query registers
+  EXPECT_EQ(step(false, false, 16, 128, 128), CacheStep::gather);  // the tiled path's call
+  EXPECT_EQ(step(true, false, 16, 72, 72), CacheStep::gather);     // not whole vectors
+  EXPECT_EQ(step(true, true, 0, 72, 72), CacheStep::gather);
+  // Centred keys: the engine gives the lost q·μ back through lse and a sink per query head.
+  EXPECT_EQ(step(true, true, 4, 128, 128, true), CacheStep::engine);
+  EXPECT_EQ(step(true, true, 4, 128, 128, true, true), CacheStep::cache);    // sinks, several rows a head
+  EXPECT_EQ(step(true, true, 16, 128, 128, true, true), CacheStep::gather);
+  EXPECT_EQ(step(true, true, 4, 128, 128, true, false, true), CacheStep::gather);  // softcap: no shift
 }
 
-// ComputeConfig::interrupt (Python's Ctrl-C) is asked before and between the fused step's work
-// items, as between the engine's tiles: true ends the call with Interrupted; false changes nothing.
+// ComputeConfig::interrupt (Python's Ctrl-C) is asked between the decode path's work items, as
+// between the engine's tiles: true ends the call with Interrupted; false changes nothing.
 TEST(KVCacheFusedDecode, AnInterruptStopsALongDecode) {
   al::KVCacheConfig c;
   c.kv_heads = 2, c.head_dim = 64, c.max_tokens = 40000, c.key_type = CacheType::int8, c.value_type = CacheType::int8;
@@ -217,7 +231,6 @@ TEST(KVCacheFusedDecode, AnInterruptStopsALongDecode) {
   al::Tensor<float> q({1, 8, 1, 64}), out({1, 8, 1, 64}), lse({1, 8, 1, 1}), out2(out.shape()), lse2(lse.shape());
   for (float& x : q.storage()) x = normal(rng);
   const int64_t ids[] = {s};
-  ASSERT_TRUE(attnlab::engine::choose_cache_decode(4, 64, 64));  // the fused step
   al::kv_cache_attention(cache, 0, ids, q, {}, {out, lse}, {}, {.threads = 2});
   for (int threads : {1, 2}) {
     int asked = 0;
