@@ -126,8 +126,7 @@ bool DecodeForwardImpl(const Plan& p, TensorView<float> out, TensorView<float> l
         // skipped chunk is never merged, and never needs to be).
         if (!sc || p.stop()) continue;
         const int64_t kvl = it / w.n_chunks;
-        std::pair<int64_t, int64_t> tiles;  // computed, fused
-        tiles = DecodeChunkOfType(w, it, kv0 + kvl, it % w.n_chunks, *sc);
+        const std::pair<int64_t, int64_t> tiles = DecodeChunkOfType(w, it, kv0 + kvl, it % w.n_chunks, *sc);  // computed, fused
         CountTiles(w.strategy, tiles.first, tiles.second);
         // acq_rel: the last of a head's chunks sees the partials the others wrote.
         if (chunks_left[kvl].fetch_sub(1, std::memory_order_acq_rel) == 1)

@@ -26,9 +26,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <optional>
 #include <span>
-#include <type_traits>
 #include <vector>
 
 #include "attnlab/engine.hpp"
@@ -49,7 +47,9 @@ namespace {
 
 // The block table's type of rows of a cache type (the two enumerations list the same types).
 engine::RowType row_type(CacheType t) { return static_cast<engine::RowType>(t); }
-static_assert(static_cast<int>(CacheType::fp8_e4m3) == static_cast<int>(engine::RowType::fp8_e4m3));
+static_assert(static_cast<int>(CacheType::bfloat16) == static_cast<int>(engine::RowType::bf16) &&
+              static_cast<int>(CacheType::int8) == static_cast<int>(engine::RowType::int8) &&
+              static_cast<int>(CacheType::fp8_e4m3) == static_cast<int>(engine::RowType::fp8_e4m3));
 
 // How this sequence, n query rows a head against len positions, is read (the cache axis,
 // decode_strategy.hpp's choose_cache_step).
