@@ -68,9 +68,8 @@ engine::CacheStep cache_step(const detail::CacheLayerView& cv, const detail::Cac
     c.dv_pad = cv.value_dim, c.block_run_bytes = cv.block_tokens * cv.key_row;
     c.k_row_bytes = cv.key_row, c.v_row_bytes = cv.value_row;
     const engine::RowType t = row_type(cv.key_type);
+    c.type = engine::element_of(t);
     if (is_code(t)) c.codes = t;
-    else c.type = t == engine::RowType::bf16 ? engine::ElementType::bf16
-                  : t == engine::RowType::f16 ? engine::ElementType::f16 : engine::ElementType::f32;
     c.score_treatment = o.softcap.has_value() || !o.alibi_slopes.empty();
     fused_in_place = engine::decode_strategy_for(c).fused;
   }
@@ -136,9 +135,8 @@ void engine_sequence(const detail::CacheLayerView& cv, std::span<const int32_t> 
   table.k_head_scales = cv.key_scales, table.v_head_scales = cv.value_scales;
   // K and V give the plan their shapes and the element type its kernels read (float32 for
   // codes and decoded tiles); their rows come from the table.
-  engine::ElementType element = engine::ElementType::f32;
-  if (!table.decodes_tiles() && cv.key_type == CacheType::bfloat16) element = engine::ElementType::bf16;
-  if (!table.decodes_tiles() && cv.key_type == CacheType::float16) element = engine::ElementType::f16;
+  const engine::ElementType element =
+      table.decodes_tiles() ? engine::ElementType::f32 : engine::element_of(table.k_type);
   engine::Plan plan(dims, qs.view(), shape_only(element, Shape{1, cv.kv_heads, len, d}),
                     shape_only(element, Shape{1, cv.kv_heads, len, dv}), options, threads, &config.interrupt);
   plan.kv_blocks = &table;

@@ -164,6 +164,11 @@ inline constexpr int64_t kFusedBlockKeys = 8;
 // K/V head's scale.
 enum class RowType : uint8_t { f32, bf16, f16, int8, int4, fp8_e4m3 };
 constexpr bool is_code(RowType t) { return t >= RowType::int8; }
+// The element type the kernels read rows of type t as: a 16-bit type's own, float32 for float32
+// rows and for codes (decoded to float32 as they are loaded).
+constexpr ElementType element_of(RowType t) {
+  return t == RowType::bf16 ? ElementType::bf16 : t == RowType::f16 ? ElementType::f16 : ElementType::f32;
+}
 // The decode kernels' element type for rows of codes: a byte of the row (int4: two codes, the
 // even channel in the low nibble). Its values exist only as the row codec decodes them
 // (row_codec-inl.h), exactly as the cache's gather does.

@@ -36,7 +36,7 @@ struct RowCodec {
   size_t RowBytes(size_t cols) const { return cols * sizeof(E); }
 };
 
-// Rows of a quantized cache (KVBlocks::code): `row` is the row's first byte; int8 and int4 rows
+// Rows of a quantized cache (KVBlocks::k_type, v_type): `row` is the row's first byte; int8 and int4 rows
 // end in their group scales (kv_quantize.hpp), fp8 rows take the K/V head's scale.
 template <RowType C>
 struct RowCodec<CodeByte<C>> {
