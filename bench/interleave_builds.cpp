@@ -18,7 +18,8 @@
 //                        instead: the same K/V appended to each, kv_cache_attention timed
 //                        (--seq-q rows a sequence, bottom-right causal; --block-tokens N,
 //                        default 128)
-//     --softcap C        with --cache: the scores softcapped at C
+//     --softcap C        the scores softcapped at C
+//     --alibi            ALiBi with the usual slopes 2^(−8(h+1)/Hq)
 //
 // Each BUILD.so is dlopen'ed with RTLD_LOCAL: copies of the library under different file
 // names load side by side, each with its own state. Only the public C++ ABI is used
@@ -92,7 +93,7 @@ struct Args {
   int64_t B = 1, Hq = 32, Hkv = 8, Nq = 1, Nk = 32768, d = 128, block_tokens = 128;
   std::string cache, value_cache;  // --cache TYPE[/VTYPE], "" = attention_forward
   double softcap = 0;  // --softcap C, 0 = none
-  bool bottom_right = false, bf16 = false, f16 = false;
+  bool alibi = false, bottom_right = false, bf16 = false, f16 = false;
   int rounds = 21, threads = 2;
   std::string pages;  // "", "4k", "2m" or "both"
   std::vector<std::string> builds;
@@ -148,6 +149,7 @@ Args parse(int argc, char** argv) {
       a.softcap = std::strtod(argv[++i], &end);
       if (*end != '\0' || !(a.softcap > 0)) usage(std::string("--softcap needs a positive number, got '") + argv[i] + "'");
     }
+    else if (f == "--alibi") a.alibi = true;
     else if (f.rfind("--", 0) == 0) usage("unknown option " + f);
     else a.builds.push_back(f);
   }
@@ -157,6 +159,18 @@ Args parse(int argc, char** argv) {
 }
 
 // One build on one copy of K and V: its forward, its times, its first output.
+// The score treatments asked for (--softcap, --alibi); slopes holds ALiBi's.
+al::AttentionOptions<float> score_options(const Args& a, std::vector<float>& slopes) {
+  al::AttentionOptions<float> opt;
+  if (a.softcap > 0) opt.softcap = a.softcap;
+  if (a.alibi) {
+    for (int64_t h = 0; h < a.Hq; ++h)
+      slopes.push_back(std::exp2(-8.0f * static_cast<float>(h + 1) / static_cast<float>(a.Hq)));
+    opt.alibi_slopes = slopes;
+  }
+  return opt;
+}
+
 template <class E>
 struct Run {
   std::string label;
@@ -221,7 +235,8 @@ int run(const Args& a) {
   const al::TensorView<E> ov(out.data(), q_shape);
   const al::TensorView<float> lv(lse.data(), {a.B, a.Hq, a.Nq, 1});
   const al::ConstView<E> qv(q.data(), q_shape);
-  al::AttentionOptions<float> opt;
+  std::vector<float> slopes;
+  al::AttentionOptions<float> opt = score_options(a, slopes);
   if (a.bottom_right) opt.causal = al::Causal::bottom_right;
   al::ComputeConfig cfg;
   cfg.threads = a.threads;
@@ -239,10 +254,11 @@ int run(const Args& a) {
         }
     }
   const double kv_bytes = 2.0 * static_cast<double>(nkv) * sizeof(E);
-  std::printf("B %lld, heads %lld/%lld, Nq %lld, Nk %lld, d %lld%s, %s, %d threads, %d rounds%s%s\n",
+  std::printf("B %lld, heads %lld/%lld, Nq %lld, Nk %lld, d %lld%s, %s, softcap %g%s, %d threads, %d rounds%s%s\n",
               static_cast<long long>(a.B), static_cast<long long>(a.Hq), static_cast<long long>(a.Hkv),
               static_cast<long long>(a.Nq), static_cast<long long>(a.Nk), static_cast<long long>(a.d),
-              a.bottom_right ? ", bottom-right causal" : "", a.bf16 ? "bfloat16" : a.f16 ? "float16" : "float32", a.threads, a.rounds,
+              a.bottom_right ? ", bottom-right causal" : "", a.bf16 ? "bfloat16" : a.f16 ? "float16" : "float32", a.softcap,
+              a.alibi ? ", ALiBi" : "", a.threads, a.rounds,
               copies.size() == 1 ? ", K and V in " : "", copies.size() == 1 ? pages[0].c_str() : "");
   double first_median = 0;
   for (auto& run : runs) {
@@ -314,9 +330,9 @@ int run_cache(const Args& a) {
                 al::ConstView<float>(v.data(), {1, a.Hkv, a.Nk, a.d}));
   }
   const al::Shape q_shape{a.B, a.Hq, a.Nq, a.d};
-  al::AttentionOptions<float> opt;
+  std::vector<float> slopes;
+  al::AttentionOptions<float> opt = score_options(a, slopes);
   opt.causal = al::Causal::bottom_right;
-  if (a.softcap > 0) opt.softcap = a.softcap;
   al::ComputeConfig cfg;
   cfg.threads = a.threads;
   for (int r = -1; r < a.rounds; ++r)
@@ -329,11 +345,12 @@ int run_cache(const Args& a) {
       if (r >= 0) b->ms.push_back(ms);
       else b->out.assign(out.begin(), out.end());
     }
-  std::printf("B %lld, heads %lld/%lld, Nq %lld, Nk %lld, d %lld, a %s/%s KVCache of %lld-position blocks, softcap %g, "
+  std::printf("B %lld, heads %lld/%lld, Nq %lld, Nk %lld, d %lld, a %s/%s KVCache of %lld-position blocks, softcap %g%s, "
               "%d threads, %d rounds\n",
               static_cast<long long>(a.B), static_cast<long long>(a.Hq), static_cast<long long>(a.Hkv),
               static_cast<long long>(a.Nq), static_cast<long long>(a.Nk), static_cast<long long>(a.d), a.cache.c_str(),
-              a.value_cache.c_str(), static_cast<long long>(a.block_tokens), a.softcap, a.threads, a.rounds);
+              a.value_cache.c_str(), static_cast<long long>(a.block_tokens), a.softcap, a.alibi ? ", ALiBi" : "", a.threads,
+              a.rounds);
   const double first = attnlab::stats::median(builds.front()->ms);
   for (auto& b : builds) {
     const double median = attnlab::stats::median(b->ms);

@@ -6,9 +6,9 @@
 // per SIMD target.
 //
 // It takes the common case only: K and V read in place, every row seeing every key of the
-// tile (no mask, window edge or cache end inside it), whole blocks of 8 keys, and no
-// treatment between the scale and the softmax. Sinks are merged after the chunks
-// (MergeRow) and do not concern it.
+// tile (no mask, window edge or cache end inside it), whole blocks of 8 keys, and of the
+// treatments between the scale and the softmax softcap and ALiBi only (no score_mod or
+// mask_mod). Sinks are merged after the chunks (MergeRow) and do not concern it.
 #if defined(ATTNLAB_ENGINE_DECODE_FUSED_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef ATTNLAB_ENGINE_DECODE_FUSED_INL_H_
 #undef ATTNLAB_ENGINE_DECODE_FUSED_INL_H_
@@ -61,6 +61,19 @@ HWY_NOINLINE void FusedDecodeBlock(const DecodeWork& w, int64_t item, int64_t b,
   float* o = w.o + row0 * p.dv_pad;  // O [R × dv_pad], this item's rows
   float scale[R];
   for (int r = 0; r < R; ++r) scale[r] = w.scale[(b * dm.Hq + w.head_of(hk, r)) * dm.Nq + w.query_of(r)];
+  // Softcap and ALiBi are applied to each block's raw products (FusedTreatScores), and the
+  // softmax then takes a scale of 1; without them it scales the products itself.
+  const bool treated = p.softcap != 0.0f || p.alibi;
+  float slope[R], unit_scale[R];
+  int64_t diag[R];
+  FusedTreatment treatment;
+  if (treated) {
+    for (int r = 0; r < R; ++r) {
+      const detail::RowFrame f = p.row_frame(b, w.query_of(r));
+      slope[r] = p.alibi_slope(f.seq, w.head_of(hk, r)), diag[r] = f.diag, unit_scale[r] = 1.0f;
+    }
+    treatment = {p.softcap, p.softcap != 0.0f ? 1.0f / p.softcap : 0.0f, p.softcap_reciprocal, slope, diag};
+  }
   // The product's register blocks, R rows × NV vectors of columns (DecodeStrategy::value_vectors).
   constexpr int kNarrowNV = fused_narrow_value_vectors(R);
   const bool three = st.value_vectors == 3;
@@ -120,7 +133,8 @@ HWY_NOINLINE void FusedDecodeBlock(const DecodeWork& w, int64_t item, int64_t b,
                                        kpf, vpf);
     if (w.kv_suspect != nullptr)
       for (size_t j8 = 0; j8 < kFusedKeys; j8 += hn::Lanes(d8)) finite8 = hn::MulAdd(hn::LoadU(d8, s + j8), hn::Zero(d8), finite8);
-    FusedSoftmaxRows<R>(s, scale, w.m + row0, w.l + row0, w.nan_score + row0, o, dv_pad);
+    if (treated) FusedTreatScores<R>(s, scale, treatment, key0 + j);
+    FusedSoftmaxRows<R>(s, treated ? unit_scale : scale, w.m + row0, w.l + row0, w.nan_score + row0, o, dv_pad);
     if constexpr (kRowVectors > 0) FusedValuesInRowOrder<R, kRowVectors>(s, v, v_rows.stride, o);
     else if (three) FusedValues<R, 3, kBesideLoads>(0, dv_pad, s, vc, v, v_rows.stride, o, per_call, kpf, vpf);
     else FusedValues<R, kNarrowNV, kBesideLoads>(0, dv_pad, s, vc, v, v_rows.stride, o, per_call, kpf, vpf);

@@ -18,6 +18,8 @@
 #endif
 
 #include <cmath>
+#include <cstdint>
+#include <limits>
 
 #include "hwy/highway.h"
 #include "engine/decode_fused_parts-inl.h"
@@ -68,6 +70,40 @@ HWY_INLINE void FusedSoftmaxRow(float* x, float scale, float& m, float& l, bool&
   // −inf and NaN stay what they are with the headroom added, and the update treats them as before.
   SoftmaxUpdateRowInline(x, static_cast<int64_t>(kFusedKeys), block_max + kLazyMaxHeadroom, m, l, o_row,
                          static_cast<int64_t>(dv_pad), nullptr, d8);
+}
+
+// Softcap and ALiBi on the R rows of a block, s [R × kFusedKeys] raw q·k products of keys
+// key … key + kFusedKeys, in place and in MaskRow's order (attention_variants.hpp): the scale,
+// c·tanh(x/c), − slope·|diag − j|. The softmax then takes a scale of 1 (exact). A score that
+// overflowed float32 becomes NaN first, as MaskRow marks it: c·tanh(±inf) = ±c would pass for
+// a plausible score, and the NaN logs the row.
+struct FusedTreatment {
+  float cap = 0.0f, inv_cap = 0.0f;  // softcap's c and 1/c, or 0 for none
+  bool reciprocal = true;            // x·(1/c): 1/c is a normal float (Plan::softcap_reciprocal)
+  const float* slope = nullptr;      // [R] each row's ALiBi slope (0: none)
+  const int64_t* diag = nullptr;     // [R] each row's diagonal as a key index
+};
+
+template <int R>
+HWY_INLINE void FusedTreatScores(float* HWY_RESTRICT s, const float* scale, const FusedTreatment& t, int64_t key) {
+  const hn::CappedTag<float, kFusedKeys> d8;
+  const size_t N = hn::Lanes(d8);
+  const auto vcap = hn::Set(d8, t.cap), vinv_cap = hn::Set(d8, t.inv_cap);
+  const auto vnan = hn::Set(d8, std::numeric_limits<float>::quiet_NaN());
+  for (int r = 0; r < R; ++r) {
+    const auto vscale = hn::Set(d8, scale[r]), vslope = hn::Set(d8, t.slope[r]);
+    for (size_t j = 0; j < kFusedKeys; j += N) {
+      float* x_at = s + r * kFusedKeys + j;
+      auto x = hn::Mul(hn::LoadU(d8, x_at), vscale);
+      x = hn::IfThenElse(hn::IsFinite(x), x, vnan);
+      if (t.cap != 0.0f) x = hn::Mul(vcap, SoftcapTanh(d8, t.reciprocal ? hn::Mul(x, vinv_cap) : hn::Div(x, vcap)));
+      if (t.slope[r] != 0.0f) {  // |diag − j| exactly: integers below 2^24, as in MaskRow
+        const auto to_diag = hn::Set(d8, static_cast<float>(t.diag[r] - key - static_cast<int64_t>(j)));
+        x = hn::NegMulAdd(vslope, hn::Abs(hn::Sub(to_diag, hn::Iota(d8, 0.0f))), x);
+      }
+      hn::StoreU(x, d8, x_at);
+    }
+  }
 }
 
 // FusedSoftmaxRow for the R rows of a block, s [R × kFusedKeys]; m, l, nan_score and the

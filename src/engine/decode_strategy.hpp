@@ -4,9 +4,9 @@
 // the SIMD target's facts. The kernels (decode_*-inl.h) receive the answer and branch on
 // nothing else; the test counters read it too.
 //
-// The decision table, for K and V read in place (unit-stride rows), no score treatment
-// (softcap, ALiBi, score_mod, mask_mod, masks: those take the tile step), whole blocks of
-// 8 keys that every row sees. "rows" = query rows per K/V head = (Hq / Hkv) · Nq.
+// The decision table, for K and V read in place (unit-stride rows), no score treatment but
+// softcap and ALiBi (score_mod, mask_mod, masks take the tile step), whole blocks of 8 keys
+// that every row sees. "rows" = query rows per K/V head = (Hq / Hkv) · Nq.
 // "LLC": the call's K and V fit the last-level cache; "memory": they do not.
 //
 //   AVX-512 (x86 AVX3 targets)
@@ -43,10 +43,11 @@
 //   call                                       step
 //   the fused step above takes it in place:    the table above itself, K and V read in place
 //   K and V of one type, blocks of 8k          through the block table (Plan::kv_blocks):
-//   positions, no softcap or ALiBi             float32, float16, bfloat16 rows as they are, int8,
+//   positions (softcap, ALiBi its own too)     float32, float16, bfloat16 rows as they are, int8,
 //                                              int4, fp8 rows decoded in registers (row_codec-inl.h)
 //   otherwise, 1-8 rows, d, dv multiples of    the cache's step, fused over the blocks in place:
-//   32 up to 256                               dequantized in registers, the scores treated there
+//   32 up to 256 (two types, blocks off the    dequantized in registers, the scores treated there
+//   grid, calls the strategy does not fuse)
 //                                              (kv_cache_decode_kernels.cpp)
 //   otherwise, a call the decode path takes    the table above over the block table, its tile
 //   (chunked prefill)                          step; K and V of two types or blocks off the 8-key
@@ -206,7 +207,7 @@ struct DecodeShape {
   int64_t block_run_bytes = 0;  // through a block table (Plan::kv_blocks): a head's K run in a block; 0: none
   int64_t k_row_bytes = 0, v_row_bytes = 0;  // a block table's rows; 0: d, dv elements of the type
   bool k_unit_stride = true, v_unit_stride = true;  // stride along d is 1
-  bool score_treatment = false;  // softcap, ALiBi, score_mod, mask_mod, an additive or boolean mask
+  bool score_treatment = false;  // score_mod, mask_mod, an additive or boolean mask (not softcap or ALiBi)
   int64_t kv_bytes() const {
     return decode_kv_bytes(B * Hkv * Nk, k_row_bytes > 0 ? k_row_bytes : d * element_bytes(type),
                            v_row_bytes > 0 ? v_row_bytes : dv * element_bytes(type));
@@ -225,8 +226,8 @@ inline DecodeShape decode_shape(const Plan& p) {
     c.k_row_bytes = t->k_row_bytes, c.v_row_bytes = t->v_row_bytes;
   }
   c.k_unit_stride = p.k.stride(Axis::dim) == 1, c.v_unit_stride = p.v.stride(Axis::dim) == 1;
-  c.score_treatment = p.softcap != 0.0f || p.alibi || p.score_mod != nullptr || p.mask_mod != nullptr ||
-                      o.additive_mask.present() || o.bool_mask.present();
+  c.score_treatment =
+      p.score_mod != nullptr || p.mask_mod != nullptr || o.additive_mask.present() || o.bool_mask.present();
   return c;
 }
 
@@ -293,7 +294,7 @@ inline DecodeStrategy choose_decode_strategy(const DecodeShape& c, const DecodeT
 // A decode step reads each K/V byte once for all its rows, so reading the cache's own bytes
 // beats gathering them (8-11x at 16 rows against 32k positions, docs/tuning.md). The engine
 // takes a call its fused step takes in place (`fused_in_place`: K and V of one type, blocks of
-// whole groups of 8 keys, a call the decode strategy fuses: no softcap or ALiBi) at least as
+// whole groups of 8 keys, a call the decode strategy fuses, softcap and ALiBi included) at least as
 // fast as the cache's step; elsewhere, up to kCacheFusedMaxRows rows, the cache's step, which
 // treats the scores itself and reads two types, stays the faster (decoding each tile to float32
 // first took 1.3-2x its time); beyond, the engine's tile step over the table. The engine needs

@@ -2,7 +2,7 @@
 // (decode_strategy.hpp's choose_cache_step, the cache axis):
 // - the engine's decode path itself, reading the blocks in place through the block table
 //   (Plan::kv_blocks, decode_work-inl.h), where its fused step takes the call in place (K and V
-//   of one type, blocks of whole groups of 8 keys, no softcap or ALiBi), and for the calls with
+//   of one type, blocks of whole groups of 8 keys; softcap and ALiBi are its treatments too), and for the calls with
 //   more rows that the decode path takes (chunked prefill). float32, float16 and bfloat16 rows
 //   are read as they are, int8, int4 and fp8 rows decoded in registers (row_codec-inl.h); K and
 //   V of two types, or blocks off the 8-key grid, have each tile decoded to float32 first. The
@@ -70,7 +70,6 @@ engine::CacheStep cache_step(const detail::CacheLayerView& cv, const detail::Cac
     const engine::RowType t = row_type(cv.key_type);
     c.type = engine::element_of(t);
     if (is_code(t)) c.codes = t;
-    c.score_treatment = o.softcap.has_value() || !o.alibi_slopes.empty();
     fused_in_place = engine::decode_strategy_for(c).fused;
   }
   return engine::choose_cache_step(decode_path, fused_in_place, hq / cv.kv_heads * n, cv.head_dim, cv.value_dim,

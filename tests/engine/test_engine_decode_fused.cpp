@@ -334,3 +334,35 @@ TEST(EngineDecode, RowOrderStepBitwiseTheSpreadRequests) {
     }
   if (avx512) EXPECT_EQ(row_order_runs, 10);
 }
+
+// Softcap (Gemma 2) and ALiBi are the fused step's own treatments (FusedTreatScores in
+// decode_fused_softmax-inl.h): calls with them take it where calls without do, within the
+// accuracy rule, with overflowed scores still marked before c·tanh can hide them (EngineErrors),
+// and its ways of asking for K's and V's lines still bitwise the same.
+TEST(EngineDecode, SoftcapAndAlibiOnTheFusedStepWithinTheAccuracyRule) {
+  const uint64_t seed = base_seed() + 6000;
+  constexpr int kProblems = 60;
+  int softcap = 0, alibi = 0;
+  const auto& counts = al::engine::testing::tile_counts();
+  for (int n = 0; n < kProblems; ++n) {
+    std::mt19937_64 rng(seed + static_cast<uint64_t>(n));
+    al::test::ProblemLimits lim = fused_step_limits(n, /*max_seq_q=*/2, /*max_group=*/8);
+    lim.p_softcap = lim.p_alibi = 0.6;
+    const al::test::Problem p = al::test::random_problem(rng, lim);
+    SCOPED_TRACE("seed " + std::to_string(seed + n) + ": " + p.describe());
+    const int64_t before = counts.decode_fused.load();
+    al::test::check_engine_against_reference(p, n % 5 == 2, al::ComputeConfig{2});
+    EXPECT_EQ(al::test::last_forward_path(), ForwardPath::decode);
+    if (counts.decode_fused.load() > before) {
+      softcap += p.softcap.has_value();
+      alibi += !p.alibi_slopes.empty();
+      const auto beside = forward_with_requests(p, true, 2), spread = forward_with_requests(p, false, 2);
+      for (size_t x = 0; x < beside.size(); ++x)
+        EXPECT_TRUE(al::test::same_bits(beside[x], spread[x]))
+            << al::test::kQuantity[x] << " beside the loads against from memory";
+    }
+    if (::testing::Test::HasFailure() && std::getenv("ATTNLAB_KEEP_GOING") == nullptr) break;
+  }
+  EXPECT_GT(softcap, kProblems / 6) << "fused calls with softcap";
+  EXPECT_GT(alibi, kProblems / 6) << "fused calls with ALiBi";
+}

@@ -16,6 +16,7 @@
 #include "attnlab/engine.hpp"
 #include "attnlab/reference.hpp"
 #include "core/attention_results.hpp"
+#include "engine/testing/engine_probe.hpp"
 #include "engine_check.hpp"
 
 namespace al = attnlab;
@@ -208,6 +209,29 @@ TEST(EngineErrors, AnOverflowedScoreIsFoundBeforeSoftcapAlibiOrScoreModCanHideIt
     } catch (const al::Error& e) {
       EXPECT_EQ(std::string(e.what()).substr(0, overflow.size()), overflow);
     }
+  }
+}
+
+// The same on the decode path's fused step, which applies softcap and ALiBi itself
+// (FusedTreatScores): one query row of 4 heads sharing a K/V head (fused on every target),
+// whole blocks of 8 keys, one key's q·k = 9e38 (+inf in float, finite in double).
+TEST(EngineErrors, AnOverflowedScoreIsFoundBeforeTheFusedDecodeStepsSoftcapOrAlibi) {
+  const int64_t n_keys = 64, d = 16;
+  Tensor<float> q({1, 4, 1, d}, 3e19f), k({1, 1, n_keys, d}), v({1, 1, n_keys, d});
+  k(0, 0, 5, 0) = 3e19f;
+  for (int64_t j = 0; j < n_keys; ++j) v(0, 0, j, j % d) = 1.0f;
+  const std::string overflow = "attention: scores of row [0, 0, 0] overflow float32";
+  const std::vector<float> slopes{0.5f, 0.25f, 0.125f, 0.0625f};
+  const auto& counts = al::engine::testing::tile_counts();
+  for (int treatment = 0; treatment < 2; ++treatment) {
+    SCOPED_TRACE(treatment);
+    al::AttentionOptions<float> o;
+    o.scale = al::ScalePolicy::none();
+    o.softcap = 50.0;
+    if (treatment == 1) o.alibi_slopes = slopes;
+    const int64_t before = counts.decode_fused.load();
+    EXPECT_EQ(forward_error(q, k, v, o).substr(0, overflow.size()), overflow);
+    EXPECT_GT(counts.decode_fused.load(), before) << "not the fused step";
   }
 }
 

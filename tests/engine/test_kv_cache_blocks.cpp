@@ -3,7 +3,7 @@
 // registers. The same bits as the engine on the same values held as float32 tensors (the
 // cache's gather), for block sizes that cut the engine's 256-key tiles anywhere
 // on the fused step's 8-key grid, sequence ends inside a block and across one, grouped heads,
-// several query rows under the causal mask, windows and sinks; and the same bits for 1 and 2
+// several query rows under the causal mask, windows, sinks, softcap and ALiBi; and the same bits for 1 and 2
 // threads. Where this CPU's decode strategy does not fuse the call, the cache's own step takes
 // it and the bits need not agree: the test then checks that it did not take the engine's.
 #include <gtest/gtest.h>
@@ -31,7 +31,8 @@ struct Case {
   std::optional<CacheType> value_type = {};  // V's, if not K's
 };
 
-// variant: 0 plain, 1 a window, 2 sinks, 3 no causal mask.
+// variant: 0 plain, 1 a window, 2 sinks, 3 no causal mask, 4 softcap, 5 ALiBi.
+constexpr int kVariants = 6;
 std::string describe(const Case& c, int variant, int64_t len) {
   return std::string(al::to_string(c.type)) + "/" + al::to_string(c.value_type.value_or(c.type)) + " block " + std::to_string(c.block_tokens) + " heads " +
          std::to_string(c.hq) + "/" + std::to_string(c.hkv) + " nq " + std::to_string(c.nq) + " d " +
@@ -75,15 +76,22 @@ int check(const Case& cs, bool tile_step = false) {
   al::Tensor<float> q({1, cs.hq, cs.nq, cs.d});
   for (float& x : q.storage()) x = normal();
   std::vector<float> sinks;
-  for (int64_t h = 0; h < cs.hq; ++h) sinks.push_back(0.7f * static_cast<float>(h % 3) - 0.5f);
+  std::vector<float> slopes;  // ALiBi's, up to 0.008 a position: up to 36 at 4500 positions
+  for (int64_t h = 0; h < cs.hq; ++h) {
+    sinks.push_back(0.7f * static_cast<float>(h % 3) - 0.5f);
+    slopes.push_back(0.002f * static_cast<float>(h % 4 + 1));
+  }
   int taken = 0;
   for (size_t at = 1; at < seqs.size(); ++at)
-    for (int variant = 0; variant < 4; ++variant) {
+    for (int variant = 0; variant < kVariants; ++variant) {
       const int64_t len = kLengths[at - 1];
       al::AttentionOptions<float> o;
       o.causal = variant == 3 ? al::Causal::none : al::Causal::bottom_right;
       if (variant == 1) o.window = {100, 0};
       if (variant == 2) o.sinks = sinks;
+      // c = 4: scaled scores spread about ±1.3, so blocks of keys take both of the softcap's tanh ways.
+      if (variant == 4) o.softcap = 4.0;
+      if (variant == 5) o.alibi_slopes = slopes;
       al::Tensor<float> out({1, cs.hq, cs.nq, cs.dv}), lse({1, cs.hq, cs.nq, 1}), out2(out.shape()), lse2(lse.shape());
       auto& counts = al::engine::testing::tile_counts();
       const int64_t before = tile_step ? counts.forward.load() : counts.decode_fused.load();
@@ -193,5 +201,33 @@ TEST(KVCacheBlocks, Fp8HeadScalesBeyondTheCodecsRangeKeepTheCachesStep) {
       for (int64_t i = 0; i < out.numel(); ++i)
         EXPECT_NEAR(out.data()[i], want.data()[i], 1e-5) << "scale " << scale << " at " << i;
     }
+  }
+}
+
+// Softcap and ALiBi are treatments of the fused step (FusedTreatScores): a float32 cache with
+// 4 rows a K/V head, which every target fuses, takes the engine's step with either, not the
+// cache's own.
+TEST(KVCacheBlocks, SoftcapAndAlibiTakeTheEnginesFusedStep) {
+  al::KVCacheConfig c;
+  c.kv_heads = 2, c.head_dim = 64, c.value_dim = 64, c.max_tokens = 1024, c.block_tokens = 16;
+  al::KVCache cache(c);
+  const int64_t seq = cache.add_sequence(), len = 500;
+  Values normal{11};
+  al::Tensor<float> k({1, 2, len, 64}), v({1, 2, len, 64}), q({1, 8, 1, 64});
+  for (float& x : k.storage()) x = normal();
+  for (float& x : v.storage()) x = normal();
+  for (float& x : q.storage()) x = normal();
+  cache.append(0, seq, k, v);
+  const float slopes[8] = {0.5f, 0.25f, 0.125f, 0.0625f, 0.03125f, 0.015625f, 0.0078125f, 0.00390625f};
+  for (int variant = 0; variant < 2; ++variant) {
+    al::AttentionOptions<float> o;
+    if (variant == 0) o.softcap = 30.0;
+    if (variant == 1) o.alibi_slopes = slopes;
+    al::Tensor<float> out({1, 8, 1, 64}), lse({1, 8, 1, 1});
+    auto& counts = al::engine::testing::tile_counts();
+    const int64_t before = counts.decode_fused.load();
+    const int64_t one[] = {seq};
+    al::kv_cache_attention(cache, 0, one, q, o, {out, lse}, {}, {.threads = 2});
+    EXPECT_GT(counts.decode_fused.load(), before) << (variant == 0 ? "softcap" : "ALiBi");
   }
 }
