@@ -123,13 +123,25 @@ bool DecodeBlock(const DecodeWork& w, int64_t item, int64_t b, int64_t hk, int64
         FusedDecodeRows(w, item, b, hk, j0, nc, ahead, k_rows, v_rows, sc);
         return true;
       }
-      // A block table's tile across blocks: the fused step block by block, each run in
-      // place (whole blocks of 8 keys: block_keys is a multiple of 8), the same operations
-      // in the same order as over one run. Its requests ahead reach the next blocks through
-      // the table (RowAhead).
-      const int64_t T = p.kv_blocks->block_keys;
+      // A block table's tile across blocks: the fused step block by block, each block's
+      // whole groups of 8 keys in place and a group across a block's end (blocks off the
+      // 8-key grid) copied as stored: the same operations in the same order as over one
+      // run. Its requests ahead reach the next blocks through the table (RowAhead).
+      const KVBlocks& t = *p.kv_blocks;
+      const int64_t T = t.block_keys;
       for (int64_t j = j0; j < j0 + nc;) {
-        const int64_t n = std::min(j0 + nc, (j / T + 1) * T) - j;
+        const int64_t n = (std::min(j0 + nc, (j / T + 1) * T) - j) / kFusedBlockKeys * kFusedBlockKeys;
+        if (n == 0) {
+          const InPlaceRows<E> k_group = CopyBlockRows(t, true, hk, j, kFusedBlockKeys,
+                                                       t.k_row_bytes / static_cast<int64_t>(sizeof(E)),
+                                                       reinterpret_cast<E*>(sc.k_group.get()));
+          const InPlaceRows<E> v_group = CopyBlockRows(t, false, hk, j, kFusedBlockKeys,
+                                                       t.v_row_bytes / static_cast<int64_t>(sizeof(E)),
+                                                       reinterpret_cast<E*>(sc.v_group.get()));
+          FusedDecodeRows(w, item, b, hk, j, kFusedBlockKeys, j0 + ahead - j, k_group, v_group, sc);
+          j += kFusedBlockKeys;
+          continue;
+        }
         // The next block's first 8 K and V rows, asked for as this one starts: the CPU's
         // prefetchers do not cross into it (blocks of 16 positions 5 % faster, of 128 2 %).
         if (j + n < j0 + ahead) {

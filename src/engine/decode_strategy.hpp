@@ -42,16 +42,15 @@
 // choose_cache_step below (d, dv multiples of 16 for the engine):
 //   call                                       step
 //   the fused step above takes it in place:    the table above itself, K and V read in place
-//   K and V of one type, blocks of 8k          through the block table (Plan::kv_blocks):
-//   positions (softcap, ALiBi its own too)     float32, float16, bfloat16 rows as they are, int8,
+//   K and V of one type, blocks of any size    through the block table (Plan::kv_blocks):
+//   (softcap, ALiBi its own too)               float32, float16, bfloat16 rows as they are, int8,
 //                                              int4, fp8 rows decoded in registers (row_codec-inl.h)
 //   otherwise, 1-8 rows, d, dv multiples of    the cache's step, fused over the blocks in place:
-//   32 up to 256 (two types, blocks off the    dequantized in registers, the scores treated there
-//   grid, calls the strategy does not fuse)
-//                                              (kv_cache_decode_kernels.cpp)
+//   32 up to 256 (two types, calls the         dequantized in registers, the scores treated there
+//   strategy does not fuse)                    (kv_cache_decode_kernels.cpp)
 //   otherwise, a call the decode path takes    the table above over the block table, its tile
-//   (chunked prefill)                          step; K and V of two types or blocks off the 8-key
-//                                              grid decoded to float32 a tile at a time
+//   (chunked prefill)                          step; K and V of two types decoded to float32 a
+//                                              tile at a time
 //   otherwise                                  blocks gathered to float32, then the tiled path
 //   (centred keys: softcap gathered; sinks with several rows a head not the engine's)
 // e.g. B = 1, 32/8 heads, one query, Nk = 32768, d = 128: float32, the table above's fused step
@@ -293,8 +292,8 @@ inline DecodeStrategy choose_decode_strategy(const DecodeShape& c, const DecodeT
 //   gather:  the blocks gathered to float32, then an ordinary engine call.
 // A decode step reads each K/V byte once for all its rows, so reading the cache's own bytes
 // beats gathering them (8-11x at 16 rows against 32k positions, docs/tuning.md). The engine
-// takes a call its fused step takes in place (`fused_in_place`: K and V of one type, blocks of
-// whole groups of 8 keys, a call the decode strategy fuses, softcap and ALiBi included) at least as
+// takes a call its fused step takes in place (`fused_in_place`: K and V of one type, any block
+// size, a call the decode strategy fuses, softcap and ALiBi included) at least as
 // fast as the cache's step; elsewhere, up to kCacheFusedMaxRows rows, the cache's step, which
 // treats the scores itself and reads two types, stays the faster (decoding each tile to float32
 // first took 1.3-2x its time); beyond, the engine's tile step over the table. The engine needs

@@ -68,11 +68,15 @@ struct DecodeScratch {
   ScratchBuffer<float> v;   // the tile's V rows [Bc × dv_pad], when not read in place
   // A block table's tile that crosses blocks, K's and V's rows as stored (CopyBlockRows).
   ScratchBuffer<float> k_copy, v_copy;
+  // A group of the fused step's 8 keys across a block's end (blocks off the 8-key grid), as stored.
+  ScratchBuffer<float> k_group, v_group;
   explicit DecodeScratch(const Plan& p)
       : q(Scratch(p.d_pad * round_up(p.dims.group() * p.dims.Nq, kBr))), st(Scratch(kBc * kBr)), s(Scratch(kBr * kBc)),
         k(Scratch(kBc * p.d_pad)), v(Scratch(kBc * p.dv_pad)),
         k_copy(Scratch(p.kv_blocks != nullptr ? kBc * p.d_pad : 0)),
-        v_copy(Scratch(p.kv_blocks != nullptr ? kBc * p.dv_pad : 0)) {}
+        v_copy(Scratch(p.kv_blocks != nullptr ? kBc * p.dv_pad : 0)),
+        k_group(Scratch(p.kv_blocks != nullptr ? kFusedBlockKeys * (p.kv_blocks->k_row_bytes + 3) / 4 : 0)),
+        v_group(Scratch(p.kv_blocks != nullptr ? kFusedBlockKeys * (p.kv_blocks->v_row_bytes + 3) / 4 : 0)) {}
 };
 
 // Packs the queries of key/value head (b, hk) into sc.q, laid out as DecodeScratch says.

@@ -2,11 +2,12 @@
 // (decode_strategy.hpp's choose_cache_step, the cache axis):
 // - the engine's decode path itself, reading the blocks in place through the block table
 //   (Plan::kv_blocks, decode_work-inl.h), where its fused step takes the call in place (K and V
-//   of one type, blocks of whole groups of 8 keys; softcap and ALiBi are its treatments too), and for the calls with
-//   more rows that the decode path takes (chunked prefill). float32, float16 and bfloat16 rows
-//   are read as they are, int8, int4 and fp8 rows decoded in registers (row_codec-inl.h); K and
-//   V of two types, or blocks off the 8-key grid, have each tile decoded to float32 first. The
-//   result is bitwise the engine's on the same values held as float32 tensors (gather()'s);
+//   of one type, blocks of any size: a group of 8 keys across a block's end is copied; softcap
+//   and ALiBi are its treatments too), and for the calls with more rows that the decode path
+//   takes (chunked prefill). float32, float16 and bfloat16 rows are read as they are, int8, int4
+//   and fp8 rows decoded in registers (row_codec-inl.h); K and V of two types have each tile
+//   decoded to float32 first. The result is bitwise the engine's on the same values held as
+//   float32 tensors (gather()'s);
 // - otherwise, up to 8 query rows per K/V head: the cache's fused step, work items of (K/V
 //   head, chunk of kCacheChunkBlocks blocks), each reading its blocks in place and dequantizing
 //   in registers (kv_cache_decode_kernels.cpp), in parallel; then each row's partials merged in
@@ -62,7 +63,7 @@ engine::CacheStep cache_step(const detail::CacheLayerView& cv, const detail::Cac
   const bool decode_path =
       fp8_scales_fit && engine::choose_forward_path(1, hq, cv.kv_heads, n, len, false, false) == engine::ForwardPath::decode;
   bool fused_in_place = false;  // K and V of one type read in place by the fused step
-  if (decode_path && cv.key_type == cv.value_type && cv.block_tokens % engine::kFusedBlockKeys == 0) {
+  if (decode_path && cv.key_type == cv.value_type) {
     engine::DecodeShape c;
     c.Hkv = cv.kv_heads, c.rows = hq / cv.kv_heads * n, c.Nk = len, c.d = cv.head_dim, c.dv = cv.value_dim;
     c.dv_pad = cv.value_dim, c.block_run_bytes = cv.block_tokens * cv.key_row;

@@ -205,8 +205,8 @@ struct KVBlocks {
   const float* v_head_scales = nullptr;
 
   // Whether the kernels decode each tile to float32 rows first (DecodedTiles): K and V of two
-  // types (the fused step reads one), or blocks the fused step cannot take whole.
-  bool decodes_tiles() const { return k_type != v_type || block_keys % kFusedBlockKeys != 0; }
+  // types (the fused step reads one).
+  bool decodes_tiles() const { return k_type != v_type; }
   // The codes the kernels read in place, if any: K's and V's type when it is one of codes.
   RowType codes() const { return !decodes_tiles() && is_code(k_type) ? k_type : RowType::f32; }
 

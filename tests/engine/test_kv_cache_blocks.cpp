@@ -1,8 +1,9 @@
 // A cache read by the engine's decode path through its block table (kv_cache_attention.cpp):
 // float32, float16 or bfloat16 rows as elements, int8, int4 or fp8 rows as codes decoded in
 // registers. The same bits as the engine on the same values held as float32 tensors (the
-// cache's gather), for block sizes that cut the engine's 256-key tiles anywhere
-// on the fused step's 8-key grid, sequence ends inside a block and across one, grouped heads,
+// cache's gather), for block sizes that cut the engine's 256-key tiles anywhere, on the fused
+// step's 8-key grid and off it (a group of 8 keys across a block's end is copied), sequence
+// ends inside a block and across one, grouped heads,
 // several query rows under the causal mask, windows, sinks, softcap and ALiBi; and the same bits for 1 and 2
 // threads. Where this CPU's decode strategy does not fuse the call, the cache's own step takes
 // it and the bits need not agree: the test then checks that it did not take the engine's.
@@ -128,14 +129,14 @@ int check_blocks(std::initializer_list<CacheType> types, std::initializer_list<i
 
 TEST(KVCacheBlocks, FloatCachesGiveTheEnginesBitsForEveryBlockSize) {
   // On AVX-512 every call here is fused; elsewhere at least float32's 4-row ones are.
-  EXPECT_GT(check_blocks({CacheType::float32, CacheType::float16, CacheType::bfloat16}, {8, 24, 128, 256, 520}), 0)
+  EXPECT_GT(check_blocks({CacheType::float32, CacheType::float16, CacheType::bfloat16}, {3, 8, 20, 24, 100, 128, 256, 520}), 0)
       << "no call took the engine's decode path over the blocks";
 }
 
 // The codes: sequence ends inside a block leave the last tile to the tile step, which takes the
 // rows decoded to float; the rest is fused, the codes decoded in registers.
 TEST(KVCacheBlocks, QuantizedCachesGiveTheEnginesBitsOnTheirDecodedValues) {
-  EXPECT_GT(check_blocks({CacheType::int8, CacheType::int4, CacheType::fp8_e4m3}, {8, 24, 256, 520}), 0)
+  EXPECT_GT(check_blocks({CacheType::int8, CacheType::int4, CacheType::fp8_e4m3}, {3, 8, 20, 24, 256, 520}), 0)
       << "no call took the engine's decode path over the blocks";
 }
 
@@ -165,7 +166,7 @@ TEST(KVCacheBlocks, QuantizedCachesGiveTheEnginesBitsOnEveryTarget) {
     hwy::SetSupportedTargetsForTest(target);
     int taken = 0;
     for (CacheType t : {CacheType::int8, CacheType::int4, CacheType::fp8_e4m3})
-      taken += check({t, 24, 32, 8, 1, 64, 64}) + check({t, 24, 4, 2, 4, 128, 96});
+      taken += check({t, 24, 32, 8, 1, 64, 64}) + check({t, 20, 4, 2, 4, 128, 96});
     EXPECT_GT(taken, 0) << hwy::TargetName(target) << ": no call took the engine's decode path over the blocks";
   }
   hwy::SetSupportedTargetsForTest(0);
@@ -204,30 +205,33 @@ TEST(KVCacheBlocks, Fp8HeadScalesBeyondTheCodecsRangeKeepTheCachesStep) {
   }
 }
 
-// Softcap and ALiBi are treatments of the fused step (FusedTreatScores): a float32 cache with
-// 4 rows a K/V head, which every target fuses, takes the engine's step with either, not the
-// cache's own.
-TEST(KVCacheBlocks, SoftcapAndAlibiTakeTheEnginesFusedStep) {
-  al::KVCacheConfig c;
-  c.kv_heads = 2, c.head_dim = 64, c.value_dim = 64, c.max_tokens = 1024, c.block_tokens = 16;
-  al::KVCache cache(c);
-  const int64_t seq = cache.add_sequence(), len = 500;
-  Values normal{11};
-  al::Tensor<float> k({1, 2, len, 64}), v({1, 2, len, 64}), q({1, 8, 1, 64});
-  for (float& x : k.storage()) x = normal();
-  for (float& x : v.storage()) x = normal();
-  for (float& x : q.storage()) x = normal();
-  cache.append(0, seq, k, v);
-  const float slopes[8] = {0.5f, 0.25f, 0.125f, 0.0625f, 0.03125f, 0.015625f, 0.0078125f, 0.00390625f};
-  for (int variant = 0; variant < 2; ++variant) {
-    al::AttentionOptions<float> o;
-    if (variant == 0) o.softcap = 30.0;
-    if (variant == 1) o.alibi_slopes = slopes;
-    al::Tensor<float> out({1, 8, 1, 64}), lse({1, 8, 1, 1});
-    auto& counts = al::engine::testing::tile_counts();
-    const int64_t before = counts.decode_fused.load();
-    const int64_t one[] = {seq};
-    al::kv_cache_attention(cache, 0, one, q, o, {out, lse}, {}, {.threads = 2});
-    EXPECT_GT(counts.decode_fused.load(), before) << (variant == 0 ? "softcap" : "ALiBi");
+// Softcap and ALiBi are treatments of the fused step (FusedTreatScores), and a group of 8 keys
+// across a block's end is copied for it: a float32 cache with 4 rows a K/V head, which every
+// target fuses, takes the engine's step with either, and with blocks off the 8-key grid, not
+// the cache's own.
+TEST(KVCacheBlocks, SoftcapAlibiAndOddBlocksTakeTheEnginesFusedStep) {
+  for (const int64_t block : {16, 20}) {
+    al::KVCacheConfig c;
+    c.kv_heads = 2, c.head_dim = 64, c.value_dim = 64, c.max_tokens = 1024, c.block_tokens = block;
+    al::KVCache cache(c);
+    const int64_t seq = cache.add_sequence(), len = 500;
+    Values normal{11};
+    al::Tensor<float> k({1, 2, len, 64}), v({1, 2, len, 64}), q({1, 8, 1, 64});
+    for (float& x : k.storage()) x = normal();
+    for (float& x : v.storage()) x = normal();
+    for (float& x : q.storage()) x = normal();
+    cache.append(0, seq, k, v);
+    const float slopes[8] = {0.5f, 0.25f, 0.125f, 0.0625f, 0.03125f, 0.015625f, 0.0078125f, 0.00390625f};
+    for (int variant = 0; variant < 3; ++variant) {
+      al::AttentionOptions<float> o;
+      if (variant == 1) o.softcap = 30.0;
+      if (variant == 2) o.alibi_slopes = slopes;
+      al::Tensor<float> out({1, 8, 1, 64}), lse({1, 8, 1, 1});
+      auto& counts = al::engine::testing::tile_counts();
+      const int64_t before = counts.decode_fused.load();
+      const int64_t one[] = {seq};
+      al::kv_cache_attention(cache, 0, one, q, o, {out, lse}, {}, {.threads = 2});
+      EXPECT_GT(counts.decode_fused.load(), before) << "blocks of " << block << ", variant " << variant;
+    }
   }
 }
