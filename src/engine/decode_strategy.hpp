@@ -21,7 +21,9 @@
 //   6-8    256      f32         fused, beside loads         fused, beside loads
 //   6-8    256      bf16, f16   fused, beside loads         fused, spread requests
 //   5-8    64       bf16 (*)    as 1-4 at d = 64            as 1-4 at d = 64
-//   5-8    < 128    otherwise   tile step, dot products     tile step, dot products
+//   5-8    64-112   otherwise   fused, beside loads         fused, spread requests (f32 from
+//                                                           6 rows: beside loads)
+//   5-8    < 64     any         tile step, dot products     tile step, dot products
 //   9-15   any      any         tile step, dot products, V streamed (8 keys a block)
 //   16-64  any      any         tile step, Sᵀ = K·Qᵀ, next block's K and V asked for
 //   (*) bfloat16 from 3 rows, d a multiple of 32 up to 256, on a CPU with AVX512_BF16:
@@ -67,7 +69,9 @@
 //   (rows of 4 or 8 vectors; d = 256 rereads V too often and keeps the requests);
 // - from 6 rows the queries are held in registers, and a block of 8 keys of f32 at
 //   d = 128 is one 4 KiB page, which the prefetchers do not cross: ask its first lines;
-// - 5 to 8 rows below d = 128 weigh the fused step's per-key costs against half the FMAs;
+// - 5 to 8 rows below d = 64 weigh the fused step's per-key costs against too few FMAs; from
+//   64 to 112 the contiguous steps are even (Zen 4: 0.93-1.17x) and a paged cache's fused
+//   step is 1.2-2.1x its own;
 // - up to 14 rows (or fewer than a vector's lanes) dot products along d use every lane;
 //   beyond, K·Qᵀ with a transpose.
 #include <array>
@@ -80,7 +84,7 @@ namespace attnlab::engine {
 
 // The policy's constants (the table above; docs/tuning.md has the measurements).
 inline constexpr int64_t kDecodeDotsMaxRows = 14;       // dot products up to here, then K·Qᵀ
-inline constexpr int64_t kFusedManyRowsMinDim = 128;    // 5 to 8 rows fused from this d
+inline constexpr int64_t kFusedManyRowsMinDim = 64;     // 5 to 8 rows fused from this d
 inline constexpr int64_t kBf16DotsMaxDim = 256;         // the fused step holds R × d bfloat16 queries
 inline constexpr int kQueriesHeldMinRows = 6;           // row order holds the queries from here
 // From this many rows the fused softmax takes two rows a vector on AVX-512: one exponential
@@ -251,7 +255,9 @@ inline DecodeStrategy choose_decode_strategy(const DecodeShape& c, const DecodeT
              !c.score_treatment;
   if (t.avx512) {
     const int64_t n = c.d / t.lanes;
-    const int row_vectors = s.row_order && c.dv == c.d && c.dv_pad == c.d && c.d % t.lanes == 0 && (n == 4 || n == 8)
+    // Rows of 4 vectors (d = 64) in row order are compiled up to 4 rows, and with the bfloat16 dot products.
+    const int row_vectors = s.row_order && c.dv == c.d && c.dv_pad == c.d && c.d % t.lanes == 0 &&
+                                    (n == 8 || (n == 4 && (c.rows <= 4 || st.bf16_dots)))
                                 ? static_cast<int>(n)
                                 : 0;
     const bool beside = (f32 && c.rows >= s.beside_loads_min_rows && row_vectors == 0) ||

@@ -67,8 +67,12 @@ TEST(DecodeStrategy, TheTableRowByRow) {
   EXPECT_TRUE(choose(kAvx512, 64, 8, 1, 32768, 128).asks_next_block);
   EXPECT_EQ(choose(kAvx512, 64, 8, 1, 32768, 256).reads, FusedReads::beside_loads);
   EXPECT_EQ(choose(kAvx512, 64, 8, 1, 32768, 256, ElementType::f16).reads, FusedReads::spread);
-  // 5 to 8 rows below d = 128: the tile step, unless bfloat16 on the dot products.
-  EXPECT_FALSE(choose(kAvx512, 64, 8, 1, 32768, 64).fused);
+  // 5 to 8 rows: fused from d = 64 (row order only on the bfloat16 dot products there); below, the tile step.
+  EXPECT_TRUE(choose(kAvx512, 64, 8, 1, 32768, 64).fused);
+  EXPECT_EQ(choose(kAvx512, 64, 8, 1, 32768, 64).reads, FusedReads::beside_loads);  // float32 from 6 rows
+  EXPECT_EQ(choose(kAvx512, 64, 8, 1, 32768, 64, ElementType::f16).reads, FusedReads::spread);
+  EXPECT_EQ(choose(kAvx512, 64, 8, 1, 32768, 64, ElementType::bf16).reads, FusedReads::row_order);
+  EXPECT_FALSE(choose(kAvx512, 64, 8, 1, 32768, 48).fused);
   EXPECT_TRUE(choose(kAvx512, 64, 8, 1, 32768, 64, ElementType::bf16).fused);
   EXPECT_TRUE(choose(kAvx512, 64, 8, 1, 32768, 64, ElementType::bf16).bf16_dots);
   EXPECT_FALSE(choose(kAvx512, 16, 8, 1, 32768, 128, ElementType::bf16).bf16_dots);  // 2 rows
