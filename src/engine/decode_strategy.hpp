@@ -70,8 +70,8 @@
 // - from 6 rows the queries are held in registers, and a block of 8 keys of f32 at
 //   d = 128 is one 4 KiB page, which the prefetchers do not cross: ask its first lines;
 // - 5 to 8 rows below d = 64 weigh the fused step's per-key costs against too few FMAs; from
-//   64 to 112 the contiguous steps are even (Zen 4: 0.93-1.17x) and a paged cache's fused
-//   step is 1.2-2.1x its own;
+//   64 to 112 the contiguous steps are even within the noise, and a paged cache gets the
+//   contiguous bits and, at 40/8, 1.5-2.1x its own step's speed;
 // - up to 14 rows (or fewer than a vector's lanes) dot products along d use every lane;
 //   beyond, K·Qᵀ with a transpose.
 #include <array>
