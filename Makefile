@@ -6,7 +6,11 @@ JOBS      ?= $(shell nproc)
 CMAKE_ARGS ?=
 # ccache when installed: the Python wheel's build (setup.py, ctest python.wheel_install)
 # compiles the same files with the same commands, and then takes them from the cache.
-CCACHE_ARG := $(if $(shell command -v ccache),-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+# Decided when CMake configures (`=`, not `:=`): on a fresh machine scripts/install-deps
+# installs ccache only after this file is read. Compile commands relative to the source
+# (CCACHE_BASEDIR), so that build/ and the wheel's build-python/ hash alike.
+CCACHE_ARG = $(if $(shell command -v ccache),-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+export CCACHE_BASEDIR ?= $(CURDIR)
 
 .PHONY: all deps configure build demo test test-release install install-lib python asan fuzz clean
 
