@@ -59,6 +59,12 @@ HWY_NOINLINE void FusedDecodeBlock(const DecodeWork& w, int64_t item, int64_t b,
   const size_t L = hn::Lanes(df), dv_pad = static_cast<size_t>(p.dv_pad), d = static_cast<size_t>(dm.d);
   const int64_t row0 = item * w.rows;
   float* o = w.o + row0 * p.dv_pad;  // O [R × dv_pad], this item's rows
+  // The rows' running maximum, sum and NaN flag, kept in locals for the call and written back
+  // at its end: the partials of the items other threads run share their cache lines, which
+  // were passed between the cores at every block of 8 keys.
+  float m[R], l[R];
+  bool nan_score[R];
+  std::copy_n(w.m + row0, R, m), std::copy_n(w.l + row0, R, l), std::copy_n(w.nan_score + row0, R, nan_score);
   float scale[R];
   for (int r = 0; r < R; ++r) scale[r] = w.scale[(b * dm.Hq + w.head_of(hk, r)) * dm.Nq + w.query_of(r)];
   // Softcap and ALiBi are applied to each block's raw products (FusedTreatScores), and the
@@ -134,11 +140,12 @@ HWY_NOINLINE void FusedDecodeBlock(const DecodeWork& w, int64_t item, int64_t b,
     if (w.kv_suspect != nullptr)
       for (size_t j8 = 0; j8 < kFusedKeys; j8 += hn::Lanes(d8)) finite8 = hn::MulAdd(hn::LoadU(d8, s + j8), hn::Zero(d8), finite8);
     if (treated) FusedTreatScores<R>(s, scale, treatment, key0 + j);
-    FusedSoftmaxRows<R>(s, treated ? unit_scale : scale, w.m + row0, w.l + row0, w.nan_score + row0, o, dv_pad);
+    FusedSoftmaxRows<R>(s, treated ? unit_scale : scale, m, l, nan_score, o, dv_pad);
     if constexpr (kRowVectors > 0) FusedValuesInRowOrder<R, kRowVectors>(s, v, v_rows.stride, o);
     else if (three) FusedValues<R, 3, kBesideLoads>(0, dv_pad, s, vc, v, v_rows.stride, o, per_call, kpf, vpf);
     else FusedValues<R, kNarrowNV, kBesideLoads>(0, dv_pad, s, vc, v, v_rows.stride, o, per_call, kpf, vpf);
   }
+  std::copy_n(m, R, w.m + row0), std::copy_n(l, R, w.l + row0), std::copy_n(nan_score, R, w.nan_score + row0);
   if (w.kv_suspect != nullptr && !hn::AllFalse(d8, hn::IsNaN(finite8))) w.kv_suspect->store(true, std::memory_order_relaxed);
 }
 
