@@ -61,7 +61,7 @@ HWY_NOINLINE void FusedDecodeBlock(const DecodeWork& w, int64_t item, int64_t b,
   float* o = w.o + row0 * p.dv_pad;  // O [R × dv_pad], this item's rows
   // The rows' running maximum, sum and NaN flag, kept in locals for the call and written back
   // at its end: the partials of the items other threads run share their cache lines, which
-  // were passed between the cores at every block of 8 keys.
+  // would pass between the cores at every block of 8 keys (docs/tuning.md).
   float m[R], l[R];
   bool nan_score[R];
   std::copy_n(w.m + row0, R, m), std::copy_n(w.l + row0, R, l), std::copy_n(w.nan_score + row0, R, nan_score);
