@@ -21,15 +21,7 @@
 #include <cstdint>
 #include <memory>
 
-// Defined under AddressSanitizer, which poisons cached blocks (GCC defines
-// __SANITIZE_ADDRESS__, clang answers __has_feature).
-#if defined(__SANITIZE_ADDRESS__)
-#define ATTNLAB_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define ATTNLAB_ASAN 1
-#endif
-#endif
+#include "core/address_sanitizer.hpp"  // ATTNLAB_ASAN: cached blocks are poisoned
 
 namespace attnlab::engine {
 

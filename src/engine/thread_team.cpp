@@ -1,14 +1,16 @@
 // The one rule for how many OpenMP threads a library call runs with (team_size in
 // attnlab/attention_options.hpp), and the check that they can be created.
 //
-// libgomp cannot report a failure to create a thread: gomp_team_start calls
-// gomp_fatal("Thread creation failed"), which prints and exit()s the process (a Python
-// interpreter included); tens of thousands of threads overflow its stack first (a
-// segfault). So a team is proven before libgomp is asked for it: its extra threads are
-// created here with pthread_create and libgomp's stack size (OMP_STACKSIZE or
-// GOMP_STACKSIZE, else the default), all alive at once, then joined. libgomp keeps the
-// threads of a calling thread's last team in a pool and reuses them, so only a team
-// larger than this thread's last one is proven.
+// Neither OpenMP runtime reports a failure to create a thread: libgomp's gomp_team_start
+// calls gomp_fatal("Thread creation failed"), which prints and exit()s the process (a Python
+// interpreter included), and LLVM's libomp (clang's -fopenmp) aborts ("OMP: Error #34");
+// tens of thousands of threads overflow libgomp's stack first (a segfault). So a team is
+// proven before the runtime is asked for it: its extra threads are created here with
+// pthread_create and the runtime's stack size, all alive at once, then joined; glibc keeps
+// their stacks for the runtime's threads, which then need no new memory. Both runtimes keep
+// the threads of a calling thread's last team and reuse them, so only a team larger than
+// this thread's last one is proven.
+#include <dlfcn.h>
 #include <pthread.h>
 
 #include <algorithm>
@@ -26,12 +28,18 @@
 namespace attnlab {
 namespace {
 
-// The team this thread last ran: libgomp's pool (of this calling thread) holds its threads.
+// The team this thread last ran: the runtime's pool (of this calling thread) holds its threads.
 thread_local int last_team = 1;
 
-// libgomp's thread stack size in bytes, from OMP_STACKSIZE or GOMP_STACKSIZE ("size[B|K|M|G]",
-// kilobytes without a unit), or 0 for the default.
+// The stack size the runtime gives its threads, in bytes, or 0 for pthread's default.
+// libomp says (kmp_get_stacksize_s) and asks for a little more per thread id (KMP_STKOFFSET):
+// the probe's stacks are 1 MiB larger, so that glibc hands them to its threads (it reuses a
+// kept stack for a request up to 4 times smaller). libgomp takes OMP_STACKSIZE or
+// GOMP_STACKSIZE ("size[B|K|M|G]", kilobytes without a unit), else pthread's default.
 size_t openmp_stack_size() {
+  using StackSize = size_t (*)();
+  if (const auto libomp = reinterpret_cast<StackSize>(dlsym(RTLD_DEFAULT, "kmp_get_stacksize_s")))
+    return libomp() + (size_t{1} << 20);
   for (const char* name : {"OMP_STACKSIZE", "GOMP_STACKSIZE"}) {
     const char* text = std::getenv(name);
     if (text == nullptr) continue;

@@ -58,7 +58,8 @@ TEST(EngineThreads, OpenMPsDefaultIsClampedToTheBound) {
 
 TEST(EngineThreads, ThreadsThatCannotBeCreatedAreAnErrorNotAnExit) {
   // Under an address-space limit with room for little more than the process, 16 threads'
-  // stacks do not fit: libgomp printed "Thread creation failed" and exited the process.
+  // stacks do not fit: libgomp printed "Thread creation failed" and exited the process, and
+  // libomp (clang's OpenMP, the sanitized build's) aborts.
   // Run in a child (the limit is the whole process's), on a fresh thread (libgomp's pool
   // of this thread's earlier teams does not survive fork).
   const pid_t child = fork();

@@ -14,6 +14,7 @@
 #include "attnlab/engine.hpp"
 #include "attnlab/kv_cache.hpp"
 #include "core/kv_rotation.hpp"
+#include "core/address_sanitizer.hpp"
 
 namespace al = attnlab;
 using al::CacheRotation;
@@ -296,7 +297,7 @@ al::Tensor<float> per_channel_attention(const Problem& p, int bits) {
 // (rotated + centred) must also meet its targets on outlier keys: int4 within random data's
 // plain int4 error, int8 at most 1.5e-2.
 TEST(KVCacheRotation, AccuracyOfEachTypeAndScheme) {
-#ifdef __SANITIZE_ADDRESS__
+#ifdef ATTNLAB_ASAN
   // 360 caches of 32,768 rows: 2.5 min under the sanitizers, 35 s without. The release suite
   // runs it; under ASan the tests above run the same code on smaller caches.
   GTEST_SKIP() << "release suite only (a table of 360 caches)";

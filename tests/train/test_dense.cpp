@@ -52,7 +52,7 @@ struct Dims {
 
 template <class T>
 void check_products(const Dims& dims) {
-  const auto [M, K, N] = dims;
+  const int64_t M = dims.M, K = dims.K, N = dims.N;  // not a structured binding: clang 14 cannot capture one
   const auto A = random_values<T>(static_cast<size_t>(M * K), 1), B = random_values<T>(static_cast<size_t>(K * N), 2);
   // C = A·B and C += A·B
   for (bool acc : {false, true}) {

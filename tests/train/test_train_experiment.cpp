@@ -4,6 +4,7 @@
 #include "attnlab/error.hpp"
 #include "attnlab/lab.hpp"
 #include "attnlab/train.hpp"
+#include "core/address_sanitizer.hpp"
 #include <algorithm>
 
 namespace attnlab::lab {
@@ -115,7 +116,7 @@ TEST(TrainExperiment, TheCachedFullSweepSaysWhatItRefutes) {
 // saturated from the start) and refutes it under the small init (variance 1/d_k: the
 // unscaled logits start small and Adam trains as fast as with 1/√d_k).
 TEST(TrainExperiment, InitDecidesTheAdamVerdict) {
-#ifdef __SANITIZE_ADDRESS__
+#ifdef ATTNLAB_ASAN
   // Twelve real training runs: 4 min under the sanitizers, 10 s without. The release suite
   // runs it; under ASan the tiny studies above cover the same code.
   GTEST_SKIP() << "release suite only (a study of 12 training runs)";
