@@ -12,7 +12,7 @@ CMAKE_ARGS ?=
 CCACHE_ARG = $(if $(shell command -v ccache),-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 export CCACHE_BASEDIR ?= $(CURDIR)
 
-.PHONY: all deps configure build demo test test-release install install-lib python asan fuzz clean
+.PHONY: all deps configure build demo test test-release install install-lib python asan asan-build fuzz clean
 
 all: build
 
@@ -53,23 +53,24 @@ install-lib: deps
 	cmake --build $(LIB_BUILD_DIR) --target attnlab -j $(JOBS)
 	cmake --install $(LIB_BUILD_DIR) --prefix $(PREFIX)
 
-# AddressSanitizer + UndefinedBehaviorSanitizer build of the whole suite (the
-# Python module and the benchmark peers are left out: they need an unsanitized host).
-asan: deps
-	cmake --preset asan
-	cmake --build --preset asan -j $(JOBS)
+# AddressSanitizer + UndefinedBehaviorSanitizer: one clang build (build-asan, the asan
+# preset) of the whole suite and of the libFuzzer targets, so that CI compiles the library
+# under the sanitizers once (the Python module and the benchmark peers are left out: they
+# need an unsanitized host). `make asan` runs the suite, `make fuzz` every fuzzer for
+# FUZZ_SECONDS on its seed corpus.
+asan: asan-build
 	ctest --preset asan -j $(JOBS)
 
-# libFuzzer targets under clang with ASan+UBSan, each run for FUZZ_SECONDS on its seed corpus.
+asan-build: deps
+	cmake --preset asan
+	cmake --build --preset asan -j $(JOBS)
+
 FUZZ_SECONDS ?= 60
-fuzz: deps
-	CXX=clang++-14 cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-	  -DATTNLAB_FUZZ=ON -DATTNLAB_BUILD_TESTS=OFF -DATTNLAB_BUILD_TOOLS=OFF
-	cmake --build build-fuzz -j $(JOBS)
-	scripts/run-fuzzers build-fuzz $(FUZZ_SECONDS)
+fuzz: asan-build
+	scripts/run-fuzzers build-asan $(FUZZ_SECONDS)
 
 clean:
-	rm -rf $(BUILD_DIR) $(LIB_BUILD_DIR) build-asan build-fuzz
+	rm -rf $(BUILD_DIR) $(LIB_BUILD_DIR) build-asan
 
 # The Python module alone, into $(BUILD_DIR)/python/attnlab (PYTHONPATH=$(BUILD_DIR)/python).
 python: configure

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "attnlab/lab.hpp"
+#include "core/address_sanitizer.hpp"
 #include "lab/claim_verdict.hpp"
 
 namespace lab = attnlab::lab;
@@ -367,6 +368,11 @@ const lab::Verdict& main_check(const lab::Result& r, const std::string& claim) {
 // query-and-key gradient, dominated by the key's, the sweep to 1024 said "refuted", the full one
 // "depends on d_k".)
 TEST(Experiments, C7DoesNotFlipWhereTheSweepStops) {
+#ifdef ATTNLAB_ASAN
+  // Two gradflow runs at the report's configuration: 2.3 min under the sanitizers. The release
+  // suite runs it; under ASan the quick experiment cases run the same code.
+  GTEST_SKIP() << "release suite only (two gradflow runs at the report's configuration)";
+#endif
   // The report's configuration (128 keys, d_k 16–4096), two policies to save time.
   const lab::Config c{{"policies", "none,inv_sqrt_d"}, {"table_rows", "256"}};
   lab::Config stop = c;
@@ -424,6 +430,11 @@ TEST(Experiments, C6IsJudgedOnTheWholeGradient) {
 // uncertainty of each step; another seed's boundary is the same or the neighbouring d_k (a step whose
 // change is within 2 standard errors is called neither way, so the boundary is known to one step).
 TEST(Experiments, C6StatesItsBoundaryWithUncertainty) {
+#ifdef ATTNLAB_ASAN
+  // Gradflow runs at six d_k up to 512: 2.5 min under the sanitizers. The release suite runs
+  // it; under ASan the quick experiment cases run the same code.
+  GTEST_SKIP() << "release suite only (gradflow runs at d_k up to 512)";
+#endif
   auto row = [](const lab::Result& r) -> const lab::Verdict& {
     for (const auto& v : r.verdicts)
       if (v.claim == "C6" && v.check == "typical_row") return v;
