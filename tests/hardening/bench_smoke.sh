@@ -15,8 +15,10 @@ json=$dir/bench.json
   --impls attnlab,openblas --json "$json" > "$dir/table.txt"
 grep -q '^attnlab   f32   forward' "$dir/table.txt"
 # A decoding-like shape: grouped-query heads, 3 new queries at the end of a 300-key cache.
+# This run and the --dtype one reuse the first run's probes (--probes FILE): measuring them
+# takes seconds a run, a minute under the sanitizers, and the first run has checked it.
 "$cli" bench --batch 2 --heads 6 --kv-heads 2 --seq-q 3 --seq-k 300 --dim 16 --causal --causal-align bottom_right \
-  --threads 2 --repeats 1 --settle-ms 0 --cold --evict-llc --impls attnlab,openblas --json "$dir/gqa.json" > "$dir/gqa.txt"
+  --threads 2 --repeats 1 --settle-ms 0 --cold --evict-llc --probes "$json" --impls attnlab,openblas --json "$dir/gqa.json" > "$dir/gqa.txt"
 grep -q '^read bound: .*(cold: the first call after it)' "$dir/gqa.txt"
 # --evict-llc: said in the header and the JSON (false without it, in the first run).
 grep -Eq '^last-level cache evicted before each timed forward and read bound: [0-9]+ MiB of other data' "$dir/gqa.txt"
@@ -77,7 +79,7 @@ PY
 # --dtype: the engine in each element type, interleaved; K/V bytes of the type; the 16-bit
 # runs' speed relative to float32's; results within the type's rounding of float32's.
 "$cli" bench --batch 1 --heads 2 --seq-q 2 --seq-k 600 --dim 16 --threads 2 --repeats 2 --settle-ms 0 \
-  --impls attnlab --dtype f32,bf16,f16 --json "$dir/dtype.json" > "$dir/dtype.txt"
+  --probes "$json" --impls attnlab --dtype f32,bf16,f16 --json "$dir/dtype.json" > "$dir/dtype.txt"
 grep -q '^attnlab   bf16  forward' "$dir/dtype.txt"
 /usr/bin/python3 - "$dir/dtype.json" <<'PY'
 import json, sys
