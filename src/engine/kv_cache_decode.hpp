@@ -2,7 +2,7 @@
 // The fused decode over a paged KV cache: few query rows per K/V head, the blocks read in
 // place through the block table and dequantized in registers (kv_cache_decode_kernels.cpp),
 // one work item per (sequence, K/V head, chunk of blocks) and a merge in chunk order
-// (kv_cache_attention.cpp). choose_cache_decode (decode_strategy.hpp) says when it runs.
+// (kv_cache_attention.cpp). choose_cache_step (decode_strategy.hpp) says when it runs.
 #include <cstdint>
 
 #include "core/kv_cache_access.hpp"
