@@ -64,7 +64,7 @@ class ExperimentCase : public ::testing::TestWithParam<Case> {};
 
 TEST_P(ExperimentCase, QuickRunConfirmsAndBreakingConfigRefutes) {
   const Case& c = GetParam();
-#ifndef ATTNLAB_ASAN  // sanitized, the breaking run alone: report.browser runs each quick one (2 min saved)
+#ifndef ATTNLAB_ASAN  // sanitized, the breaking run alone: report.browser runs each quick one (2 min there)
   const auto r = run_quick(c.experiment);
   EXPECT_FALSE(r.figures.empty());
   EXPECT_FALSE(r.tables.empty());
