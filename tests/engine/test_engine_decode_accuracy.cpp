@@ -154,6 +154,7 @@ TEST(EngineDecode, LargerChunksForCallsWithManyItems) {
 TEST(EngineDecode, PortableTargetRunsTheDecodePathWithinTheAccuracyRule) {
   // EMU128 (4 lanes) or SCALAR (1): fewer rows than lanes take the dot products, more
   // take Sᵀ = K·Qᵀ; odd head dims make K's rows a copy rather than read in place.
+  // (SSE4's 4 lanes in the sanitized build, which compiles no portable target.)
   const std::string best = al::engine::target_name();
   hwy::SetSupportedTargetsForTest(HWY_EMU128 | HWY_SCALAR);
   for (int n = 0; n < 12 && !::testing::Test::HasFailure(); ++n) {
