@@ -43,6 +43,7 @@ struct RowCodec<CodeByte<C>> {
   static constexpr size_t kGroup = 32;  // channels per scale (kv_quantize.hpp's kQuantGroup)
   size_t scales = 0;                    // int8, int4: the scales' first byte in the row
   size_t row_bytes = 0, cols = 0;
+  size_t asked_eighths = 8;             // the row's bytes per 8 columns, rounded up (AskedByte)
   float scale_256 = 256.0f;             // fp8: 256 × the K/V head's scale
 
   // int4 loads columns two vectors at a time (LoadTwo): one load of bytes gives both, and
@@ -54,6 +55,7 @@ struct RowCodec<CodeByte<C>> {
     rc.cols = static_cast<size_t>(keys ? p.dims.d : p.dims.dv);
     rc.row_bytes = static_cast<size_t>(keys ? t.k_row_bytes : t.v_row_bytes);
     rc.scales = C == RowType::int4 ? (rc.cols + 1) / 2 : rc.cols;
+    rc.asked_eighths = (8 * rc.row_bytes + rc.cols - 1) / rc.cols;
     if constexpr (C == RowType::fp8_e4m3) rc.scale_256 = 256.0f * (keys ? t.k_head_scales : t.v_head_scales)[h];
     return rc;
   }
@@ -114,8 +116,11 @@ struct RowCodec<CodeByte<C>> {
     a = Load(row, c), b = Load(row, c + L);
   }
   // Each load asks for the byte at its share of the row's end, so that the requests of a
-  // row's loads cover its codes and, with the last, its scales.
-  HWY_INLINE size_t AskedByte(size_t c) const { return (c + hn::Lanes(DF())) * row_bytes / cols - 1; }
+  // row's loads cover its codes and, with the last, its scales. In eighths, not by a division
+  // (a division beside each load was the few-row step's bottleneck: int8 8/8 1.4× slower);
+  // exact whenever the columns are whole groups of 32, else a byte or two past the row (a
+  // request only).
+  HWY_INLINE size_t AskedByte(size_t c) const { return (c + hn::Lanes(DF())) * asked_eighths / 8 - 1; }
   size_t RowBytes(size_t) const { return row_bytes; }
 
  private:
