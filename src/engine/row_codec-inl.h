@@ -42,7 +42,7 @@ template <RowType C>
 struct RowCodec<CodeByte<C>> {
   static constexpr size_t kGroup = 32;  // channels per scale (kv_quantize.hpp's kQuantGroup)
   size_t scales = 0;                    // int8, int4: the scales' first byte in the row
-  size_t row_bytes = 0, cols = 0;
+  size_t row_bytes = 0;
   size_t asked_eighths = 8;             // the row's bytes per 8 columns, rounded up (AskedByte)
   float scale_256 = 256.0f;             // fp8: 256 × the K/V head's scale
 
@@ -52,10 +52,10 @@ struct RowCodec<CodeByte<C>> {
   static RowCodec Of(const Plan& p, bool keys, int64_t h) {
     const KVBlocks& t = *p.kv_blocks;
     RowCodec rc;
-    rc.cols = static_cast<size_t>(keys ? p.dims.d : p.dims.dv);
+    const size_t cols = static_cast<size_t>(keys ? p.dims.d : p.dims.dv);
     rc.row_bytes = static_cast<size_t>(keys ? t.k_row_bytes : t.v_row_bytes);
-    rc.scales = C == RowType::int4 ? (rc.cols + 1) / 2 : rc.cols;
-    rc.asked_eighths = (8 * rc.row_bytes + rc.cols - 1) / rc.cols;
+    rc.scales = C == RowType::int4 ? (cols + 1) / 2 : cols;
+    rc.asked_eighths = (8 * rc.row_bytes + cols - 1) / cols;
     if constexpr (C == RowType::fp8_e4m3) rc.scale_256 = 256.0f * (keys ? t.k_head_scales : t.v_head_scales)[h];
     return rc;
   }
@@ -117,7 +117,7 @@ struct RowCodec<CodeByte<C>> {
   }
   // Each load asks for the byte at its share of the row's end, so that the requests of a
   // row's loads cover its codes and, with the last, its scales. In eighths, not by a division
-  // (a division beside each load was the few-row step's bottleneck: int8 8/8 1.4× slower);
+  // beside each load, which would bound the few-row step (docs/tuning.md, the row codec);
   // exact whenever the columns are whole groups of 32, else a byte or two past the row (a
   // request only).
   HWY_INLINE size_t AskedByte(size_t c) const { return (c + hn::Lanes(DF())) * asked_eighths / 8 - 1; }
