@@ -4,7 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <functional>
+#include <utility>
 #include <span>
 #include <vector>
 
@@ -27,14 +27,20 @@ void check_kv_cache_outputs(const ForwardOutputs<T>& outputs) {
   if (outputs.dropout_mask.present()) throw Error("kv_cache_attention: a dropout mask is not supported (nor dropout)");
 }
 
-// Checks the call and, for each sequence in order, first asks `in_place(s, seq, len, q_s,
-// out_s, lse_s)` (s the index in seqs), which may compute the sequence from the blocks in
-// place and return true; otherwise runs `one(k, v, q_s, out_s, lse_s)`, k and v its
-// dequantized K/V (contiguous float32, [1, kv_heads, len, ·]).
-template <class T, class InPlace, class One>
-void for_each_cached_sequence(const KVCache& cache, int64_t layer, std::span<const int64_t> seqs, ConstView<T> q,
-                              const AttentionOptions<T>& o, TensorView<T> out, TensorView<T> lse,
-                              std::span<const int64_t> query_lengths, InPlace&& in_place, One&& one) {
+// One sequence's share of a call: its index in seqs, its id and length, and its rows of q,
+// out and lse ([1, Hq, rows, ·]).
+template <class T>
+struct CachedSequence {
+  int64_t index = 0, seq = 0, len = 0;
+  ConstView<T> q;
+  TensorView<T> out, lse;
+};
+
+// Checks the call; returns, in order, the sequences with at least one query row.
+template <class T>
+std::vector<CachedSequence<T>> cached_sequences(const KVCache& cache, int64_t layer, std::span<const int64_t> seqs,
+                                                ConstView<T> q, const AttentionOptions<T>& o, TensorView<T> out,
+                                                TensorView<T> lse, std::span<const int64_t> query_lengths) {
   const KVCacheConfig& c = cache.config();
   const char* unsupported =
       o.bool_mask.present()                                ? "bool_mask"
@@ -75,24 +81,31 @@ void for_each_cached_sequence(const KVCache& cache, int64_t layer, std::span<con
   dims.dv = c.value_dim;
   for (int64_t seq : seqs) dims.Nk = std::max(dims.Nk, cache.length(seq, layer));  // the farthest key any row sees
   check_variants(o, dims);
+  std::vector<CachedSequence<T>> calls;
   int64_t row0 = 0;
   for (int64_t s = 0; s < n_seq; ++s) {
     const int64_t rows = packed ? query_lengths[static_cast<size_t>(s)] : q.seq();
-    const int64_t len = cache.length(seqs[static_cast<size_t>(s)], layer);
+    const int64_t seq = seqs[static_cast<size_t>(s)], len = cache.length(seq, layer);
     if (len == 0)
       throw Error(
           fmt::format("kv_cache_attention: sequence {} holds no position in layer {} (append "
                       "the new rows' K/V before attending)",
-                      seqs[static_cast<size_t>(s)], layer));
-    if (rows > 0 && !in_place(s, seqs[static_cast<size_t>(s)], len, ConstView<T>(sequence_rows(q, packed, s, row0, rows)),
-                              sequence_rows(out, packed, s, row0, rows), sequence_rows(lse, packed, s, row0, rows))) {
-      Tensor<float> k({1, c.kv_heads, len, c.head_dim}), v({1, c.kv_heads, len, c.value_dim});
-      cache.gather(layer, seqs[static_cast<size_t>(s)], k, v);
-      one(k, v, sequence_rows(q, packed, s, row0, rows), sequence_rows(out, packed, s, row0, rows),
-          sequence_rows(lse, packed, s, row0, rows));
-    }
+                      seq, layer));
+    if (rows > 0)
+      calls.push_back({s, seq, len, ConstView<T>(sequence_rows(q, packed, s, row0, rows)),
+                       sequence_rows(out, packed, s, row0, rows), sequence_rows(lse, packed, s, row0, rows)});
     row0 += rows;
   }
+  return calls;
+}
+
+// A sequence's dequantized K/V, contiguous float32: k [1, kv_heads, len, head_dim], v [1, kv_heads, len, value_dim].
+inline std::pair<Tensor<float>, Tensor<float>> gathered_sequence(const KVCache& cache, int64_t layer, int64_t seq,
+                                                                 int64_t len) {
+  const KVCacheConfig& c = cache.config();
+  Tensor<float> k({1, c.kv_heads, len, c.head_dim}), v({1, c.kv_heads, len, c.value_dim});
+  cache.gather(layer, seq, k, v);
+  return {std::move(k), std::move(v)};
 }
 
 }  // namespace attnlab::detail

@@ -56,7 +56,9 @@ inline int64_t decode_chunk_keys(int64_t B, int64_t Hkv, int64_t Nk) {
 // thread saves at most ~20 µs on an idle machine, but its fork and join wait for a core when
 // another pool keeps the cores busy: beside torch's pool the 90th percentile went from 81 µs
 // (one thread) to 403 µs (two) at 2 MiB (python/bench/decode_latency.py, docs/tuning.md).
-// Results do not depend on it: the split is a function of the shape alone.
+// Results do not depend on it: the split is a function of the shape alone. A KVCache call
+// applies it per sequence and runs the small sequences of a large call side by side
+// (kv_cache_attention.cpp).
 // The bytes of K and V a decode call reads: `key_rows` rows (B·Hkv·Nk, or a cache
 // sequence's positions × K/V heads) of a key and a value row each (a quantized cache's
 // rows with their scales).

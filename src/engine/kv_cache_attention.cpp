@@ -15,6 +15,10 @@
 //   same bitwise for any thread count;
 // - otherwise the blocks dequantized into contiguous scratch (core/kv_cache_calls.hpp) and one
 //   ordinary engine call.
+// Threads: the decode path's grain (decode_path.hpp's decode_threads) applies to each sequence,
+// so a sequence of at most 2 MiB of K and V gets no team of its own; when a call holds several
+// such sequences that together read more, they run side by side, one thread each (a batch of
+// short sequences: 1.5-2.3x, docs/tuning.md). Either way each sequence's bits are its own.
 // A cache that rotates or centres its rows (kv_cache.hpp, "Outliers"): the queries are rotated
 // and each output row rotated back. Centred keys k − μ lose each row's q·μ from their scores,
 // which the softmax does not see (a shift): lse gets it back and a sink's logit gives it up, in
@@ -26,6 +30,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <exception>
 #include <limits>
 #include <span>
 #include <vector>
@@ -258,27 +263,89 @@ void kv_cache_attention(const KVCache& cache, int64_t layer, std::span<const int
                         const AttentionOptions<float>& options, const ForwardOutputs<float>& outputs,
                         std::span<const int64_t> query_lengths, const ComputeConfig& config) {
   detail::check_kv_cache_outputs(outputs);
-  const TensorView<float> out = outputs.out, lse = outputs.lse;
   const int threads = team_size(config.threads, "kv_cache_attention: threads");
-  detail::CacheLayerView cv;
-  bool have_view = false;
+  const std::vector<detail::CachedSequence<float>> calls =
+      detail::cached_sequences<float>(cache, layer, seqs, q, options, outputs.out, outputs.lse, query_lengths);
+  const detail::CacheLayerView cv = detail::KVCacheAccess::layer(cache, layer);
+  // Each sequence's step and team. A sequence too small for a team of its own (the decode
+  // path's grain, kSmallDecodeBytes) still belongs to a call that may not be: such sequences
+  // run side by side, one thread each, when together they exceed the grain.
+  struct Planned {
+    engine::CacheStep step;
+    int team;
+    int64_t bytes;
+  };
+  std::vector<Planned> plans;
+  std::vector<size_t> side_by_side;
+  int64_t side_by_side_bytes = 0;
+  for (size_t i = 0; i < calls.size(); ++i) {
+    const detail::CachedSequence<float>& s = calls[i];
+    const detail::CacheTransforms tf = detail::KVCacheAccess::transforms(cache, s.seq, layer);
+    const engine::CacheStep step = cache_step(cv, tf, s.q.heads(), s.q.seq(), s.len, options);
+    const int64_t bytes = engine::decode_kv_bytes(s.len * cv.kv_heads, cv.key_row, cv.value_row);
+    plans.push_back({step, engine::decode_threads(threads, bytes), bytes});
+    if (step != engine::CacheStep::gather && plans.back().team == 1)
+      side_by_side.push_back(i), side_by_side_bytes += bytes;
+  }
+  if (threads == 1 || side_by_side.size() < 2 || side_by_side_bytes <= engine::kSmallDecodeBytes) side_by_side.clear();
+
   const engine::StopRequest stop(&config.interrupt);  // one for the call: its 10 ms rate spans the sequences
-  detail::for_each_cached_sequence<float>(
-      cache, layer, seqs, q, options, out, lse, query_lengths,
-      [&](int64_t s, int64_t seq, int64_t len, ConstView<float> qs, TensorView<float> os, TensorView<float> ls) {
-        const detail::CacheTransforms tf = detail::KVCacheAccess::transforms(cache, seq, layer);
-        if (!have_view) cv = detail::KVCacheAccess::layer(cache, layer), have_view = true;
-        const engine::CacheStep step = cache_step(cv, tf, qs.heads(), qs.seq(), len, options);
-        if (step == engine::CacheStep::gather) return false;
-        const int team = engine::decode_threads(threads, engine::decode_kv_bytes(len * cv.kv_heads, cv.key_row, cv.value_row));
-        if (step == engine::CacheStep::engine)
-          engine_sequence(cv, detail::KVCacheAccess::blocks(cache, seq), s, len, qs, options, os, ls, tf, team, config);
-        else
-          fused_sequence(cache, cv, seq, s, len, qs, options, os, ls, tf, team, stop);
-        return true;
-      },
-      [&](const Tensor<float>& k, const Tensor<float>& v, ConstView<float> qs, TensorView<float> os,
-          TensorView<float> ls) { engine::attention_forward<float>(qs, k, v, options, {os, ls}, config); });
+  auto run = [&](size_t i, int team, const engine::StopRequest& sequence_stop, const ComputeConfig& sequence_config) {
+    const detail::CachedSequence<float>& s = calls[i];
+    const detail::CacheTransforms tf = detail::KVCacheAccess::transforms(cache, s.seq, layer);
+    switch (plans[i].step) {
+      case engine::CacheStep::engine:
+        engine_sequence(cv, detail::KVCacheAccess::blocks(cache, s.seq), s.index, s.len, s.q, options, s.out, s.lse, tf,
+                        team, sequence_config);
+        break;
+      case engine::CacheStep::cache:
+        fused_sequence(cache, cv, s.seq, s.index, s.len, s.q, options, s.out, s.lse, tf, team, sequence_stop);
+        break;
+      case engine::CacheStep::gather: {
+        const auto [k, v] = detail::gathered_sequence(cache, layer, s.seq, s.len);
+        engine::attention_forward<float>(s.q, k, v, options, {s.out, s.lse}, sequence_config);
+        break;
+      }
+    }
+  };
+  // Any sequence's error is reported as the first in seqs' order would have been, whichever
+  // thread met it first (exceptions cannot leave an OpenMP region).
+  std::vector<std::exception_ptr> errors(calls.size());
+  if (!side_by_side.empty()) {
+    // The longest first, handed out one at a time: the team finishes together. Only the
+    // calling thread (OpenMP's thread 0 here) asks the caller's interrupt, between sequences;
+    // the sequences themselves ask nothing.
+    std::stable_sort(side_by_side.begin(), side_by_side.end(),
+                     [&](size_t a, size_t b) { return plans[a].bytes > plans[b].bytes; });
+    ComputeConfig quiet = config;
+    quiet.interrupt = nullptr;
+    const engine::StopRequest never(nullptr);
+    const auto n = static_cast<int64_t>(side_by_side.size());
+#pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
+    for (int64_t j = 0; j < n; ++j) {
+      if (stop()) continue;
+      const size_t i = side_by_side[static_cast<size_t>(j)];
+      try {
+        run(i, 1, never, quiet);
+      } catch (...) {
+        errors[i] = std::current_exception();
+      }
+    }
+  }
+  std::vector<bool> done_side_by_side(calls.size(), false);
+  for (size_t i : side_by_side) done_side_by_side[i] = true;
+  for (size_t i = 0; i < calls.size() && !stop.stopped(); ++i) {
+    if (done_side_by_side[i]) continue;
+    try {
+      run(i, plans[i].team, stop, config);
+    } catch (...) {
+      errors[i] = std::current_exception();
+      break;
+    }
+  }
+  for (const std::exception_ptr& e : errors)
+    if (e) std::rethrow_exception(e);
+  if (stop.stopped()) throw Interrupted("kv_cache_attention: interrupted by the caller (ComputeConfig::interrupt)");
 }
 
 }  // namespace attnlab

@@ -12,15 +12,14 @@ void kv_cache_attention(const KVCache& cache, int64_t layer, std::span<const int
                         const AttentionOptions<double>& options, const ForwardOutputs<double>& outputs,
                         std::span<const int64_t> query_lengths) {
   detail::check_kv_cache_outputs(outputs);
-  detail::for_each_cached_sequence<double>(cache, layer, seqs, q, options, outputs.out, outputs.lse, query_lengths,
-                                           [](auto&&...) { return false; },
-                                           [&](const Tensor<float>& kf, const Tensor<float>& vf, ConstView<double> qs,
-                                               TensorView<double> os, TensorView<double> ls) {
-                                             Tensor<double> k(kf.shape()), v(vf.shape());
-                                             std::copy(kf.storage().begin(), kf.storage().end(), k.storage().begin());
-                                             std::copy(vf.storage().begin(), vf.storage().end(), v.storage().begin());
-                                             attention_forward<double>(qs, k, v, options, {os, ls});
-                                           });
+  for (const detail::CachedSequence<double>& s :
+       detail::cached_sequences<double>(cache, layer, seqs, q, options, outputs.out, outputs.lse, query_lengths)) {
+    const auto [kf, vf] = detail::gathered_sequence(cache, layer, s.seq, s.len);
+    Tensor<double> k(kf.shape()), v(vf.shape());
+    std::copy(kf.storage().begin(), kf.storage().end(), k.storage().begin());
+    std::copy(vf.storage().begin(), vf.storage().end(), v.storage().begin());
+    attention_forward<double>(s.q, k, v, options, {s.out, s.lse});
+  }
 }
 
 }  // namespace attnlab::reference

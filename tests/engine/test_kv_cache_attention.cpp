@@ -10,7 +10,11 @@
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <mutex>
 #include <random>
+#include <string>
+#include <thread>
+#include <utility>
 
 #include "attnlab/engine.hpp"
 #include "attnlab/kv_cache.hpp"
@@ -105,6 +109,71 @@ TEST(KVCacheAttention, EqualsTheEngineOnTheGatheredCacheForAnyThreads) {
         row0 += n;
       }
     }
+}
+
+// A call of many sequences, each too small for a team of its own (the decode grain: 2 MiB of
+// K and V), runs them side by side, one thread each: the same bits as each sequence alone
+// and as one thread; an error is the one the first failing sequence in order gives; the
+// caller's interrupt is asked on the calling thread only. d = 128, 32/8 heads (4 rows):
+// float32 and bfloat16 take the engine's fused step in place, int8 keys with int4 values the
+// cache's step. float32 is 8 KiB a position: 300 and 900 positions take a team, the rest (up
+// to 256) do not and hold 9.2 MB together; int8/int4 (1.7 KiB) all run side by side.
+TEST(KVCacheAttention, SmallSequencesSideBySideGiveEachSequencesOwnBits) {
+  const std::vector<int64_t> lengths = {40, 250, 130, 300, 7, 200, 256, 90, 180, 900};
+  const std::pair<CacheType, CacheType> types[] = {
+      {CacheType::float32, CacheType::float32}, {CacheType::bfloat16, CacheType::bfloat16}, {CacheType::int8, CacheType::int4}};
+  const auto n_seq = static_cast<int64_t>(lengths.size());
+  for (const auto& [kt, vt] : types) {
+    Filled f = filled_cache(kt, vt, 8, 128, lengths, 21);
+    std::mt19937_64 rng(22);
+    al::Tensor<float> q({n_seq, 32, 1, 128}), out({n_seq, 32, 1, 128}), lse({n_seq, 32, 1, 1});
+    al::Tensor<float> out1(out.shape()), lse1(lse.shape());
+    fill(q, rng);
+    al::AttentionOptions<float> o;
+    o.causal = al::Causal::bottom_right;
+    al::kv_cache_attention(f.cache, 1, f.seqs, q, o, {out, lse}, {}, {.threads = 2});
+    al::kv_cache_attention(f.cache, 1, f.seqs, q, o, {out1, lse1}, {}, {.threads = 1});
+    EXPECT_EQ(std::memcmp(out.data(), out1.data(), out.numel() * 4), 0) << al::to_string(kt);
+    EXPECT_EQ(std::memcmp(lse.data(), lse1.data(), lse.numel() * 4), 0) << al::to_string(kt);
+    for (int64_t s = 0; s < n_seq; ++s) {
+      al::Tensor<float> os({1, 32, 1, 128}), ls({1, 32, 1, 1});
+      const int64_t id[] = {f.seqs[static_cast<size_t>(s)]};
+      al::kv_cache_attention(f.cache, 1, id, rows(q, s, 0, 1, false), o, {os.view(), ls.view()}, {}, {.threads = 2});
+      EXPECT_TRUE(same_bits(os, rows(out, s, 0, 1, false))) << al::to_string(kt) << " seq " << s;
+      EXPECT_TRUE(same_bits(ls, rows(lse, s, 0, 1, false))) << al::to_string(kt) << " seq " << s;
+    }
+
+    // Non-finite queries in sequences 8 and 5 (both side by side): sequence 5 is named, whatever the threads.
+    al::Tensor<float> bad = q;
+    bad.data()[(8 * 32 + 3) * 128 + 7] = NAN;
+    bad.data()[(5 * 32 + 9) * 128 + 1] = INFINITY;
+    al::AttentionOptions<float> checked = o;
+    checked.check_finite = true;
+    for (int threads : {1, 2}) {
+      try {
+        al::kv_cache_attention(f.cache, 1, f.seqs, bad, checked, {out1, lse1}, {}, {.threads = threads});
+        ADD_FAILURE() << "no error for a non-finite query";
+      } catch (const al::Error& e) {
+        EXPECT_NE(std::string(e.what()).find("q[5, 9, 0] = inf"), std::string::npos) << e.what();
+      }
+    }
+
+    // An interrupt that says stop at once: Interrupted; one that never does: the same bits. Both
+    // are asked on the calling thread alone (Python's asks for the GIL).
+    std::mutex m;
+    std::vector<std::thread::id> askers;
+    auto asked = [&] {
+      const std::lock_guard<std::mutex> lock(m);
+      askers.push_back(std::this_thread::get_id());
+    };
+    al::ComputeConfig stop_now{.threads = 2, .interrupt = [&] { return asked(), true; }};
+    EXPECT_THROW(al::kv_cache_attention(f.cache, 1, f.seqs, q, o, {out1, lse1}, {}, stop_now), al::Interrupted);
+    al::ComputeConfig never{.threads = 2, .interrupt = [&] { return asked(), false; }};
+    al::kv_cache_attention(f.cache, 1, f.seqs, q, o, {out1, lse1}, {}, never);
+    EXPECT_EQ(std::memcmp(out.data(), out1.data(), out.numel() * 4), 0) << al::to_string(kt);
+    EXPECT_FALSE(askers.empty());
+    for (const std::thread::id& id : askers) EXPECT_EQ(id, std::this_thread::get_id());
+  }
 }
 
 // The engine over the cache against the reference over the cache, under the rule
