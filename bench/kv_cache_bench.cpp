@@ -7,11 +7,14 @@
 //   engine      the contiguous engine on K/V tensors (float32 and float16 only)
 //   turned      with --turned: paged, keys and values rotated and keys centred
 //               (kv_cache.hpp, "Outliers"), against paged: the rotation's cost
+//   in-cache    paged, the same Nk keys a head read from blocks held in the last-level cache:
+//               the step's arithmetic time, to tell which bound each paged step is under
 // timed in interleaved rounds (every case once a round, in a shuffled order), medians and the
 // spread (min and max), the GB/s of the K/V bytes each step reads (codes and scales), and
 // that rate as a fraction of this machine's read bandwidth (bench/peak_memory.hpp, probed
 // before and after the rounds). Then the targets of the cache (int8 and int4 over float16,
-// paged over contiguous, 32/8 over 8/8).
+// paged over contiguous, 32/8 over 8/8) and each paged step's bounds: its read time at the
+// probe's rate, its in-cache time, its products' time at the FMA peak (bench/peak_flops.hpp).
 //
 //   attnlab_bench_kv_cache [--threads 2] [--rounds 15] [--nk 32768] [--types float32,float16,int8,int4]
 //                          [--no-gathered] [--turned] [--block-tokens N (default: the cache's)]
@@ -21,6 +24,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <deque>
 #include <functional>
 #include <map>
 #include <random>
@@ -29,6 +33,7 @@
 
 #include "attnlab/engine.hpp"
 #include "attnlab/kv_cache.hpp"
+#include "peak_flops.hpp"
 #include "peak_memory.hpp"
 
 namespace al = attnlab;
@@ -113,7 +118,37 @@ int main(int argc, char** argv) try {
   }
   std::vector<Case> cases;
   std::vector<std::unique_ptr<al::KVCache>> caches;
-  std::vector<int64_t> seq_ids;
+  // The step's time when reading costs little: the same call, Nk keys a head, its positions
+  // from blocks that stay in cache. F forks each share the first Nk/F positions of the paged
+  // sequence, and one call decodes all F, one query each. F is at least 64 and large enough
+  // that a fork reads at most 2 MiB (the decode grain, engine/decode_path.hpp): the forks then
+  // run side by side, one thread each, with no fork and join per sequence. What is left is
+  // the arithmetic (dequantizing, scores, softmax, values) and each sequence's setup; where it
+  // is near the paged time, memory is not the bound.
+  constexpr int64_t kInCacheMinSequences = 64, kDecodeGrainBytes = int64_t{2} << 20;
+  struct InCache {
+    std::vector<int64_t> seqs;
+    al::Tensor<float> q, out, lse;
+  };
+  std::deque<InCache> in_cache;  // stable addresses for the cases' closures
+  auto add_in_cache_cases = [&](const std::string& tn, al::KVCache& cache, int64_t s) {
+    const int64_t bytes_per_token = cache.memory().bytes_per_token;
+    int64_t f = std::min(kInCacheMinSequences, nk);
+    while (nk / f * bytes_per_token > kDecodeGrainBytes && nk / f > a.block_tokens) f *= 2;
+    const int64_t p = nk / f;  // f·p = Nk when f divides Nk
+    std::vector<int64_t> seqs;
+    for (int64_t i = 0; i < f; ++i) seqs.push_back(cache.fork(s, p));
+    for (int64_t hq : heads) {
+      InCache& c = in_cache.emplace_back(InCache{seqs, al::Tensor<float>({f, hq, 1, d}), al::Tensor<float>({f, hq, 1, d}),
+                                                  al::Tensor<float>({f, hq, 1, 1})});
+      for (int64_t i = 0; i < f; ++i) std::copy_n(q.at(hq).data(), hq * d, c.q.data() + i * hq * d);
+      const al::KVCache* cp = &cache;
+      cases.push_back({fmt::format("{} in-cache {}/{}", tn, hq, hkv), static_cast<double>(bytes_per_token * f * p),
+                       [cp, &c, &o, cfg] {
+                         al::kv_cache_attention(*cp, 0, c.seqs, c.q.view(), o, {c.out.view(), c.lse.view()}, {}, cfg);
+                       }, {}});
+    }
+  };
   for (const std::string& tn : a.types) {
     const al::CacheType t = al::parse_cache_type(tn);
     for (int layout = 0; layout < (a.turned ? 3 : 2); ++layout) {
@@ -128,6 +163,7 @@ int main(int argc, char** argv) try {
       const int64_t s = cache.add_sequence();
       cache.append(0, s, k, v);
       const double bytes = static_cast<double>(cache.memory().bytes_per_token * nk);
+      if (paged && !turned) add_in_cache_cases(tn, cache, s);
       for (int64_t hq : heads) {
         const std::string name =
             fmt::format("{} {} {}/{}", tn, turned ? "turned" : paged ? "paged" : "contiguous", hq, hkv);
@@ -154,6 +190,7 @@ int main(int argc, char** argv) try {
     cases.push_back({fmt::format("float16 engine {}/{}", hq, hkv), 4.0 * static_cast<double>(hkv * nk * d),
                      [&, hq] { al::engine::attention_forward<al::float16>(q16.at(hq).view(), k16.view(), v16.view(), o, {out16.at(hq).view(), lse.at(hq).view()}, cfg); }, {}});
   }
+  const al::bench::Peak fma_peak = al::bench::measure_peak(a.threads);
   const al::bench::Bandwidth before = al::bench::measure_read_bandwidth(a.threads);
   for (Case& c : cases) c.run();  // warm: pages touched, threads created
   // Each round in its own order: a case that reads the K/V another case just read may find
@@ -202,6 +239,27 @@ int main(int argc, char** argv) try {
   }
   for (const std::string& tn : a.types)
     ratio(fmt::format("{} paged 8/8", tn), fmt::format("{} paged 32/8", tn), "32/8 time over 8/8, target <= 1.10");
+
+  // Which bound each paged step is under: reading its K/V at the probe's rate, or its
+  // arithmetic (the in-cache time). The products alone at the FMA peak, 4·Hq·Nk·d FLOPs,
+  // show how much of that arithmetic is the dequantizing and the softmax around them.
+  std::printf("\nbounds of the paged steps: read = K/V bytes at %.1f GB/s; in cache = the in-cache median; products = "
+              "4*Hq*Nk*d FLOPs at the FMA peak, %.0f GFLOP/s (%s)\n",
+              peak, fma_peak.gflops_cpu, fma_peak.target.c_str());
+  std::printf("  %-14s %8s %12s %12s %9s  %s\n", "case", "read ms", "in cache ms", "products ms", "paged ms",
+              "bound, paged time against it");
+  for (const std::string& tn : a.types)
+    for (int64_t hq : heads) {
+      const std::string h = fmt::format("{}/{}", hq, hkv), paged = tn + " paged " + h, in_cache = tn + " in-cache " + h;
+      if (!med.count(paged) || !med.count(in_cache)) continue;
+      const auto it = std::find_if(cases.begin(), cases.end(), [&](const Case& c) { return c.name == paged; });
+      const double read_ms = it->bytes / peak / 1e6, cached_ms = med[in_cache], paged_ms = med[paged];
+      const double products_ms = 4.0 * static_cast<double>(hq * nk * d) / fma_peak.gflops_cpu / 1e6;
+      const bool memory = cached_ms < read_ms;
+      std::printf("  %-14s %8.2f %12.2f %12.2f %9.2f  %s, %.0f%% of its rate\n", (tn + " " + h).c_str(), read_ms, cached_ms,
+                  products_ms, paged_ms, memory ? "memory (8/8 target >= 90%)" : "arithmetic (target >= 80%)",
+                  100.0 * (memory ? read_ms : cached_ms) / paged_ms);
+    }
   return 0;
 } catch (const std::exception& e) {
   std::fprintf(stderr, "%s\n", e.what());
