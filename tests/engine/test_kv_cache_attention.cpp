@@ -114,7 +114,8 @@ TEST(KVCacheAttention, EqualsTheEngineOnTheGatheredCacheForAnyThreads) {
 // A call of many sequences, each too small for a team of its own (the decode grain: 2 MiB of
 // K and V), runs them side by side, one thread each: the same bits as each sequence alone
 // and as one thread; an error is the one the first failing sequence in order gives; the
-// caller's interrupt is asked on the calling thread only. d = 128, 32/8 heads (4 rows):
+// caller's interrupt is asked on the calling thread only; one query row a sequence and chunked
+// prefill (up to 64 rows a K/V head: the tile step). d = 128, 32/8 heads (4 rows a query):
 // float32 and bfloat16 take the engine's fused step in place, int8 keys with int4 values the
 // cache's step. float32 is 8 KiB a position: 300 and 900 positions take a team, the rest (up
 // to 256) do not and hold 9.2 MB together; int8/int4 (1.7 KiB) all run side by side.
@@ -141,6 +142,22 @@ TEST(KVCacheAttention, SmallSequencesSideBySideGiveEachSequencesOwnBits) {
       al::kv_cache_attention(f.cache, 1, id, rows(q, s, 0, 1, false), o, {os.view(), ls.view()}, {}, {.threads = 2});
       EXPECT_TRUE(same_bits(os, rows(out, s, 0, 1, false))) << al::to_string(kt) << " seq " << s;
       EXPECT_TRUE(same_bits(ls, rows(lse, s, 0, 1, false))) << al::to_string(kt) << " seq " << s;
+    }
+    // Chunked prefill, packed: rows of their own per sequence (none for one), the same.
+    const std::vector<int64_t> qlen = {1, 3, 0, 2, 1, 5, 1, 1, 4, 16};
+    al::Tensor<float> qp({1, 32, 34, 128}), op({1, 32, 34, 128}), lp({1, 32, 34, 1}), op1(op.shape()), lp1(lp.shape());
+    fill(qp, rng);
+    al::kv_cache_attention(f.cache, 1, f.seqs, qp, o, {op, lp}, qlen, {.threads = 2});
+    al::kv_cache_attention(f.cache, 1, f.seqs, qp, o, {op1, lp1}, qlen, {.threads = 1});
+    EXPECT_EQ(std::memcmp(op.data(), op1.data(), op.numel() * 4), 0) << al::to_string(kt) << " packed";
+    for (int64_t s = 0, row0 = 0; s < n_seq; row0 += qlen[static_cast<size_t>(s)], ++s) {
+      const int64_t n = qlen[static_cast<size_t>(s)];
+      if (n == 0) continue;
+      al::Tensor<float> os({1, 32, n, 128}), ls({1, 32, n, 1});
+      const int64_t id[] = {f.seqs[static_cast<size_t>(s)]};
+      al::kv_cache_attention(f.cache, 1, id, rows(qp, 0, row0, n, true), o, {os.view(), ls.view()}, {}, {.threads = 2});
+      EXPECT_TRUE(same_bits(os, rows(op, 0, row0, n, true))) << al::to_string(kt) << " packed seq " << s;
+      EXPECT_TRUE(same_bits(ls, rows(lp, 0, row0, n, true))) << al::to_string(kt) << " packed seq " << s;
     }
 
     // Non-finite queries in sequences 8 and 5 (both side by side): sequence 5 is named, whatever the threads.
