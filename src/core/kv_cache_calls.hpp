@@ -4,8 +4,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <utility>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "attnlab/kv_cache.hpp"
