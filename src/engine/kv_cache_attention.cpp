@@ -271,6 +271,7 @@ void kv_cache_attention(const KVCache& cache, int64_t layer, std::span<const int
   // path's grain, kSmallDecodeBytes) still belongs to a call that may not be: such sequences
   // run side by side, one thread each, when together they exceed the grain.
   struct Planned {
+    detail::CacheTransforms tf;
     engine::CacheStep step;
     int team;
     int64_t bytes;
@@ -283,7 +284,7 @@ void kv_cache_attention(const KVCache& cache, int64_t layer, std::span<const int
     const detail::CacheTransforms tf = detail::KVCacheAccess::transforms(cache, s.seq, layer);
     const engine::CacheStep step = cache_step(cv, tf, s.q.heads(), s.q.seq(), s.len, options);
     const int64_t bytes = engine::decode_kv_bytes(s.len * cv.kv_heads, cv.key_row, cv.value_row);
-    plans.push_back({step, engine::decode_threads(threads, bytes), bytes});
+    plans.push_back({tf, step, engine::decode_threads(threads, bytes), bytes});
     if (step != engine::CacheStep::gather && plans.back().team == 1)
       side_by_side.push_back(i), side_by_side_bytes += bytes;
   }
@@ -292,7 +293,7 @@ void kv_cache_attention(const KVCache& cache, int64_t layer, std::span<const int
   const engine::StopRequest stop(&config.interrupt);  // one for the call: its 10 ms rate spans the sequences
   auto run = [&](size_t i, int team, const engine::StopRequest& sequence_stop, const ComputeConfig& sequence_config) {
     const detail::CachedSequence<float>& s = calls[i];
-    const detail::CacheTransforms tf = detail::KVCacheAccess::transforms(cache, s.seq, layer);
+    const detail::CacheTransforms& tf = plans[i].tf;
     switch (plans[i].step) {
       case engine::CacheStep::engine:
         engine_sequence(cv, detail::KVCacheAccess::blocks(cache, s.seq), s.index, s.len, s.q, options, s.out, s.lse, tf,
