@@ -285,6 +285,12 @@ double value_of(T x) {
 // The bits of T and its exponent field (all ones: inf or NaN).
 template <class T>
 using BitsOf = std::conditional_t<sizeof(T) == 2, uint16_t, std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>>;
+// x's bits: a 16-bit type's field as it is (the vectoriser does not take a bit_cast of the struct).
+template <class T>
+constexpr BitsOf<T> bits_of(T x) {
+  if constexpr (std::is_floating_point_v<T>) return std::bit_cast<BitsOf<T>>(x);
+  else return x.bits;
+}
 template <class T>
 constexpr BitsOf<T> exponent_mask() {
   if constexpr (std::is_same_v<T, float>) return 0x7f800000u;
@@ -309,7 +315,7 @@ std::optional<std::array<int64_t, 4>> first_non_finite(ConstView<T> x) {
         const T* r = x.row(b, h, i);
         Bits bad = 0;
         if (st == 1) {
-          for (int64_t j = 0; j < n; ++j) bad |= ((std::bit_cast<Bits>(r[j]) & kExponent) == kExponent);
+          for (int64_t j = 0; j < n; ++j) bad |= ((bits_of(r[j]) & kExponent) == kExponent);
         } else {
           for (int64_t j = 0; j < n; ++j) bad |= !is_finite_value(r[j * st]);
         }

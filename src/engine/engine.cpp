@@ -13,6 +13,7 @@
 #include "core/attention_checks.hpp"
 #include "engine/decode_kernels.hpp"
 #include "engine/decode_path.hpp"
+#include "engine/round_rows.hpp"
 #include "engine/row_end.hpp"
 #include "engine/flash_kernels.hpp"
 #include "engine/machine_caches.hpp"
@@ -81,13 +82,20 @@ void throw_if_scores_overflowed(const Plan& plan) {
 template <class E>
 constexpr bool kIsFloat = std::is_same_v<E, float>;
 
-// dst = src rounded to E (round to nearest even), element by element.
+// dst = src rounded to E (round to nearest even): a row at a time where both rows are
+// unit-stride (round_rows.hpp), else element by element; the same bits either way.
 template <class E>
 void round_into(ConstView<float> src, TensorView<E> dst) {
+  const bool rows = src.stride(Axis::dim) == 1 && dst.stride(Axis::dim) == 1;
   for (int64_t b = 0; b < dst.batch(); ++b)
     for (int64_t h = 0; h < dst.heads(); ++h)
-      for (int64_t i = 0; i < dst.seq(); ++i)
+      for (int64_t i = 0; i < dst.seq(); ++i) {
+        if (rows) {
+          round_rows(src.row(b, h, i), dst.row(b, h, i), dst.dim());
+          continue;
+        }
         for (int64_t j = 0; j < dst.dim(); ++j) dst(b, h, i, j) = E::from_float(src(b, h, i, j));
+      }
 }
 
 // The float32 buffer a kernel writes for the result `x`: x itself when E is float,

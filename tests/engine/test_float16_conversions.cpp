@@ -1,7 +1,8 @@
 // bfloat16 and float16 conversions (attnlab/float16.hpp): exact to float; round to nearest
 // even from float, checked against an independent oracle (the nearest of all finite 16-bit
 // values, ties to the even pattern) on every midpoint between neighbours and its float
-// neighbours, and on random floats; overflow to ±inf, NaN kept.
+// neighbours, and on random floats; overflow to ±inf, NaN kept. The engine's vector rounding
+// of rows (engine/round_rows.hpp) gives from_float's bits on every SIMD target.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -11,6 +12,8 @@
 #include <vector>
 
 #include "attnlab/float16.hpp"
+#include "engine/round_rows.hpp"
+#include "hwy/targets.h"
 
 namespace al = attnlab;
 using al::bfloat16;
@@ -52,9 +55,10 @@ uint16_t oracle_round(const std::vector<std::pair<double, uint16_t>>& table, flo
   return r;
 }
 
+// Every midpoint between neighbouring finite values of T, its float neighbours and the upper
+// value, then 2,000,000 random finite floats.
 template <class T>
-void check_rounding(uint16_t inf_bits) {
-  const auto table = finite_values<T>();
+std::vector<float> rounding_inputs(const std::vector<std::pair<double, uint16_t>>& table) {
   std::vector<float> xs;
   for (size_t n = 1; n < table.size(); ++n) {
     const double mid = (table[n - 1].first + table[n].first) / 2;
@@ -67,6 +71,13 @@ void check_rounding(uint16_t inf_bits) {
     const auto x = std::bit_cast<float>(static_cast<uint32_t>(rng()));
     if (std::isfinite(x)) xs.push_back(x);
   }
+  return xs;
+}
+
+template <class T>
+void check_rounding(uint16_t inf_bits) {
+  const auto table = finite_values<T>();
+  const std::vector<float> xs = rounding_inputs<T>(table);
   int64_t wrong = 0;
   for (float x : xs) {
     const uint16_t want = oracle_round<T>(table, x, inf_bits), got = T::from_float(x).bits;
@@ -111,4 +122,43 @@ TEST(Float16Types, OverflowInfinityAndNaN) {
   EXPECT_TRUE(std::isnan(float16::from_float(NAN).to_float()));
   EXPECT_TRUE(std::isnan(bfloat16::from_float(NAN).to_float()));
   EXPECT_TRUE(std::isnan(bfloat16::from_float(std::bit_cast<float>(0x7f800001u)).to_float()));  // not inf
+}
+
+namespace {
+
+// round_rows against from_float, bit for bit, on each SIMD target compiled and supported: the
+// rounding inputs above, the specials (zeros, infinities, NaNs with payloads, float
+// subnormals, the largest floats), each row started at several offsets so that every lane
+// position meets every value and the tails are taken.
+template <class T>
+void check_row_rounding() {
+  std::vector<float> xs = rounding_inputs<T>(finite_values<T>());
+  for (uint32_t bits : {0x00000000u, 0x80000000u, 0x7f800000u, 0xff800000u, 0x7fc00000u, 0xffc00001u, 0x7f800001u,
+                        0x7fa5a5a5u, 0xffbfffffu, 0x00000001u, 0x807fffffu, 0x7f7fffffu, 0xff7fffffu, 0x477fffffu,
+                        0x47800000u, 0x387fffffu, 0x38800000u, 0x33000000u, 0x33000001u, 0xb3800000u})
+    xs.push_back(std::bit_cast<float>(bits));
+  std::vector<uint16_t> want(xs.size());
+  for (size_t i = 0; i < xs.size(); ++i) want[i] = T::from_float(xs[i]).bits;
+  for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
+    hwy::SetSupportedTargetsForTest(target);
+    for (size_t offset : {size_t{0}, size_t{1}, size_t{7}, size_t{13}}) {
+      std::vector<T> got(xs.size() - offset);
+      al::engine::round_rows(xs.data() + offset, got.data(), static_cast<int64_t>(got.size()));
+      int64_t wrong = 0;
+      for (size_t i = 0; i < got.size(); ++i)
+        if (got[i].bits != want[i + offset] && ++wrong <= 3)
+          ADD_FAILURE() << hwy::TargetName(target) << ", offset " << offset << ": x = " << xs[i + offset] << " (0x"
+                        << std::hex << std::bit_cast<uint32_t>(xs[i + offset]) << "): got 0x" << got[i].bits
+                        << ", from_float 0x" << want[i + offset] << std::dec;
+      EXPECT_EQ(wrong, 0) << hwy::TargetName(target) << ", offset " << offset;
+    }
+  }
+  hwy::SetSupportedTargetsForTest(0);
+}
+
+}  // namespace
+
+TEST(Float16Types, EngineRowsRoundAsFromFloatOnEveryTarget) {
+  check_row_rounding<bfloat16>();
+  check_row_rounding<float16>();
 }
