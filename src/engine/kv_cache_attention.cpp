@@ -312,7 +312,10 @@ void kv_cache_attention(const KVCache& cache, int64_t layer, std::span<const int
   // Any sequence's error is reported as the first in seqs' order would have been, whichever
   // thread met it first (exceptions cannot leave an OpenMP region).
   std::vector<std::exception_ptr> errors(calls.size());
-  if (!side_by_side.empty()) {
+  // Asked once here, before any sequence: on a busy machine the other thread may take every
+  // side-by-side sequence before the calling thread takes one, and ask nothing in between.
+  stop();
+  if (!side_by_side.empty() && !stop.stopped()) {
     // The longest first, handed out one at a time: the team finishes together. Only the
     // calling thread (OpenMP's thread 0 here) asks the caller's interrupt, between sequences;
     // the sequences themselves ask nothing.
