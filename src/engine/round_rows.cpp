@@ -1,8 +1,8 @@
 // float32 rows rounded to bfloat16 or float16 (round_rows.hpp), compiled once per SIMD target
 // and chosen at run time. Each lane does float16.hpp's from_float in the same integer steps
 // (and, for float16's subnormals, the same float add), so the bits are from_float's on every
-// target; the tail takes from_float itself. The element loop it replaces could not be
-// vectorised (from_float branches): docs/engine.md, "bfloat16 and float16", has its cost.
+// target; the tail takes from_float itself. from_float branches, so a loop over it is not
+// vectorised: docs/engine.md, "bfloat16 and float16", has the cost of one.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "engine/round_rows.cpp"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
